@@ -1,0 +1,19 @@
+//! # bob-core: the Block-Order Breaker library
+//!
+//! Data flows one way through the modules:
+//!
+//! ```text
+//! device -> record -> trace -> crash -> image -> check -> report
+//! ```
+//!
+//! * [`device`]: loop devices, mounts and bob's FUSE disk, each released on every exit path.
+//! * [`record`]: runs a workload on a recording disk and produces a [`trace::Trace`].
+//! * [`trace`]: the dm-log-writes log format and its JSON sidecar.
+//! * [`crash`]: flush-delimited epochs, crash-state strategies, state ids, dedup.
+//! * [`image`]: a crash state served as a copy-on-write view over the base image.
+//! * [`check`]: recovery, logical snapshot, fsck, and the property verdict.
+//! * [`report`]: cells, witnesses, tables.
+//! * [`fs`]: the file-system configurations (mkfs, mount options, recovery, fsck).
+#![warn(missing_docs)]
+
+pub mod trace;

@@ -1,0 +1,1 @@
+//! dm-log-writes log reading and writing (in progress).
