@@ -3,10 +3,14 @@
 //! The model is the dm-log-writes entry itself (sector, sector count, flags, data), so a
 //! log from the kernel target or from xfstests round-trips byte for byte; [`EntryKind`]
 //! is the interpreted view the permuter works with. On disk a trace is a dm-log-writes
-//! log ([`log`]) plus a JSON sidecar ([`sidecar`]) for what the format cannot carry.
+//! log ([`log`]) plus a JSON sidecar ([`sidecar`]) for what the format cannot carry,
+//! side by side in a trace directory ([`TraceDir`]).
 
+pub mod dir;
 pub mod log;
 pub mod sidecar;
+
+pub use dir::{TraceDir, TraceDirError};
 
 /// Size of the simulated disk's atomic unit and of the log's addressing unit.
 pub const SECTOR_SIZE: u64 = 512;
