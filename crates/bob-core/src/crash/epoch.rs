@@ -1,0 +1,134 @@
+//! Epochs: the trace cut at its durability barriers.
+//!
+//! A disk with a volatile write cache may persist the writes it has acknowledged in any
+//! order, until a barrier makes them durable. An epoch is the run of writes between two
+//! barriers: every write of an earlier epoch is durable when a crash hits the current one,
+//! and any subset of the current epoch's writes (each possibly torn) may have reached the
+//! media. The barriers are:
+//!
+//! * an empty flush: closes the current epoch;
+//! * a write with REQ_PREFLUSH: its flush closes the current epoch, then the write joins
+//!   the next one;
+//! * a write with FUA: joins the current epoch and then closes it. FUA makes only that
+//!   write durable on completion, not the rest of the cache, so this is conservative (it
+//!   loses crash states where earlier writes of the epoch are missing after the FUA write
+//!   completed), exactly as CrashMonkey treats it. On bob's recording disk FUA arrives as
+//!   write + flush anyway.
+//!
+//! Marks belong to no epoch. Write or discard entries addressing zero sectors change
+//! nothing on the disk and are left out of every epoch (a zero-sector FUA write is not a
+//! barrier: FUA covers only its own, empty, data).
+//!
+//! An epoch left without writes by two barriers in a row is dropped, because every crash
+//! state inside it equals the state right after the first barrier. The last epoch (after
+//! the last barrier) is always kept, even without writes, so that the state "everything
+//! applied" exists; a trace without entries has exactly one, empty, epoch.
+
+use crate::trace::{EntryKind, Trace};
+
+/// One flush-delimited run of writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Epoch {
+    /// Position of this epoch in the list [`epochs`] returns.
+    pub index: usize,
+    /// Entry indices of the epoch's Write and Discard entries, in trace order. A crash
+    /// state names them by their position in this list.
+    pub writes: Vec<usize>,
+    /// Index of the first entry after the barrier that opened the epoch (for an epoch
+    /// opened by a preflush write, that write's own index).
+    pub start_entry: usize,
+    /// Entry index of the barrier that closes the epoch: an empty flush, a FUA write (the
+    /// epoch's last write) or a preflush write (the first write of the next epoch).
+    /// `None` for the last epoch.
+    pub end_flush: Option<usize>,
+}
+
+impl Epoch {
+    /// The end of the epoch's entry range (exclusive): the closing flush or preflush
+    /// write is not part of it, a closing FUA write is.
+    pub fn end_entry(&self, trace: &Trace) -> usize {
+        match self.end_flush {
+            None => trace.entries.len(),
+            Some(f) if self.writes.last() == Some(&f) => f + 1,
+            Some(f) => f,
+        }
+    }
+
+    /// The barrier the epoch starts after, if any: the entry index and what it is.
+    pub fn barrier_before(&self, trace: &Trace) -> Option<(usize, Barrier)> {
+        let entries = &trace.entries;
+        if let Some(&first) = self.writes.first() {
+            if first == self.start_entry {
+                if let Some(EntryKind::Write { preflush: true, .. }) =
+                    entries.get(first).map(|e| e.kind())
+                {
+                    return Some((first, Barrier::Preflush));
+                }
+            }
+        }
+        let prev = self.start_entry.checked_sub(1)?;
+        match entries.get(prev)?.kind() {
+            EntryKind::Flush => Some((prev, Barrier::Flush)),
+            EntryKind::Write { fua: true, .. } => Some((prev, Barrier::Fua)),
+            _ => None,
+        }
+    }
+}
+
+/// What made an epoch boundary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Barrier {
+    /// An empty cache flush.
+    Flush,
+    /// The flush that precedes a REQ_PREFLUSH write.
+    Preflush,
+    /// The completion of a FUA write.
+    Fua,
+}
+
+/// Cuts `trace` into its epochs (see the module documentation for the rules).
+pub fn epochs(trace: &Trace) -> Vec<Epoch> {
+    let mut out = Vec::new();
+    let mut writes = Vec::new();
+    let mut start_entry = 0;
+    // Closes the current epoch at barrier `at`; a write-less epoch is dropped.
+    let close = |out: &mut Vec<Epoch>, writes: &mut Vec<usize>, start: usize, at: usize| {
+        if !writes.is_empty() {
+            out.push(Epoch {
+                index: out.len(),
+                writes: std::mem::take(writes),
+                start_entry: start,
+                end_flush: Some(at),
+            });
+        }
+    };
+    for (i, entry) in trace.entries.iter().enumerate() {
+        match entry.kind() {
+            EntryKind::Mark => {}
+            EntryKind::Flush => {
+                close(&mut out, &mut writes, start_entry, i);
+                start_entry = i + 1;
+            }
+            EntryKind::Discard => {
+                if entry.nr_sectors > 0 {
+                    writes.push(i);
+                }
+            }
+            EntryKind::Write { preflush, fua } => {
+                if preflush {
+                    close(&mut out, &mut writes, start_entry, i);
+                    start_entry = i;
+                }
+                if entry.nr_sectors > 0 {
+                    writes.push(i);
+                    if fua {
+                        close(&mut out, &mut writes, start_entry, i);
+                        start_entry = i + 1;
+                    }
+                }
+            }
+        }
+    }
+    out.push(Epoch { index: out.len(), writes, start_entry, end_flush: None });
+    out
+}

@@ -1,0 +1,350 @@
+//! Overlays: the sectors a crash state changes, as references into the trace.
+//!
+//! An [`Overlay`] maps 512-byte sector numbers of the disk to where their crash-state
+//! content lives: a sector of some trace entry's data, or zeros (a discard). It copies no
+//! trace data; [`Overlay::read_into`] patches the content over a buffer the caller filled
+//! from the base image, which is all the copy-on-write view in `image` needs, and
+//! [`Overlay::digest`] hashes it for dedup.
+//!
+//! Thousands of states share the prefix "every epoch before e applied whole", so an
+//! [`OverlayBuilder`] keeps that prefix map, built once, behind an `Arc` and puts only the
+//! crash epoch's writes in a small map on top. It caches the prefix maps of the few epochs
+//! it served last and builds a new one from the nearest cached earlier prefix, so walking
+//! the states in epoch order (as [`super::generate`] lists them) builds each prefix
+//! incrementally, while memory stays a few prefix maps however many epochs there are.
+//!
+//! The digest follows the same split. It is a set hash: the sum, modulo 2^256, of one
+//! blake3 hash per set sector (of its number and content), finished with blake3. A prefix
+//! carries its sum, kept up to date as it is built, so a state's digest costs only its
+//! crash epoch's sectors, not the whole overlay (tens of megabytes for long traces).
+//! Additive set hashes resist accidental collisions like the hash they sum; their weaker
+//! resistance to deliberately crafted inputs does not matter for disk contents that a file
+//! system wrote.
+
+use std::collections::BTreeMap;
+use std::iter::Peekable;
+use std::ops::RangeInclusive;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use super::epoch::Epoch;
+use super::id::{Applied, StateId};
+use crate::trace::{EntryKind, Trace, SECTOR_SIZE};
+
+const SECTOR: usize = SECTOR_SIZE as usize;
+
+/// Where one sector of a crash state comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SectorSource {
+    /// Sector `index` (0-based, in 512-byte units) of the data of trace entry `entry`.
+    Entry {
+        /// Index of the write entry in [`Trace::entries`].
+        entry: u32,
+        /// Sector index within that entry's data.
+        index: u32,
+    },
+    /// Zeros: the sector was discarded.
+    Zero,
+}
+
+impl SectorSource {
+    /// Copies bytes `from..from + out.len()` of this sector's content into `out`. Data a
+    /// (malformed) entry lacks reads as zeros.
+    fn copy_to(self, trace: &Trace, from: usize, out: &mut [u8]) {
+        let data: &[u8] = match self {
+            SectorSource::Zero => &[],
+            SectorSource::Entry { entry, index } => {
+                let data = trace.entries.get(entry as usize).map_or(&[][..], |e| &e.data[..]);
+                let start = (index as usize).saturating_mul(SECTOR).saturating_add(from);
+                data.get(start..).unwrap_or(&[])
+            }
+        };
+        let n = data.len().min(out.len());
+        out[..n].copy_from_slice(&data[..n]);
+        out[n..].fill(0);
+    }
+}
+
+type SectorMap = BTreeMap<u64, SectorSource>;
+
+/// The sectors a crash state changes relative to the base image (see the module docs).
+#[derive(Clone, Debug)]
+pub struct Overlay {
+    /// Every epoch before the crash epoch, shared between states.
+    base: Arc<Prefix>,
+    /// The crash epoch's applied writes; wins over `base`.
+    top: SectorMap,
+    /// Number of distinct sectors in `base` and `top`.
+    len: usize,
+}
+
+impl Overlay {
+    /// Number of sectors the overlay sets.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the state equals the base image.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Where `sector` comes from, or `None` if the base image provides it.
+    pub fn get(&self, sector: u64) -> Option<SectorSource> {
+        self.top.get(&sector).or_else(|| self.base.map.get(&sector)).copied()
+    }
+
+    /// Every sector the overlay sets, by increasing sector number.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, SectorSource)> + '_ {
+        self.range(0..=u64::MAX)
+    }
+
+    fn range(&self, sectors: RangeInclusive<u64>) -> Merge<'_> {
+        Merge {
+            top: self.top.range(sectors.clone()).peekable(),
+            base: self.base.map.range(sectors).peekable(),
+        }
+    }
+
+    /// Patches the overlay's sectors over `buf`, which holds the base image's bytes
+    /// starting at byte `offset_bytes` (neither need be sector aligned).
+    pub fn read_into(&self, trace: &Trace, offset_bytes: u64, buf: &mut [u8]) {
+        if buf.is_empty() {
+            return;
+        }
+        let start = u128::from(offset_bytes);
+        let end = start + buf.len() as u128; // exclusive
+        let sector = SECTOR_SIZE as u128;
+        let first = (start / sector) as u64;
+        let last = ((end - 1) / sector).min(u128::from(u64::MAX)) as u64;
+        for (s, source) in self.range(first..=last) {
+            let s_start = u128::from(s) * sector;
+            let lo = start.max(s_start);
+            let hi = end.min(s_start + sector);
+            source.copy_to(
+                trace,
+                (lo - s_start) as usize,
+                &mut buf[(lo - start) as usize..(hi - start) as usize],
+            );
+        }
+    }
+
+    /// The dedup key: a digest of the set of (sector number, content) pairs the overlay
+    /// sets. Two states whose overlays set the same sectors to the same bytes get the
+    /// same digest, however they got there (a discard and a write of zeros are alike);
+    /// different contents collide with negligible probability. It does not know the base
+    /// image: a state that rewrites a sector with the base image's own bytes digests
+    /// differently from one that leaves it alone, so dedup never merges different states
+    /// but may keep such twins apart. Costs the crash epoch's sectors only (see the
+    /// module documentation).
+    pub fn digest(&self, trace: &Trace) -> [u8; 32] {
+        let mut sum = self.base.sum;
+        for (&s, &source) in &self.top {
+            if let Some(&old) = self.base.map.get(&s) {
+                sum.sub(sector_hash(trace, s, old));
+            }
+            sum.add(sector_hash(trace, s, source));
+        }
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(b"bob crash overlay v1\0");
+        for limb in sum.0 {
+            hasher.update(&limb.to_le_bytes());
+        }
+        *hasher.finalize().as_bytes()
+    }
+}
+
+/// A 256-bit sum of sector hashes (little-endian limbs), wrapping.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Sum([u64; 4]);
+
+impl Sum {
+    fn add(&mut self, other: Sum) {
+        let mut carry = false;
+        for (a, b) in self.0.iter_mut().zip(other.0) {
+            let (x, c1) = a.overflowing_add(b);
+            let (y, c2) = x.overflowing_add(u64::from(carry));
+            *a = y;
+            carry = c1 || c2;
+        }
+    }
+
+    fn sub(&mut self, other: Sum) {
+        let mut borrow = false;
+        for (a, b) in self.0.iter_mut().zip(other.0) {
+            let (x, b1) = a.overflowing_sub(b);
+            let (y, b2) = x.overflowing_sub(u64::from(borrow));
+            *a = y;
+            borrow = b1 || b2;
+        }
+    }
+}
+
+/// The hash of sector `s` holding `source`'s content.
+fn sector_hash(trace: &Trace, s: u64, source: SectorSource) -> Sum {
+    let mut content = [0u8; SECTOR];
+    source.copy_to(trace, 0, &mut content);
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(&s.to_le_bytes());
+    hasher.update(&content);
+    let bytes = hasher.finalize();
+    let mut limbs = [0u64; 4];
+    for (limb, chunk) in limbs.iter_mut().zip(bytes.as_bytes().chunks_exact(8)) {
+        *limb = u64::from_le_bytes(chunk.try_into().expect("8-byte chunk"));
+    }
+    Sum(limbs)
+}
+
+/// Every epoch before some epoch applied whole, with its digest sum.
+#[derive(Clone, Debug, Default)]
+struct Prefix {
+    map: SectorMap,
+    sum: Sum,
+}
+
+/// Merges the two maps' ranges, `top` winning on equal sectors.
+struct Merge<'a> {
+    top: Peekable<std::collections::btree_map::Range<'a, u64, SectorSource>>,
+    base: Peekable<std::collections::btree_map::Range<'a, u64, SectorSource>>,
+}
+
+impl Iterator for Merge<'_> {
+    type Item = (u64, SectorSource);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let t = self.top.peek().map(|(s, _)| **s);
+        let b = self.base.peek().map(|(s, _)| **s);
+        let take_top = match (t, b) {
+            (None, None) => return None,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some(t), Some(b)) => {
+                if t == b {
+                    self.base.next();
+                }
+                t <= b
+            }
+        };
+        let (&s, &source) = if take_top { self.top.next() } else { self.base.next() }?;
+        Some((s, source))
+    }
+}
+
+/// Applies entry `entry_index` (whole, or only the sectors of `tear`) to `map`, keeping
+/// `sum` (if any) the digest sum of the map.
+fn apply(
+    map: &mut SectorMap,
+    mut sum: Option<&mut Sum>,
+    trace: &Trace,
+    entry_index: usize,
+    tear: Option<&[(u32, u32)]>,
+) {
+    let Some(entry) = trace.entries.get(entry_index) else {
+        return;
+    };
+    let Ok(entry_u32) = u32::try_from(entry_index) else {
+        return;
+    };
+    let discard = entry.kind() == EntryKind::Discard;
+    let mut set = |k: u64| {
+        let (Some(s), Ok(index)) = (entry.sector.checked_add(k), u32::try_from(k)) else {
+            return;
+        };
+        let source = if discard {
+            SectorSource::Zero
+        } else {
+            SectorSource::Entry { entry: entry_u32, index }
+        };
+        let old = map.insert(s, source);
+        if let Some(sum) = sum.as_deref_mut() {
+            if let Some(old) = old {
+                sum.sub(sector_hash(trace, s, old));
+            }
+            sum.add(sector_hash(trace, s, source));
+        }
+    };
+    match tear {
+        None => (0..entry.nr_sectors).for_each(&mut set),
+        Some(ranges) => {
+            for &(a, b) in ranges {
+                let b = u64::from(b).min(entry.nr_sectors.saturating_sub(1));
+                (u64::from(a)..=b).for_each(&mut set);
+            }
+        }
+    }
+}
+
+/// Builds the overlays of many states of one trace, sharing their epoch prefixes.
+///
+/// `Sync`: workers checking states in parallel can share one builder.
+#[derive(Debug)]
+pub struct OverlayBuilder<'t> {
+    trace: &'t Trace,
+    epochs: &'t [Epoch],
+    /// Recently used prefix maps, keyed by the crash epoch; most recent last.
+    cache: Mutex<Vec<(usize, Arc<Prefix>)>>,
+}
+
+/// How many prefix maps an [`OverlayBuilder`] keeps.
+const CACHED_PREFIXES: usize = 4;
+
+impl<'t> OverlayBuilder<'t> {
+    /// A builder for states of `trace`, cut into `epochs` by [`super::epochs`].
+    pub fn new(trace: &'t Trace, epochs: &'t [Epoch]) -> Self {
+        OverlayBuilder { trace, epochs, cache: Mutex::new(Vec::new()) }
+    }
+
+    /// The map of every epoch before `e` applied whole.
+    fn prefix(&self, e: usize) -> Arc<Prefix> {
+        let e = e.min(self.epochs.len());
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(pos) = cache.iter().position(|(k, _)| *k == e) {
+            let hit = cache.remove(pos);
+            let map = Arc::clone(&hit.1);
+            cache.push(hit);
+            return map;
+        }
+        let nearest = cache.iter().filter(|(k, _)| *k < e).max_by_key(|(k, _)| *k);
+        let (mut k, mut prefix) = match nearest {
+            Some((k, prefix)) => (*k, Prefix::clone(prefix)),
+            None => (0, Prefix::default()),
+        };
+        while k < e {
+            for &w in &self.epochs[k].writes {
+                apply(&mut prefix.map, Some(&mut prefix.sum), self.trace, w, None);
+            }
+            k += 1;
+        }
+        let map = Arc::new(prefix);
+        cache.push((e, Arc::clone(&map)));
+        if cache.len() > CACHED_PREFIXES {
+            cache.remove(0);
+        }
+        map
+    }
+
+    /// The overlay of state `id`: every epoch before `id.epoch` whole, then the listed
+    /// writes of the crash epoch in trace order. `id` should pass [`StateId::validate`];
+    /// parts of it that do not exist are ignored (an epoch past the last means
+    /// everything applied), never a panic.
+    pub fn state(&self, id: &StateId) -> Overlay {
+        let e = id.epoch as usize;
+        let base = self.prefix(e);
+        let mut top = SectorMap::new();
+        if let Some(epoch) = self.epochs.get(e) {
+            let mut applied: Vec<&Applied> = id.applied.iter().collect();
+            applied.sort_by_key(|a| a.write);
+            for a in applied {
+                if let Some(&w) = epoch.writes.get(a.write as usize) {
+                    apply(&mut top, None, self.trace, w, a.sectors.as_deref());
+                }
+            }
+        }
+        let len = base.map.len() + top.keys().filter(|s| !base.map.contains_key(s)).count();
+        Overlay { base, top, len }
+    }
+}
+
+/// The overlay of one state; prefer an [`OverlayBuilder`] for many states of a trace.
+pub fn overlay(trace: &Trace, epochs: &[Epoch], id: &StateId) -> Overlay {
+    OverlayBuilder::new(trace, epochs).state(id)
+}

@@ -1,0 +1,574 @@
+//! Strategies: which crash states of each epoch to generate, within a budget.
+//!
+//! Every strategy works epoch by epoch, on top of every earlier epoch applied whole. With
+//! `n` writes (writes and discards) in an epoch, position `r` meaning its `r`-th write:
+//!
+//! | strategy             | states of one epoch                                               |
+//! |----------------------|-------------------------------------------------------------------|
+//! | `request-prefix`     | the first `k` writes, for `k` in `0..=n`: `n + 1`                 |
+//! | `block-prefix`       | writes `0..r` and the first `j` 4096-byte blocks of `r`, for every `r` spanning `b > 1` disk blocks and `j` in `1..b`: `sum(b - 1)` |
+//! | `single-request`     | only write `r`: `n`                                               |
+//! | `all-but-one`        | every write but `r`, when `n >= 2`: `n`                           |
+//! | `torn`               | writes `0..r` and a tear of `r`, for every `r` of `L >= 2` sectors (see [`TORN_ALL_BUT_ONE_MAX_SECTORS`]) |
+//! | `persistence-points` | no write, in an epoch that starts after a barrier: 1 or 0         |
+//! | `exhaustive`         | every subset, when `n <= exhaustive_max_writes`: `2^n`            |
+//! | `random`             | seeded random subsets with random tears, up to the budget         |
+//!
+//! The tears of `torn` for a request of `L` sectors: the first `L/2` sectors, the other
+//! `L - L/2`, the even sectors, the odd sectors and, when `L <= 16`, each set of all
+//! sectors but one; coinciding sets count once (so `L = 2` gives 2, `L = 3` gives 5,
+//! `4 <= L <= 16` gives `4 + L`, `L > 16` gives 4). Block boundaries are those of the disk
+//! (sector numbers multiple of 8), not of the request.
+//!
+//! A state two strategies produce is listed once, under the first strategy of the list;
+//! `random` only draws states no other strategy produced. States are listed by epoch,
+//! then by strategy in the order given, then in each strategy's own order.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+use std::str::FromStr;
+
+use super::epoch::Epoch;
+use super::id::{Applied, StateId};
+use super::Error;
+use crate::trace::{Trace, SECTOR_SIZE};
+
+/// The block size `block-prefix` splits requests at.
+pub const BLOCK_SIZE: u64 = 4096;
+
+/// `torn` adds the "all sectors but one" tears only for requests of at most this many
+/// sectors, which bounds it to 20 states per request.
+pub const TORN_ALL_BUT_ONE_MAX_SECTORS: u64 = 16;
+
+/// `exhaustive` never enumerates epochs of more writes than this (2^16 states each),
+/// whatever [`Limits::exhaustive_max_writes`] says.
+pub const EXHAUSTIVE_CEILING: usize = 16;
+
+/// Without [`Limits::max_states`], `random` draws this many states per epoch (fewer when
+/// the epoch has fewer distinct states left).
+pub const RANDOM_PER_EPOCH: usize = 16;
+
+/// A way of choosing crash states within an epoch (see the module documentation).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Strategy {
+    /// Each prefix of the epoch's write requests.
+    RequestPrefix,
+    /// Each prefix counted in 4096-byte blocks that splits a request.
+    BlockPrefix,
+    /// Each single write request alone.
+    SingleRequest,
+    /// All write requests but one.
+    AllButOne,
+    /// A bounded family of sector subsets of each multi-sector request.
+    Torn,
+    /// The state right after each barrier: the crash points where an fsync or sync has
+    /// just returned.
+    PersistencePoints,
+    /// Every subset of the epoch's requests, for small epochs.
+    Exhaustive,
+    /// Seeded random subsets with random tears, up to the budget.
+    Random,
+}
+
+impl Strategy {
+    /// Every strategy, in documentation order.
+    pub const ALL: &'static [Strategy] = &[
+        Strategy::RequestPrefix,
+        Strategy::BlockPrefix,
+        Strategy::SingleRequest,
+        Strategy::AllButOne,
+        Strategy::Torn,
+        Strategy::PersistencePoints,
+        Strategy::Exhaustive,
+        Strategy::Random,
+    ];
+
+    /// The original study's four (CrashMonkey's permuters).
+    pub const ORIGINAL: &'static [Strategy] = &[
+        Strategy::RequestPrefix,
+        Strategy::BlockPrefix,
+        Strategy::SingleRequest,
+        Strategy::AllButOne,
+    ];
+
+    /// What bob runs unless told otherwise: the original four, torn writes and
+    /// persistence points.
+    pub const DEFAULT: &'static [Strategy] = &[
+        Strategy::RequestPrefix,
+        Strategy::BlockPrefix,
+        Strategy::SingleRequest,
+        Strategy::AllButOne,
+        Strategy::Torn,
+        Strategy::PersistencePoints,
+    ];
+
+    /// The kebab-case name used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::RequestPrefix => "request-prefix",
+            Strategy::BlockPrefix => "block-prefix",
+            Strategy::SingleRequest => "single-request",
+            Strategy::AllButOne => "all-but-one",
+            Strategy::Torn => "torn",
+            Strategy::PersistencePoints => "persistence-points",
+            Strategy::Exhaustive => "exhaustive",
+            Strategy::Random => "random",
+        }
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Strategy {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        Strategy::ALL.iter().copied().find(|k| k.name() == s).ok_or_else(|| {
+            Error::UnknownStrategy {
+                name: s.to_owned(),
+                expected: Strategy::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(", "),
+            }
+        })
+    }
+}
+
+/// Bounds on generation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// At most this many states in all; `None` for no bound. When the deterministic
+    /// strategies produce more, [`generate`] keeps a selection spread over all epochs;
+    /// when they produce fewer, `random` fills the rest.
+    pub max_states: Option<usize>,
+    /// Seed of `random`: the same seed, trace, strategies and limits give the same states.
+    pub seed: u64,
+    /// `exhaustive` enumerates only epochs of at most this many writes (capped at
+    /// [`EXHAUSTIVE_CEILING`]).
+    pub exhaustive_max_writes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_states: None, seed: 0, exhaustive_max_writes: 10 }
+    }
+}
+
+/// One generated crash state and the strategy that produced it first.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct CrashState {
+    /// The state's id.
+    pub id: StateId,
+    /// The first strategy (in the order asked for) that produced it.
+    pub strategy: Strategy,
+}
+
+/// What [`generate`] returns.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Generated {
+    /// The states, by epoch, then strategy order.
+    pub states: Vec<CrashState>,
+    /// How many distinct states of the deterministic strategies (all but `random`) the
+    /// budget left out.
+    pub truncated: usize,
+}
+
+/// Generates the crash states of `strategies` for `trace`, cut into `epochs` (see the
+/// module documentation for what each strategy gives and how the budget cuts).
+///
+/// With `limits.max_states = Some(m)` and more than `m` deterministic states, every epoch
+/// gets a share as equal as its own count allows (water-filling, leftovers to the earliest
+/// epochs), and within an epoch the kept states are evenly spaced over its list, so that
+/// every strategy and every part of the epoch stays represented; `random` then draws
+/// nothing. With fewer, `random` (if asked for) fills the rest of the budget, one state
+/// per epoch in turn, until the budget is spent or no epoch yields a new state; without a
+/// budget it draws [`RANDOM_PER_EPOCH`] per epoch. Deterministic throughout.
+pub fn generate(
+    trace: &Trace,
+    epochs: &[Epoch],
+    strategies: &[Strategy],
+    limits: &Limits,
+) -> Generated {
+    let mut order: Vec<Strategy> = Vec::new();
+    for &s in strategies {
+        if !order.contains(&s) {
+            order.push(s);
+        }
+    }
+    let random_slot = order.iter().position(|&s| s == Strategy::Random);
+
+    let mut sets: Vec<EpochStates> = Vec::with_capacity(epochs.len());
+    for (e, epoch) in epochs.iter().enumerate() {
+        let mut set = EpochStates::new(order.len());
+        for (k, &s) in order.iter().enumerate() {
+            deterministic(s, trace, epoch, e as u32, limits, &mut |id| {
+                set.insert(k, id);
+            });
+        }
+        sets.push(set);
+    }
+
+    let total: usize = sets.iter().map(EpochStates::len).sum();
+    let mut truncated = 0;
+    match limits.max_states {
+        Some(max) if total > max => {
+            truncated = total - max;
+            let lens: Vec<usize> = sets.iter().map(EpochStates::len).collect();
+            for (set, quota) in sets.iter_mut().zip(water_fill(&lens, max)) {
+                set.keep_evenly(quota);
+            }
+        }
+        _ => {
+            if let Some(slot) = random_slot {
+                let budget = limits.max_states.map(|max| max - total);
+                let mut draws: Vec<RandomDraw> = epochs
+                    .iter()
+                    .enumerate()
+                    .map(|(e, epoch)| RandomDraw::new(limits.seed, e as u32, epoch, trace))
+                    .collect();
+                fill_random(&mut draws, &mut sets, slot, budget);
+            }
+        }
+    }
+
+    let states = sets
+        .into_iter()
+        .flat_map(|set| {
+            set.groups.into_iter().enumerate().flat_map(|(k, ids)| {
+                let strategy = order[k];
+                ids.into_iter().map(move |id| CrashState { id, strategy })
+            })
+        })
+        .collect();
+    Generated { states, truncated }
+}
+
+/// Picks shard `index` of `count` (0-based): every `count`-th state starting at `index`.
+/// The shards of one list partition it, and as the list is deterministic, runs on other
+/// machines with the same trace, strategies and limits pick the same shard.
+pub fn shard(states: &[CrashState], index: usize, count: usize) -> Result<Vec<CrashState>, Error> {
+    if count == 0 || index >= count {
+        return Err(Error::InvalidShard { index, count });
+    }
+    Ok(states.iter().skip(index).step_by(count).cloned().collect())
+}
+
+/// Per-epoch quotas summing to `min(max, sum(lens))`: a common level, capped by each
+/// epoch's own count, with what is left over given one each to the earliest epochs that
+/// have more.
+fn water_fill(lens: &[usize], max: usize) -> Vec<usize> {
+    let filled = |level: usize| lens.iter().map(|&l| l.min(level)).sum::<usize>();
+    let (mut lo, mut hi) = (0, lens.iter().copied().max().unwrap_or(0));
+    // The highest level whose total fits.
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if filled(mid) <= max {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    let mut left = max.saturating_sub(filled(lo));
+    lens.iter()
+        .map(|&l| {
+            let extra = usize::from(l > lo && left > 0);
+            left -= extra;
+            l.min(lo) + extra
+        })
+        .collect()
+}
+
+/// The distinct states of one epoch, grouped by strategy, each id stored once.
+struct EpochStates {
+    /// `groups[k]`: the new states of the `k`-th strategy, in its order.
+    groups: Vec<Vec<StateId>>,
+    /// Hash of an id to where it is in `groups` (exact dedup without a second copy).
+    index: HashMap<u64, Vec<(usize, usize)>>,
+    len: usize,
+}
+
+/// A fixed-key hasher: the keys are not attacker-chosen, so no per-run random state is
+/// needed. (Nothing depends on hash values: lookups compare ids, and the output order is
+/// the insertion order.)
+type IdHasher = BuildHasherDefault<DefaultHasher>;
+
+impl EpochStates {
+    fn new(strategies: usize) -> Self {
+        EpochStates { groups: vec![Vec::new(); strategies], index: HashMap::new(), len: 0 }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn contains(&self, id: &StateId, hash: u64) -> bool {
+        self.index
+            .get(&hash)
+            .is_some_and(|places| places.iter().any(|&(k, i)| self.groups[k][i] == *id))
+    }
+
+    /// Adds `id` to group `k` unless some group has it; says whether it was new.
+    fn insert(&mut self, k: usize, id: StateId) -> bool {
+        let hash = IdHasher::default().hash_one(&id);
+        if self.contains(&id, hash) {
+            return false;
+        }
+        self.index.entry(hash).or_default().push((k, self.groups[k].len()));
+        self.groups[k].push(id);
+        self.len += 1;
+        true
+    }
+
+    /// Keeps `quota` of the states (listed group after group), evenly spaced. No more
+    /// inserts afterwards.
+    fn keep_evenly(&mut self, quota: usize) {
+        self.index.clear();
+        if quota >= self.len {
+            return;
+        }
+        let keep: HashSet<usize> = (0..quota).map(|k| k * self.len / quota).collect();
+        let mut position = 0;
+        for group in &mut self.groups {
+            group.retain(|_| {
+                let kept = keep.contains(&position);
+                position += 1;
+                kept
+            });
+        }
+        self.len = quota;
+    }
+}
+
+/// Number of sectors of write `r` of `epoch`.
+fn sectors_of(trace: &Trace, epoch: &Epoch, r: usize) -> u64 {
+    epoch.writes.get(r).and_then(|&i| trace.entries.get(i)).map_or(0, |e| e.nr_sectors)
+}
+
+/// Writes `0..r` whole, then `r` torn to `ranges`.
+fn on_prefix(e: u32, r: usize, ranges: Vec<(u32, u32)>) -> StateId {
+    let mut id = StateId::whole(e, 0..r as u32);
+    id.applied.push(Applied::torn(r as u32, ranges));
+    id
+}
+
+/// Feeds `out` the states strategy `s` gives in `epoch` (number `e`); `random` gives none
+/// here.
+fn deterministic(
+    s: Strategy,
+    trace: &Trace,
+    epoch: &Epoch,
+    e: u32,
+    limits: &Limits,
+    out: &mut dyn FnMut(StateId),
+) {
+    let n = epoch.writes.len();
+    let n32 = n as u32;
+    match s {
+        Strategy::RequestPrefix => (0..=n32).for_each(|k| out(StateId::whole(e, 0..k))),
+        Strategy::SingleRequest => (0..n32).for_each(|r| out(StateId::whole(e, [r]))),
+        Strategy::AllButOne if n >= 2 => {
+            (0..n32).for_each(|r| out(StateId::whole(e, (0..n32).filter(|&p| p != r))));
+        }
+        Strategy::AllButOne => {}
+        Strategy::BlockPrefix => {
+            let per_block = BLOCK_SIZE / SECTOR_SIZE;
+            for r in 0..n {
+                let Some(entry) = epoch.writes.get(r).and_then(|&i| trace.entries.get(i)) else {
+                    continue;
+                };
+                let (start, len) = (entry.sector, entry.nr_sectors);
+                if len < 2 || len > u64::from(u32::MAX) {
+                    continue;
+                }
+                let first_block = start / per_block;
+                let Some(last_sector) = start.checked_add(len - 1) else {
+                    continue;
+                };
+                let blocks = last_sector / per_block - first_block + 1;
+                for j in 1..blocks {
+                    let end = (first_block + j) * per_block - start; // sectors in the prefix
+                    out(on_prefix(e, r, vec![(0, (end - 1) as u32)]));
+                }
+            }
+        }
+        Strategy::Torn => {
+            for r in 0..n {
+                let len = sectors_of(trace, epoch, r);
+                if len < 2 || len > u64::from(u32::MAX) {
+                    continue;
+                }
+                for ranges in tears(len as u32) {
+                    out(on_prefix(e, r, ranges));
+                }
+            }
+        }
+        Strategy::PersistencePoints => {
+            if epoch.barrier_before(trace).is_some() {
+                out(StateId::whole(e, []));
+            }
+        }
+        Strategy::Exhaustive => {
+            if n <= limits.exhaustive_max_writes.min(EXHAUSTIVE_CEILING) {
+                for mask in 0u32..1 << n {
+                    out(StateId::whole(e, (0..n32).filter(|p| mask & 1 << p != 0)));
+                }
+            }
+        }
+        Strategy::Random => {}
+    }
+}
+
+/// The `torn` family of a request of `len >= 2` sectors (duplicates included; the caller
+/// dedups).
+fn tears(len: u32) -> Vec<Vec<(u32, u32)>> {
+    let half = len / 2;
+    let mut out = vec![
+        vec![(0, half - 1)],
+        vec![(half, len - 1)],
+        (0..len).step_by(2).map(|s| (s, s)).collect(),
+        (1..len).step_by(2).map(|s| (s, s)).collect(),
+    ];
+    if u64::from(len) <= TORN_ALL_BUT_ONE_MAX_SECTORS {
+        for k in 0..len {
+            let mut ranges = Vec::new();
+            if k > 0 {
+                ranges.push((0, k - 1));
+            }
+            if k + 1 < len {
+                ranges.push((k + 1, len - 1));
+            }
+            out.push(ranges);
+        }
+    }
+    out
+}
+
+/// SplitMix64: small, fast, and the same on every platform, which seeded runs need.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..bound` (`bound > 0`); the modulo bias is irrelevant here.
+    fn below(&mut self, bound: u64) -> u64 {
+        self.next() % bound
+    }
+}
+
+/// The random states of one epoch: its own stream, so that an epoch's draws do not
+/// depend on the other epochs or on the budget.
+struct RandomDraw {
+    rng: SplitMix64,
+    epoch: u32,
+    /// Sector counts of the epoch's writes.
+    lens: Vec<u64>,
+    exhausted: bool,
+}
+
+/// Consecutive draws of already known states after which an epoch counts as exhausted.
+const RANDOM_ATTEMPTS: usize = 64;
+
+impl RandomDraw {
+    fn new(seed: u64, epoch: u32, e: &Epoch, trace: &Trace) -> Self {
+        let lens = (0..e.writes.len()).map(|r| sectors_of(trace, e, r)).collect();
+        let stream = seed ^ u64::from(epoch).wrapping_mul(0xD1B5_4A32_D192_ED03);
+        RandomDraw { rng: SplitMix64(stream), epoch, lens, exhausted: false }
+    }
+
+    /// One random state: each write applied with probability 1/2, an applied write of
+    /// several sectors torn with probability 1/4, the tear a random proper prefix or a
+    /// random sector subset.
+    fn one(&mut self) -> StateId {
+        let mut applied = Vec::new();
+        for (r, &len) in self.lens.iter().enumerate() {
+            if self.rng.next() & 1 == 0 {
+                continue;
+            }
+            let r = r as u32;
+            if len < 2 || len > u64::from(u32::MAX) || self.rng.below(4) != 0 {
+                applied.push(Applied::whole(r));
+                continue;
+            }
+            let keep: Vec<bool> = if self.rng.next() & 1 == 0 {
+                let prefix = 1 + self.rng.below(len - 1);
+                (0..len).map(|s| s < prefix).collect()
+            } else {
+                (0..len).map(|_| self.rng.next() & 1 == 1).collect()
+            };
+            let ranges = to_ranges(&keep);
+            match ranges.as_slice() {
+                [] => {}
+                [(0, b)] if u64::from(*b) + 1 == len => applied.push(Applied::whole(r)),
+                _ => applied.push(Applied::torn(r, ranges)),
+            }
+        }
+        StateId { epoch: self.epoch, applied }
+    }
+
+    /// Adds a state `set` lacks to its group `slot`; false once none turns up.
+    fn draw(&mut self, set: &mut EpochStates, slot: usize) -> bool {
+        if self.exhausted {
+            return false;
+        }
+        for _ in 0..RANDOM_ATTEMPTS {
+            if set.insert(slot, self.one()) {
+                return true;
+            }
+        }
+        self.exhausted = true;
+        false
+    }
+}
+
+/// Maximal runs of `true` as inclusive ranges.
+fn to_ranges(keep: &[bool]) -> Vec<(u32, u32)> {
+    let mut ranges: Vec<(u32, u32)> = Vec::new();
+    for (s, _) in keep.iter().enumerate().filter(|(_, &k)| k) {
+        let s = s as u32;
+        match ranges.last_mut() {
+            Some(last) if last.1 + 1 == s => last.1 = s,
+            _ => ranges.push((s, s)),
+        }
+    }
+    ranges
+}
+
+/// Draws random states into group `slot` of every epoch: `budget` in all, round-robin
+/// over the epochs, or [`RANDOM_PER_EPOCH`] per epoch without a budget.
+fn fill_random(
+    draws: &mut [RandomDraw],
+    sets: &mut [EpochStates],
+    slot: usize,
+    budget: Option<usize>,
+) {
+    let mut left = budget.unwrap_or(usize::MAX);
+    let mut round = 0;
+    while left > 0 && (budget.is_some() || round < RANDOM_PER_EPOCH) {
+        let mut progress = false;
+        for (draw, set) in draws.iter_mut().zip(sets.iter_mut()) {
+            if left == 0 {
+                break;
+            }
+            if draw.draw(set, slot) {
+                left -= 1;
+                progress = true;
+            }
+        }
+        if !progress {
+            break;
+        }
+        round += 1;
+    }
+}

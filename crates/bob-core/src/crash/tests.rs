@@ -1,0 +1,761 @@
+//! Tests of epochs, state ids, strategies and overlays on hand-made and random traces.
+
+use std::collections::{BTreeSet, HashSet};
+
+use proptest::prelude::{any, prop, prop_assert, prop_assert_eq, prop_oneof, proptest, Just};
+use proptest::strategy::Strategy as Gen;
+use proptest::test_runner::Config as ProptestConfig;
+
+use super::*;
+use crate::trace::{flags, Entry, Trace};
+
+const DISK_SECTORS: u64 = 64;
+const SECTOR: usize = 512;
+
+/// A write of `n` sectors at `sector`, sector `k` filled with byte `sector + k`.
+fn w(sector: u64, n: u64) -> Entry {
+    let data = (0..n).flat_map(|k| vec![(sector + k) as u8; SECTOR]).collect();
+    Entry::write(sector, data)
+}
+
+fn with(mut entry: Entry, flag: u64) -> Entry {
+    entry.flags |= flag;
+    entry
+}
+
+fn trace(entries: Vec<Entry>) -> Trace {
+    Trace { sector_size: 512, entries }
+}
+
+fn shape(epochs: &[Epoch]) -> Vec<(Vec<usize>, usize, Option<usize>)> {
+    epochs
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            assert_eq!(e.index, i);
+            (e.writes.clone(), e.start_entry, e.end_flush)
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------- epochs
+
+#[test]
+fn flush_closes_the_epoch() {
+    let t = trace(vec![w(0, 1), w(1, 1), Entry::flush(), w(2, 1)]);
+    let e = epochs(&t);
+    assert_eq!(shape(&e), vec![(vec![0, 1], 0, Some(2)), (vec![3], 3, None)]);
+    assert_eq!(e[1].barrier_before(&t), Some((2, Barrier::Flush)));
+    assert_eq!(e[0].barrier_before(&t), None);
+    assert_eq!(e[0].end_entry(&t), 2);
+    assert_eq!(e[1].end_entry(&t), 4);
+}
+
+#[test]
+fn preflush_write_opens_a_new_epoch() {
+    let t = trace(vec![w(0, 1), with(w(1, 1), flags::FLUSH), w(2, 1)]);
+    let e = epochs(&t);
+    assert_eq!(shape(&e), vec![(vec![0], 0, Some(1)), (vec![1, 2], 1, None)]);
+    assert_eq!(e[1].barrier_before(&t), Some((1, Barrier::Preflush)));
+    assert_eq!(e[0].end_entry(&t), 1);
+}
+
+#[test]
+fn fua_write_joins_then_closes() {
+    let t = trace(vec![w(0, 1), with(w(1, 1), flags::FUA), w(2, 1)]);
+    let e = epochs(&t);
+    assert_eq!(shape(&e), vec![(vec![0, 1], 0, Some(1)), (vec![2], 2, None)]);
+    assert_eq!(e[1].barrier_before(&t), Some((1, Barrier::Fua)));
+    assert_eq!(e[0].end_entry(&t), 2);
+}
+
+#[test]
+fn preflush_fua_write_is_an_epoch_of_its_own() {
+    let t = trace(vec![w(0, 1), with(w(1, 1), flags::FLUSH | flags::FUA), w(2, 1)]);
+    assert_eq!(
+        shape(&epochs(&t)),
+        vec![(vec![0], 0, Some(1)), (vec![1], 1, Some(1)), (vec![2], 2, None)]
+    );
+}
+
+#[test]
+fn marks_belong_to_no_epoch() {
+    let t = trace(vec![
+        Entry::mark("op 0"),
+        w(0, 1),
+        Entry::mark("op 1"),
+        Entry::flush(),
+        Entry::mark("op 2"),
+        w(1, 1),
+        Entry::mark("end"),
+    ]);
+    assert_eq!(shape(&epochs(&t)), vec![(vec![1], 0, Some(3)), (vec![5], 4, None)]);
+}
+
+#[test]
+fn there_is_always_a_trailing_epoch() {
+    let t = trace(vec![w(0, 1), Entry::flush()]);
+    assert_eq!(shape(&epochs(&t)), vec![(vec![0], 0, Some(1)), (vec![], 2, None)]);
+    assert_eq!(shape(&epochs(&trace(vec![]))), vec![(vec![], 0, None)]);
+    assert_eq!(
+        shape(&epochs(&trace(vec![Entry::flush(), Entry::flush()]))),
+        vec![(vec![], 2, None)]
+    );
+}
+
+#[test]
+fn barriers_in_a_row_make_no_empty_epoch() {
+    let t = trace(vec![with(w(0, 1), flags::FUA), Entry::flush(), Entry::flush(), w(1, 1)]);
+    let e = epochs(&t);
+    assert_eq!(shape(&e), vec![(vec![0], 0, Some(0)), (vec![3], 3, None)]);
+    assert_eq!(e[1].barrier_before(&t), Some((2, Barrier::Flush)));
+}
+
+#[test]
+fn discards_join_and_empty_writes_do_not() {
+    let empty_fua = Entry { sector: 5, nr_sectors: 0, flags: flags::FUA, data: vec![] };
+    let t = trace(vec![Entry::discard(0, 4), empty_fua, Entry::discard(9, 0), w(4, 1)]);
+    assert_eq!(shape(&epochs(&t)), vec![(vec![0, 3], 0, None)]);
+}
+
+// ---------------------------------------------------------------- strategies
+
+/// One epoch of three writes of 1, 8 and 16 sectors (block aligned), then a flush.
+fn three_writes() -> Trace {
+    trace(vec![w(0, 1), w(8, 8), w(16, 16), Entry::flush()])
+}
+
+fn count(t: &Trace, strategies: &[Strategy], limits: &Limits) -> usize {
+    let e = epochs(t);
+    let g = generate(t, &e, strategies, limits);
+    for s in &g.states {
+        s.id.validate(&e, t).unwrap_or_else(|err| panic!("{err}"));
+    }
+    let unique: HashSet<_> = g.states.iter().map(|s| &s.id).collect();
+    assert_eq!(unique.len(), g.states.len(), "duplicate ids");
+    g.states.len()
+}
+
+#[test]
+fn state_counts_per_strategy() {
+    let t = three_writes();
+    let l = Limits::default();
+    let c = |s: &[Strategy]| count(&t, s, &l);
+    use Strategy::*;
+    assert_eq!(c(&[RequestPrefix]), 4 + 1);
+    assert_eq!(c(&[BlockPrefix]), 1); // only the 16-sector write spans two blocks
+    assert_eq!(c(&[SingleRequest]), 3);
+    assert_eq!(c(&[AllButOne]), 3);
+    assert_eq!(c(&[Torn]), 12 + 20); // 8 sectors: 4 + 8, 16 sectors: 4 + 16
+    assert_eq!(c(&[PersistencePoints]), 1); // e1:-
+    assert_eq!(c(&[Exhaustive]), 8 + 1);
+    assert_eq!(c(&[Random]), RANDOM_PER_EPOCH + 1); // e1 has a single state
+    assert_eq!(c(Strategy::ORIGINAL), 5 + 1 + 2 + 2);
+    // torn's first half of the 16-sector write is block-prefix's state.
+    assert_eq!(c(Strategy::DEFAULT), 5 + 1 + 2 + 2 + 31);
+    let small = Limits { exhaustive_max_writes: 2, ..Limits::default() };
+    assert_eq!(count(&t, &[Exhaustive], &small), 1);
+}
+
+#[test]
+fn single_write_epoch_has_no_all_but_one() {
+    let t = trace(vec![w(0, 1)]);
+    assert_eq!(count(&t, &[Strategy::AllButOne], &Limits::default()), 0);
+    assert_eq!(count(&t, &[Strategy::PersistencePoints], &Limits::default()), 0);
+}
+
+#[test]
+fn block_prefix_follows_disk_blocks() {
+    let ids = |t: &Trace| -> Vec<String> {
+        let e = epochs(t);
+        generate(t, &e, &[Strategy::BlockPrefix], &Limits::default())
+            .states
+            .iter()
+            .map(|s| s.id.to_string())
+            .collect()
+    };
+    assert_eq!(ids(&trace(vec![w(4, 8)])), ["e0:0[0-3]"]);
+    assert_eq!(ids(&trace(vec![w(0, 1), w(4, 16)])), ["e0:0,1[0-3]", "e0:0,1[0-11]"]);
+    assert!(ids(&trace(vec![w(8, 8)])).is_empty());
+}
+
+#[test]
+fn torn_family_sizes() {
+    for (len, expected) in [(2, 2), (3, 5), (4, 8), (8, 12), (16, 20), (17, 4), (64, 4)] {
+        let t = trace(vec![w(0, len)]);
+        assert_eq!(count(&t, &[Strategy::Torn], &Limits::default()), expected, "{len} sectors");
+    }
+}
+
+#[test]
+fn identical_ids_appear_once_under_the_first_strategy() {
+    use Strategy::*;
+    let t = three_writes();
+    let e = epochs(&t);
+    let g = generate(&t, &e, &[RequestPrefix, SingleRequest, RequestPrefix], &Limits::default());
+    let listed: Vec<(String, Strategy)> =
+        g.states.iter().map(|s| (s.id.to_string(), s.strategy)).collect();
+    let expect = |v: &[(&str, Strategy)]| -> Vec<(String, Strategy)> {
+        v.iter().map(|(s, k)| (s.to_string(), *k)).collect()
+    };
+    assert_eq!(
+        listed,
+        expect(&[
+            ("e0:-", RequestPrefix),
+            ("e0:0", RequestPrefix),
+            ("e0:0-1", RequestPrefix),
+            ("e0:0-2", RequestPrefix),
+            ("e0:1", SingleRequest),
+            ("e0:2", SingleRequest),
+            ("e1:-", RequestPrefix),
+        ])
+    );
+    let g = generate(&t, &e, &[SingleRequest, RequestPrefix], &Limits::default());
+    assert_eq!(g.states[0].id.to_string(), "e0:0");
+    assert_eq!(g.states[0].strategy, SingleRequest);
+}
+
+/// Six epochs of 1, 6, 2, 12, 3 and 0 writes of mixed sizes.
+fn many_epochs() -> Trace {
+    let mut entries = Vec::new();
+    for (k, n) in [1u64, 6, 2, 12, 3].into_iter().enumerate() {
+        for j in 0..n {
+            entries.push(w((k as u64 * 13 + j * 5) % 56, 1 + (j * 3) % 9));
+        }
+        entries.push(Entry::flush());
+    }
+    trace(entries)
+}
+
+#[test]
+fn budget_cuts_spread_over_epochs() {
+    let t = many_epochs();
+    let e = epochs(&t);
+    let full = generate(&t, &e, Strategy::DEFAULT, &Limits::default());
+    assert_eq!(full.truncated, 0);
+    let limits = Limits { max_states: Some(40), ..Limits::default() };
+    let cut = generate(&t, &e, Strategy::DEFAULT, &limits);
+    assert_eq!(cut.states.len(), 40);
+    assert_eq!(cut.truncated, full.states.len() - 40);
+    assert_eq!(cut, generate(&t, &e, Strategy::DEFAULT, &limits), "deterministic");
+    // Every epoch keeps states; the small ones keep all of theirs.
+    let per_epoch =
+        |g: &Generated, epoch: u32| g.states.iter().filter(|s| s.id.epoch == epoch).count();
+    for epoch in 0..e.len() as u32 {
+        assert!(per_epoch(&cut, epoch) >= 1, "epoch {epoch} lost all its states");
+        assert!(per_epoch(&cut, epoch) >= per_epoch(&full, epoch).min(40 / e.len()));
+    }
+    // The kept states are a subsequence of the full list.
+    let mut full_iter = full.states.iter();
+    for s in &cut.states {
+        assert!(full_iter.any(|f| f == s), "{} out of order", s.id);
+    }
+    // The long epoch keeps more than its request prefixes.
+    let kinds: HashSet<Strategy> =
+        cut.states.iter().filter(|s| s.id.epoch == 3).map(|s| s.strategy).collect();
+    assert!(kinds.len() >= 3, "{kinds:?}");
+}
+
+#[test]
+fn water_fill_edge_cases() {
+    let t = many_epochs();
+    let e = epochs(&t);
+    let zero = Limits { max_states: Some(0), ..Limits::default() };
+    let g = generate(&t, &e, Strategy::DEFAULT, &zero);
+    assert!(g.states.is_empty());
+    assert!(g.truncated > 0);
+    let huge = Limits { max_states: Some(1_000_000), ..Limits::default() };
+    let g = generate(&t, &e, Strategy::DEFAULT, &huge);
+    assert_eq!(g, generate(&t, &e, Strategy::DEFAULT, &Limits::default()));
+}
+
+#[test]
+fn random_fills_the_budget_deterministically() {
+    let t = many_epochs();
+    let e = epochs(&t);
+    let mut strategies = Strategy::ORIGINAL.to_vec();
+    strategies.push(Strategy::Random);
+    let original = generate(&t, &e, Strategy::ORIGINAL, &Limits::default()).states.len();
+    let limits = Limits { max_states: Some(original + 50), seed: 7, ..Limits::default() };
+    let g = generate(&t, &e, &strategies, &limits);
+    assert_eq!(g.states.len(), original + 50);
+    assert_eq!(g.truncated, 0);
+    assert_eq!(g.states.iter().filter(|s| s.strategy == Strategy::Random).count(), 50);
+    assert_eq!(g, generate(&t, &e, &strategies, &limits));
+    let other_seed = generate(&t, &e, &strategies, &Limits { seed: 8, ..limits.clone() });
+    assert_ne!(g, other_seed);
+    assert!(g.states.iter().any(|s| s.id.applied.iter().any(|a| a.sectors.is_some())), "tears");
+    for s in &g.states {
+        s.id.validate(&e, &t).unwrap();
+    }
+    // Random alone on a tiny space stops when it is exhausted.
+    let tiny = trace(vec![w(0, 1)]);
+    let te = epochs(&tiny);
+    let g = generate(&tiny, &te, &[Strategy::Random], &Limits { max_states: Some(100), ..limits });
+    assert_eq!(g.states.len(), 2);
+}
+
+#[test]
+fn strategy_names() {
+    for &s in Strategy::ALL {
+        assert_eq!(s.to_string().parse::<Strategy>(), Ok(s));
+        assert_eq!(serde_json::to_string(&s).unwrap(), format!("\"{s}\""));
+    }
+    assert_eq!("all-but-one".parse(), Ok(Strategy::AllButOne));
+    let err = "prefix".parse::<Strategy>().unwrap_err();
+    assert!(err.to_string().contains("request-prefix, block-prefix"), "{err}");
+    assert_eq!(Strategy::ORIGINAL.len(), 4);
+    assert_eq!(&Strategy::DEFAULT[..4], Strategy::ORIGINAL);
+}
+
+#[test]
+fn shards_partition_the_states() {
+    let t = many_epochs();
+    let e = epochs(&t);
+    let states = generate(&t, &e, Strategy::DEFAULT, &Limits::default()).states;
+    for n in 1..6 {
+        let shards: Vec<Vec<CrashState>> = (0..n).map(|i| shard(&states, i, n).unwrap()).collect();
+        let mut all: Vec<&CrashState> = shards.iter().flatten().collect();
+        assert_eq!(all.len(), states.len());
+        all.sort_by(|a, b| a.id.cmp(&b.id));
+        let mut expected: Vec<&CrashState> = states.iter().collect();
+        expected.sort_by(|a, b| a.id.cmp(&b.id));
+        assert_eq!(all, expected);
+        let sizes: Vec<usize> = shards.iter().map(Vec::len).collect();
+        assert!(sizes.iter().max().unwrap() - sizes.iter().min().unwrap() <= 1, "{sizes:?}");
+    }
+    assert!(matches!(shard(&states, 0, 0), Err(Error::InvalidShard { .. })));
+    assert!(matches!(shard(&states, 3, 3), Err(Error::InvalidShard { .. })));
+}
+
+// ---------------------------------------------------------------- state ids
+
+#[test]
+fn ids_print_compactly() {
+    let id = StateId {
+        epoch: 3,
+        applied: vec![
+            Applied::whole(0),
+            Applied::whole(1),
+            Applied::whole(2),
+            Applied::whole(3),
+            Applied::whole(4),
+            Applied::whole(6),
+            Applied::torn(7, vec![(0, 3)]),
+        ],
+    };
+    assert_eq!(id.to_string(), "e3:0-4,6,7[0-3]");
+    assert_eq!("e3:0-4,6,7[0-3]".parse::<StateId>(), Ok(id));
+    assert_eq!(StateId::whole(3, []).to_string(), "e3:-");
+    let torn = StateId { epoch: 3, applied: vec![Applied::torn(5, vec![(0, 0), (2, 2), (4, 6)])] };
+    assert_eq!(torn.to_string(), "e3:5[0,2,4-6]");
+    assert_eq!("e3:5[0,2,4-6]".parse::<StateId>(), Ok(torn));
+    let mixed = "e0:0-1,2[1],3-4,6";
+    assert_eq!(mixed.parse::<StateId>().unwrap().to_string(), mixed);
+    assert_eq!(serde_json::to_string(&StateId::whole(1, [0, 1])).unwrap(), "\"e1:0-1\"");
+    assert_eq!(serde_json::from_str::<StateId>("\"e1:0-1\"").unwrap(), StateId::whole(1, [0, 1]));
+    assert!(serde_json::from_str::<StateId>("\"e1:1,0\"").is_err());
+}
+
+#[test]
+fn parsing_canonicalizes_equivalent_spellings() {
+    let p = |s: &str| s.parse::<StateId>().unwrap();
+    assert_eq!(p("e2:0,1,2"), p("e2:0-2"));
+    assert_eq!(p("e2:0-0"), p("e2:0"));
+    assert_eq!(p("e2:4[0-1,2,5-5]"), p("e2:4[0-2,5]"));
+    assert_eq!(p("e2:4[0-1,2,5-5]").to_string(), "e2:4[0-2,5]");
+}
+
+#[test]
+fn malformed_ids_are_rejected() {
+    for bad in [
+        "",
+        "e",
+        "E3:1",
+        "3:0",
+        "e3",
+        "e3:",
+        "e3:-,1",
+        "e3:--",
+        "e03:1",
+        "e3:01",
+        "e3:1,1",
+        "e3:2,1",
+        "e3:1-0",
+        "e3:0-4,4",
+        "e3:1[",
+        "e3:1[]",
+        "e3:1[2-1]",
+        "e3:1[0,0]",
+        "e3:1[3,1]",
+        "e3:1[0-4,2]",
+        "e3: 1",
+        "e3:1 ",
+        "e3:1,",
+        "e3:,1",
+        "e4294967296:1",
+        "e3:1]",
+        "e3:-x",
+        "e3:1[0]x",
+        "e3:1[0]-2",
+        "e3:1-2[0]",
+        "e3:1;2",
+        "e3:+1",
+        "e3:-1",
+        "e3:1[0,]",
+        "e3:1[-1]",
+        "e3:1[0-]",
+        "e3:99999999999",
+    ] {
+        match bad.parse::<StateId>() {
+            Err(Error::InvalidId { id, position, reason }) => {
+                assert_eq!(id, bad);
+                assert!(position <= bad.len(), "{bad}: position {position}");
+                assert!(!reason.is_empty());
+            }
+            other => panic!("{bad:?} parsed as {other:?}"),
+        }
+    }
+    let err = "e3:2,1".parse::<StateId>().unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "invalid crash-state id \"e3:2,1\": write positions must be strictly increasing \
+         (1 after 2) (at byte 5)"
+    );
+}
+
+#[test]
+fn validation_checks_the_id_against_the_trace() {
+    let t = three_writes(); // e0: 1, 8 and 16 sectors; e1: empty
+    let e = epochs(&t);
+    let check = |s: &str| s.parse::<StateId>().unwrap().validate(&e, &t);
+    for good in ["e0:-", "e0:0-2", "e0:1[0-6]", "e0:0,2[0,15]", "e1:-"] {
+        check(good).unwrap_or_else(|err| panic!("{good}: {err}"));
+    }
+    assert!(matches!(check("e2:-"), Err(Error::NoSuchEpoch { epoch: 2, epochs: 2, .. })));
+    assert!(matches!(check("e0:3"), Err(Error::NoSuchWrite { write: 3, writes: 3, .. })));
+    assert!(matches!(check("e1:0"), Err(Error::NoSuchWrite { .. })));
+    assert!(matches!(check("e0:1[8]"), Err(Error::SectorOutOfRange { sector: 8, .. })));
+    assert!(matches!(check("e0:1[0-7]"), Err(Error::InvalidState { .. })), "whole as tear");
+    assert!(matches!(check("e0:0[0]"), Err(Error::InvalidState { .. })), "1-sector tear");
+    // Constructed (not parsed) ids that no parse would produce.
+    let constructed = |applied: Vec<Applied>| StateId { epoch: 0, applied }.validate(&e, &t);
+    assert!(constructed(vec![Applied::whole(1), Applied::whole(0)]).is_err());
+    assert!(constructed(vec![Applied::whole(1), Applied::whole(1)]).is_err());
+    assert!(constructed(vec![Applied::torn(2, vec![])]).is_err());
+    assert!(constructed(vec![Applied::torn(2, vec![(0, 1), (2, 3)])]).is_err(), "adjacent");
+    assert!(constructed(vec![Applied::torn(2, vec![(3, 1)])]).is_err());
+    assert!(constructed(vec![Applied::torn(2, vec![(4, 5), (0, 1)])]).is_err());
+    let msg = check("e2:-").unwrap_err().to_string();
+    assert_eq!(msg, "crash-state id e2:-: no epoch 2, the trace has 2 (0 to 1)");
+}
+
+#[test]
+fn describe_says_where_and_what() {
+    let mut entries = vec![Entry::mark("op 0 begin: write"), w(0, 1), Entry::flush()];
+    entries.extend([w(3, 1), w(8, 8), with(w(24, 8), flags::FUA), w(40, 1)]);
+    let t = trace(entries);
+    let e = epochs(&t);
+    let d = |s: &str| s.parse::<StateId>().unwrap().describe(&t, &e);
+    assert_eq!(
+        d("e1:0,2[0-3]"),
+        "crash in epoch 1 of 3 (entries 3..6, after the flush at entry 2): 2 of 3 writes \
+         applied; not applied: write 1 (entry 4, sector 8, 8 sectors); write 2 (entry 5, \
+         sector 24, 8 sectors) torn: sectors 0-3 persisted"
+    );
+    assert_eq!(
+        d("e0:-"),
+        "crash in epoch 0 of 3 (entries 0..2, from the start of the trace): 0 of 1 writes \
+         applied (the state right after the barrier)"
+    );
+    assert_eq!(
+        d("e2:0"),
+        "crash in epoch 2 of 3 (entries 6..7, after the FUA write at entry 5): 1 of 1 writes \
+         applied"
+    );
+    // Invalid ids are described, not panicked on.
+    assert!(d("e9:0").contains("no such epoch"));
+    assert!(d("e1:7[3]").contains("no such write"));
+}
+
+// ---------------------------------------------------------------- overlays
+
+#[test]
+fn overlay_of_a_small_state() {
+    let t = trace(vec![w(0, 2), Entry::flush(), w(1, 2), Entry::discard(0, 1)]);
+    let e = epochs(&t);
+    let ov = overlay(&t, &e, &"e1:0[1],1".parse().unwrap());
+    let got: Vec<(u64, SectorSource)> = ov.iter().collect();
+    assert_eq!(
+        got,
+        vec![
+            (0, SectorSource::Zero),
+            (1, SectorSource::Entry { entry: 0, index: 1 }),
+            (2, SectorSource::Entry { entry: 2, index: 1 }),
+        ]
+    );
+    assert_eq!(ov.len(), 3);
+    assert!(!ov.is_empty());
+    assert_eq!(ov.get(2), Some(SectorSource::Entry { entry: 2, index: 1 }));
+    assert_eq!(ov.get(3), None);
+    assert!(overlay(&t, &e, &"e0:-".parse().unwrap()).is_empty());
+    // An unaligned read across three sectors.
+    let mut buf = vec![0xAA; 600];
+    ov.read_into(&t, 500, &mut buf);
+    assert!(buf[..12].iter().all(|&b| b == 0), "discarded sector 0");
+    assert!(buf[12..524].iter().all(|&b| b == 1), "sector 1 of entry 0");
+    assert!(buf[524..].iter().all(|&b| b == 2), "sector 1 of entry 2 (written at 1)");
+}
+
+#[test]
+fn equal_contents_have_equal_digests() {
+    // Everything applied, named from the last epoch and from the one before.
+    let t = trace(vec![w(0, 1), w(1, 1), Entry::flush(), w(2, 1), Entry::flush()]);
+    let e = epochs(&t);
+    let b = OverlayBuilder::new(&t, &e);
+    let d = |s: &str| b.state(&s.parse().unwrap()).digest(&t);
+    assert_eq!(d("e1:0"), d("e2:-"));
+    assert_eq!(d("e0:0-1"), d("e1:-"));
+    assert_ne!(d("e0:0"), d("e0:1"));
+    // A discard and a write of zeros are alike.
+    let zeros = trace(vec![Entry::write(4, vec![0; 1024]), Entry::flush(), Entry::discard(4, 2)]);
+    let ze = epochs(&zeros);
+    let zd = |s: &str| overlay(&zeros, &ze, &s.parse().unwrap()).digest(&zeros);
+    assert_eq!(zd("e1:-"), zd("e1:0"));
+}
+
+#[test]
+fn builder_cache_serves_any_order() {
+    let t = many_epochs();
+    let e = epochs(&t);
+    let states = generate(&t, &e, Strategy::DEFAULT, &Limits::default()).states;
+    let b = OverlayBuilder::new(&t, &e);
+    let order = states.iter().rev().chain(states.iter()).chain(states.iter().step_by(7));
+    for s in order {
+        let cached = b.state(&s.id);
+        let fresh = overlay(&t, &e, &s.id);
+        assert_eq!(cached.iter().collect::<Vec<_>>(), fresh.iter().collect::<Vec<_>>());
+        assert_eq!(cached.len(), fresh.len());
+    }
+}
+
+// ---------------------------------------------------------------- properties
+
+#[derive(Clone, Debug)]
+enum Op {
+    Write { sector: u64, fills: Vec<u8>, preflush: bool, fua: bool },
+    Discard { sector: u64, len: u64 },
+    Flush,
+    Mark,
+}
+
+fn op() -> impl Gen<Value = Op> {
+    prop_oneof![
+        6 => (0..DISK_SECTORS, prop::collection::vec(0u8..3, 1..10), any::<bool>(), any::<bool>())
+            .prop_map(|(sector, mut fills, p, f)| {
+                fills.truncate((DISK_SECTORS - sector) as usize);
+                Op::Write { sector, fills, preflush: p && sector % 3 == 0, fua: f && sector % 4 == 0 }
+            }),
+        1 => (0..DISK_SECTORS, 1u64..12)
+            .prop_map(|(sector, len)| Op::Discard { sector, len: len.min(DISK_SECTORS - sector) }),
+        2 => Just(Op::Flush),
+        1 => Just(Op::Mark),
+    ]
+}
+
+fn build(ops: &[Op]) -> Trace {
+    let entries = ops
+        .iter()
+        .map(|op| match op {
+            Op::Write { sector, fills, preflush, fua } => {
+                let data = fills.iter().flat_map(|&b| vec![b; SECTOR]).collect();
+                let mut e = Entry::write(*sector, data);
+                e.flags |=
+                    if *preflush { flags::FLUSH } else { 0 } | if *fua { flags::FUA } else { 0 };
+                e
+            }
+            Op::Discard { sector, len } => Entry::discard(*sector, *len),
+            Op::Flush => Entry::flush(),
+            Op::Mark => Entry::mark("m"),
+        })
+        .collect();
+    trace(entries)
+}
+
+/// A valid random id for `epochs` of `t`, from `seed`.
+fn random_id(t: &Trace, epochs: &[Epoch], mut seed: u64) -> StateId {
+    let mut next = move || {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        seed >> 33
+    };
+    let e = (next() as usize) % epochs.len();
+    let mut applied = Vec::new();
+    for (r, &entry) in epochs[e].writes.iter().enumerate() {
+        if next() % 2 == 0 {
+            continue;
+        }
+        let len = t.entries[entry].nr_sectors as u32;
+        if len >= 2 && next() % 3 == 0 {
+            let keep: Vec<u32> = (0..len).filter(|_| next() % 2 == 0).collect();
+            if !keep.is_empty() && keep.len() < len as usize {
+                let mut ranges: Vec<(u32, u32)> = Vec::new();
+                for s in keep {
+                    match ranges.last_mut() {
+                        Some(l) if l.1 + 1 == s => l.1 = s,
+                        _ => ranges.push((s, s)),
+                    }
+                }
+                applied.push(Applied::torn(r as u32, ranges));
+                continue;
+            }
+        }
+        applied.push(Applied::whole(r as u32));
+    }
+    StateId { epoch: e as u32, applied }
+}
+
+/// The crash image built the slow way: a whole disk, byte by byte.
+fn naive(t: &Trace, epochs: &[Epoch], id: &StateId, base: &[u8]) -> Vec<u8> {
+    let mut disk = base.to_vec();
+    let mut put = |entry: usize, keep: &dyn Fn(u32) -> bool| {
+        let en = &t.entries[entry];
+        for k in 0..en.nr_sectors {
+            if !keep(k as u32) {
+                continue;
+            }
+            let at = (en.sector + k) as usize * SECTOR;
+            for b in 0..SECTOR {
+                disk[at + b] = if en.flags & flags::DISCARD != 0 {
+                    0
+                } else {
+                    en.data[k as usize * SECTOR + b]
+                };
+            }
+        }
+    };
+    for epoch in &epochs[..id.epoch as usize] {
+        for &entry in &epoch.writes {
+            put(entry, &|_| true);
+        }
+    }
+    for a in &id.applied {
+        put(epochs[id.epoch as usize].writes[a.write as usize], &|s| a.has_sector(s));
+    }
+    disk
+}
+
+fn base_image(seed: u8) -> Vec<u8> {
+    (0..DISK_SECTORS as usize * SECTOR).map(|i| (i / SECTOR) as u8 ^ seed).collect()
+}
+
+fn canonical_id() -> impl Gen<Value = StateId> {
+    let tear = prop::collection::btree_set(0u32..300, 1..12);
+    let item = (any::<bool>(), tear).prop_map(|(whole, sectors)| {
+        (!whole).then(|| {
+            let mut ranges: Vec<(u32, u32)> = Vec::new();
+            for s in sectors {
+                match ranges.last_mut() {
+                    Some(l) if l.1 + 1 == s => l.1 = s,
+                    _ => ranges.push((s, s)),
+                }
+            }
+            ranges
+        })
+    });
+    let positions = prop_oneof![
+        prop::collection::btree_set(0u32..40, 0..12),
+        prop::collection::btree_set(any::<u32>(), 0..4),
+    ];
+    (any::<u32>(), positions, prop::collection::vec(item, 12)).prop_map(|(epoch, ps, items)| {
+        let applied =
+            ps.into_iter().zip(items).map(|(write, sectors)| Applied { write, sectors }).collect();
+        StateId { epoch, applied }
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    #[test]
+    fn ids_round_trip(id in canonical_id()) {
+        let text = id.to_string();
+        prop_assert_eq!(text.parse::<StateId>(), Ok(id.clone()), "{}", text);
+        prop_assert_eq!(text.parse::<StateId>().unwrap().to_string(), text);
+    }
+
+    #[test]
+    fn parsing_never_panics(text in "e[0-9]{0,3}:?[-0-9,\\[\\]]{0,12}") {
+        if let Ok(id) = text.parse::<StateId>() {
+            prop_assert_eq!(id.to_string().parse::<StateId>(), Ok(id));
+        }
+    }
+
+    #[test]
+    fn overlay_matches_the_naive_image(
+        ops in prop::collection::vec(op(), 0..30),
+        seeds in (any::<u64>(), any::<u64>()),
+        base_seed in any::<u8>(),
+        window in (0usize..DISK_SECTORS as usize * SECTOR, 0usize..3000),
+    ) {
+        let t = build(&ops);
+        let e = epochs(&t);
+        let builder = OverlayBuilder::new(&t, &e);
+        let base = base_image(base_seed);
+        let mut seen = Vec::new();
+        for seed in [seeds.0, seeds.1] {
+            let id = random_id(&t, &e, seed);
+            prop_assert!(id.validate(&e, &t).is_ok(), "{}: {:?}", id, id.validate(&e, &t));
+            prop_assert_eq!(id.to_string().parse::<StateId>(), Ok(id.clone()));
+            let _ = id.describe(&t, &e);
+            let ov = builder.state(&id);
+            let expected = naive(&t, &e, &id, &base);
+            let mut image = base.clone();
+            ov.read_into(&t, 0, &mut image);
+            prop_assert!(image == expected, "whole disk differs for {}", id);
+            let (offset, len) = window;
+            let len = len.min(base.len() - offset);
+            let mut part = base[offset..offset + len].to_vec();
+            ov.read_into(&t, offset as u64, &mut part);
+            prop_assert!(part == expected[offset..offset + len], "window differs for {}", id);
+            let sectors: BTreeSet<u64> = ov.iter().map(|(s, _)| s).collect();
+            prop_assert_eq!(sectors.len(), ov.len());
+            seen.push((id, expected, sectors, ov.digest(&t)));
+        }
+        // Equal written contents give equal digests, and only they do.
+        let (a, b) = (&seen[0], &seen[1]);
+        let same_content = a.1 == b.1 && a.2 == b.2;
+        prop_assert_eq!(a.3 == b.3, same_content, "{} vs {}", a.0, b.0);
+    }
+
+    #[test]
+    fn generated_states_are_valid_unique_and_sharded(
+        ops in prop::collection::vec(op(), 0..25),
+        max in prop::option::of(0usize..60),
+        seed in any::<u64>(),
+        n in 1usize..5,
+    ) {
+        let t = build(&ops);
+        let e = epochs(&t);
+        let limits = Limits { max_states: max, seed, exhaustive_max_writes: 4 };
+        let g = generate(&t, &e, Strategy::ALL, &limits);
+        if let Some(max) = max {
+            prop_assert!(g.states.len() <= max);
+        }
+        let mut ids = HashSet::new();
+        let mut last_epoch = 0;
+        for s in &g.states {
+            prop_assert!(s.id.validate(&e, &t).is_ok(), "{}", s.id);
+            prop_assert!(ids.insert(s.id.clone()), "duplicate {}", s.id);
+            prop_assert!(s.id.epoch >= last_epoch, "not by epoch");
+            last_epoch = s.id.epoch;
+        }
+        let mut count = 0;
+        for i in 0..n {
+            for s in shard(&g.states, i, n).unwrap() {
+                prop_assert!(ids.remove(&s.id), "{} in two shards", s.id);
+                count += 1;
+            }
+        }
+        prop_assert_eq!(count, g.states.len());
+    }
+}
