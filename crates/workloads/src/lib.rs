@@ -1,1 +1,36 @@
-//! placeholder
+//! `workloads`: the property workloads of `bob` (the Block-Order Breaker), the ops they
+//! run, the sector stamps that make every written byte recognisable, the pure in-memory
+//! oracle (model), the logical snapshot of a recovered tree and the property checks.
+//!
+//! The flow, as `bob-core` drives it:
+//! 1. [`workload_for`] builds the [`Workload`] of a [`Property`] from [`Params`].
+//! 2. [`execute`] runs its `setup` (before recording), `ops` (recorded, with
+//!    [`OpEvent`]s for trace marks) and `drain` on a mounted file system, filling an
+//!    [`Observed`] with the inode number of every file and directory the model knows.
+//! 3. For each crash state: [`take_snapshot`] of the recovered tree, then [`check`]
+//!    against the model ([`model_states`]) with a [`CrashContext`] naming the
+//!    persistence points whose flush is durable in that state.
+//!
+//! Nothing here depends on `bob-core`; nothing here needs root except what the caller's
+//! mount needs. Paths in ops and snapshots are absolute within the file system under
+//! test: `"/"` is its root, `"/A/f0"` a file in directory `A`.
+
+mod check;
+mod exec;
+mod model;
+mod op;
+mod property;
+mod snapshot;
+pub mod stamp;
+mod workload;
+
+pub use check::{check, check_all, CrashContext, Finding, Oracle, Verdict};
+pub use exec::{execute, ExecError, Observed, OpEvent, Phase};
+pub use model::{model_states, ModelError, ModelNode, ModelState};
+pub use op::Op;
+pub use property::{Family, ParsePropertyError, Property};
+pub use snapshot::{take_snapshot, Content, Node, NodeKind, SectorClass, Snapshot};
+pub use workload::{workload_for, Params, Workload, DRAIN_FILE};
+
+/// The atomic unit of the simulated disk and of every stamp: 512 bytes.
+pub const SECTOR: u64 = 512;

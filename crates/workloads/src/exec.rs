@@ -1,0 +1,227 @@
+//! Running a workload on a real, mounted file system: each op through std::fs/libc, its
+//! data stamped from the model, and the inode number of every node the model knows
+//! recorded in [`Observed`] so that the checks can identify files by inode.
+
+use crate::model::{ModelError, ModelState, ROOT_ID};
+use crate::op::Op;
+use crate::stamp::{self, DRAIN_OP, SETUP_OP};
+use crate::workload::Workload;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// What the real run observed: the st_ino of every file and directory the model knows,
+/// keyed by model node id (root is 0).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Observed {
+    pub inos: BTreeMap<u32, u64>,
+}
+
+impl Observed {
+    /// The inode number observed for model node `id`.
+    pub fn ino(&self, id: u32) -> Option<u64> {
+        self.inos.get(&id).copied()
+    }
+}
+
+/// Which list of a workload to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    Setup,
+    Workload,
+    Drain,
+}
+
+/// Reported around each op; `index` is the op's position in its phase's list.
+#[derive(Clone, Copy, Debug)]
+pub enum OpEvent<'a> {
+    Begin { index: usize, op: &'a Op },
+    End { index: usize, op: &'a Op },
+}
+
+/// Why a workload could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("{phase:?} op {index} ({op}): {path}: {source}")]
+    Io { phase: Phase, index: usize, op: String, path: PathBuf, source: std::io::Error },
+    #[error("{phase:?} op {index}: the model rejects it: {source}")]
+    Model { phase: Phase, index: usize, source: ModelError },
+    #[error("{phase:?} op {index} ({op}): {path} has size {size}, expected {expected}")]
+    UnexpectedSize {
+        phase: Phase,
+        index: usize,
+        op: String,
+        path: String,
+        size: u64,
+        expected: u64,
+    },
+    #[error("the workload's earlier phases do not model cleanly: {0}")]
+    Earlier(ModelError),
+}
+
+/// Runs `phase` of `w` under `root` (the mount point). The model is replayed over the
+/// earlier phases first, so phases may run in separate calls. Before the phase, every
+/// node the model knows and `observed` lacks is lstat'ed; after each creat/mkdir the new
+/// node is. `on_op` gets Begin before and End after each op.
+pub fn execute(
+    w: &Workload,
+    phase: Phase,
+    root: &Path,
+    observed: &mut Observed,
+    on_op: &mut dyn FnMut(OpEvent<'_>),
+) -> Result<(), ExecError> {
+    let mut model = ModelState::new();
+    let (earlier, list): (Vec<(&Op, u32)>, &[Op]) = match phase {
+        Phase::Setup => (vec![], &w.setup),
+        Phase::Workload => (w.setup.iter().map(|o| (o, SETUP_OP)).collect(), &w.ops),
+        Phase::Drain => (
+            w.setup
+                .iter()
+                .map(|o| (o, SETUP_OP))
+                .chain(w.ops.iter().enumerate().map(|(k, o)| (o, k as u32)))
+                .collect(),
+            &w.drain,
+        ),
+    };
+    for (op, stamp_op) in earlier {
+        model.apply(op, stamp_op).map_err(ExecError::Earlier)?;
+    }
+    fill_observed(&model, root, observed);
+    observed
+        .inos
+        .entry(ROOT_ID)
+        .or_insert_with(|| std::fs::symlink_metadata(root).map(|m| m.ino()).unwrap_or(0));
+    let gen = w.gen();
+    for (index, op) in list.iter().enumerate() {
+        let stamp_op = match phase {
+            Phase::Setup => SETUP_OP,
+            Phase::Workload => index as u32,
+            Phase::Drain => DRAIN_OP,
+        };
+        let mut next = model.clone();
+        let id =
+            next.apply(op, stamp_op).map_err(|source| ExecError::Model { phase, index, source })?;
+        on_op(OpEvent::Begin { index, op });
+        run_op(op, root, id.unwrap_or(0), stamp_op, gen).map_err(|e| match e {
+            RunError::Io(path, source) => {
+                ExecError::Io { phase, index, op: op.to_string(), path, source }
+            }
+            RunError::Size(path, size, expected) => {
+                ExecError::UnexpectedSize { phase, index, op: op.to_string(), path, size, expected }
+            }
+        })?;
+        on_op(OpEvent::End { index, op });
+        if let (Op::Creat { path, .. } | Op::Mkdir { path }, Some(id)) = (op, id) {
+            let p = host_path(root, path);
+            let md = std::fs::symlink_metadata(&p).map_err(|source| ExecError::Io {
+                phase,
+                index,
+                op: op.to_string(),
+                path: p.clone(),
+                source,
+            })?;
+            observed.inos.insert(id, md.ino());
+        }
+        model = next;
+    }
+    fill_observed(&model, root, observed);
+    Ok(())
+}
+
+fn fill_observed(model: &ModelState, root: &Path, observed: &mut Observed) {
+    for (path, &id) in &model.names {
+        if let std::collections::btree_map::Entry::Vacant(v) = observed.inos.entry(id) {
+            if let Ok(md) = std::fs::symlink_metadata(host_path(root, path)) {
+                v.insert(md.ino());
+            }
+        }
+    }
+}
+
+/// The host path of a model path; model paths are validated (absolute, no "." or "..")
+/// before any op runs, so the result stays inside `root`.
+fn host_path(root: &Path, path: &str) -> PathBuf {
+    if path == "/" {
+        root.to_path_buf()
+    } else {
+        root.join(path.trim_start_matches('/'))
+    }
+}
+
+enum RunError {
+    Io(PathBuf, std::io::Error),
+    Size(String, u64, u64),
+}
+
+fn run_op(op: &Op, root: &Path, id: u32, stamp_op: u32, gen: u32) -> Result<(), RunError> {
+    let hp = |p: &str| host_path(root, p);
+    let io = |p: &Path| {
+        let p = p.to_path_buf();
+        move |e| RunError::Io(p, e)
+    };
+    let stamped = |offset: u64, len: u64| {
+        let mut buf = vec![0u8; len as usize];
+        stamp::fill(&mut buf, id, offset, stamp_op, gen);
+        buf
+    };
+    match op {
+        Op::Mkdir { path } => std::fs::create_dir(hp(path)).map_err(io(&hp(path))),
+        Op::Rmdir { path } => std::fs::remove_dir(hp(path)).map_err(io(&hp(path))),
+        Op::Creat { path, sync } => {
+            let p = hp(path);
+            let mut o = OpenOptions::new();
+            o.write(true).create_new(true).mode(0o644);
+            if *sync {
+                o.custom_flags(libc::O_SYNC);
+            }
+            let f = o.open(&p).map_err(io(&p))?;
+            if *sync {
+                f.sync_all().map_err(io(&p))?;
+                drop(f);
+                let dir = p.parent().unwrap_or(root).to_path_buf();
+                File::open(&dir).and_then(|d| d.sync_all()).map_err(io(&dir))?;
+            }
+            Ok(())
+        }
+        Op::Write { path, offset, len } | Op::Append { path, offset, len } => {
+            let p = hp(path);
+            let f = OpenOptions::new().write(true).open(&p).map_err(io(&p))?;
+            if matches!(op, Op::Append { .. }) {
+                let size = f.metadata().map_err(io(&p))?.len();
+                if size != *offset {
+                    return Err(RunError::Size(path.clone(), size, *offset));
+                }
+            }
+            // One pwrite for the whole range (write_all_at only loops on a short write).
+            f.write_all_at(&stamped(*offset, *len), *offset).map_err(io(&p))
+        }
+        Op::OtruncWrite { path, len, chunk } => {
+            let p = hp(path);
+            let f = OpenOptions::new().write(true).truncate(true).open(&p).map_err(io(&p))?;
+            let mut off = 0;
+            while off < *len {
+                f.write_all_at(&stamped(off, *chunk), off).map_err(io(&p))?;
+                off += chunk;
+            }
+            drop(f); // the close the property is about
+            Ok(())
+        }
+        Op::Link { from, to } => std::fs::hard_link(hp(from), hp(to)).map_err(io(&hp(to))),
+        Op::Unlink { path } => std::fs::remove_file(hp(path)).map_err(io(&hp(path))),
+        Op::Rename { from, to } => std::fs::rename(hp(from), hp(to)).map_err(io(&hp(from))),
+        Op::Fsync { path } => {
+            File::open(hp(path)).and_then(|f| f.sync_all()).map_err(io(&hp(path)))
+        }
+        Op::Fdatasync { path } => {
+            File::open(hp(path)).and_then(|f| f.sync_data()).map_err(io(&hp(path)))
+        }
+        Op::Sync => {
+            // SAFETY: sync(2) takes no arguments and cannot fail.
+            unsafe { libc::sync() };
+            Ok(())
+        }
+    }
+}

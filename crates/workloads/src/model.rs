@@ -1,0 +1,384 @@
+//! The oracle: a pure in-memory model of the file system a workload builds. Paths map to
+//! node ids (also the file ids in stamps); nodes carry kind, size, link count and the
+//! expected class of every sector. `apply(op)` gives the next state. No file system is
+//! involved, so the model is what the checks trust.
+
+use crate::op::Op;
+use crate::snapshot::{Content, Node, NodeKind, SectorClass, Snapshot};
+use crate::stamp::{DRAIN_OP, SETUP_OP};
+use crate::workload::Workload;
+use crate::{Observed, SECTOR};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Id of the root directory.
+pub const ROOT_ID: u32 = 0;
+
+/// A file or directory of the model.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelNode {
+    pub kind: NodeKind,
+    /// Bytes (0 for directories).
+    pub size: u64,
+    /// Names that refer to it (files); directories keep 1.
+    pub nlink: u64,
+    /// Expected class of every sector (files).
+    pub content: Content,
+}
+
+/// The model's state at one point of program order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelState {
+    /// The op of `Workload::ops` this state follows; `None`: before the first op (after setup).
+    pub after_op: Option<usize>,
+    /// Every path, "/" included, and the node it names.
+    pub names: BTreeMap<String, u32>,
+    /// Every node ever created (files whose last name went keep `nlink` 0).
+    pub nodes: BTreeMap<u32, ModelNode>,
+    /// The id the next created node gets.
+    pub next_id: u32,
+}
+
+/// An op the model cannot apply (a path that does not exist, an unaligned write, ...).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{op}: {reason}")]
+pub struct ModelError {
+    pub op: String,
+    pub reason: String,
+}
+
+/// The parent path of an absolute path ("/A/f0" -> "/A", "/A" -> "/").
+pub fn parent(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(0) | None => "/",
+        Some(i) => &path[..i],
+    }
+}
+
+/// Whether `path` is absolute, normal ("/a/b": no empty, "." or ".." components) and not "/".
+pub fn valid_path(path: &str) -> bool {
+    path.starts_with('/')
+        && path.len() > 1
+        && path[1..].split('/').all(|c| !c.is_empty() && c != "." && c != "..")
+}
+
+impl Default for ModelState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ModelState {
+    /// An empty file system: just the root directory.
+    pub fn new() -> ModelState {
+        let root = ModelNode { kind: NodeKind::Dir, size: 0, nlink: 1, content: Content::new() };
+        ModelState {
+            after_op: None,
+            names: BTreeMap::from([("/".to_string(), ROOT_ID)]),
+            nodes: BTreeMap::from([(ROOT_ID, root)]),
+            next_id: ROOT_ID + 1,
+        }
+    }
+
+    /// The node id `path` names.
+    pub fn id(&self, path: &str) -> Option<u32> {
+        self.names.get(path).copied()
+    }
+
+    /// The node `path` names.
+    pub fn node(&self, path: &str) -> Option<&ModelNode> {
+        self.nodes.get(&self.id(path)?)
+    }
+
+    /// Names of node `id` in this state.
+    pub fn names_of(&self, id: u32) -> impl Iterator<Item = &str> {
+        self.names.iter().filter(move |(_, &i)| i == id).map(|(p, _)| p.as_str())
+    }
+
+    /// Applies `op`; `stamp_op` is the op index its data is stamped with (or
+    /// SETUP_OP/DRAIN_OP). Returns the id of the node the op acts on (the new node for
+    /// creat/mkdir, the source for link/rename), `None` for sync.
+    pub fn apply(&mut self, op: &Op, stamp_op: u32) -> Result<Option<u32>, ModelError> {
+        let err = |reason: String| ModelError { op: op.to_string(), reason };
+        for p in op.paths() {
+            if !valid_path(p) {
+                return Err(err(format!("{p}: not an absolute normal path below the root")));
+            }
+        }
+        let need = |s: &ModelState, p: &str, kind: Option<NodeKind>| -> Result<u32, ModelError> {
+            let id = s.id(p).ok_or_else(|| err(format!("{p} does not exist")))?;
+            match kind {
+                Some(k) if s.nodes[&id].kind != k => Err(err(format!("{p} is not a {k:?}"))),
+                _ => Ok(id),
+            }
+        };
+        let need_absent_in_dir = |s: &ModelState, p: &str| -> Result<(), ModelError> {
+            if s.id(p).is_some() {
+                return Err(err(format!("{p} exists")));
+            }
+            need(s, parent(p), Some(NodeKind::Dir)).map(|_| ())
+        };
+        let aligned = |v: u64| v % SECTOR == 0;
+        match op {
+            Op::Mkdir { path } | Op::Creat { path, .. } => {
+                need_absent_in_dir(self, path)?;
+                let kind =
+                    if matches!(op, Op::Mkdir { .. }) { NodeKind::Dir } else { NodeKind::File };
+                let id = self.next_id;
+                self.next_id += 1;
+                self.nodes
+                    .insert(id, ModelNode { kind, size: 0, nlink: 1, content: Content::new() });
+                self.names.insert(path.clone(), id);
+                Ok(Some(id))
+            }
+            Op::Rmdir { path } => {
+                let id = need(self, path, Some(NodeKind::Dir))?;
+                let prefix = format!("{path}/");
+                if self.names.keys().any(|p| p.starts_with(&prefix)) {
+                    return Err(err(format!("{path} is not empty")));
+                }
+                self.names.remove(path);
+                self.nodes.get_mut(&id).unwrap().nlink = 0;
+                Ok(Some(id))
+            }
+            Op::Write { path, offset, len } | Op::Append { path, offset, len } => {
+                let id = need(self, path, Some(NodeKind::File))?;
+                if !aligned(*offset) || !aligned(*len) {
+                    return Err(err("offset and length must be multiples of 512".into()));
+                }
+                let node = self.nodes.get_mut(&id).unwrap();
+                if matches!(op, Op::Append { .. }) && node.size != *offset {
+                    return Err(err(format!("{path} has size {}, not {offset}", node.size)));
+                }
+                if node.size % SECTOR != 0 {
+                    return Err(err(format!("{path} has an unaligned size {}", node.size)));
+                }
+                node.content.set(offset / SECTOR, len / SECTOR, data_class(id, stamp_op));
+                node.size = node.size.max(offset + len);
+                Ok(Some(id))
+            }
+            Op::OtruncWrite { path, len, chunk } => {
+                let id = need(self, path, Some(NodeKind::File))?;
+                if !aligned(*len) || *chunk == 0 || !aligned(*chunk) || len % chunk != 0 {
+                    return Err(err(
+                        "length and chunk must be multiples of 512, chunk dividing length".into(),
+                    ));
+                }
+                let node = self.nodes.get_mut(&id).unwrap();
+                node.content = Content::filled(data_class(id, stamp_op), len / SECTOR);
+                node.size = *len;
+                Ok(Some(id))
+            }
+            Op::Link { from, to } => {
+                let id = need(self, from, Some(NodeKind::File))?;
+                need_absent_in_dir(self, to)?;
+                self.names.insert(to.clone(), id);
+                self.nodes.get_mut(&id).unwrap().nlink += 1;
+                Ok(Some(id))
+            }
+            Op::Unlink { path } => {
+                let id = need(self, path, Some(NodeKind::File))?;
+                self.names.remove(path);
+                self.nodes.get_mut(&id).unwrap().nlink -= 1;
+                Ok(Some(id))
+            }
+            Op::Rename { from, to } => {
+                let id = need(self, from, None)?;
+                need(self, parent(to), Some(NodeKind::Dir))?;
+                if to.starts_with(&format!("{from}/")) {
+                    return Err(err(format!("{to} is inside {from}")));
+                }
+                match self.id(to) {
+                    Some(t) if t == id => return Ok(Some(id)),
+                    Some(t)
+                        if self.nodes[&t].kind == NodeKind::File
+                            && self.nodes[&id].kind == NodeKind::File =>
+                    {
+                        self.names.remove(to);
+                        self.nodes.get_mut(&t).unwrap().nlink -= 1;
+                    }
+                    Some(_) => {
+                        return Err(err(format!(
+                            "{to} exists and is not a file replaced by a file"
+                        )))
+                    }
+                    None => {}
+                }
+                let prefix = format!("{from}/");
+                let moved: Vec<(String, u32)> = self
+                    .names
+                    .range(from.clone()..)
+                    .take_while(|(p, _)| *p == from || p.starts_with(&prefix))
+                    .map(|(p, &i)| (p.clone(), i))
+                    .collect();
+                for (p, i) in moved {
+                    self.names.remove(&p);
+                    self.names.insert(format!("{to}{}", &p[from.len()..]), i);
+                }
+                Ok(Some(id))
+            }
+            Op::Fsync { path } => need(self, path, None).map(Some),
+            Op::Fdatasync { path } => need(self, path, Some(NodeKind::File)).map(Some),
+            Op::Sync => Ok(None),
+        }
+    }
+
+    /// The snapshot a file system that persisted exactly this state would give: inode
+    /// numbers from `observed` (or `1_000_000 + id` where none was observed), contents
+    /// for every file. Directories get nlink 2 and size 4096. For tests and witnesses.
+    pub fn to_snapshot(&self, observed: &Observed) -> Snapshot {
+        let entries = self
+            .names
+            .iter()
+            .map(|(p, &id)| {
+                let n = &self.nodes[&id];
+                let ino = observed.ino(id).unwrap_or(1_000_000 + u64::from(id));
+                let node = match n.kind {
+                    NodeKind::Dir => Node {
+                        ino,
+                        kind: NodeKind::Dir,
+                        nlink: 2,
+                        size: 4096,
+                        content: None,
+                        read_error: None,
+                    },
+                    k => Node {
+                        ino,
+                        kind: k,
+                        nlink: n.nlink,
+                        size: n.size,
+                        content: Some(n.content.clone()),
+                        read_error: None,
+                    },
+                };
+                (p.clone(), node)
+            })
+            .collect();
+        Snapshot { entries }
+    }
+}
+
+/// The class of data op `stamp_op` writes to file `id`.
+pub fn data_class(id: u32, stamp_op: u32) -> SectorClass {
+    SectorClass::Data {
+        file: id,
+        op: (stamp_op != SETUP_OP && stamp_op != DRAIN_OP).then_some(stamp_op),
+    }
+}
+
+/// The model run over a whole workload.
+#[derive(Clone, Debug)]
+pub(crate) struct History {
+    /// `states[0]`: after setup; `states[k + 1]`: after op k. Shorter if the model
+    /// rejected an op.
+    pub states: Vec<ModelState>,
+    /// The node each op acts on (see [`ModelState::apply`]).
+    pub op_ids: Vec<Option<u32>>,
+    /// Every name each node ever had, through setup, ops and drain.
+    pub ever_names: BTreeMap<u32, BTreeSet<String>>,
+    /// The state after the drain.
+    pub final_state: ModelState,
+    /// The first op the model rejected, if any.
+    pub error: Option<ModelError>,
+}
+
+impl History {
+    pub fn new(w: &Workload) -> History {
+        let mut s = ModelState::new();
+        let mut ever: BTreeMap<u32, BTreeSet<String>> = BTreeMap::new();
+        let note = |s: &ModelState, ever: &mut BTreeMap<u32, BTreeSet<String>>| {
+            for (p, &id) in &s.names {
+                ever.entry(id).or_default().insert(p.clone());
+            }
+        };
+        let mut error = None;
+        for op in &w.setup {
+            if let Err(e) = s.apply(op, SETUP_OP) {
+                error.get_or_insert(e);
+            }
+            note(&s, &mut ever);
+        }
+        let mut states = vec![s.clone()];
+        let mut op_ids = Vec::new();
+        for (k, op) in w.ops.iter().enumerate() {
+            if error.is_some() {
+                break;
+            }
+            match s.apply(op, k as u32) {
+                Ok(id) => {
+                    s.after_op = Some(k);
+                    op_ids.push(id);
+                    note(&s, &mut ever);
+                    states.push(s.clone());
+                }
+                Err(e) => error = Some(e),
+            }
+        }
+        for op in &w.drain {
+            if error.is_none() {
+                if let Err(e) = s.apply(op, DRAIN_OP) {
+                    error = Some(e);
+                }
+                note(&s, &mut ever);
+            }
+        }
+        History { states, op_ids, ever_names: ever, final_state: s, error }
+    }
+}
+
+/// The oracle's state before the first op and after each op of `w.ops` (the model stops
+/// at an op it cannot apply, so the list is shorter for such a workload).
+pub fn model_states(w: &Workload) -> Vec<ModelState> {
+    History::new(w).states
+}
+
+/// The paths whose content [`crate::take_snapshot`] reads: every name ever given to a
+/// file whose data an op of `w.ops` writes, fsyncs or fdatasyncs.
+pub(crate) fn content_paths(w: &Workload) -> BTreeSet<String> {
+    let h = History::new(w);
+    let mut out = BTreeSet::new();
+    for (k, op) in w.ops.iter().enumerate() {
+        let data = matches!(
+            op,
+            Op::Write { .. }
+                | Op::Append { .. }
+                | Op::OtruncWrite { .. }
+                | Op::Fsync { .. }
+                | Op::Fdatasync { .. }
+        );
+        if let (true, Some(Some(id))) = (data, h.op_ids.get(k)) {
+            if h.states[k].nodes.get(id).is_some_and(|n| n.kind == NodeKind::File) {
+                out.extend(h.ever_names.get(id).into_iter().flatten().cloned());
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rename_link_unlink() {
+        let mut s = ModelState::new();
+        s.apply(&Op::Mkdir { path: "/A".into() }, SETUP_OP).unwrap();
+        let f =
+            s.apply(&Op::Creat { path: "/A/f".into(), sync: false }, SETUP_OP).unwrap().unwrap();
+        s.apply(&Op::Append { path: "/A/f".into(), offset: 0, len: 1024 }, 0).unwrap();
+        assert_eq!(
+            s.node("/A/f").unwrap().content,
+            Content::filled(SectorClass::Data { file: f, op: Some(0) }, 2)
+        );
+        s.apply(&Op::Link { from: "/A/f".into(), to: "/A/g".into() }, 1).unwrap();
+        assert_eq!(s.node("/A/f").unwrap().nlink, 2);
+        s.apply(&Op::Rename { from: "/A".into(), to: "/B".into() }, 2).unwrap();
+        assert_eq!(s.id("/B/g"), Some(f));
+        assert_eq!(s.id("/A/f"), None);
+        s.apply(&Op::Unlink { path: "/B/f".into() }, 3).unwrap();
+        assert_eq!(s.nodes[&f].nlink, 1);
+        assert!(s.apply(&Op::Append { path: "/B/g".into(), offset: 0, len: 512 }, 4).is_err());
+        assert!(s.apply(&Op::Creat { path: "/B/../x".into(), sync: false }, 4).is_err());
+        assert!(s.apply(&Op::Rmdir { path: "/B".into() }, 4).is_err());
+    }
+}

@@ -1,0 +1,308 @@
+//! The workload of each property: the base layout every workload starts from, the
+//! property's own setup, the ops under test and the drain.
+//!
+//! Base layout (setup of every workload; it is the base image, so its data is "old"):
+//! directories `/A`, `/B`, `/C`; ten empty files `/A/f0`..`/A/f4`, `/B/f5`..`/B/f9`;
+//! four large files `/big0`..`/big3` of `params.large_file_bytes`, filled with stamped
+//! setup data; and the scratch drain file [`DRAIN_FILE`] (empty).
+//!
+//! Drain (after the ops): an append of one block to the drain file, fsync of it (this
+//! commits the running journal transaction without forcing the workload files' data in
+//! data=writeback), then `sync`. The checks ignore the drain file.
+//!
+//! Inode numbers identify files in the checks, so no workload creates a file or
+//! directory after an op that frees an inode (unlink, rename over an existing file):
+//! the freed number could be reused.
+
+use crate::op::Op;
+use crate::property::Property;
+use serde::{Deserialize, Serialize};
+
+/// The scratch file the drain ops write.
+pub const DRAIN_FILE: &str = "/drain";
+
+/// Sizes and the seed of a workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Params {
+    /// File-system block size: "single block" ops write one aligned block of this size.
+    pub block_size: u64,
+    /// Size of each of the four large files of the base layout.
+    pub large_file_bytes: u64,
+    /// Size of the multi-block append/overwrite: must exceed one journal transaction
+    /// of the configuration under test (ext4 commits at most a quarter of the journal).
+    pub multi_block_bytes: u64,
+    /// Seed of the random overwrite offsets.
+    pub seed: u64,
+}
+
+impl Default for Params {
+    /// 4096-byte blocks, 4 MiB large files, 2 MiB multi-block runs (a 4 MiB ext4
+    /// journal commits at most 1 MiB per transaction), a fixed seed.
+    fn default() -> Self {
+        Params {
+            block_size: 4096,
+            large_file_bytes: 4 << 20,
+            multi_block_bytes: 2 << 20,
+            seed: 0x0b0b_2014,
+        }
+    }
+}
+
+/// A workload: setup (run before recording), ops (recorded, judged) and drain.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Workload {
+    pub name: String,
+    pub property: Option<Property>,
+    pub setup: Vec<Op>,
+    pub ops: Vec<Op>,
+    pub drain: Vec<Op>,
+}
+
+impl Workload {
+    /// Generation number stamped into every sector this workload writes.
+    pub fn gen(&self) -> u32 {
+        crate::stamp::fnv32(&self.name)
+    }
+}
+
+/// The setup data of an append target: 40960 bytes (ten blocks).
+pub const APPEND_BASE_BYTES: u64 = 40960;
+
+fn s(p: &str) -> String {
+    p.to_string()
+}
+
+fn creat(p: &str) -> Op {
+    Op::Creat { path: s(p), sync: false }
+}
+fn write(p: &str, offset: u64, len: u64) -> Op {
+    Op::Write { path: s(p), offset, len }
+}
+fn append(p: &str, offset: u64, len: u64) -> Op {
+    Op::Append { path: s(p), offset, len }
+}
+fn link(a: &str, b: &str) -> Op {
+    Op::Link { from: s(a), to: s(b) }
+}
+fn rename(a: &str, b: &str) -> Op {
+    Op::Rename { from: s(a), to: s(b) }
+}
+fn unlink(p: &str) -> Op {
+    Op::Unlink { path: s(p) }
+}
+fn mkdir(p: &str) -> Op {
+    Op::Mkdir { path: s(p) }
+}
+fn fsync(p: &str) -> Op {
+    Op::Fsync { path: s(p) }
+}
+
+/// The base layout's setup ops.
+pub fn base_setup(params: &Params) -> Vec<Op> {
+    let mut v = vec![mkdir("/A"), mkdir("/B"), mkdir("/C")];
+    for i in 0..10 {
+        v.push(creat(&format!("/{}/f{i}", if i < 5 { 'A' } else { 'B' })));
+    }
+    for i in 0..4 {
+        let p = format!("/big{i}");
+        v.push(creat(&p));
+        v.push(write(&p, 0, params.large_file_bytes));
+    }
+    v.push(creat(DRAIN_FILE));
+    v
+}
+
+/// The drain ops.
+pub fn drain_ops(params: &Params) -> Vec<Op> {
+    vec![append(DRAIN_FILE, 0, params.block_size), fsync(DRAIN_FILE), Op::Sync]
+}
+
+fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A seeded aligned offset for a `unit`-byte write inside a large file.
+fn random_offset(params: &Params, p: Property, salt: u64, unit: u64) -> u64 {
+    let slots = (params.large_file_bytes / unit).max(1);
+    let h = splitmix(params.seed ^ splitmix(crate::stamp::fnv32(p.name()) as u64 ^ salt));
+    (h % slots) * unit
+}
+
+/// The workload of property `p`. Each property's sizes and their reasons:
+///
+/// * `single-sector-overwrite`: one aligned 512 B pwrite at a seeded random sector of
+///   `/big0` (512 B = the disk's atomic unit).
+/// * `single-sector-append`: 512 B appended to `/A/log` (40960 B of setup data, ten blocks).
+/// * `single-block-overwrite`: one aligned 4096 B pwrite at a seeded random block of `/big0`.
+/// * `single-block-append`: 4096 B appended to `/A/log` (40960 B).
+/// * `multi-block-append`: `multi_block_bytes` appended to `/A/log` in one pwrite, and
+///   (separately judged) `multi_block_bytes` overwritten in `/B/mbo` (a setup file of
+///   that size); the size exceeds one journal transaction.
+/// * `multi-block-prefix-append`: the same append alone; old content + a prefix is legal.
+/// * `dir-op-atomic`: mkdir, creat, link, rename in a directory, rename across two
+///   directories, rename over an existing file, unlink; each judged on its own names.
+/// * `overwrite-then-any`: a 4096 B overwrite of `/big0`, then an append to another
+///   file, creat, link, rename, unlink.
+/// * `append-then-rename`: 4096 B appended to the empty `/A/f0`, renamed over
+///   `/A/dst` (4096 B of old data): replace-via-rename; then an append, link, rename.
+/// * `otrunc-append-then-close`: open(`/big1`, O_TRUNC), ten 4096 B writes, close; then
+///   an append, creat, link, rename.
+/// * `append-then-append`: ten 4096 B appends to the empty `/A/f0`.
+/// * `append-then-dir-op`: 4096 B appended to the empty `/A/f0`, then link, mkdir and
+///   a synchronous creat (O_SYNC + fsync of file and parent).
+/// * `dir-op-then-any`: creat, link, rename in `/A`, a 4096 B overwrite and a 4096 B
+///   append of `/big2`, then link and rename in `/B` and `/C`, a rename in the root,
+///   unlinks.
+/// * `fsync-durable`: 8192 B append + fsync, 4096 B overwrite of `/big0` + fsync, then
+///   an append after the fsync and an unsynced append elsewhere.
+/// * `fdatasync-durable`: the same with fdatasync.
+/// * `sync-durable`: creat+append, overwrite, link, rename, mkdir, unlink, then sync,
+///   then one more append.
+/// * `dir-fsync-durable`: creat + append + fsync(file) + fsync(/A); rename in `/A` +
+///   fsync(/A); rename across `/A`->`/B` + fsync(/B); creat + fsync(/B).
+pub fn workload_for(p: Property, params: &Params) -> Workload {
+    use Property::*;
+    let b = params.block_size;
+    let m = params.multi_block_bytes;
+    let n = APPEND_BASE_BYTES;
+    let mut setup = base_setup(params);
+    let log_setup = [creat("/A/log"), write("/A/log", 0, n)];
+    let ops = match p {
+        SingleSectorOverwrite => vec![write("/big0", random_offset(params, p, 0, 512), 512)],
+        SingleSectorAppend => {
+            setup.extend(log_setup.clone());
+            vec![append("/A/log", n, 512)]
+        }
+        SingleBlockOverwrite => vec![write("/big0", random_offset(params, p, 0, b), b)],
+        SingleBlockAppend => {
+            setup.extend(log_setup.clone());
+            vec![append("/A/log", n, b)]
+        }
+        MultiBlockAppend => {
+            setup.extend(log_setup.clone());
+            setup.extend([creat("/B/mbo"), write("/B/mbo", 0, m)]);
+            vec![append("/A/log", n, m), write("/B/mbo", 0, m)]
+        }
+        MultiBlockPrefixAppend => {
+            setup.extend(log_setup.clone());
+            vec![append("/A/log", n, m)]
+        }
+        DirOpAtomic => vec![
+            mkdir("/C/d0"),
+            creat("/A/c0"),
+            link("/A/f1", "/A/l1"),
+            rename("/A/f3", "/A/r3"),
+            rename("/A/f4", "/B/r4"),
+            rename("/B/f5", "/B/f6"),
+            unlink("/A/f2"),
+        ],
+        OverwriteThenAny => vec![
+            write("/big0", random_offset(params, p, 0, b), b),
+            append("/A/f0", 0, b),
+            creat("/B/c0"),
+            link("/A/f1", "/B/l1"),
+            rename("/A/f2", "/B/r2"),
+            unlink("/A/f3"),
+        ],
+        AppendThenRename => {
+            setup.extend([creat("/A/dst"), write("/A/dst", 0, b)]);
+            vec![
+                append("/A/f0", 0, b),
+                rename("/A/f0", "/A/dst"),
+                append("/B/f5", 0, b),
+                link("/A/f1", "/B/l1"),
+                rename("/A/f2", "/B/r2"),
+            ]
+        }
+        OtruncAppendThenClose => vec![
+            Op::OtruncWrite { path: s("/big1"), len: 10 * b, chunk: b },
+            append("/A/f0", 0, b),
+            creat("/B/c0"),
+            link("/A/f1", "/B/l1"),
+            rename("/A/f2", "/B/r2"),
+        ],
+        AppendThenAppend => (0..10).map(|i| append("/A/f0", i * b, b)).collect(),
+        AppendThenDirOp => vec![
+            append("/A/f0", 0, b),
+            link("/A/f1", "/B/l1"),
+            mkdir("/C/d0"),
+            Op::Creat { path: s("/B/c0"), sync: true },
+        ],
+        DirOpThenAny => {
+            let big = params.large_file_bytes;
+            vec![
+                creat("/A/c0"),
+                link("/A/f0", "/A/l0"),
+                rename("/A/f1", "/A/r1"),
+                write("/big2", random_offset(params, p, 0, b).min(big.saturating_sub(b)), b),
+                append("/big2", big, b),
+                link("/B/f5", "/B/l5"),
+                rename("/B/f6", "/C/r6"),
+                rename("/big3", "/big3r"),
+                unlink("/B/f7"),
+                unlink("/A/f2"),
+            ]
+        }
+        FsyncDurable | FdatasyncDurable => {
+            let sync = |path: &str| {
+                if p == FsyncDurable {
+                    fsync(path)
+                } else {
+                    Op::Fdatasync { path: s(path) }
+                }
+            };
+            vec![
+                append("/A/f0", 0, 2 * b),
+                sync("/A/f0"),
+                write("/big0", random_offset(params, p, 0, b), b),
+                sync("/big0"),
+                append("/A/f0", 2 * b, b),
+                append("/B/f5", 0, b),
+            ]
+        }
+        SyncDurable => vec![
+            creat("/A/c0"),
+            append("/A/c0", 0, b),
+            write("/big0", random_offset(params, p, 0, b), b),
+            link("/A/f1", "/B/l1"),
+            rename("/A/f2", "/B/r2"),
+            mkdir("/C/d0"),
+            unlink("/A/f3"),
+            Op::Sync,
+            append("/B/f5", 0, b),
+        ],
+        DirFsyncDurable => vec![
+            creat("/A/c0"),
+            append("/A/c0", 0, b),
+            fsync("/A/c0"),
+            fsync("/A"),
+            rename("/A/f1", "/A/r1"),
+            fsync("/A"),
+            rename("/A/f2", "/B/r2"),
+            fsync("/B"),
+            creat("/B/c1"),
+            fsync("/B"),
+        ],
+    };
+    Workload { name: p.name().to_string(), property: Some(p), setup, ops, drain: drain_ops(params) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_workload_models_cleanly() {
+        for &p in Property::ALL {
+            let w = workload_for(p, &Params::default());
+            let h = crate::model::History::new(&w);
+            assert!(h.error.is_none(), "{p}: {:?}", h.error);
+            assert_eq!(h.states.len(), w.ops.len() + 1);
+            let j = serde_json::to_string(&w).unwrap();
+            assert_eq!(serde_json::from_str::<Workload>(&j).unwrap(), w);
+        }
+    }
+}

@@ -1,0 +1,292 @@
+//! Property checks on synthetic snapshots built from the model (no file system): legal
+//! intermediate states must pass, hand-made violations must be flagged with a story.
+
+use workloads::*;
+
+fn setup(p: Property) -> (Workload, Observed, Vec<ModelState>) {
+    let params =
+        Params { large_file_bytes: 256 * 1024, multi_block_bytes: 64 * 1024, ..Params::default() };
+    let w = workload_for(p, &params);
+    let states = model_states(&w);
+    assert_eq!(states.len(), w.ops.len() + 1);
+    let last = states.last().unwrap();
+    let mut observed = Observed::default();
+    for id in last.nodes.keys() {
+        observed.inos.insert(*id, 100 + u64::from(*id));
+    }
+    (w, observed, states)
+}
+
+fn points_before(w: &Workload, k: usize) -> Vec<usize> {
+    (0..k).filter(|&i| w.ops[i].is_persistence_point()).collect()
+}
+
+fn verdict(w: &Workload, obs: &Observed, snap: &Snapshot, durable: Vec<usize>) -> Verdict {
+    check(w, obs, snap, &CrashContext { durable_ops: durable })
+}
+
+fn violated(v: Verdict, needles: &[&str]) -> String {
+    match v {
+        Verdict::Held => panic!("expected a violation containing {needles:?}"),
+        Verdict::Violated { story } => {
+            eprintln!("story: {story}");
+            assert!(!story.contains('\n'), "one line: {story}");
+            for n in needles {
+                assert!(story.contains(n), "story {story:?} lacks {n:?}");
+            }
+            story
+        }
+    }
+}
+
+fn file_mut<'a>(snap: &'a mut Snapshot, path: &str) -> &'a mut Node {
+    snap.entries.get_mut(path).unwrap_or_else(|| panic!("{path} in snapshot"))
+}
+
+fn set(snap: &mut Snapshot, path: &str, start: u64, n: u64, c: SectorClass) {
+    file_mut(snap, path).content.as_mut().unwrap().set(start, n, c);
+}
+
+#[test]
+fn every_program_order_prefix_holds() {
+    for &p in Property::ALL {
+        let (w, obs, states) = setup(p);
+        for (k, s) in states.iter().enumerate() {
+            let v = verdict(&w, &obs, &s.to_snapshot(&obs), points_before(&w, k));
+            assert_eq!(v, Verdict::Held, "{p}: state after {k} ops");
+        }
+    }
+}
+
+#[test]
+fn single_sector_overwrite() {
+    let (w, obs, states) = setup(Property::SingleSectorOverwrite);
+    let Op::Write { offset, .. } = w.ops[0] else { panic!() };
+    let s = offset / 512;
+    let mut snap = states[0].to_snapshot(&obs);
+    set(&mut snap, "/big0", s, 1, SectorClass::Zero);
+    violated(verdict(&w, &obs, &snap, vec![]), &["write /big0", "zeros"]);
+    set(&mut snap, "/big0", s, 1, SectorClass::Garbage);
+    violated(verdict(&w, &obs, &snap, vec![]), &["garbage"]);
+    let big0 = states[0].id("/big0").unwrap();
+    set(&mut snap, "/big0", s, 1, SectorClass::Foreign { file: big0, offset: 0 });
+    violated(verdict(&w, &obs, &snap, vec![]), &["foreign"]);
+    // Damage elsewhere in the file is not "before or after" either.
+    let mut snap = states[1].to_snapshot(&obs);
+    set(&mut snap, "/big0", if s == 0 { 1 } else { 0 }, 1, SectorClass::Zero);
+    violated(verdict(&w, &obs, &snap, vec![]), &["outside the written range"]);
+}
+
+#[test]
+fn single_block_overwrite_mix_of_old_and_new() {
+    let (w, obs, states) = setup(Property::SingleBlockOverwrite);
+    let Op::Write { offset, .. } = w.ops[0] else { panic!() };
+    let mut snap = states[1].to_snapshot(&obs);
+    let big0 = states[0].id("/big0").unwrap();
+    set(&mut snap, "/big0", offset / 512 + 3, 5, SectorClass::Data { file: big0, op: None });
+    violated(verdict(&w, &obs, &snap, vec![]), &["a mix of 5 old, 3 new sectors"]);
+}
+
+#[test]
+fn appends_grow_size_only_with_data() {
+    for (p, len) in [(Property::SingleSectorAppend, 512u64), (Property::SingleBlockAppend, 4096)] {
+        let (w, obs, states) = setup(p);
+        let mut snap = states[0].to_snapshot(&obs);
+        let log = file_mut(&mut snap, "/A/log");
+        log.size += len;
+        log.content.as_mut().unwrap().resize((40960 + len) / 512);
+        violated(verdict(&w, &obs, &snap, vec![]), &["size grew to", "all zeros"]);
+        // Size at neither value.
+        let mut snap = states[1].to_snapshot(&obs);
+        file_mut(&mut snap, "/A/log").size = 40960 + 1024 * 1024;
+        violated(verdict(&w, &obs, &snap, vec![]), &["neither"]);
+    }
+}
+
+#[test]
+fn multi_block_append_and_prefix_append() {
+    let (w, obs, states) = setup(Property::MultiBlockAppend);
+    let (wp, obsp, statesp) = setup(Property::MultiBlockPrefixAppend);
+    // A prefix of the append: legal for the prefix property only.
+    let half = 40960 + 32 * 1024;
+    for (w, obs, states, ok) in [(&w, &obs, &states, false), (&wp, &obsp, &statesp, true)] {
+        let mut snap = states[1].to_snapshot(obs);
+        let log = file_mut(&mut snap, "/A/log");
+        log.size = half;
+        log.content.as_mut().unwrap().resize(half / 512);
+        let v = verdict(w, obs, &snap, vec![]);
+        if ok {
+            assert_eq!(v, Verdict::Held);
+        } else {
+            violated(v, &["neither"]);
+        }
+        // Zeros inside the new size: never legal.
+        set(&mut snap, "/A/log", 40960 / 512 + 8, 8, SectorClass::Zero);
+        violated(verdict(w, obs, &snap, vec![]), &["zero"]);
+    }
+    // The multi-block overwrite: half old, half new.
+    let mbo = states[0].id("/B/mbo").unwrap();
+    let mut snap = states[2].to_snapshot(&obs);
+    set(&mut snap, "/B/mbo", 0, 64, SectorClass::Data { file: mbo, op: None });
+    violated(verdict(&w, &obs, &snap, vec![]), &["write /B/mbo", "mix"]);
+}
+
+#[test]
+fn dir_ops_in_between_states() {
+    let (w, obs, states) = setup(Property::DirOpAtomic);
+    let after = states.last().unwrap();
+    // Renamed file present in both directories.
+    let mut snap = after.to_snapshot(&obs);
+    let r3 = snap.entries["/A/r3"].clone();
+    snap.entries.insert("/A/f3".into(), r3);
+    violated(verdict(&w, &obs, &snap, vec![]), &["rename /A/f3 /A/r3", "both name"]);
+    // Renamed across directories, missing from both.
+    let mut snap = after.to_snapshot(&obs);
+    snap.entries.remove("/B/r4");
+    violated(verdict(&w, &obs, &snap, vec![]), &["rename /A/f4 /B/r4", "missing from both"]);
+    // Link: new name present but the link count still 1.
+    let mut snap = after.to_snapshot(&obs);
+    file_mut(&mut snap, "/A/f1").nlink = 1;
+    file_mut(&mut snap, "/A/l1").nlink = 1;
+    violated(
+        verdict(&w, &obs, &snap, vec![]),
+        &["link /A/f1 /A/l1", "link count 1 but 2 names were found"],
+    );
+    // Rename over an existing file: the destination lost, the source gone.
+    let mut snap = states[0].to_snapshot(&obs);
+    snap.entries.remove("/B/f5");
+    violated(verdict(&w, &obs, &snap, vec![]), &["rename /B/f5 /B/f6"]);
+    // Unlink: name present but link count 0.
+    let mut snap = states[0].to_snapshot(&obs);
+    file_mut(&mut snap, "/A/f2").nlink = 0;
+    violated(verdict(&w, &obs, &snap, vec![]), &["unlink /A/f2", "link count 0"]);
+    // Any mix of whole ops (each op before or after) is legal for atomicity.
+    let mut snap = states[0].to_snapshot(&obs);
+    for p in ["/A/r3", "/A/l1"] {
+        snap.entries.insert(p.into(), after.to_snapshot(&obs).entries[p].clone());
+    }
+    snap.entries.remove("/A/f3");
+    file_mut(&mut snap, "/A/f1").nlink = 2;
+    file_mut(&mut snap, "/A/l1").nlink = 2;
+    assert_eq!(verdict(&w, &obs, &snap, vec![]), Verdict::Held);
+}
+
+#[test]
+fn append_then_rename_out_of_order() {
+    let (w, obs, states) = setup(Property::AppendThenRename);
+    let mut snap = states[2].to_snapshot(&obs);
+    set(&mut snap, "/A/dst", 0, 8, SectorClass::Zero);
+    violated(
+        verdict(&w, &obs, &snap, vec![]),
+        &[
+            "rename /A/f0 /A/dst persisted (op 1)",
+            "append /A/f0 4096@0 not (op 0)",
+            "/A/dst @0+4096 is all zeros",
+        ],
+    );
+    // The rename alone with size 0 (data and size not persisted).
+    let mut snap = states[2].to_snapshot(&obs);
+    let dst = file_mut(&mut snap, "/A/dst");
+    dst.size = 0;
+    dst.content = Some(Content::new());
+    violated(verdict(&w, &obs, &snap, vec![]), &["has size 0"]);
+}
+
+#[test]
+fn append_then_append_hole() {
+    let (w, obs, states) = setup(Property::AppendThenAppend);
+    let mut snap = states[10].to_snapshot(&obs);
+    set(&mut snap, "/A/f0", 3 * 8, 8, SectorClass::Zero);
+    violated(verdict(&w, &obs, &snap, vec![]), &["persisted (op 9)", "not (op 3)"]);
+    // A prefix of the appends is fine, even with the size ahead of the data's end.
+    let mut snap = states[4].to_snapshot(&obs);
+    let f0 = file_mut(&mut snap, "/A/f0");
+    f0.size = 5 * 4096;
+    f0.content.as_mut().unwrap().resize(5 * 8);
+    assert_eq!(verdict(&w, &obs, &snap, vec![]), Verdict::Held);
+}
+
+#[test]
+fn otrunc_and_dir_op_orderings() {
+    let (w, obs, states) = setup(Property::OtruncAppendThenClose);
+    // Later ops persisted, the truncate not: the old data is all still there.
+    let mut snap = states.last().unwrap().to_snapshot(&obs);
+    let old = states[0].to_snapshot(&obs).entries["/big1"].clone();
+    snap.entries.insert("/big1".into(), old);
+    violated(verdict(&w, &obs, &snap, vec![]), &["not (op 0)", "otrunc-write /big1"]);
+    // Truncated to 0 and nothing else yet: before op 0 in effect, nothing later: fine.
+    let mut snap = states[0].to_snapshot(&obs);
+    let b = file_mut(&mut snap, "/big1");
+    b.size = 0;
+    b.content = Some(Content::new());
+    assert_eq!(verdict(&w, &obs, &snap, vec![]), Verdict::Held);
+
+    let (w, obs, states) = setup(Property::AppendThenDirOp);
+    let mut snap = states[4].to_snapshot(&obs);
+    let f0 = file_mut(&mut snap, "/A/f0");
+    f0.size = 0;
+    f0.content = Some(Content::new());
+    violated(
+        verdict(&w, &obs, &snap, vec![3]),
+        &["creat-osync /B/c0 persisted (op 3)", "append /A/f0"],
+    );
+
+    let (w, obs, states) = setup(Property::DirOpThenAny);
+    let mut snap = states.last().unwrap().to_snapshot(&obs);
+    snap.entries.remove("/A/c0");
+    violated(verdict(&w, &obs, &snap, vec![]), &["creat /A/c0 not (op 0)", "/A/c0 is absent"]);
+}
+
+#[test]
+fn durability_promises() {
+    let (w, obs, states) = setup(Property::FsyncDurable);
+    // Nothing persisted, but the first fsync is durable.
+    violated(
+        verdict(&w, &obs, &states[0].to_snapshot(&obs), vec![1]),
+        &["fsync /A/f0 (op 1) is durable", "size 0, not 8192"],
+    );
+    // The state right after the fsync is fine, and a later append to the same file too.
+    assert_eq!(verdict(&w, &obs, &states[2].to_snapshot(&obs), vec![1]), Verdict::Held);
+    assert_eq!(verdict(&w, &obs, &states[5].to_snapshot(&obs), vec![1, 3]), Verdict::Held);
+    // fsync of /big0 durable but its block old.
+    let mut snap = states[6].to_snapshot(&obs);
+    let Op::Write { offset, .. } = w.ops[2] else { panic!() };
+    let big0 = states[0].id("/big0").unwrap();
+    set(&mut snap, "/big0", offset / 512, 8, SectorClass::Data { file: big0, op: None });
+    violated(verdict(&w, &obs, &snap, vec![1, 3]), &["fsync /big0 (op 3)", "not the data of op 2"]);
+
+    let (w, obs, states) = setup(Property::FdatasyncDurable);
+    violated(verdict(&w, &obs, &states[0].to_snapshot(&obs), vec![1]), &["fdatasync /A/f0"]);
+    assert_eq!(verdict(&w, &obs, &states[1].to_snapshot(&obs), vec![1]), Verdict::Held);
+
+    let (w, obs, states) = setup(Property::SyncDurable);
+    let mut snap = states[8].to_snapshot(&obs);
+    let r2 = snap.entries.remove("/B/r2").unwrap();
+    snap.entries.insert("/A/f2".into(), r2);
+    violated(verdict(&w, &obs, &snap, vec![7]), &["sync (op 7) is durable", "/A/f2"]);
+    assert_eq!(verdict(&w, &obs, &states[8].to_snapshot(&obs), vec![7]), Verdict::Held);
+
+    let (w, obs, states) = setup(Property::DirFsyncDurable);
+    violated(
+        verdict(&w, &obs, &states[0].to_snapshot(&obs), vec![3]),
+        &["fsync /A (op 3) is durable", "/A/c0 is absent"],
+    );
+    // The rename: old name still there after fsync(/A).
+    let mut snap = states[5].to_snapshot(&obs);
+    let r1 = snap.entries.remove("/A/r1").unwrap();
+    snap.entries.insert("/A/f1".into(), r1);
+    violated(verdict(&w, &obs, &snap, vec![2, 3, 5]), &["fsync /A (op 5)"]);
+    // Durable points only constrain what they promise: later non-durable ops are free.
+    assert_eq!(verdict(&w, &obs, &states[6].to_snapshot(&obs), vec![2, 3]), Verdict::Held);
+}
+
+#[test]
+fn durability_inside_other_workloads_is_prefixed() {
+    let (w, obs, states) = setup(Property::AppendThenDirOp);
+    // Everything before the O_SYNC creat persisted, the creat itself not, yet durable.
+    let story = violated(
+        verdict(&w, &obs, &states[3].to_snapshot(&obs), vec![3]),
+        &["durability:", "/B/c0 is absent"],
+    );
+    assert!(story.starts_with("durability: creat-osync /B/c0 (op 3) is durable here"));
+}
