@@ -14,6 +14,15 @@
 //! * [`check`]: recovery, logical snapshot, fsck, and the property verdict.
 //! * [`report`]: cells, witnesses, tables.
 //! * [`fs`]: the file-system configurations (mkfs, mount options, recovery, fsck).
+//! * [`run`]: one configuration x property cell, end to end.
 #![warn(missing_docs)]
 
+pub mod check;
+pub mod crash;
+pub mod device;
+pub mod fs;
+pub mod image;
+pub mod record;
+pub mod report;
+pub mod run;
 pub mod trace;

@@ -1,0 +1,124 @@
+//! Command-line syntax (clap derive). Only syntax lives here; [`crate::commands`] turns it
+//! into bob-core options and rejects what does not fit the machine.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// bob, the Block-Order Breaker: finds out what a file system really promises across a
+/// crash.
+#[derive(Debug, Parser)]
+#[command(name = "bob", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Record a property's workload on a configuration, explore its crash states, and
+    /// give the verdict (exit 0 held, 1 violated, 2 error).
+    Run(RunArgs),
+    /// Rebuild a witness's exact crash image.
+    Replay(ReplayArgs),
+    /// List configurations and properties.
+    List(ListArgs),
+}
+
+/// Output formats for one result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Human-readable text.
+    Text,
+    /// One JSON object.
+    Json,
+}
+
+/// Options shared by commands that explore crash states.
+#[derive(Debug, Args)]
+pub struct ExploreArgs {
+    /// Crash-state strategies, comma-separated (request-prefix, block-prefix,
+    /// single-request, all-but-one, torn, persistence-points, exhaustive, random; or
+    /// `original`, `default`).
+    #[arg(long, value_delimiter = ',', default_value = "default")]
+    pub strategy: Vec<String>,
+    /// At most this many crash states per cell (spread over epochs).
+    #[arg(long)]
+    pub max_states: Option<usize>,
+    /// Seed for sampled strategies.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Parallel workers (default: number of cores).
+    #[arg(long, short = 'j')]
+    pub jobs: Option<usize>,
+    /// Timeout for each recovery step (mount, repairing fsck), in seconds.
+    #[arg(long, default_value_t = 30)]
+    pub recovery_timeout: u64,
+    /// Directory for witnesses.
+    #[arg(long, default_value = "bob-out")]
+    pub out: PathBuf,
+    /// Directory for scratch files (default: the system temp dir).
+    #[arg(long)]
+    pub scratch: Option<PathBuf>,
+}
+
+/// `bob run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Configuration (see `bob list`).
+    #[arg(long = "fs")]
+    pub fs: String,
+    /// Property (see `bob list`).
+    #[arg(long)]
+    pub property: String,
+    /// Record on this free loop device instead of taking one.
+    #[arg(long)]
+    pub device: Option<PathBuf>,
+    /// Accept a --device that is not a loop device (where a backend can use it).
+    #[arg(long)]
+    pub force: bool,
+    /// Recording backend.
+    #[arg(long, value_enum, default_value_t = Backend::Fuse)]
+    pub backend: Backend,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Exploration options.
+    #[command(flatten)]
+    pub explore: ExploreArgs,
+}
+
+/// Recording backends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
+    /// bob's FUSE disk under a loop device (works without device-mapper).
+    Fuse,
+    /// The kernel's dm-log-writes target (needs device-mapper).
+    DmLogWrites,
+}
+
+/// `bob replay`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// Witness directory (as printed by `bob run`).
+    pub witness: PathBuf,
+    /// Image file to write the crash state into (created or replaced).
+    #[arg(long)]
+    pub to: PathBuf,
+    /// Also recover and check the rebuilt image, confirming the witness independently.
+    #[arg(long)]
+    pub check: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// `bob list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}

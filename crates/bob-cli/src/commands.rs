@@ -1,0 +1,310 @@
+//! Commands: turn parsed arguments into bob-core options (checking the environment),
+//! run them, print results, and choose the exit code.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bob_core::crash::{Limits, Strategy};
+use bob_core::device::{cmd, loopdev};
+use bob_core::fs::{self, FsConfig, Timeouts};
+use bob_core::report::{witness, Cell, CellVerdict};
+use bob_core::run::{self, Progress, RunOptions};
+use clap::Parser;
+use indicatif::{ProgressBar, ProgressStyle};
+use workloads::Property;
+
+use crate::cli::{Backend, Cli, Command, Format, ListArgs, ReplayArgs, RunArgs};
+use crate::exit;
+use crate::signals::{self, CANCEL};
+
+/// A usage or environment problem, reported as one line with exit code 2.
+#[derive(Debug)]
+struct Usage(String);
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for Usage {}
+
+type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+fn usage(msg: impl Into<String>) -> Box<dyn std::error::Error> {
+    Box::new(Usage(msg.into()))
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    signals::install();
+    let result = match cli.command {
+        Command::Run(args) => run_cmd(args),
+        Command::Replay(args) => replay_cmd(args),
+        Command::List(args) => list_cmd(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => exit::report(e.as_ref()),
+    }
+}
+
+fn config_named(name: &str) -> Result<FsConfig> {
+    fs::by_name(name).ok_or_else(|| {
+        usage(format!("unknown configuration {name:?}; known: {}", fs::names().join(", ")))
+    })
+}
+
+fn property_named(name: &str) -> Result<Property> {
+    name.parse::<Property>().map_err(|e| usage(e.to_string()))
+}
+
+pub(crate) fn parse_strategies(names: &[String]) -> Result<Vec<Strategy>> {
+    let mut out = Vec::new();
+    for n in names {
+        match n.as_str() {
+            "default" => out.extend_from_slice(Strategy::DEFAULT),
+            "original" => out.extend_from_slice(Strategy::ORIGINAL),
+            other => out.push(other.parse::<Strategy>().map_err(|e| usage(e.to_string()))?),
+        }
+    }
+    out.dedup();
+    Ok(out)
+}
+
+/// Checks that this process can do what a run needs, naming what is missing.
+fn check_environment(config: &FsConfig) -> Result<()> {
+    if !nix::unistd::geteuid().is_root() {
+        return Err(usage(
+            "bob needs root (CAP_SYS_ADMIN) to bind loop devices and mount file systems; run it with sudo",
+        ));
+    }
+    if !Path::new("/dev/fuse").exists() {
+        return Err(usage("/dev/fuse is missing: the FUSE disk recorder needs the fuse module"));
+    }
+    for program in config.programs() {
+        if !cmd::available(program) {
+            return Err(usage(format!(
+                "{program} not found; install it (Debian: apt-get install {})",
+                cmd::package_of(program)
+            )));
+        }
+    }
+    Ok(())
+}
+
+struct Bar {
+    bar: ProgressBar,
+}
+
+impl Bar {
+    fn new(enabled: bool) -> Bar {
+        let bar = if enabled { ProgressBar::new(0) } else { ProgressBar::hidden() };
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{spinner} {msg:<10} [{bar:30}] {pos}/{len} {per_sec} eta {eta}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        bar.enable_steady_tick(Duration::from_millis(120));
+        Bar { bar }
+    }
+}
+
+impl Progress for Bar {
+    fn phase(&self, name: &str, total: usize) {
+        self.bar.set_message(name.to_owned());
+        self.bar.set_length(total as u64);
+        self.bar.set_position(0);
+    }
+    fn state_done(&self, done: usize, total: usize) {
+        self.bar.set_length(total as u64);
+        self.bar.set_position(done as u64);
+    }
+}
+
+fn exit_for(verdict: CellVerdict) -> ExitCode {
+    ExitCode::from(match verdict {
+        CellVerdict::Held => exit::HELD,
+        CellVerdict::Violated
+        | CellVerdict::MountFailed
+        | CellVerdict::FsckFailed
+        | CellVerdict::Timeout => exit::VIOLATION,
+        CellVerdict::Unavailable => exit::ERROR,
+    })
+}
+
+fn print_cell(cell: &Cell, format: Format) -> Result<()> {
+    match format {
+        Format::Text => print!("{}", cell.to_text()),
+        Format::Json => println!("{}", serde_json::to_string_pretty(cell)?),
+    }
+    Ok(())
+}
+
+fn run_cmd(args: RunArgs) -> Result<ExitCode> {
+    let config = config_named(&args.fs)?;
+    let property = property_named(&args.property)?;
+    if args.backend == Backend::DmLogWrites {
+        bob_core::record::dm_log_writes_available().map_err(usage)?;
+        return Err(usage("the dm-log-writes backend is not implemented yet; use --backend fuse"));
+    }
+    if let Some(reason) = config.unavailable {
+        let cell = run::unavailable_cell(&config, property, reason);
+        print_cell(&cell, args.format)?;
+        return Ok(exit_for(cell.verdict));
+    }
+    if let Some(dev) = &args.device {
+        loopdev::vet_user_device(dev, args.force)?;
+        if !loopdev::is_loop_device(dev) {
+            return Err(usage(format!(
+                "{}: the FUSE-disk recorder attaches its disk to a loop device, and this is not one",
+                dev.display()
+            )));
+        }
+    }
+    check_environment(&config)?;
+    let strategies = parse_strategies(&args.explore.strategy)?;
+    let jobs = args
+        .explore
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    let options = RunOptions {
+        config,
+        property,
+        device: args.device,
+        strategies,
+        limits: Limits {
+            max_states: args.explore.max_states,
+            seed: args.explore.seed,
+            ..Limits::default()
+        },
+        jobs,
+        timeouts: Timeouts {
+            recovery: Duration::from_secs(args.explore.recovery_timeout),
+            ..Timeouts::default()
+        },
+        out_dir: args.explore.out,
+        scratch: args.explore.scratch,
+    };
+    let bar = Bar::new(
+        args.format == Format::Text && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+    );
+    let cell = run::run_cell(&options, &bar, &CANCEL);
+    bar.bar.finish_and_clear();
+    let cell = cell?;
+    print_cell(&cell, args.format)?;
+    Ok(exit_for(cell.verdict))
+}
+
+fn replay_cmd(args: ReplayArgs) -> Result<ExitCode> {
+    let loaded = witness::load(&args.witness)?;
+    witness::replay(&loaded, &args.to)?;
+    let record = &loaded.record;
+    let mut out = serde_json::json!({
+        "witness": args.witness.display().to_string(),
+        "image": args.to.display().to_string(),
+        "state": record.id,
+        "description": record.description,
+        "recorded_outcome": record.outcome,
+        "recorded_story": record.story,
+    });
+    let mut code = ExitCode::from(exit::HELD);
+    if args.check {
+        check_environment(&loaded.subject.config)?;
+        let work = run::WorkDir::new(None)?;
+        let mnt = work.path().join("mnt");
+        std::fs::create_dir_all(&mnt)?;
+        let subject = &loaded.subject;
+        let id = subject.state_id(&record.id)?;
+        let checked = bob_core::check::check_image(
+            subject,
+            &args.to,
+            &mnt,
+            subject.durable_ops(id.epoch as usize),
+            &Timeouts::default(),
+        )?;
+        // Recovery wrote into the image; put the crash state back so the file is what it says.
+        witness::replay(&loaded, &args.to)?;
+        out["outcome"] = checked.outcome.name().into();
+        out["story"] = checked.outcome.detail().into();
+        out["reproduced"] = (checked.outcome.name() == record.outcome).into();
+        if checked.outcome.name() != "held" {
+            code = ExitCode::from(exit::VIOLATION);
+        }
+    }
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&out)?),
+        Format::Text => {
+            println!(
+                "wrote {}: crash state {} of {} / {}",
+                args.to.display(),
+                record.id,
+                record.config,
+                record.property.as_deref().unwrap_or("-")
+            );
+            println!("  {}", record.description);
+            println!("  recorded: {}: {}", record.outcome, record.story);
+            if let Some(o) = out.get("outcome") {
+                println!(
+                    "  replayed: {}: {}",
+                    o.as_str().unwrap_or(""),
+                    out["story"].as_str().unwrap_or("")
+                );
+            }
+            let fstype = &loaded.subject.config.fstype;
+            println!(
+                "  look:     mount -t {fstype} -o loop,ro {} /mnt   (ext2: e2fsck -fy first)",
+                args.to.display()
+            );
+        }
+    }
+    if CANCEL.load(Ordering::Relaxed) {
+        return Err(usage("interrupted"));
+    }
+    Ok(code)
+}
+
+fn list_cmd(args: ListArgs) -> Result<ExitCode> {
+    let configs = fs::all();
+    match args.format {
+        Format::Json => {
+            let value = serde_json::json!({
+                "configs": configs.iter().map(|c| serde_json::json!({
+                    "name": c.name,
+                    "description": c.description,
+                    "fstype": c.fstype,
+                    "mkfs": c.mkfs.join(" "),
+                    "mount_options": c.mount_options,
+                    "fsck": c.fsck.join(" "),
+                    "available": c.unavailable.is_none() && c.kernel_supports(),
+                    "unavailable": c.unavailable,
+                })).collect::<Vec<_>>(),
+                "properties": Property::ALL.iter().map(|p| serde_json::json!({
+                    "name": p.name(),
+                    "family": p.family().to_string(),
+                    "summary": p.summary(),
+                })).collect::<Vec<_>>(),
+            });
+            println!("{}", serde_json::to_string_pretty(&value)?);
+        }
+        Format::Text => {
+            println!("Configurations:");
+            for c in &configs {
+                let note = match c.unavailable {
+                    Some(why) => format!("  (unavailable: {why})"),
+                    None if !c.kernel_supports() => "  (unavailable: no kernel driver)".into(),
+                    None => String::new(),
+                };
+                println!("  {:<16} {}{}", c.name, c.description, note);
+            }
+            println!("\nProperties:");
+            for p in Property::ALL {
+                println!("  {:<27} {:<11} {}", p.name(), p.family().to_string(), p.summary());
+            }
+        }
+    }
+    Ok(ExitCode::from(exit::HELD))
+}

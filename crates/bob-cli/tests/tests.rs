@@ -1,0 +1,202 @@
+//! End-to-end tests of the `bob` binary on the real kernel: real mkfs, real loop devices,
+//! real mounts and fsck. Every expectation is asserted through what bob reports, and every
+//! violation bob reports is replayed independently (`bob replay --check`).
+
+mod util;
+
+use util::{assert_no_leaks, run, run_cell, Dir};
+
+fn replay_confirms(dir: &Dir, cell: &serde_json::Value) {
+    let witness = cell["witness"].as_str().expect("a violated cell names its witness");
+    let image = dir.path().join("replayed.img");
+    let out =
+        run(&["replay", witness, "--to", image.to_str().unwrap(), "--check", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(1), "the replayed state must show the violation again");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("replay json");
+    assert_eq!(v["outcome"], "violated", "{v}");
+    assert_eq!(v["reproduced"], true, "{v}");
+    assert!(image.metadata().unwrap().len() > 0);
+}
+
+fn expect_violation(fs: &str, property: &str) {
+    let dir = Dir::new();
+    let (code, cell) = run_cell(&dir, fs, property, &[]);
+    assert_eq!(cell["verdict"], "violated", "{fs} / {property}: {cell}");
+    assert_eq!(code, 1);
+    assert!(cell["states_explored"].as_u64().unwrap() >= cell["states_unique"].as_u64().unwrap());
+    assert!(!cell["story"].as_str().unwrap_or("").is_empty());
+    replay_confirms(&dir, &cell);
+}
+
+/// No crash state violates the property. Other categories may appear (a torn superblock
+/// write makes ext4 unmountable, reported as mount-failed), but never as a violation.
+fn expect_no_violation(fs: &str, property: &str) {
+    let dir = Dir::new();
+    let (code, cell) = run_cell(&dir, fs, property, &[]);
+    assert_eq!(cell["counts"]["violated"], 0, "{fs} / {property}: {cell}");
+    assert_ne!(cell["verdict"], "violated");
+    assert!(
+        cell["counts"]["held"].as_u64().unwrap() > 1,
+        "a verdict must rest on explored states: {cell}"
+    );
+    let expected_code = if cell["verdict"] == "held" { 0 } else { 1 };
+    assert_eq!(code, expected_code);
+}
+
+#[test]
+fn single_block_append_violated_on_ext2() {
+    expect_violation("ext2", "single-block-append");
+}
+
+#[test]
+fn single_block_append_not_violated_on_ext4_ordered() {
+    expect_no_violation("ext4-ordered", "single-block-append");
+}
+
+#[test]
+fn single_block_overwrite_violated_on_ext4_ordered() {
+    expect_violation("ext4-ordered", "single-block-overwrite");
+}
+
+#[test]
+fn single_block_overwrite_not_violated_on_ext4_journal() {
+    expect_no_violation("ext4-journal", "single-block-overwrite");
+}
+
+#[test]
+fn append_then_rename_violated_on_ext2() {
+    expect_violation("ext2", "append-then-rename");
+}
+
+#[test]
+fn append_then_rename_not_violated_on_ext4_journal() {
+    expect_no_violation("ext4-journal", "append-then-rename");
+}
+
+#[test]
+fn refuses_a_device_that_is_not_a_loop_device() {
+    let dir = Dir::new();
+    let (code, _) =
+        run_cell(&dir, "ext4-ordered", "single-block-append", &["--device", "/dev/null"]);
+    assert_eq!(code, 2);
+    let out = run(&[
+        "run",
+        "--fs",
+        "ext4-ordered",
+        "--property",
+        "single-block-append",
+        "--device",
+        "/dev/null",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not a loop device") && err.contains("--force"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one clear line: {err}");
+}
+
+#[test]
+fn unknown_names_are_usage_errors() {
+    let out = run(&["run", "--fs", "ext9", "--property", "single-block-append"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("known: ext2"));
+    let out = run(&["run", "--fs", "ext4-ordered", "--property", "nope"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn list_names_match_the_spec() {
+    let out = run(&["list", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names = |k: &str| -> Vec<String> {
+        v[k].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap().to_owned()).collect()
+    };
+    let configs = names("configs");
+    for c in [
+        "ext2",
+        "ext2-sync",
+        "ext3-writeback",
+        "ext3-ordered",
+        "ext3-journal",
+        "ext4-writeback",
+        "ext4-ordered",
+        "ext4-nodelalloc",
+        "ext4-journal",
+        "btrfs",
+        "xfs",
+        "xfs-wsync",
+    ] {
+        assert!(configs.contains(&c.to_owned()), "missing config {c}");
+    }
+    let reiser = v["configs"].as_array().unwrap().iter().find(|c| c["name"] == "reiserfs").unwrap();
+    assert_eq!(reiser["available"], false);
+    let props = names("properties");
+    for p in [
+        "single-sector-overwrite",
+        "single-sector-append",
+        "single-block-overwrite",
+        "single-block-append",
+        "multi-block-append",
+        "multi-block-prefix-append",
+        "dir-op-atomic",
+        "overwrite-then-any",
+        "append-then-rename",
+        "otrunc-append-then-close",
+        "append-then-append",
+        "append-then-dir-op",
+        "dir-op-then-any",
+        "fsync-durable",
+        "fdatasync-durable",
+        "sync-durable",
+        "dir-fsync-durable",
+    ] {
+        assert!(props.contains(&p.to_owned()), "missing property {p}");
+    }
+}
+
+#[test]
+fn interrupted_run_leaves_nothing_behind() {
+    use std::time::{Duration, Instant};
+    let dir = Dir::new();
+    let scratch = dir.scratch();
+    let out_dir = dir.out();
+    let mut child = util::bob()
+        .args([
+            "run",
+            "--fs",
+            "ext4-ordered",
+            "--property",
+            "single-block-overwrite",
+            "--format",
+            "json",
+            "--strategy",
+            "exhaustive,default",
+            "--scratch",
+            scratch.to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until it is checking crash states (a loop device bound to a state view), then
+    // interrupt it as Ctrl-C would.
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(60) {
+        if util::leaks_under(&scratch).iter().any(|l| l.contains("state-")) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    nix_kill(child.id(), libc_sigint());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(2), "an interrupted run is not a verdict");
+    assert_no_leaks(&scratch);
+}
+
+fn libc_sigint() -> i32 {
+    2
+}
+
+fn nix_kill(pid: u32, sig: i32) {
+    let _ = std::process::Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status();
+}

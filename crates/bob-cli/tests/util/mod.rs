@@ -1,0 +1,132 @@
+//! Fixture layer for the CLI tests: run the real `bob` binary against real loop devices
+//! and mounts, each run in its own scratch and output directory, and check afterwards
+//! that it left nothing behind.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A test's private directories; removed on drop.
+pub struct Dir {
+    pub root: tempfile::TempDir,
+}
+
+impl Default for Dir {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Dir {
+    pub fn new() -> Dir {
+        assert!(
+            nix_is_root(),
+            "these tests bind loop devices and mount images: run them as root (scripts/test.sh)"
+        );
+        Dir { root: tempfile::Builder::new().prefix("bob-test-").tempdir().expect("tempdir") }
+    }
+    pub fn scratch(&self) -> PathBuf {
+        let p = self.root.path().join("scratch");
+        std::fs::create_dir_all(&p).unwrap();
+        p
+    }
+    pub fn out(&self) -> PathBuf {
+        self.root.path().join("out")
+    }
+    pub fn path(&self) -> &Path {
+        self.root.path()
+    }
+}
+
+fn nix_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// The `bob` binary under test.
+pub fn bob() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_bob"))
+}
+
+/// Runs bob, printing everything on failure of the caller's assertions.
+pub fn run(args: &[&str]) -> Output {
+    let out = bob().args(args).output().expect("run bob");
+    eprintln!(
+        "$ bob {}\n-- exit {:?}\n-- stdout\n{}\n-- stderr\n{}",
+        args.join(" "),
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// `bob run --format json` of one cell in `dir`; returns the exit code and the cell.
+pub fn run_cell(dir: &Dir, fs: &str, property: &str, extra: &[&str]) -> (i32, serde_json::Value) {
+    let scratch = dir.scratch();
+    let out_dir = dir.out();
+    let mut args = vec![
+        "run",
+        "--fs",
+        fs,
+        "--property",
+        property,
+        "--format",
+        "json",
+        "--scratch",
+        scratch.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let out = run(&args);
+    let code = out.status.code().unwrap_or(-1);
+    let cell = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    assert_no_leaks(&scratch);
+    (code, cell)
+}
+
+/// Loop devices whose backing file lies under `dir`, and mounts at or below it.
+pub fn leaks_under(dir: &Path) -> Vec<String> {
+    let mut leaks = Vec::new();
+    let dir_s = dir.to_string_lossy().into_owned();
+    if let Ok(entries) = std::fs::read_dir("/sys/block") {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !name.starts_with("loop") {
+                continue;
+            }
+            if let Ok(backing) = std::fs::read_to_string(e.path().join("loop/backing_file")) {
+                if backing.trim().starts_with(&dir_s) {
+                    leaks.push(format!("/dev/{name} -> {}", backing.trim()));
+                }
+            }
+        }
+    }
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    for line in mounts.lines() {
+        let mut f = line.split_whitespace();
+        let (src, target) = (f.next().unwrap_or(""), f.next().unwrap_or(""));
+        if target.starts_with(&dir_s) {
+            leaks.push(format!("mount {src} on {target}"));
+        }
+    }
+    leaks
+}
+
+pub fn assert_no_leaks(dir: &Path) {
+    let leaks = leaks_under(dir);
+    assert!(leaks.is_empty(), "bob left these behind under {}: {leaks:#?}", dir.display());
+    // The scratch dir itself must be empty: bob removes its bob-XXXX work dirs.
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        let left: Vec<_> = rd.flatten().map(|e| e.path()).collect();
+        assert!(left.is_empty(), "bob left scratch files: {left:?}");
+    }
+}

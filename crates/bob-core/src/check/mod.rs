@@ -1,0 +1,387 @@
+//! Checking crash states: serve each state as a copy-on-write view, attach it to a loop
+//! device, run the configuration's recovery under a timeout, take the logical snapshot,
+//! unmount, run the read-only fsck, and ask the oracle for the verdict.
+//!
+//! States with identical resulting block contents are mounted once and the outcome is
+//! counted for all of them. Unique states are checked by `jobs` workers in parallel, each
+//! with its own loop device and mount point, over one multi-threaded FUSE disk.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use workloads::{CrashContext, Observed, Snapshot, Verdict, Workload};
+
+use crate::crash::{CrashState, Epoch, OverlayBuilder, StateId};
+use crate::device::fusedisk::DiskServer;
+use crate::device::loopdev::LoopDevice;
+use crate::device::{cmd, mount};
+use crate::fs::{FsConfig, Recovery, Timeouts};
+use crate::image::{BaseImage, CrashView};
+use crate::trace::sidecar::OpSpan;
+use crate::trace::{EntryKind, Trace};
+
+/// Checking errors: the environment failed, not the file system under test.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A device-layer failure.
+    #[error(transparent)]
+    Device(#[from] crate::device::Error),
+    /// A state id does not fit the trace.
+    #[error("state {id}: {reason}")]
+    BadState {
+        /// The id.
+        id: String,
+        /// Why.
+        reason: String,
+    },
+    /// The run was interrupted (Ctrl-C).
+    #[error("interrupted")]
+    Interrupted,
+    /// I/O on bob's own files.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// What checking one crash state found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "kebab-case")]
+pub enum Outcome {
+    /// Recovered, fsck clean, property held.
+    Held,
+    /// The property failed; the story says how.
+    Violated {
+        /// One line a person understands.
+        story: String,
+    },
+    /// Recovery (repairing fsck or mount) failed, or the recovered tree could not be read.
+    MountFailed {
+        /// What failed.
+        message: String,
+    },
+    /// The property held but the read-only fsck found damage.
+    FsckFailed {
+        /// What fsck said.
+        message: String,
+    },
+    /// An external step hung and was killed.
+    Timeout {
+        /// Which step.
+        step: String,
+    },
+}
+
+impl Outcome {
+    /// Short kebab-case name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Outcome::Held => "held",
+            Outcome::Violated { .. } => "violated",
+            Outcome::MountFailed { .. } => "mount-failed",
+            Outcome::FsckFailed { .. } => "fsck-failed",
+            Outcome::Timeout { .. } => "timeout",
+        }
+    }
+    /// The one-line explanation (story, error, step).
+    pub fn detail(&self) -> &str {
+        match self {
+            Outcome::Held => "",
+            Outcome::Violated { story } => story,
+            Outcome::MountFailed { message } | Outcome::FsckFailed { message } => message,
+            Outcome::Timeout { step } => step,
+        }
+    }
+}
+
+/// The full result of checking one state.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StateCheck {
+    /// The outcome.
+    pub outcome: Outcome,
+    /// The recovered logical state, when recovery succeeded.
+    pub snapshot: Option<Snapshot>,
+    /// What the read-only fsck printed last, if it complained.
+    pub fsck: Option<String>,
+    /// Sectors recovery wrote (journal replay, repair).
+    pub recovery_writes: usize,
+}
+
+/// Everything about one recorded trace that checking needs.
+pub struct Subject {
+    /// The configuration.
+    pub config: FsConfig,
+    /// The workload that was recorded.
+    pub workload: Workload,
+    /// What the workload observed.
+    pub observed: Observed,
+    /// The trace.
+    pub trace: Arc<Trace>,
+    /// Its epochs.
+    pub epochs: Vec<Epoch>,
+    /// Op positions in the trace.
+    pub spans: Vec<OpSpan>,
+    /// The base image.
+    pub base: Arc<BaseImage>,
+}
+
+impl Subject {
+    /// Persistence-point ops (fsync, fdatasync, sync, ...) whose completing flush is
+    /// durable when the crash happens in epoch `epoch`: the op's completing flush is the
+    /// last flush before its end mark, and it is durable once the crash epoch starts
+    /// after it.
+    pub fn durable_ops(&self, epoch: usize) -> Vec<usize> {
+        let Some(start) = self.epochs.get(epoch).map(|e| e.start_entry) else {
+            return Vec::new();
+        };
+        let is_barrier = |i: usize| match self.trace.entries[i].kind() {
+            EntryKind::Flush => true,
+            EntryKind::Write { fua, .. } => fua,
+            _ => false,
+        };
+        self.spans
+            .iter()
+            .filter(|s| self.workload.ops.get(s.index).is_some_and(|op| op.is_persistence_point()))
+            .filter(|s| (0..s.end_entry).rev().find(|&i| is_barrier(i)).is_some_and(|f| f < start))
+            .map(|s| s.index)
+            .collect()
+    }
+
+    /// Parses and validates a state id against this trace.
+    pub fn state_id(&self, text: &str) -> Result<StateId, Error> {
+        let bad = |reason: String| Error::BadState { id: text.to_owned(), reason };
+        let id: StateId = text.parse().map_err(|e: crate::crash::Error| bad(e.to_string()))?;
+        id.validate(&self.epochs, &self.trace).map_err(|e| bad(e.to_string()))?;
+        Ok(id)
+    }
+}
+
+/// Options of the checking engine.
+#[derive(Clone, Debug)]
+pub struct EngineOptions {
+    /// Parallel workers (loop devices and mounts at once).
+    pub jobs: usize,
+    /// Timeouts of external steps.
+    pub timeouts: Timeouts,
+    /// Scratch directory for the FUSE disk and mount points.
+    pub work_dir: PathBuf,
+}
+
+/// One state's result within a run.
+#[derive(Clone, Debug)]
+pub struct StateResult {
+    /// The state.
+    pub state: CrashState,
+    /// Content digest of its overlay (the dedup key).
+    pub digest: [u8; 32],
+    /// Index (into the run's states) of the state that was actually mounted for it.
+    pub mounted_as: usize,
+    /// What checking found (shared by duplicates).
+    pub check: Arc<StateCheck>,
+}
+
+fn mount_with_timeout(
+    dev: &Path,
+    target: &Path,
+    fstype: &str,
+    options: &str,
+    timeout: Duration,
+) -> Result<Result<mount::Mount, crate::device::Error>, ()> {
+    let (tx, rx) = mpsc::channel();
+    let (dev, target, fstype, options) =
+        (dev.to_owned(), target.to_owned(), fstype.to_owned(), options.to_owned());
+    std::thread::spawn(move || {
+        let result = mount::mount(&dev, &target, &fstype, &options);
+        // If the receiver gave up, dropping the guard here unmounts the late mount.
+        let _ = tx.send(result);
+    });
+    rx.recv_timeout(timeout).map_err(|_| ())
+}
+
+/// Recovers, snapshots and checks the image in `disk_file` (any file a loop device can
+/// be attached to), mounting it at `mnt`.
+pub fn check_image(
+    subject: &Subject,
+    disk_file: &Path,
+    mnt: &Path,
+    durable_ops: Vec<usize>,
+    timeouts: &Timeouts,
+) -> Result<StateCheck, Error> {
+    let config = &subject.config;
+    let loopdev = LoopDevice::attach_free(disk_file)?;
+    let dev = loopdev.path().to_owned();
+    let dev_str = dev.to_string_lossy().into_owned();
+    let done = |outcome| Ok(StateCheck { outcome, snapshot: None, fsck: None, recovery_writes: 0 });
+
+    if let Recovery::FsckThenMount(fsck) = config.recovery {
+        let mut args = fsck[1..].to_vec();
+        args.push(&dev_str);
+        match cmd::run(fsck[0], &args, timeouts.recovery) {
+            // e2fsck: 0 clean, 1 fixed, 2 fixed + reboot; 4 and up: errors left.
+            Ok(out) if out.code.is_some_and(|c| c < 4) => {}
+            Ok(out) => {
+                return done(Outcome::MountFailed {
+                    message: format!("{} exit {:?}: {}", fsck.join(" "), out.code, out.last_line()),
+                })
+            }
+            Err(cmd::CmdError::Timeout { .. }) => {
+                return done(Outcome::Timeout { step: format!("recovery: {}", fsck.join(" ")) })
+            }
+            Err(e) => return Err(crate::device::Error::from(e).into()),
+        }
+    }
+    let options = config.check_mount_options();
+    let fs_mount = match mount_with_timeout(&dev, mnt, config.fstype, &options, timeouts.recovery) {
+        Ok(Ok(m)) => m,
+        Ok(Err(e)) => return done(Outcome::MountFailed { message: e.to_string() }),
+        Err(()) => {
+            // The hung mount still holds the device; dropping our handle asks the kernel to
+            // unbind it (autoclear) once that mount lets go.
+            drop(loopdev);
+            return done(Outcome::Timeout {
+                step: format!("recovery: mount -t {}", config.fstype),
+            });
+        }
+    };
+    let snapshot = workloads::take_snapshot(mnt, &subject.workload);
+    fs_mount.unmount()?;
+    let snapshot = match snapshot {
+        Ok(s) => s,
+        Err(e) => {
+            return done(Outcome::MountFailed {
+                message: format!("reading the recovered tree: {e}"),
+            })
+        }
+    };
+
+    let mut args = config.fsck[1..].to_vec();
+    args.push(&dev_str);
+    let fsck = match cmd::run(config.fsck[0], &args, timeouts.fsck) {
+        Ok(out) if out.code == Some(0) => None,
+        Ok(out) => {
+            Some(format!("{} exit {:?}: {}", config.fsck.join(" "), out.code, out.last_line()))
+        }
+        Err(cmd::CmdError::Timeout { .. }) => {
+            return done(Outcome::Timeout { step: format!("fsck: {}", config.fsck.join(" ")) })
+        }
+        Err(e) => return Err(crate::device::Error::from(e).into()),
+    };
+    loopdev.detach()?;
+
+    let verdict = workloads::check(
+        &subject.workload,
+        &subject.observed,
+        &snapshot,
+        &CrashContext { durable_ops },
+    );
+    let outcome = match (verdict, &fsck) {
+        (Verdict::Violated { story }, _) => Outcome::Violated { story },
+        (Verdict::Held, Some(msg)) => Outcome::FsckFailed { message: msg.clone() },
+        (Verdict::Held, None) => Outcome::Held,
+    };
+    Ok(StateCheck { outcome, snapshot: Some(snapshot), fsck, recovery_writes: 0 })
+}
+
+/// Checks `states` of `subject`: dedup by content, then `jobs` workers in parallel.
+/// `progress` is called after each state mounted with (mounted so far, unique total).
+/// Stops early with [`Error::Interrupted`] when `cancel` is set.
+pub fn run_states(
+    subject: &Subject,
+    states: &[CrashState],
+    options: &EngineOptions,
+    progress: &(dyn Fn(usize, usize) + Sync),
+    cancel: &AtomicBool,
+) -> Result<Vec<StateResult>, Error> {
+    let builder = OverlayBuilder::new(&subject.trace, &subject.epochs);
+    let digests: Vec<[u8; 32]> =
+        states.iter().map(|s| builder.state(&s.id).digest(&subject.trace)).collect();
+    let mut first_of: HashMap<[u8; 32], usize> = HashMap::new();
+    let mounted_as: Vec<usize> =
+        digests.iter().enumerate().map(|(i, d)| *first_of.entry(*d).or_insert(i)).collect();
+    let unique: Vec<usize> = (0..states.len()).filter(|&i| mounted_as[i] == i).collect();
+
+    let fuse_dir = options.work_dir.join("states-disk");
+    std::fs::create_dir_all(&fuse_dir)
+        .map_err(|source| Error::Io { path: fuse_dir.clone(), source })?;
+    let jobs = options.jobs.max(1).min(unique.len().max(1));
+    let server = DiskServer::start(&fuse_dir, jobs + 1)?;
+    let results: Mutex<HashMap<usize, Arc<StateCheck>>> = Mutex::new(HashMap::new());
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let first_error: Mutex<Option<Error>> = Mutex::new(None);
+
+    std::thread::scope(|scope| {
+        for worker in 0..jobs {
+            let (server, builder, unique, results, next, done, first_error) =
+                (&server, &builder, &unique, &results, &next, &done, &first_error);
+            scope.spawn(move || {
+                let mnt = options.work_dir.join(format!("mnt-{worker}"));
+                if let Err(source) = std::fs::create_dir_all(&mnt) {
+                    *first_error.lock().unwrap_or_else(|p| p.into_inner()) =
+                        Some(Error::Io { path: mnt, source });
+                    return;
+                }
+                loop {
+                    if cancel.load(Ordering::Relaxed)
+                        || first_error.lock().map(|e| e.is_some()).unwrap_or(true)
+                    {
+                        return;
+                    }
+                    let k = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&index) = unique.get(k) else { return };
+                    let state = &states[index];
+                    let view = Arc::new(CrashView::new(
+                        subject.base.clone(),
+                        subject.trace.clone(),
+                        builder.state(&state.id),
+                    ));
+                    let name = format!("state-{index}.img");
+                    let file = server.add(&name, view.clone());
+                    let durable = subject.durable_ops(state.id.epoch as usize);
+                    let checked = check_image(subject, &file, &mnt, durable, &options.timeouts);
+                    server.remove(&name);
+                    match checked {
+                        Ok(mut c) => {
+                            c.recovery_writes = view.recovery_writes();
+                            results
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .insert(index, Arc::new(c));
+                            let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                            progress(n, unique.len());
+                        }
+                        Err(e) => {
+                            *first_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    drop(server);
+    if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e);
+    }
+    if cancel.load(Ordering::Relaxed) {
+        return Err(Error::Interrupted);
+    }
+    let results = results.into_inner().unwrap_or_else(|p| p.into_inner());
+    Ok(states
+        .iter()
+        .enumerate()
+        .map(|(i, state)| StateResult {
+            state: state.clone(),
+            digest: digests[i],
+            mounted_as: mounted_as[i],
+            check: results[&mounted_as[i]].clone(),
+        })
+        .collect())
+}

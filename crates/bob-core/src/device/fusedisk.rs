@@ -1,0 +1,351 @@
+//! bob's FUSE disk: a flat FUSE file system whose files are disks served from memory and
+//! a base image, so that a loop device attached to one of them sends bob every block
+//! request the file system under test issues.
+//!
+//! A file here is anything implementing [`Disk`]: the recording disk (which logs each
+//! write, flush and discard) or a crash-state view (base image + overlay + a private
+//! overlay for what recovery writes). Files are opened with `FOPEN_DIRECT_IO`, so the
+//! loop driver's requests bypass the page cache and reach the daemon in order. The
+//! daemon only touches memory and files outside any device it serves: it must never do
+//! I/O that depends on a loop device it backs.
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, UNIX_EPOCH};
+
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, INodeNo, KernelConfig,
+    LockOwner, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
+    ReplyStatfs, ReplyWrite, Request, WriteFlags,
+};
+
+use super::{Error, Result};
+
+/// A block device as bob serves it: byte-addressed, with explicit flush and discard.
+///
+/// Offsets and lengths from the loop driver are multiples of 512.
+pub trait Disk: Send + Sync {
+    /// Size in bytes.
+    fn size(&self) -> u64;
+    /// Fills `buf` from `offset`.
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()>;
+    /// Writes `data` at `offset`.
+    fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()>;
+    /// A cache flush (the backing file's fsync).
+    fn flush(&self) -> std::io::Result<()>;
+    /// Discards (reads back as zeros) `len` bytes at `offset`.
+    fn discard(&self, offset: u64, len: u64) -> std::io::Result<()>;
+}
+
+/// Served files by inode number: (file name, disk).
+type Files = BTreeMap<u64, (String, Arc<dyn Disk>)>;
+
+struct Registry {
+    files: RwLock<Files>,
+    next_ino: AtomicU64,
+}
+
+impl Registry {
+    fn get(&self, ino: u64) -> Option<Arc<dyn Disk>> {
+        self.files.read().ok()?.get(&ino).map(|(_, d)| d.clone())
+    }
+    fn by_name(&self, name: &OsStr) -> Option<(u64, Arc<dyn Disk>)> {
+        let files = self.files.read().ok()?;
+        files.iter().find(|(_, (n, _))| OsStr::new(n) == name).map(|(i, (_, d))| (*i, d.clone()))
+    }
+}
+
+const ROOT: u64 = 1;
+// Zero TTLs: files come and go as crash states are served, and a stale cached
+// attribute or dentry would hand the kernel the wrong disk.
+const TTL: Duration = Duration::ZERO;
+
+fn attr(ino: u64, size: u64, kind: FileType) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(ino),
+        size,
+        blocks: size.div_ceil(512),
+        atime: UNIX_EPOCH,
+        mtime: UNIX_EPOCH,
+        ctime: UNIX_EPOCH,
+        crtime: UNIX_EPOCH,
+        kind,
+        perm: if kind == FileType::Directory { 0o755 } else { 0o600 },
+        nlink: if kind == FileType::Directory { 2 } else { 1 },
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        flags: 0,
+        blksize: 4096,
+    }
+}
+
+fn errno(e: &std::io::Error) -> Errno {
+    Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO))
+}
+
+struct DiskFs {
+    registry: Arc<Registry>,
+}
+
+impl Filesystem for DiskFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // Large writes keep one block request in one FUSE request (up to the kernel's cap).
+        let _ = config.set_max_write(1 << 20);
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        if u64::from(parent) != ROOT {
+            return reply.error(Errno::ENOENT);
+        }
+        match self.registry.by_name(name) {
+            Some((ino, disk)) => reply.entry(
+                &TTL,
+                &attr(ino, disk.size(), FileType::RegularFile),
+                fuser::Generation(0),
+            ),
+            None => reply.error(Errno::ENOENT),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let ino = u64::from(ino);
+        if ino == ROOT {
+            return reply.attr(&TTL, &attr(ROOT, 0, FileType::Directory));
+        }
+        match self.registry.get(ino) {
+            Some(disk) => reply.attr(&TTL, &attr(ino, disk.size(), FileType::RegularFile)),
+            None => reply.error(Errno::ENOENT),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _mode: Option<u32>,
+        _uid: Option<u32>,
+        _gid: Option<u32>,
+        _size: Option<u64>,
+        _atime: Option<fuser::TimeOrNow>,
+        _mtime: Option<fuser::TimeOrNow>,
+        _ctime: Option<std::time::SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<std::time::SystemTime>,
+        _chgtime: Option<std::time::SystemTime>,
+        _bkuptime: Option<std::time::SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        // Disks have a fixed size; attribute changes are accepted and ignored.
+        self.getattr(_req, ino, None, reply)
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        if self.registry.get(u64::from(ino)).is_none() {
+            return reply.error(Errno::ENOENT);
+        }
+        reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO);
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let Some(disk) = self.registry.get(u64::from(ino)) else {
+            return reply.error(Errno::ENOENT);
+        };
+        let end = (offset + u64::from(size)).min(disk.size());
+        if offset >= end {
+            return reply.data(&[]);
+        }
+        let mut buf = vec![0u8; (end - offset) as usize];
+        match disk.read_at(offset, &mut buf) {
+            Ok(()) => reply.data(&buf),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let Some(disk) = self.registry.get(u64::from(ino)) else {
+            return reply.error(Errno::ENOENT);
+        };
+        if offset + data.len() as u64 > disk.size() {
+            return reply.error(Errno::from_i32(libc::ENOSPC));
+        }
+        match disk.write_at(offset, data) {
+            Ok(()) => reply.written(data.len() as u32),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lo: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        // close(2), not a cache flush: nothing to do.
+        reply.ok();
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let Some(disk) = self.registry.get(u64::from(ino)) else {
+            return reply.error(Errno::ENOENT);
+        };
+        match disk.flush() {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let Some(disk) = self.registry.get(u64::from(ino)) else {
+            return reply.error(Errno::ENOENT);
+        };
+        // The loop driver turns REQ_OP_DISCARD into PUNCH_HOLE and REQ_OP_WRITE_ZEROES into
+        // ZERO_RANGE (or PUNCH_HOLE); both read back as zeros on bob's disk.
+        if mode & (libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_ZERO_RANGE) != 0 {
+            let end = (offset + length).min(disk.size());
+            if offset < end {
+                if let Err(e) = disk.discard(offset, end - offset) {
+                    return reply.error(errno(&e));
+                }
+            }
+        }
+        reply.ok();
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        if u64::from(ino) != ROOT {
+            return reply.error(Errno::ENOTDIR);
+        }
+        let mut entries: Vec<(u64, FileType, String)> =
+            vec![(ROOT, FileType::Directory, ".".into()), (ROOT, FileType::Directory, "..".into())];
+        if let Ok(files) = self.registry.files.read() {
+            entries.extend(files.iter().map(|(i, (n, _))| (*i, FileType::RegularFile, n.clone())));
+        }
+        for (i, (ino, kind, name)) in entries.into_iter().enumerate().skip(offset as usize) {
+            if reply.add(INodeNo(ino), (i + 1) as u64, kind, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        reply.statfs(0, 0, 0, 0, 0, 4096, 255, 4096);
+    }
+}
+
+/// A mounted FUSE disk; files are added and removed while it runs. Unmounted on drop.
+pub struct DiskServer {
+    mountpoint: PathBuf,
+    registry: Arc<Registry>,
+    session: Option<fuser::BackgroundSession>,
+}
+
+impl DiskServer {
+    /// Mounts an empty FUSE disk at `mountpoint` (an existing empty directory), served by
+    /// `threads` threads.
+    pub fn start(mountpoint: &Path, threads: usize) -> Result<DiskServer> {
+        let registry =
+            Arc::new(Registry { files: RwLock::new(BTreeMap::new()), next_ino: AtomicU64::new(2) });
+        let mut config = fuser::Config::default();
+        config.mount_options = vec![
+            fuser::MountOption::FSName("bob-disk".into()),
+            fuser::MountOption::Subtype("bob".into()),
+            fuser::MountOption::NoAtime,
+        ];
+        config.n_threads = Some(threads.max(1));
+        config.clone_fd = threads > 1;
+        let fs = DiskFs { registry: registry.clone() };
+        let session = fuser::spawn_mount(fs, mountpoint, &config)
+            .map_err(|source| Error::Fuse { path: mountpoint.to_owned(), source })?;
+        Ok(DiskServer { mountpoint: mountpoint.to_owned(), registry, session: Some(session) })
+    }
+
+    /// Serves `disk` as file `name`; returns its path.
+    pub fn add(&self, name: &str, disk: Arc<dyn Disk>) -> PathBuf {
+        let ino = self.registry.next_ino.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut files) = self.registry.files.write() {
+            files.retain(|_, (n, _)| n != name);
+            files.insert(ino, (name.to_owned(), disk));
+        }
+        self.mountpoint.join(name)
+    }
+
+    /// Stops serving `name`.
+    pub fn remove(&self, name: &str) {
+        if let Ok(mut files) = self.registry.files.write() {
+            files.retain(|_, (n, _)| n != name);
+        }
+    }
+
+    /// The FUSE mount point.
+    pub fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+}
+
+impl Drop for DiskServer {
+    fn drop(&mut self) {
+        if let Some(session) = self.session.take() {
+            // Normally the loop devices are gone by now; if one still holds a file (a
+            // guard leaked), a plain unmount fails with EBUSY and we detach lazily so the
+            // mount point is released anyway.
+            if nix::mount::umount2(&self.mountpoint, nix::mount::MntFlags::empty()).is_err() {
+                let _ = nix::mount::umount2(&self.mountpoint, nix::mount::MntFlags::MNT_DETACH);
+            }
+            drop(session);
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! Loop devices through the kernel's ioctls (`/dev/loop-control`, `LOOP_CONFIGURE`).
+//!
+//! Written here rather than taken from the `loopdev` crate because that crate generates
+//! its bindings with bindgen at build time (a libclang dependency on every build machine)
+//! for five ioctls and two structs that are part of the stable kernel ABI.
+//!
+//! Every device bob binds is bound with `LO_FLAGS_AUTOCLEAR`: if bob is killed outright,
+//! the kernel unbinds the device as soon as nothing holds it open, so even SIGKILL leaks
+//! no loop device unless a mount still holds it.
+
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+
+use super::{Error, Result};
+
+const LOOP_MAJOR: u64 = 7;
+const LOOP_CLR_FD: libc::c_ulong = 0x4C01;
+const LOOP_GET_STATUS64: libc::c_ulong = 0x4C05;
+const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
+const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
+const LO_FLAGS_AUTOCLEAR: u32 = 4;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct LoopInfo64 {
+    lo_device: u64,
+    lo_inode: u64,
+    lo_rdevice: u64,
+    lo_offset: u64,
+    lo_sizelimit: u64,
+    lo_number: u32,
+    lo_encrypt_type: u32,
+    lo_encrypt_key_size: u32,
+    lo_flags: u32,
+    lo_file_name: [u8; 64],
+    lo_crypt_name: [u8; 64],
+    lo_encrypt_key: [u8; 32],
+    lo_init: [u64; 2],
+}
+
+#[repr(C)]
+struct LoopConfig {
+    fd: u32,
+    block_size: u32,
+    info: LoopInfo64,
+    reserved: [u64; 8],
+}
+
+fn loop_err(path: &Path, what: &'static str, source: std::io::Error) -> Error {
+    Error::Loop { path: path.to_owned(), what, source }
+}
+
+/// Whether `path` is a loop block device (major 7).
+pub fn is_loop_device(path: &Path) -> bool {
+    std::fs::metadata(path)
+        .map(|m| m.file_type().is_block_device() && libc::major(m.rdev()) as u64 == LOOP_MAJOR)
+        .unwrap_or(false)
+}
+
+use std::os::unix::fs::MetadataExt;
+
+/// Whether the loop device at `path` is bound to a backing file.
+pub fn is_bound(path: &Path) -> Result<bool> {
+    let dev = File::open(path).map_err(|e| loop_err(path, "open", e))?;
+    let mut info = std::mem::MaybeUninit::<LoopInfo64>::zeroed();
+    // SAFETY: LOOP_GET_STATUS64 writes one loop_info64 into the buffer we own.
+    let rc = unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_GET_STATUS64, info.as_mut_ptr()) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let err = std::io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::ENXIO) => Ok(false),
+        _ => Err(loop_err(path, "get status", err)),
+    }
+}
+
+/// Checks that `path` may be used as a recording or checking device: a free loop device,
+/// or (with `force`) anything, which the caller must then handle.
+pub fn vet_user_device(path: &Path, force: bool) -> Result<()> {
+    if !path.exists() {
+        return Err(Error::Refused { path: path.to_owned(), reason: "no such device".into() });
+    }
+    if !is_loop_device(path) {
+        if force {
+            return Ok(());
+        }
+        return Err(Error::Refused {
+            path: path.to_owned(),
+            reason: "not a loop device; bob refuses to write to it (pass --force if you mean it)"
+                .into(),
+        });
+    }
+    if is_bound(path)? {
+        return Err(Error::Refused {
+            path: path.to_owned(),
+            reason: "loop device is in use (bound to a file); pick a free one (losetup -f)".into(),
+        });
+    }
+    Ok(())
+}
+
+/// A loop device bound to a backing file; unbound on drop.
+#[derive(Debug)]
+pub struct LoopDevice {
+    path: PathBuf,
+    dev: File,
+    cleared: bool,
+}
+
+impl LoopDevice {
+    /// Binds a free loop device (asking `/dev/loop-control`, which creates one if needed)
+    /// to `backing`.
+    pub fn attach_free(backing: &Path) -> Result<LoopDevice> {
+        let ctl_path = Path::new("/dev/loop-control");
+        // Another process may take the device between GET_FREE and CONFIGURE: retry.
+        let mut last = None;
+        for _ in 0..16 {
+            let ctl = File::open(ctl_path).map_err(|e| loop_err(ctl_path, "open", e))?;
+            // SAFETY: LOOP_CTL_GET_FREE takes no argument and returns a device number.
+            let n = unsafe { libc::ioctl(ctl.as_raw_fd(), LOOP_CTL_GET_FREE) };
+            if n < 0 {
+                return Err(loop_err(ctl_path, "get free", std::io::Error::last_os_error()));
+            }
+            let path = PathBuf::from(format!("/dev/loop{n}"));
+            match Self::attach(&path, backing) {
+                Ok(dev) => return Ok(dev),
+                Err(Error::Loop { source, .. }) if source.raw_os_error() == Some(libc::EBUSY) => {
+                    last = Some(path);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(loop_err(
+            &last.unwrap_or_else(|| ctl_path.to_owned()),
+            "bind",
+            std::io::Error::from_raw_os_error(libc::EBUSY),
+        ))
+    }
+
+    /// Binds the loop device at `path` to `backing` (read-write, 512-byte logical blocks).
+    pub fn attach(path: &Path, backing: &Path) -> Result<LoopDevice> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(backing)
+            .map_err(|e| Error::Io { path: backing.to_owned(), source: e })?;
+        let dev = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| loop_err(path, "open", e))?;
+        // SAFETY: all-zero is a valid loop_info64.
+        let mut info: LoopInfo64 = unsafe { std::mem::zeroed() };
+        info.lo_flags = LO_FLAGS_AUTOCLEAR;
+        let name = backing.as_os_str().as_encoded_bytes();
+        let n = name.len().min(63);
+        info.lo_file_name[..n].copy_from_slice(&name[..n]);
+        let config =
+            LoopConfig { fd: file.as_raw_fd() as u32, block_size: 512, info, reserved: [0; 8] };
+        // SAFETY: LOOP_CONFIGURE reads one loop_config from memory we own; the fd is open.
+        let rc =
+            unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_CONFIGURE, &config as *const LoopConfig) };
+        if rc != 0 {
+            return Err(loop_err(path, "bind", std::io::Error::last_os_error()));
+        }
+        // The kernel holds its own reference to the backing file now.
+        drop(file);
+        Ok(LoopDevice { path: path.to_owned(), dev, cleared: false })
+    }
+
+    /// The device node, e.g. `/dev/loop3`.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Unbinds now, reporting failure (drop does the same silently).
+    pub fn detach(mut self) -> Result<()> {
+        let r = self.clear();
+        self.cleared = true;
+        // Dropping closes our descriptor: the kernel finishes the unbind at the last close.
+        r
+    }
+
+    fn clear(&self) -> Result<()> {
+        // SAFETY: LOOP_CLR_FD takes no argument. On a device still held open elsewhere the
+        // kernel defers the unbind to the last close (autoclear), which is what we want.
+        let rc = unsafe { libc::ioctl(self.dev.as_raw_fd(), LOOP_CLR_FD, 0) };
+        if rc != 0 {
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::ENXIO) {
+                return Err(loop_err(&self.path, "unbind", err));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for LoopDevice {
+    fn drop(&mut self) {
+        if !self.cleared {
+            let _ = self.clear();
+        }
+    }
+}

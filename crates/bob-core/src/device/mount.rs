@@ -1,0 +1,95 @@
+//! Kernel mounts of the device under test, unmounted on drop.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nix::mount::{MntFlags, MsFlags};
+
+use super::{Error, Result};
+
+/// A mounted file system; unmounted on drop.
+#[derive(Debug)]
+pub struct Mount {
+    target: PathBuf,
+    active: bool,
+}
+
+/// Mounts `device` on `target` as `fstype` with `options` (the comma-separated data string;
+/// `ro` is turned into the read-only flag).
+pub fn mount(device: &Path, target: &Path, fstype: &str, options: &str) -> Result<Mount> {
+    let mut flags = MsFlags::empty();
+    let mut data = Vec::new();
+    for opt in options.split(',').filter(|o| !o.is_empty()) {
+        match opt {
+            "ro" => flags |= MsFlags::MS_RDONLY,
+            "sync" => flags |= MsFlags::MS_SYNCHRONOUS,
+            "dirsync" => flags |= MsFlags::MS_DIRSYNC,
+            "noatime" => flags |= MsFlags::MS_NOATIME,
+            other => data.push(other),
+        }
+    }
+    let data = data.join(",");
+    nix::mount::mount(Some(device), target, Some(fstype), flags, Some(data.as_str())).map_err(
+        |e| Error::Mount {
+            what: format!("-t {fstype} -o {options} {}", device.display()),
+            target: target.to_owned(),
+            source: e.into(),
+        },
+    )?;
+    Ok(Mount { target: target.to_owned(), active: true })
+}
+
+impl Mount {
+    /// The mount point.
+    pub fn target(&self) -> &Path {
+        &self.target
+    }
+
+    /// Unmounts now, reporting failure.
+    pub fn unmount(mut self) -> Result<()> {
+        self.active = false;
+        unmount_path(&self.target)
+    }
+}
+
+/// Unmounts `target`, retrying briefly while it is busy, then detaching lazily so that
+/// nothing stays mounted.
+pub fn unmount_path(target: &Path) -> Result<()> {
+    let mut last = None;
+    for attempt in 0..20 {
+        match nix::mount::umount2(target, MntFlags::empty()) {
+            Ok(()) => return Ok(()),
+            Err(nix::errno::Errno::EBUSY) => {
+                last = Some(nix::errno::Errno::EBUSY);
+                std::thread::sleep(Duration::from_millis(5 << attempt.min(5)));
+            }
+            Err(nix::errno::Errno::EINVAL) | Err(nix::errno::Errno::ENOENT) => return Ok(()),
+            Err(e) => {
+                last = Some(e);
+                break;
+            }
+        }
+    }
+    // Still busy: detach it from the tree so it is gone for everyone; the kernel finishes
+    // the unmount when the last user lets go.
+    nix::mount::umount2(target, MntFlags::MNT_DETACH).map_err(|_| Error::Mount {
+        what: "umount".into(),
+        target: target.to_owned(),
+        source: last.unwrap_or(nix::errno::Errno::EBUSY).into(),
+    })
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if self.active {
+            let _ = unmount_path(&self.target);
+        }
+    }
+}
+
+/// Flushes dirty data of the file system mounted at `path` (syncfs(2)).
+pub fn syncfs(path: &Path) -> Result<()> {
+    let dir =
+        std::fs::File::open(path).map_err(|e| Error::Io { path: path.to_owned(), source: e })?;
+    nix::unistd::syncfs(&dir).map_err(|e| Error::Io { path: path.to_owned(), source: e.into() })
+}

@@ -1,0 +1,248 @@
+//! File-system configurations: how to make, mount, recover and read-only check each one.
+//!
+//! Names follow persistence-properties.md. ext2 and ext3 are served by the ext4 driver on
+//! current kernels (CONFIG_EXT4_USE_FOR_EXT2); reports say so. reiserfs is listed but
+//! unavailable: it left the kernel in 6.13.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// How a crashed image is brought back before it is inspected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Recovery {
+    /// Mounting replays the journal or log.
+    Mount,
+    /// Run this repairing fsck first (ext2: `e2fsck -y`), then mount.
+    FsckThenMount(&'static [&'static str]),
+}
+
+/// One configuration of the study.
+#[derive(Clone, Debug, Serialize)]
+pub struct FsConfig {
+    /// Name on the command line and in reports.
+    pub name: &'static str,
+    /// One line on what it is.
+    pub description: &'static str,
+    /// Kernel file-system type passed to mount(2).
+    pub fstype: &'static str,
+    /// mkfs program and arguments; the device is appended.
+    pub mkfs: &'static [&'static str],
+    /// Mount options while the workload runs.
+    pub mount_options: &'static str,
+    /// Extra mount options when crash states are mounted (e.g. xfs `nouuid`, because
+    /// every state of one trace carries the same file-system UUID and they are mounted
+    /// side by side).
+    pub check_mount_extra: &'static str,
+    /// Recovery procedure.
+    pub recovery: Recovery,
+    /// Read-only fsck program and arguments; the device is appended.
+    pub fsck: &'static [&'static str],
+    /// Image size in bytes.
+    pub image_bytes: u64,
+    /// Journal bytes (where the configuration has a journal sized by bob), which bounds a
+    /// transaction and so the multi-block workloads' size.
+    pub journal_bytes: Option<u64>,
+    /// Why it cannot run here, if it cannot.
+    pub unavailable: Option<&'static str>,
+}
+
+const MIB: u64 = 1 << 20;
+
+const E2FSCK_YES: &[&str] = &["e2fsck", "-f", "-y"];
+const E2FSCK_RO: &[&str] = &["e2fsck", "-f", "-n"];
+// Lazy init would zero inode tables and the journal in the background while recording,
+// polluting the trace; discards at mkfs time are pointless on a fresh image.
+const MKFS_EXT2: &[&str] =
+    &["mke2fs", "-q", "-F", "-t", "ext2", "-b", "4096", "-E", "nodiscard,lazy_itable_init=0"];
+const MKFS_EXT3: &[&str] = &[
+    "mke2fs",
+    "-q",
+    "-F",
+    "-t",
+    "ext3",
+    "-b",
+    "4096",
+    "-J",
+    "size=4",
+    "-E",
+    "nodiscard,lazy_itable_init=0,lazy_journal_init=0",
+];
+const MKFS_EXT4: &[&str] = &[
+    "mke2fs",
+    "-q",
+    "-F",
+    "-t",
+    "ext4",
+    "-b",
+    "4096",
+    "-J",
+    "size=4",
+    "-E",
+    "nodiscard,lazy_itable_init=0,lazy_journal_init=0",
+];
+const MKFS_XFS: &[&str] = &["mkfs.xfs", "-q", "-f", "-K"];
+const MKFS_BTRFS: &[&str] = &["mkfs.btrfs", "-q", "-f", "-K"];
+
+const fn ext(
+    name: &'static str,
+    description: &'static str,
+    fstype: &'static str,
+    mkfs: &'static [&'static str],
+    mount_options: &'static str,
+) -> FsConfig {
+    let journaled = !matches!(fstype.as_bytes(), b"ext2");
+    FsConfig {
+        name,
+        description,
+        fstype,
+        mkfs,
+        mount_options,
+        check_mount_extra: "",
+        recovery: if journaled { Recovery::Mount } else { Recovery::FsckThenMount(E2FSCK_YES) },
+        fsck: E2FSCK_RO,
+        image_bytes: 128 * MIB,
+        journal_bytes: if journaled { Some(4 * MIB) } else { None },
+        unavailable: None,
+    }
+}
+
+/// Every configuration bob knows, in the study's order.
+pub fn all() -> Vec<FsConfig> {
+    let xfs = |name, description, mount_options| FsConfig {
+        name,
+        description,
+        fstype: "xfs",
+        mkfs: MKFS_XFS,
+        mount_options,
+        check_mount_extra: "nouuid",
+        recovery: Recovery::Mount,
+        fsck: &["xfs_repair", "-n"],
+        // mkfs.xfs refuses file systems under 300 MB.
+        image_bytes: 320 * MIB,
+        journal_bytes: None,
+        unavailable: None,
+    };
+    vec![
+        ext("ext2", "ext2 (ext4 driver), recovery = e2fsck -y then mount", "ext2", MKFS_EXT2, ""),
+        ext("ext2-sync", "ext2 mounted -o sync", "ext2", MKFS_EXT2, "sync"),
+        ext(
+            "ext3-writeback",
+            "ext3 (ext4 driver), data=writeback",
+            "ext3",
+            MKFS_EXT3,
+            "data=writeback",
+        ),
+        ext("ext3-ordered", "ext3 (ext4 driver), data=ordered", "ext3", MKFS_EXT3, "data=ordered"),
+        ext("ext3-journal", "ext3 (ext4 driver), data=journal", "ext3", MKFS_EXT3, "data=journal"),
+        ext("ext4-writeback", "ext4 data=writeback", "ext4", MKFS_EXT4, "data=writeback"),
+        ext("ext4-ordered", "ext4 data=ordered (the default)", "ext4", MKFS_EXT4, "data=ordered"),
+        ext(
+            "ext4-nodelalloc",
+            "ext4 data=ordered without delayed allocation",
+            "ext4",
+            MKFS_EXT4,
+            "data=ordered,nodelalloc",
+        ),
+        ext("ext4-journal", "ext4 data=journal", "ext4", MKFS_EXT4, "data=journal"),
+        FsConfig {
+            name: "btrfs",
+            description: "btrfs, default options",
+            fstype: "btrfs",
+            mkfs: MKFS_BTRFS,
+            mount_options: "",
+            check_mount_extra: "",
+            recovery: Recovery::Mount,
+            fsck: &["btrfs", "check", "--readonly"],
+            image_bytes: 256 * MIB,
+            journal_bytes: None,
+            unavailable: None,
+        },
+        xfs("xfs", "xfs, default options", ""),
+        xfs("xfs-wsync", "xfs mounted -o wsync (synchronous namespace ops)", "wsync"),
+        FsConfig {
+            name: "reiserfs",
+            description: "reiserfs (in the original study)",
+            fstype: "reiserfs",
+            mkfs: &["mkfs.reiserfs"],
+            mount_options: "",
+            check_mount_extra: "",
+            recovery: Recovery::Mount,
+            fsck: &["reiserfsck", "--check"],
+            image_bytes: 128 * MIB,
+            journal_bytes: None,
+            unavailable: Some("reiserfs was removed from Linux in 6.13"),
+        },
+    ]
+}
+
+/// Looks a configuration up by name.
+pub fn by_name(name: &str) -> Option<FsConfig> {
+    all().into_iter().find(|c| c.name == name)
+}
+
+/// Names of every configuration, for error messages.
+pub fn names() -> Vec<&'static str> {
+    all().iter().map(|c| c.name).collect()
+}
+
+impl FsConfig {
+    /// Options used when mounting a crash state.
+    pub fn check_mount_options(&self) -> String {
+        [self.mount_options, self.check_mount_extra]
+            .iter()
+            .filter(|s| !s.is_empty())
+            .copied()
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Workload sizes for this configuration: multi-block runs exceed one journal
+    /// transaction (a quarter of the journal for jbd2), with room to spare.
+    pub fn workload_params(&self) -> workloads::Params {
+        let mut params = workloads::Params::default();
+        if let Some(journal) = self.journal_bytes {
+            params.multi_block_bytes = params.multi_block_bytes.max(journal / 4 * 2);
+        }
+        params
+    }
+
+    /// Whether the kernel has this file system (per /proc/filesystems).
+    pub fn kernel_supports(&self) -> bool {
+        std::fs::read_to_string("/proc/filesystems")
+            .map(|s| s.lines().any(|l| l.split_whitespace().last() == Some(self.fstype)))
+            .unwrap_or(false)
+    }
+
+    /// Programs this configuration needs, for the environment check.
+    pub fn programs(&self) -> Vec<&'static str> {
+        let mut p = vec![self.mkfs[0], self.fsck[0]];
+        if let Recovery::FsckThenMount(cmd) = self.recovery {
+            p.push(cmd[0]);
+        }
+        p.dedup();
+        p
+    }
+}
+
+/// Default timeouts of external steps.
+#[derive(Clone, Copy, Debug)]
+pub struct Timeouts {
+    /// mkfs.
+    pub mkfs: Duration,
+    /// Recovery: repairing fsck or mount.
+    pub recovery: Duration,
+    /// Read-only fsck.
+    pub fsck: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            mkfs: Duration::from_secs(120),
+            recovery: Duration::from_secs(30),
+            fsck: Duration::from_secs(60),
+        }
+    }
+}

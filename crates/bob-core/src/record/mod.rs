@@ -1,0 +1,355 @@
+//! Recording: make the file system on bob's recording disk, prepare the base image, then
+//! run the workload while every write, flush and discard the loop driver sends is logged
+//! in order, with a mark at each op's begin and end.
+//!
+//! Backends: the FUSE disk ([`RecordingDisk`], the default, which works without
+//! device-mapper) and dm-log-writes ([`dm_log_writes_available`] tells whether this kernel
+//! can offer it; where it cannot, bob says so and points to the FUSE disk).
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use workloads::{Observed, OpEvent, Phase, Workload};
+
+use crate::device::fusedisk::{Disk, DiskServer};
+use crate::device::loopdev::LoopDevice;
+use crate::device::{cmd, mount};
+use crate::fs::{FsConfig, Timeouts};
+use crate::trace::sidecar::{BaseImageInfo, OpSpan, Sidecar, SIDECAR_FORMAT};
+use crate::trace::{Entry, EntryKind, Trace, SECTOR_SIZE};
+
+const SECTOR: usize = SECTOR_SIZE as usize;
+
+/// Recording errors.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A device-layer failure.
+    #[error(transparent)]
+    Device(#[from] crate::device::Error),
+    /// mkfs failed.
+    #[error("{program} failed on {device} (exit {code:?}): {line}")]
+    Mkfs {
+        /// The mkfs program.
+        program: String,
+        /// The device.
+        device: PathBuf,
+        /// Exit code.
+        code: Option<i32>,
+        /// Its last line of output.
+        line: String,
+    },
+    /// The workload failed on the real file system.
+    #[error("workload on {config}: {source}")]
+    Workload {
+        /// Configuration name.
+        config: String,
+        /// What failed.
+        source: workloads::ExecError,
+    },
+    /// The configuration cannot run on this machine.
+    #[error("{config}: {reason}")]
+    Unavailable {
+        /// Configuration name.
+        config: String,
+        /// Why.
+        reason: String,
+    },
+    /// I/O on bob's own files.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// The in-process disk the file system under test is made on. Before [`start`] it writes
+/// through to the base image file (mkfs and setup); from [`start`] on, the base image is
+/// frozen, writes land in memory, and every request is appended to the trace.
+///
+/// [`start`]: RecordingDisk::start
+pub struct RecordingDisk {
+    base: File,
+    size: u64,
+    state: Mutex<RecState>,
+}
+
+#[derive(Default)]
+struct RecState {
+    recording: bool,
+    live: BTreeMap<u64, Box<[u8; SECTOR]>>,
+    entries: Vec<Entry>,
+}
+
+impl RecordingDisk {
+    /// Creates (or truncates) `path` as a sparse image of `size` bytes.
+    pub fn create(path: &Path, size: u64) -> std::io::Result<RecordingDisk> {
+        let base = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        base.set_len(size)?;
+        Ok(RecordingDisk { base, size, state: Mutex::new(RecState::default()) })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, RecState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Freezes the base image and starts logging.
+    pub fn start(&self) -> std::io::Result<()> {
+        self.base.sync_all()?;
+        self.lock().recording = true;
+        Ok(())
+    }
+
+    /// Appends a mark (program-order annotation) to the log.
+    pub fn mark(&self, text: &str) {
+        let mut st = self.lock();
+        if st.recording {
+            st.entries.push(Entry::mark(text));
+        }
+    }
+
+    /// Stops logging and returns the entries.
+    pub fn stop(&self) -> Vec<Entry> {
+        let mut st = self.lock();
+        st.recording = false;
+        st.live.clear();
+        std::mem::take(&mut st.entries)
+    }
+}
+
+impl Disk for RecordingDisk {
+    fn size(&self) -> u64 {
+        self.size
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.base.read_exact_at(buf, offset)?;
+        let st = self.lock();
+        if st.recording && !st.live.is_empty() {
+            let end = offset + buf.len() as u64;
+            for (&s, data) in st.live.range(offset / SECTOR_SIZE..end.div_ceil(SECTOR_SIZE)) {
+                let s_start = s * SECTOR_SIZE;
+                let from = s_start.max(offset);
+                let to = (s_start + SECTOR_SIZE).min(end);
+                buf[(from - offset) as usize..(to - offset) as usize]
+                    .copy_from_slice(&data[(from - s_start) as usize..(to - s_start) as usize]);
+            }
+        }
+        Ok(())
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        if offset % SECTOR_SIZE != 0 || data.len() % SECTOR != 0 {
+            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        let mut st = self.lock();
+        if !st.recording {
+            drop(st);
+            return self.base.write_all_at(data, offset);
+        }
+        let first = offset / SECTOR_SIZE;
+        for (i, chunk) in data.chunks(SECTOR).enumerate() {
+            let mut sector = Box::new([0u8; SECTOR]);
+            sector.copy_from_slice(chunk);
+            st.live.insert(first + i as u64, sector);
+        }
+        st.entries.push(Entry::write(first, data.to_vec()));
+        Ok(())
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        let mut st = self.lock();
+        if st.recording {
+            st.entries.push(Entry::flush());
+        }
+        Ok(())
+    }
+    fn discard(&self, offset: u64, len: u64) -> std::io::Result<()> {
+        let mut st = self.lock();
+        if !st.recording {
+            drop(st);
+            // Zeros, not a punched hole: the base image must read back exactly as the
+            // device did, and holes read as zeros anyway.
+            let zeros = vec![0u8; (len.min(1 << 20)) as usize];
+            let mut off = offset;
+            while off < offset + len {
+                let n = ((offset + len - off) as usize).min(zeros.len());
+                self.base.write_all_at(&zeros[..n], off)?;
+                off += n as u64;
+            }
+            return Ok(());
+        }
+        let first = offset / SECTOR_SIZE;
+        let count = len.div_ceil(SECTOR_SIZE);
+        for s in first..first + count {
+            st.live.insert(s, Box::new([0u8; SECTOR]));
+        }
+        st.entries.push(Entry::discard(first, count));
+        Ok(())
+    }
+}
+
+/// What to record.
+pub struct RecordRequest<'a> {
+    /// The configuration.
+    pub config: &'a FsConfig,
+    /// The workload (setup, ops, drain).
+    pub workload: &'a Workload,
+    /// A user-chosen free loop device, else a free one is taken.
+    pub device: Option<&'a Path>,
+    /// Scratch directory (the base image and mount points live here).
+    pub work_dir: &'a Path,
+    /// External step timeouts.
+    pub timeouts: Timeouts,
+}
+
+/// A finished recording.
+pub struct Recording {
+    /// The trace.
+    pub trace: Trace,
+    /// Its sidecar (base image file name relative to `work_dir`).
+    pub sidecar: Sidecar,
+    /// What the workload observed (inode numbers).
+    pub observed: Observed,
+    /// Path of the base image.
+    pub base_image: PathBuf,
+}
+
+/// Whether this kernel has device-mapper (for the dm-log-writes backend).
+pub fn dm_log_writes_available() -> Result<(), String> {
+    if Path::new("/dev/mapper/control").exists() {
+        Ok(())
+    } else {
+        Err("device-mapper is not available on this kernel (no /dev/mapper/control); \
+             use the default FUSE-disk recorder (--backend fuse)"
+            .into())
+    }
+}
+
+/// The running kernel's release (`uname -r`).
+pub fn kernel_release() -> String {
+    nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io { path: path.to_owned(), source }
+}
+
+/// Makes the file system, prepares the base image, and records the workload.
+pub fn record(req: &RecordRequest<'_>) -> Result<Recording, Error> {
+    let config = req.config;
+    if let Some(reason) = config.unavailable {
+        return Err(Error::Unavailable { config: config.name.into(), reason: reason.into() });
+    }
+    if !config.kernel_supports() {
+        return Err(Error::Unavailable {
+            config: config.name.into(),
+            reason: format!("this kernel has no {} driver (see /proc/filesystems)", config.fstype),
+        });
+    }
+    let base_path = req.work_dir.join("base.img");
+    let fuse_dir = req.work_dir.join("record-disk");
+    let mnt = req.work_dir.join("record-mnt");
+    for d in [&fuse_dir, &mnt] {
+        std::fs::create_dir_all(d).map_err(io_err(d))?;
+    }
+    let disk = Arc::new(
+        RecordingDisk::create(&base_path, config.image_bytes).map_err(io_err(&base_path))?,
+    );
+    // One FUSE thread: requests are handled strictly in the order the loop driver sends them.
+    let server = DiskServer::start(&fuse_dir, 1)?;
+    let disk_file = server.add("record.img", disk.clone());
+    let loopdev = match req.device {
+        Some(dev) => LoopDevice::attach(dev, &disk_file)?,
+        None => LoopDevice::attach_free(&disk_file)?,
+    };
+    let dev = loopdev.path().to_owned();
+    let dev_str = dev.to_string_lossy().into_owned();
+
+    let mut args: Vec<&str> = config.mkfs[1..].to_vec();
+    args.push(&dev_str);
+    let out =
+        cmd::run(config.mkfs[0], &args, req.timeouts.mkfs).map_err(crate::device::Error::from)?;
+    if out.code != Some(0) {
+        return Err(Error::Mkfs {
+            program: config.mkfs[0].into(),
+            device: dev,
+            code: out.code,
+            line: out.last_line(),
+        });
+    }
+
+    let mut observed = Observed::default();
+    let workload_err = |source| Error::Workload { config: config.name.into(), source };
+    let fs_mount = mount::mount(&dev, &mnt, config.fstype, config.mount_options)?;
+    workloads::execute(req.workload, Phase::Setup, &mnt, &mut observed, &mut |_| {})
+        .map_err(workload_err)?;
+    mount::syncfs(&mnt)?;
+    disk.start().map_err(io_err(&base_path))?;
+
+    let marks = |prefix: &str, ev: OpEvent<'_>| match ev {
+        OpEvent::Begin { index, op } => disk.mark(&format!("{prefix} {index} begin: {op}")),
+        OpEvent::End { index, op } => disk.mark(&format!("{prefix} {index} end: {op}")),
+    };
+    let run = workloads::execute(req.workload, Phase::Workload, &mnt, &mut observed, &mut |ev| {
+        marks("op", ev)
+    })
+    .and_then(|()| {
+        workloads::execute(req.workload, Phase::Drain, &mnt, &mut observed, &mut |ev| {
+            marks("drain", ev)
+        })
+    });
+    disk.mark("umount");
+    let unmounted = fs_mount.unmount();
+    let entries = disk.stop();
+    run.map_err(workload_err)?;
+    unmounted?;
+    loopdev.detach()?;
+    drop(server);
+
+    let trace = Trace { sector_size: SECTOR_SIZE as u32, entries };
+    let ops = op_spans(&trace, req.workload);
+    let blake3 = crate::image::file_digest(&base_path).map_err(io_err(&base_path))?;
+    let sidecar = Sidecar {
+        format: SIDECAR_FORMAT.into(),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        kernel: kernel_release(),
+        config: config.name.into(),
+        property: req.workload.property.map(|p| p.name().to_owned()),
+        workload: serde_json::to_value(req.workload).unwrap_or_default(),
+        observed: serde_json::to_value(&observed).unwrap_or_default(),
+        base_image: BaseImageInfo {
+            file: "base.img".into(),
+            size_bytes: config.image_bytes,
+            blake3,
+        },
+        ops,
+    };
+    Ok(Recording { trace, sidecar, observed, base_image: base_path })
+}
+
+/// Where each workload op's begin and end marks are in the trace.
+pub fn op_spans(trace: &Trace, workload: &Workload) -> Vec<OpSpan> {
+    let mut spans = Vec::new();
+    for (index, op) in workload.ops.iter().enumerate() {
+        let find = |what: &str| {
+            let text = format!("op {index} {what}: {op}");
+            trace
+                .entries
+                .iter()
+                .position(|e| e.kind() == EntryKind::Mark && e.data == text.as_bytes())
+        };
+        if let (Some(begin_entry), Some(end_entry)) = (find("begin"), find("end")) {
+            spans.push(OpSpan { index, text: op.to_string(), begin_entry, end_entry });
+        }
+    }
+    spans
+}

@@ -1,0 +1,166 @@
+//! Witness directories: everything needed to rebuild one crash state exactly and to see
+//! why it fails: the trace (dm-log-writes log + sidecar), the base image (sparse), the
+//! state id, the recovered snapshot, the oracle's model states and a one-line story.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::check::{StateCheck, Subject};
+use crate::crash::{epochs, OverlayBuilder};
+use crate::image::{copy_sparse, BaseImage, CrashView};
+use crate::trace::sidecar::Sidecar;
+use crate::trace::TraceDir;
+
+/// Witness errors, naming the file.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// I/O on a witness file.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A witness file does not parse.
+    #[error("{path}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// `state.json`: which state this witness is and what was found in it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StateRecord {
+    /// Printable state id (`e3:0-4,6`).
+    pub id: String,
+    /// Strategy that generated it.
+    pub strategy: String,
+    /// One-line description of the epoch and writes applied.
+    pub description: String,
+    /// Outcome name.
+    pub outcome: String,
+    /// The story or failure detail.
+    pub story: String,
+    /// Content digest of the state's writes (hex).
+    pub digest: String,
+    /// Configuration.
+    pub config: String,
+    /// Property, if any.
+    pub property: Option<String>,
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io { path: path.to_owned(), source }
+}
+
+fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), Error> {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| Error::Invalid { path: path.to_owned(), message: e.to_string() })?;
+    std::fs::write(path, text + "\n").map_err(io(path))
+}
+
+/// Writes a witness for one state into `dir` (created; existing files replaced).
+pub fn write(
+    dir: &Path,
+    subject: &Subject,
+    sidecar: &Sidecar,
+    record: &StateRecord,
+    check: &StateCheck,
+) -> Result<(), Error> {
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    TraceDir::write(dir, &subject.trace, sidecar)
+        .map_err(|e| Error::Invalid { path: dir.to_owned(), message: e.to_string() })?;
+    let base = dir.join(&sidecar.base_image.file);
+    if base != subject.base.path() {
+        copy_sparse(subject.base.path(), &base).map_err(io(&base))?;
+    }
+    write_json(&dir.join("state.json"), record)?;
+    std::fs::write(dir.join("state.txt"), format!("{}\n", record.id)).map_err(io(dir))?;
+    write_json(&dir.join("snapshot.json"), &check.snapshot)?;
+    write_json(&dir.join("model.json"), &workloads::model_states(&subject.workload))?;
+    let story = format!(
+        "{}: {} [{} / {}, state {}]\n",
+        record.outcome,
+        record.story,
+        record.config,
+        record.property.as_deref().unwrap_or("-"),
+        record.id
+    );
+    std::fs::write(dir.join("story.txt"), story).map_err(io(dir))?;
+    Ok(())
+}
+
+/// A witness loaded back: the subject to rebuild states of, and the recorded state.
+pub struct Loaded {
+    /// Trace, base image, workload and configuration.
+    pub subject: Subject,
+    /// The sidecar.
+    pub sidecar: Sidecar,
+    /// `state.json`.
+    pub record: StateRecord,
+}
+
+/// Loads a witness (or any trace directory with a `state.json`).
+pub fn load(dir: &Path) -> Result<Loaded, Error> {
+    let trace_dir = TraceDir::open(dir)
+        .map_err(|e| Error::Invalid { path: dir.to_owned(), message: e.to_string() })?;
+    let sidecar = trace_dir.sidecar.clone();
+    let invalid = |path: &Path, message: String| Error::Invalid { path: path.to_owned(), message };
+    let config = crate::fs::by_name(&sidecar.config).ok_or_else(|| {
+        invalid(&dir.join("trace.json"), format!("unknown configuration {:?}", sidecar.config))
+    })?;
+    let workload: workloads::Workload = serde_json::from_value(sidecar.workload.clone())
+        .map_err(|e| invalid(&dir.join("trace.json"), format!("workload: {e}")))?;
+    let observed: workloads::Observed = serde_json::from_value(sidecar.observed.clone())
+        .map_err(|e| invalid(&dir.join("trace.json"), format!("observed: {e}")))?;
+    let base_path = dir.join(&sidecar.base_image.file);
+    let base = BaseImage::open(&base_path).map_err(io(&base_path))?;
+    if base.size() != sidecar.base_image.size_bytes {
+        return Err(invalid(
+            &base_path,
+            format!(
+                "size {} does not match the sidecar's {}",
+                base.size(),
+                sidecar.base_image.size_bytes
+            ),
+        ));
+    }
+    let state_path = dir.join("state.json");
+    let text = std::fs::read_to_string(&state_path).map_err(io(&state_path))?;
+    let record: StateRecord =
+        serde_json::from_str(&text).map_err(|e| invalid(&state_path, e.to_string()))?;
+    let trace = trace_dir.trace;
+    let epochs = epochs(&trace);
+    let spans = sidecar.ops.clone();
+    Ok(Loaded {
+        subject: Subject {
+            config,
+            workload,
+            observed,
+            trace: Arc::new(trace),
+            epochs,
+            spans,
+            base: Arc::new(base),
+        },
+        sidecar,
+        record,
+    })
+}
+
+/// Rebuilds the witness's crash image (before recovery) into the file `to`.
+pub fn replay(loaded: &Loaded, to: &Path) -> Result<(), Error> {
+    let subject = &loaded.subject;
+    let id = subject.state_id(&loaded.record.id).map_err(|e| Error::Invalid {
+        path: PathBuf::from("state.json"),
+        message: e.to_string(),
+    })?;
+    let overlay = OverlayBuilder::new(&subject.trace, &subject.epochs).state(&id);
+    let view = CrashView::new(subject.base.clone(), subject.trace.clone(), overlay);
+    view.materialize(to).map_err(io(to))
+}

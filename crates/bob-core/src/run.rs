@@ -1,0 +1,223 @@
+//! One cell end to end: record the property's workload on the configuration, generate
+//! crash states, check them, and write the witness of the first failure.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Instant;
+
+use workloads::Property;
+
+use crate::check::{self, EngineOptions, Subject};
+use crate::crash::{self, Limits, Strategy};
+use crate::fs::{FsConfig, Timeouts};
+use crate::image::BaseImage;
+use crate::record::{self, RecordRequest};
+use crate::report::{self, witness, Cell, CellVerdict};
+
+/// Errors of a run: the environment or bob failed, not the file system under test.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Recording failed.
+    #[error(transparent)]
+    Record(#[from] record::Error),
+    /// Checking failed.
+    #[error(transparent)]
+    Check(#[from] check::Error),
+    /// Writing the witness failed.
+    #[error(transparent)]
+    Witness(#[from] witness::Error),
+    /// bob's scratch directory.
+    #[error("{path}: {source}")]
+    Io {
+        /// The directory.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// The configuration.
+    pub config: FsConfig,
+    /// The property.
+    pub property: Property,
+    /// A user-chosen free loop device for recording.
+    pub device: Option<PathBuf>,
+    /// Crash-state strategies.
+    pub strategies: Vec<Strategy>,
+    /// Budget and seed.
+    pub limits: Limits,
+    /// Parallel workers.
+    pub jobs: usize,
+    /// External step timeouts.
+    pub timeouts: Timeouts,
+    /// Where witnesses go (`<out>/<config>/<property>/`).
+    pub out_dir: PathBuf,
+    /// Where scratch directories go (default: the system temp dir).
+    pub scratch: Option<PathBuf>,
+}
+
+/// Progress callbacks for long work.
+pub trait Progress: Sync {
+    /// A new phase starts (`recording`, `checking`).
+    fn phase(&self, name: &str, total: usize);
+    /// One more unique state checked.
+    fn state_done(&self, done: usize, total: usize);
+}
+
+/// Progress that reports nothing.
+pub struct Quiet;
+impl Progress for Quiet {
+    fn phase(&self, _: &str, _: usize) {}
+    fn state_done(&self, _: usize, _: usize) {}
+}
+
+/// A scratch directory that is removed on drop, unless something is still mounted
+/// below it (then removing would reach into a live file system; it is left and named).
+pub struct WorkDir {
+    dir: Option<tempfile::TempDir>,
+}
+
+impl WorkDir {
+    /// Creates `bob-XXXX` under `parent` (default: the temp dir).
+    pub fn new(parent: Option<&Path>) -> std::io::Result<WorkDir> {
+        let mut b = tempfile::Builder::new();
+        b.prefix("bob-");
+        let dir = match parent {
+            Some(p) => b.tempdir_in(p)?,
+            None => b.tempdir()?,
+        };
+        Ok(WorkDir { dir: Some(dir) })
+    }
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        self.dir.as_ref().map(|d| d.path()).unwrap_or(Path::new("/nonexistent"))
+    }
+}
+
+/// Mount points at or below `dir`, from /proc/self/mounts.
+pub fn mounts_below(dir: &Path) -> Vec<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .map(|m| PathBuf::from(m.replace("\\040", " ")))
+        .filter(|m| m.starts_with(dir))
+        .collect()
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        if let Some(dir) = self.dir.take() {
+            if mounts_below(dir.path()).is_empty() {
+                let _ = dir.close();
+            } else {
+                let kept = dir.keep();
+                eprintln!("bob: {} still has mounts below it; left in place", kept.display());
+            }
+        }
+    }
+}
+
+/// Records, explores and checks one cell; writes the witness of the first failure.
+pub fn run_cell(
+    opts: &RunOptions,
+    progress: &dyn Progress,
+    cancel: &AtomicBool,
+) -> Result<Cell, Error> {
+    let started = Instant::now();
+    let work = WorkDir::new(opts.scratch.as_deref()).map_err(|source| Error::Io {
+        path: opts.scratch.clone().unwrap_or_else(std::env::temp_dir),
+        source,
+    })?;
+    let workload = workloads::workload_for(opts.property, &opts.config.workload_params());
+
+    progress.phase("recording", 0);
+    let recording = record::record(&RecordRequest {
+        config: &opts.config,
+        workload: &workload,
+        device: opts.device.as_deref(),
+        work_dir: work.path(),
+        timeouts: opts.timeouts,
+    })?;
+    if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(check::Error::Interrupted.into());
+    }
+    let base = BaseImage::open(&recording.base_image)
+        .map_err(|source| Error::Io { path: recording.base_image.clone(), source })?;
+    let trace = Arc::new(recording.trace);
+    let epochs = crash::epochs(&trace);
+    let subject = Subject {
+        config: opts.config.clone(),
+        workload,
+        observed: recording.observed,
+        trace,
+        epochs,
+        spans: recording.sidecar.ops.clone(),
+        base: Arc::new(base),
+    };
+    let generated =
+        crash::generate(&subject.trace, &subject.epochs, &opts.strategies, &opts.limits);
+    let states = generated.states;
+
+    progress.phase("checking", states.len());
+    let engine = EngineOptions {
+        jobs: opts.jobs,
+        timeouts: opts.timeouts,
+        work_dir: work.path().to_owned(),
+    };
+    let results =
+        check::run_states(&subject, &states, &engine, &|d, t| progress.state_done(d, t), cancel)?;
+    let (verdict, counts, witness_index) = report::summarize(&results);
+    let states_unique = results.iter().enumerate().filter(|(i, r)| r.mounted_as == *i).count();
+
+    let mut cell = Cell {
+        config: opts.config.name.into(),
+        property: opts.property.name().into(),
+        verdict,
+        states_explored: results.len(),
+        states_unique,
+        seconds: 0.0,
+        witness: None,
+        story: None,
+        counts,
+        unavailable: None,
+    };
+    if let Some(i) = witness_index {
+        let r = &results[i];
+        let dir = opts.out_dir.join(opts.config.name).join(opts.property.name());
+        let record = witness::StateRecord {
+            id: r.state.id.to_string(),
+            strategy: r.state.strategy.to_string(),
+            description: r.state.id.describe(&subject.trace, &subject.epochs),
+            outcome: r.check.outcome.name().into(),
+            story: r.check.outcome.detail().into(),
+            digest: r.digest.iter().map(|b| format!("{b:02x}")).collect(),
+            config: opts.config.name.into(),
+            property: Some(opts.property.name().into()),
+        };
+        witness::write(&dir, &subject, &recording.sidecar, &record, &r.check)?;
+        cell.witness = Some(dir.display().to_string());
+        cell.story = Some(format!("{} (state {})", record.story, record.id));
+    }
+    cell.seconds = started.elapsed().as_secs_f64();
+    Ok(cell)
+}
+
+/// The cell for a configuration that cannot run here.
+pub fn unavailable_cell(config: &FsConfig, property: Property, reason: &str) -> Cell {
+    Cell {
+        config: config.name.into(),
+        property: property.name().into(),
+        verdict: CellVerdict::Unavailable,
+        states_explored: 0,
+        states_unique: 0,
+        seconds: 0.0,
+        witness: None,
+        story: None,
+        counts: Default::default(),
+        unavailable: Some(reason.into()),
+    }
+}

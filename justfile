@@ -1,0 +1,18 @@
+# Everyday commands. `cargo install just` if you do not have it.
+
+# Install the file-system tools bob drives (Debian).
+setup:
+    apt-get update -qq && apt-get install -y -qq e2fsprogs xfsprogs btrfs-progs fuse3 sqlite3
+
+# Every test (what CI runs).
+test:
+    bash scripts/test.sh
+
+# The main job: one property on one configuration.
+run fs="ext4-ordered" property="single-block-append":
+    cargo run --release -p bob-cli -- run --fs {{fs}} --property {{property}}
+
+# Lints as CI would want them.
+lint:
+    cargo fmt --all --check
+    cargo clippy --workspace --all-targets -- -D warnings
