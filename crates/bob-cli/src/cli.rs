@@ -25,6 +25,18 @@ pub enum Command {
     Replay(ReplayArgs),
     /// List configurations and properties.
     List(ListArgs),
+    /// Measure bob's engine against the naive per-state pipeline and the mount floor.
+    Bench(crate::bench_cmd::BenchArgs),
+    /// Import a dm-log-writes log (or blktrace output) as a bob trace.
+    Import(crate::interop_cmd::ImportArgs),
+    /// Inspect and replay a log the way xfstests' replay-log does.
+    Log(crate::interop_cmd::LogArgs),
+    /// Record any command's block I/O on a configuration (bring your own workload).
+    Record(crate::interop_cmd::RecordArgs),
+    /// Insert a mark into the trace of the running `bob record`.
+    Mark(crate::interop_cmd::MarkArgs),
+    /// Explore and check the crash states of a recorded trace, with your own checker.
+    Check(crate::interop_cmd::CheckArgs),
 }
 
 /// Output formats for one result.

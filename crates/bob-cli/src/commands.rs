@@ -43,6 +43,12 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run_cmd(args),
         Command::Replay(args) => replay_cmd(args),
         Command::List(args) => list_cmd(args),
+        Command::Bench(args) => crate::bench_cmd::run(args),
+        Command::Import(args) => crate::interop_cmd::import(args),
+        Command::Log(args) => crate::interop_cmd::log(args),
+        Command::Record(args) => crate::interop_cmd::record(args),
+        Command::Mark(args) => crate::interop_cmd::mark(args),
+        Command::Check(args) => crate::interop_cmd::check(args),
     };
     match result {
         Ok(code) => code,

@@ -1,9 +1,11 @@
 //! The `bob` binary: glue over bob-core. Parsing lives in [`cli`], commands in
 //! [`commands`], exit codes in [`exit`].
 
+mod bench_cmd;
 mod cli;
 mod commands;
 mod exit;
+mod interop_cmd;
 mod signals;
 
 use std::process::ExitCode;

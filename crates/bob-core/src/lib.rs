@@ -17,6 +17,7 @@
 //! * [`run`]: one configuration x property cell, end to end.
 #![warn(missing_docs)]
 
+pub mod bench;
 pub mod check;
 pub mod crash;
 pub mod device;
