@@ -16,3 +16,8 @@ run fs="ext4-ordered" property="single-block-append":
 lint:
     cargo fmt --all --check
     cargo clippy --workspace --all-targets -- -D warnings
+
+# The full persistence-property table (every property x every configuration), with the
+# generated results document for this kernel.
+table:
+    cargo run --release -p bob-cli -- table --out bob-out/table --doc docs/results-linux-$(uname -r).md

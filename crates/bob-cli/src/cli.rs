@@ -25,6 +25,12 @@ pub enum Command {
     Replay(ReplayArgs),
     /// List configurations and properties.
     List(ListArgs),
+    /// Run properties x configurations and print the property table.
+    Table(TableArgs),
+    /// Merge tables (CI matrix jobs, shards) into one.
+    Merge(MergeArgs),
+    /// Tell a witness's story in words: what persisted, what did not, which bytes are wrong.
+    Explain(ExplainArgs),
     /// Measure bob's engine against the naive per-state pipeline and the mount floor.
     Bench(crate::bench_cmd::BenchArgs),
     /// Import a dm-log-writes log (or blktrace output) as a bob trace.
@@ -74,6 +80,10 @@ pub struct ExploreArgs {
     /// Directory for scratch files (default: the system temp dir).
     #[arg(long)]
     pub scratch: Option<PathBuf>,
+    /// Check only shard I of N of each cell's crash states (1-based, e.g. 2/4); merge the
+    /// results with `bob merge`.
+    #[arg(long)]
+    pub shard: Option<String>,
 }
 
 /// `bob run`.
@@ -97,9 +107,68 @@ pub struct RunArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Check this recorded trace directory (from --save-trace) instead of recording.
+    #[arg(long, conflicts_with = "device")]
+    pub trace: Option<PathBuf>,
+    /// Save the recorded trace directory here (log, sidecar, base image).
+    #[arg(long)]
+    pub save_trace: Option<PathBuf>,
     /// Exploration options.
     #[command(flatten)]
     pub explore: ExploreArgs,
+}
+
+/// Table output formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TableFormat {
+    /// Markdown.
+    Md,
+    /// JSON (what `bob merge` reads).
+    Json,
+    /// One self-contained HTML page.
+    Html,
+}
+
+/// `bob table`.
+#[derive(Debug, Args)]
+pub struct TableArgs {
+    /// Configurations, comma-separated (default: all).
+    #[arg(long = "fs", value_delimiter = ',')]
+    pub fs: Vec<String>,
+    /// Properties, comma-separated (default: all).
+    #[arg(long, value_delimiter = ',')]
+    pub property: Vec<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = TableFormat::Md)]
+    pub format: TableFormat,
+    /// Also write the results document (the table, the command that regenerates it, and
+    /// each failure's story) to this Markdown file.
+    #[arg(long)]
+    pub doc: Option<PathBuf>,
+    /// Exploration options.
+    #[command(flatten)]
+    pub explore: ExploreArgs,
+}
+
+/// `bob merge`.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// Table JSON files (from `bob table --format json`).
+    #[arg(required = true)]
+    pub tables: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = TableFormat::Md)]
+    pub format: TableFormat,
+}
+
+/// `bob explain`.
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// Witness directory.
+    pub witness: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
 /// Recording backends.

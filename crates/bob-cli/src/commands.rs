@@ -15,7 +15,7 @@ use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use workloads::Property;
 
-use crate::cli::{Backend, Cli, Command, Format, ListArgs, ReplayArgs, RunArgs};
+use crate::cli::{Backend, Cli, Command, ExploreArgs, Format, ListArgs, ReplayArgs, RunArgs};
 use crate::exit;
 use crate::signals::{self, CANCEL};
 
@@ -29,9 +29,9 @@ impl std::fmt::Display for Usage {
 }
 impl std::error::Error for Usage {}
 
-type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
+pub(crate) type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 
-fn usage(msg: impl Into<String>) -> Box<dyn std::error::Error> {
+pub(crate) fn usage(msg: impl Into<String>) -> Box<dyn std::error::Error> {
     Box::new(Usage(msg.into()))
 }
 
@@ -43,6 +43,9 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run_cmd(args),
         Command::Replay(args) => replay_cmd(args),
         Command::List(args) => list_cmd(args),
+        Command::Table(args) => crate::grid_cmd::table(args),
+        Command::Merge(args) => crate::grid_cmd::merge(args),
+        Command::Explain(args) => crate::grid_cmd::explain(args),
         Command::Bench(args) => crate::bench_cmd::run(args),
         Command::Import(args) => crate::interop_cmd::import(args),
         Command::Log(args) => crate::interop_cmd::log(args),
@@ -56,13 +59,13 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn config_named(name: &str) -> Result<FsConfig> {
+pub(crate) fn config_named(name: &str) -> Result<FsConfig> {
     fs::by_name(name).ok_or_else(|| {
         usage(format!("unknown configuration {name:?}; known: {}", fs::names().join(", ")))
     })
 }
 
-fn property_named(name: &str) -> Result<Property> {
+pub(crate) fn property_named(name: &str) -> Result<Property> {
     name.parse::<Property>().map_err(|e| usage(e.to_string()))
 }
 
@@ -80,7 +83,7 @@ pub(crate) fn parse_strategies(names: &[String]) -> Result<Vec<Strategy>> {
 }
 
 /// Checks that this process can do what a run needs, naming what is missing.
-fn check_environment(config: &FsConfig) -> Result<()> {
+pub(crate) fn check_environment(config: &FsConfig) -> Result<()> {
     if !nix::unistd::geteuid().is_root() {
         return Err(usage(
             "bob needs root (CAP_SYS_ADMIN) to bind loop devices and mount file systems; run it with sudo",
@@ -100,12 +103,12 @@ fn check_environment(config: &FsConfig) -> Result<()> {
     Ok(())
 }
 
-struct Bar {
-    bar: ProgressBar,
+pub(crate) struct Bar {
+    pub(crate) bar: ProgressBar,
 }
 
 impl Bar {
-    fn new(enabled: bool) -> Bar {
+    pub(crate) fn new(enabled: bool) -> Bar {
         let bar = if enabled { ProgressBar::new(0) } else { ProgressBar::hidden() };
         bar.set_style(
             ProgressStyle::with_template(
@@ -131,7 +134,7 @@ impl Progress for Bar {
     }
 }
 
-fn exit_for(verdict: CellVerdict) -> ExitCode {
+pub(crate) fn exit_for(verdict: CellVerdict) -> ExitCode {
     ExitCode::from(match verdict {
         CellVerdict::Held => exit::HELD,
         CellVerdict::Violated
@@ -148,6 +151,38 @@ fn print_cell(cell: &Cell, format: Format) -> Result<()> {
         Format::Json => println!("{}", serde_json::to_string_pretty(cell)?),
     }
     Ok(())
+}
+
+/// RunOptions for one cell from the shared exploration arguments.
+pub(crate) fn run_options(
+    config: FsConfig,
+    property: Property,
+    explore: &ExploreArgs,
+) -> Result<RunOptions> {
+    let jobs = explore
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    let shard = match &explore.shard {
+        Some(text) => Some(run::parse_shard(text).map_err(usage)?),
+        None => None,
+    };
+    Ok(RunOptions {
+        config,
+        property,
+        device: None,
+        strategies: parse_strategies(&explore.strategy)?,
+        limits: Limits { max_states: explore.max_states, seed: explore.seed, ..Limits::default() },
+        jobs,
+        timeouts: Timeouts {
+            recovery: Duration::from_secs(explore.recovery_timeout),
+            ..Timeouts::default()
+        },
+        out_dir: explore.out.clone(),
+        scratch: explore.scratch.clone(),
+        trace: None,
+        save_trace: None,
+        shard,
+    })
 }
 
 fn run_cmd(args: RunArgs) -> Result<ExitCode> {
@@ -172,29 +207,10 @@ fn run_cmd(args: RunArgs) -> Result<ExitCode> {
         }
     }
     check_environment(&config)?;
-    let strategies = parse_strategies(&args.explore.strategy)?;
-    let jobs = args
-        .explore
-        .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
-    let options = RunOptions {
-        config,
-        property,
-        device: args.device,
-        strategies,
-        limits: Limits {
-            max_states: args.explore.max_states,
-            seed: args.explore.seed,
-            ..Limits::default()
-        },
-        jobs,
-        timeouts: Timeouts {
-            recovery: Duration::from_secs(args.explore.recovery_timeout),
-            ..Timeouts::default()
-        },
-        out_dir: args.explore.out,
-        scratch: args.explore.scratch,
-    };
+    let mut options = run_options(config, property, &args.explore)?;
+    options.device = args.device;
+    options.trace = args.trace;
+    options.save_trace = args.save_trace;
     let bar = Bar::new(
         args.format == Format::Text && std::io::IsTerminal::is_terminal(&std::io::stderr()),
     );

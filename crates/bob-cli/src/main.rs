@@ -5,6 +5,7 @@ mod bench_cmd;
 mod cli;
 mod commands;
 mod exit;
+mod grid_cmd;
 mod interop_cmd;
 mod signals;
 

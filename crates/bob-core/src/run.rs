@@ -58,6 +58,32 @@ pub struct RunOptions {
     pub out_dir: PathBuf,
     /// Where scratch directories go (default: the system temp dir).
     pub scratch: Option<PathBuf>,
+    /// Check this recorded trace directory instead of recording (`--trace`).
+    pub trace: Option<PathBuf>,
+    /// Also save the recorded trace directory here (`--save-trace`).
+    pub save_trace: Option<PathBuf>,
+    /// Check only shard `I` of `N` (0-based `I`) of the crash states (`--shard I/N`).
+    pub shard: Option<(usize, usize)>,
+}
+
+/// Parses `I/N` (1-based I, as CI matrices number jobs) into a 0-based shard.
+pub fn parse_shard(text: &str) -> Result<(usize, usize), String> {
+    let bad = || format!("--shard {text:?}: expected I/N with 1 <= I <= N, e.g. 2/4");
+    let (i, n) = text.split_once('/').ok_or_else(bad)?;
+    let (i, n): (usize, usize) = (i.parse().map_err(|_| bad())?, n.parse().map_err(|_| bad())?);
+    if n == 0 || i == 0 || i > n {
+        return Err(bad());
+    }
+    Ok((i - 1, n))
+}
+
+/// Which shard a state with this content digest belongs to. Sharding by content (not by
+/// position) sends identical states to the same shard, so shards' unique counts add up to
+/// the unsharded run's.
+pub fn shard_of(digest: &[u8; 32], count: usize) -> usize {
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    (u64::from_le_bytes(first) % count as u64) as usize
 }
 
 /// Progress callbacks for long work.
@@ -121,7 +147,8 @@ impl Drop for WorkDir {
     }
 }
 
-/// Records, explores and checks one cell; writes the witness of the first failure.
+/// Records (or loads), explores and checks one cell; writes the witness of the first
+/// failure.
 pub fn run_cell(
     opts: &RunOptions,
     progress: &dyn Progress,
@@ -132,35 +159,53 @@ pub fn run_cell(
         path: opts.scratch.clone().unwrap_or_else(std::env::temp_dir),
         source,
     })?;
-    let workload = workloads::workload_for(opts.property, &opts.config.workload_params());
 
-    progress.phase("recording", 0);
-    let recording = record::record(&RecordRequest {
-        config: &opts.config,
-        workload: &workload,
-        device: opts.device.as_deref(),
-        work_dir: work.path(),
-        timeouts: opts.timeouts,
-    })?;
+    let (subject, sidecar) = match &opts.trace {
+        Some(dir) => witness::load_subject(dir)?,
+        None => {
+            let workload = workloads::workload_for(opts.property, &opts.config.workload_params());
+            progress.phase("recording", 0);
+            let recording = record::record(&RecordRequest {
+                config: &opts.config,
+                workload: &workload,
+                device: opts.device.as_deref(),
+                work_dir: work.path(),
+                timeouts: opts.timeouts,
+            })?;
+            let base = BaseImage::open(&recording.base_image)
+                .map_err(|source| Error::Io { path: recording.base_image.clone(), source })?;
+            let trace = Arc::new(recording.trace);
+            let epochs = crash::epochs(&trace);
+            let subject = Subject {
+                config: opts.config.clone(),
+                workload,
+                observed: recording.observed,
+                trace,
+                epochs,
+                spans: recording.sidecar.ops.clone(),
+                base: Arc::new(base),
+            };
+            (subject, recording.sidecar)
+        }
+    };
+    if let Some(dir) = &opts.save_trace {
+        witness::save_trace(dir, &subject, &sidecar)?;
+    }
     if cancel.load(std::sync::atomic::Ordering::Relaxed) {
         return Err(check::Error::Interrupted.into());
     }
-    let base = BaseImage::open(&recording.base_image)
-        .map_err(|source| Error::Io { path: recording.base_image.clone(), source })?;
-    let trace = Arc::new(recording.trace);
-    let epochs = crash::epochs(&trace);
-    let subject = Subject {
-        config: opts.config.clone(),
-        workload,
-        observed: recording.observed,
-        trace,
-        epochs,
-        spans: recording.sidecar.ops.clone(),
-        base: Arc::new(base),
-    };
     let generated =
         crash::generate(&subject.trace, &subject.epochs, &opts.strategies, &opts.limits);
-    let states = generated.states;
+    // Positions in the full list, kept through sharding so witnesses compare across shards.
+    let mut states: Vec<(usize, crash::CrashState)> =
+        generated.states.into_iter().enumerate().collect();
+    if let Some((index, count)) = opts.shard {
+        let builder = crash::OverlayBuilder::new(&subject.trace, &subject.epochs);
+        states.retain(|(_, s)| {
+            shard_of(&builder.state(&s.id).digest(&subject.trace), count) == index
+        });
+    }
+    let (positions, states): (Vec<usize>, Vec<crash::CrashState>) = states.into_iter().unzip();
 
     progress.phase("checking", states.len());
     let engine = EngineOptions {
@@ -173,6 +218,7 @@ pub fn run_cell(
     let (verdict, counts, witness_index) = report::summarize(&results);
     let states_unique = results.iter().enumerate().filter(|(i, r)| r.mounted_as == *i).count();
 
+    let shard_text = opts.shard.map(|(i, n)| format!("{}/{}", i + 1, n));
     let mut cell = Cell {
         config: opts.config.name.into(),
         property: opts.property.name().into(),
@@ -182,12 +228,18 @@ pub fn run_cell(
         seconds: 0.0,
         witness: None,
         story: None,
+        witness_state: None,
+        witness_position: None,
+        shard: shard_text,
         counts,
         unavailable: None,
     };
     if let Some(i) = witness_index {
         let r = &results[i];
-        let dir = opts.out_dir.join(opts.config.name).join(opts.property.name());
+        let mut dir = opts.out_dir.join(opts.config.name).join(opts.property.name());
+        if let Some((si, sn)) = opts.shard {
+            dir = dir.join(format!("shard-{}-of-{sn}", si + 1));
+        }
         let record = witness::StateRecord {
             id: r.state.id.to_string(),
             strategy: r.state.strategy.to_string(),
@@ -198,12 +250,31 @@ pub fn run_cell(
             config: opts.config.name.into(),
             property: Some(opts.property.name().into()),
         };
-        witness::write(&dir, &subject, &recording.sidecar, &record, &r.check)?;
+        witness::write(&dir, &subject, &sidecar, &record, &r.check)?;
         cell.witness = Some(dir.display().to_string());
         cell.story = Some(format!("{} (state {})", record.story, record.id));
+        cell.witness_state = Some(record.id);
+        cell.witness_position = Some(positions[i]);
     }
     cell.seconds = started.elapsed().as_secs_f64();
     Ok(cell)
+}
+
+/// Header notes every table carries.
+pub fn table_notes(configs: &[FsConfig]) -> Vec<String> {
+    let mut notes = Vec::new();
+    if configs.iter().any(|c| matches!(c.fstype, "ext2" | "ext3")) {
+        notes.push(
+            "ext2 and ext3 are served by the ext4 driver on this kernel (CONFIG_EXT4_USE_FOR_EXT2)."
+                .to_owned(),
+        );
+    }
+    for c in configs {
+        if let Some(why) = c.unavailable {
+            notes.push(format!("{}: not available ({why}); listed, not passed.", c.name));
+        }
+    }
+    notes
 }
 
 /// The cell for a configuration that cannot run here.
@@ -217,6 +288,9 @@ pub fn unavailable_cell(config: &FsConfig, property: Property, reason: &str) -> 
         seconds: 0.0,
         witness: None,
         story: None,
+        witness_state: None,
+        witness_position: None,
+        shard: None,
         counts: Default::default(),
         unavailable: Some(reason.into()),
     }

@@ -104,6 +104,22 @@ impl<'w> Oracle<'w> {
         }
     }
 
+    /// For each op of the workload, whether its whole effect is visible in `snap`:
+    /// `Some(Ok(()))` persisted, `Some(Err(why))` not (or only partly), `None` for ops
+    /// without a judgeable effect (fsync, sync, or content that was not read). This is
+    /// what `bob explain` tells a person.
+    pub fn persisted(
+        &self,
+        observed: &Observed,
+        snap: &Snapshot,
+    ) -> Vec<Option<Result<(), String>>> {
+        if self.h.error.is_some() {
+            return vec![None; self.w.ops.len()];
+        }
+        let v = View { o: self, obs: observed, snap };
+        (0..self.w.ops.len()).map(|k| v.effect(k)).collect()
+    }
+
     /// See [`check_all`].
     pub fn findings(
         &self,

@@ -240,7 +240,19 @@ pub fn check_image(
     let options = config.check_mount_options();
     let fs_mount = match mount_with_timeout(&dev, mnt, config.fstype, &options, timeouts.recovery) {
         Ok(Ok(m)) => m,
-        Ok(Err(e)) => return done(Outcome::MountFailed { message: e.to_string() }),
+        Ok(Err(e)) => {
+            // The story names the options and the kernel's answer, not bob's scratch paths,
+            // so that it reads the same in every report and on every machine.
+            let message = match &e {
+                crate::device::Error::Mount { source, .. } => format!(
+                    "mount -t {} -o {}: {source}",
+                    config.fstype,
+                    if options.is_empty() { "defaults" } else { &options }
+                ),
+                other => other.to_string(),
+            };
+            return done(Outcome::MountFailed { message });
+        }
         Err(()) => {
             // The hung mount still holds the device; dropping our handle asks the kernel to
             // unbind it (autoclear) once that mount lets go.

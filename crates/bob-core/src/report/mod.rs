@@ -1,6 +1,7 @@
 //! Results a person or a machine reads: a cell (one configuration x one property) with its
 //! verdict and counts, witness directories that replay exactly, and the text/JSON forms.
 
+pub mod table;
 pub mod witness;
 
 use serde::{Deserialize, Serialize};
@@ -73,6 +74,16 @@ pub struct Cell {
     pub witness: Option<String>,
     /// The first violation's (or failure's) one-line story.
     pub story: Option<String>,
+    /// Id of the witness's crash state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub witness_state: Option<String>,
+    /// Position of the witness's state in the cell's full (unsharded) state list, so that
+    /// merged shards pick the same witness an unsharded run would.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub witness_position: Option<usize>,
+    /// `I/N` when this cell covers one shard of its crash states.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<String>,
     /// Outcome counts over explored states.
     pub counts: OutcomeCounts,
     /// Why the configuration is unavailable, if it is.

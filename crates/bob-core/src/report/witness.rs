@@ -73,13 +73,7 @@ pub fn write(
     record: &StateRecord,
     check: &StateCheck,
 ) -> Result<(), Error> {
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
-    TraceDir::write(dir, &subject.trace, sidecar)
-        .map_err(|e| Error::Invalid { path: dir.to_owned(), message: e.to_string() })?;
-    let base = dir.join(&sidecar.base_image.file);
-    if base != subject.base.path() {
-        copy_sparse(subject.base.path(), &base).map_err(io(&base))?;
-    }
+    save_trace(dir, subject, sidecar)?;
     write_json(&dir.join("state.json"), record)?;
     std::fs::write(dir.join("state.txt"), format!("{}\n", record.id)).map_err(io(dir))?;
     write_json(&dir.join("snapshot.json"), &check.snapshot)?;
@@ -106,19 +100,21 @@ pub struct Loaded {
     pub record: StateRecord,
 }
 
-/// Loads a witness (or any trace directory with a `state.json`).
-pub fn load(dir: &Path) -> Result<Loaded, Error> {
+/// Loads a trace directory (trace.log, trace.json, base image) as a [`Subject`] ready to
+/// have its crash states rebuilt or checked.
+pub fn load_subject(dir: &Path) -> Result<(Subject, Sidecar), Error> {
     let trace_dir = TraceDir::open(dir)
         .map_err(|e| Error::Invalid { path: dir.to_owned(), message: e.to_string() })?;
     let sidecar = trace_dir.sidecar.clone();
     let invalid = |path: &Path, message: String| Error::Invalid { path: path.to_owned(), message };
+    let sidecar_path = dir.join("trace.json");
     let config = crate::fs::by_name(&sidecar.config).ok_or_else(|| {
-        invalid(&dir.join("trace.json"), format!("unknown configuration {:?}", sidecar.config))
+        invalid(&sidecar_path, format!("unknown configuration {:?}", sidecar.config))
     })?;
     let workload: workloads::Workload = serde_json::from_value(sidecar.workload.clone())
-        .map_err(|e| invalid(&dir.join("trace.json"), format!("workload: {e}")))?;
+        .map_err(|e| invalid(&sidecar_path, format!("workload: {e}")))?;
     let observed: workloads::Observed = serde_json::from_value(sidecar.observed.clone())
-        .map_err(|e| invalid(&dir.join("trace.json"), format!("observed: {e}")))?;
+        .map_err(|e| invalid(&sidecar_path, format!("observed: {e}")))?;
     let base_path = dir.join(&sidecar.base_image.file);
     let base = BaseImage::open(&base_path).map_err(io(&base_path))?;
     if base.size() != sidecar.base_image.size_bytes {
@@ -131,26 +127,41 @@ pub fn load(dir: &Path) -> Result<Loaded, Error> {
             ),
         ));
     }
-    let state_path = dir.join("state.json");
-    let text = std::fs::read_to_string(&state_path).map_err(io(&state_path))?;
-    let record: StateRecord =
-        serde_json::from_str(&text).map_err(|e| invalid(&state_path, e.to_string()))?;
     let trace = trace_dir.trace;
     let epochs = epochs(&trace);
-    let spans = sidecar.ops.clone();
-    Ok(Loaded {
-        subject: Subject {
-            config,
-            workload,
-            observed,
-            trace: Arc::new(trace),
-            epochs,
-            spans,
-            base: Arc::new(base),
-        },
-        sidecar,
-        record,
-    })
+    let subject = Subject {
+        config,
+        workload,
+        observed,
+        trace: Arc::new(trace),
+        epochs,
+        spans: sidecar.ops.clone(),
+        base: Arc::new(base),
+    };
+    Ok((subject, sidecar))
+}
+
+/// Writes a recorded trace directory: the log, the sidecar and a sparse copy of the base
+/// image, so that it can be checked again (`--trace`), sharded, or imported elsewhere.
+pub fn save_trace(dir: &Path, subject: &Subject, sidecar: &Sidecar) -> Result<(), Error> {
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    TraceDir::write(dir, &subject.trace, sidecar)
+        .map_err(|e| Error::Invalid { path: dir.to_owned(), message: e.to_string() })?;
+    let base = dir.join(&sidecar.base_image.file);
+    if base != subject.base.path() {
+        copy_sparse(subject.base.path(), &base).map_err(io(&base))?;
+    }
+    Ok(())
+}
+
+/// Loads a witness (a trace directory with a `state.json`).
+pub fn load(dir: &Path) -> Result<Loaded, Error> {
+    let (subject, sidecar) = load_subject(dir)?;
+    let state_path = dir.join("state.json");
+    let text = std::fs::read_to_string(&state_path).map_err(io(&state_path))?;
+    let record: StateRecord = serde_json::from_str(&text)
+        .map_err(|e| Error::Invalid { path: state_path.clone(), message: e.to_string() })?;
+    Ok(Loaded { subject, sidecar, record })
 }
 
 /// Rebuilds the witness's crash image (before recovery) into the file `to`.

@@ -1,0 +1,365 @@
+//! `bob table`, `bob merge` and `bob explain`: the grid of cells, its merge, and a
+//! witness told in words.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use bob_core::device::cmd;
+use bob_core::fs::{self, FsConfig};
+use bob_core::report::table::Grid;
+use bob_core::report::{witness, Cell, CellVerdict};
+use bob_core::run;
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use workloads::{Property, SectorClass, Snapshot};
+
+use crate::cli::{ExplainArgs, Format, MergeArgs, TableArgs, TableFormat};
+use crate::commands::{config_named, property_named, run_options, usage, Result};
+use crate::exit;
+use crate::signals::CANCEL;
+
+struct GridProgress {
+    cell: ProgressBar,
+    states: ProgressBar,
+}
+
+impl run::Progress for GridProgress {
+    fn phase(&self, name: &str, total: usize) {
+        self.states.set_message(name.to_owned());
+        self.states.set_length(total as u64);
+        self.states.set_position(0);
+    }
+    fn state_done(&self, done: usize, total: usize) {
+        self.states.set_length(total as u64);
+        self.states.set_position(done as u64);
+    }
+}
+
+/// Why a configuration cannot run on this machine, if it cannot.
+fn unavailable_here(config: &FsConfig) -> Option<String> {
+    if let Some(why) = config.unavailable {
+        return Some(why.to_owned());
+    }
+    if !config.kernel_supports() {
+        return Some(format!("this kernel has no {} driver", config.fstype));
+    }
+    config
+        .programs()
+        .into_iter()
+        .find(|p| !cmd::available(p))
+        .map(|p| format!("{p} not found (Debian: apt-get install {})", cmd::package_of(p)))
+}
+
+fn render(grid: &Grid, format: TableFormat) -> Result<String> {
+    Ok(match format {
+        TableFormat::Md => grid.to_markdown(),
+        TableFormat::Json => serde_json::to_string_pretty(grid)? + "\n",
+        TableFormat::Html => grid.to_html(),
+    })
+}
+
+fn grid_exit(grid: &Grid) -> ExitCode {
+    let failed = grid
+        .cells
+        .iter()
+        .any(|c| !matches!(c.verdict, CellVerdict::Held | CellVerdict::Unavailable));
+    ExitCode::from(if failed { exit::VIOLATION } else { exit::HELD })
+}
+
+/// `bob table`.
+pub fn table(args: TableArgs) -> Result<ExitCode> {
+    let configs: Vec<FsConfig> = if args.fs.is_empty() {
+        fs::all()
+    } else {
+        args.fs.iter().map(|n| config_named(n)).collect::<Result<_>>()?
+    };
+    let properties: Vec<Property> = if args.property.is_empty() {
+        Property::ALL.to_vec()
+    } else {
+        args.property.iter().map(|n| property_named(n)).collect::<Result<_>>()?
+    };
+    if let Some(c) = configs.iter().find(|c| unavailable_here(c).is_none()) {
+        crate::commands::check_environment(c)?;
+    }
+    let visible = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let multi = MultiProgress::new();
+    if !visible {
+        multi.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let total = (configs.len() * properties.len()) as u64;
+    let cell_bar = multi.add(ProgressBar::new(total));
+    cell_bar.set_style(
+        ProgressStyle::with_template("cells  [{bar:30}] {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    let state_bar = multi.add(ProgressBar::new(0));
+    state_bar.set_style(
+        ProgressStyle::with_template("{msg:<9}[{bar:30}] {pos}/{len} {per_sec}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    let progress = GridProgress { cell: cell_bar, states: state_bar };
+
+    let mut cells: Vec<Cell> = Vec::new();
+    for config in &configs {
+        let reason = unavailable_here(config);
+        for &property in &properties {
+            progress.cell.set_message(format!("{} / {}", config.name, property.name()));
+            let cell = match &reason {
+                Some(why) => run::unavailable_cell(config, property, why),
+                None => {
+                    let opts = run_options(config.clone(), property, &args.explore)?;
+                    run::run_cell(&opts, &progress, &CANCEL)
+                        .map_err(|e| usage(format!("{} / {}: {e}", config.name, property.name())))?
+                }
+            };
+            progress.cell.inc(1);
+            if !visible {
+                eprintln!(
+                    "bob: {} / {}: {} ({} explored, {} unique, {:.1}s)",
+                    cell.config,
+                    cell.property,
+                    cell.verdict.name(),
+                    cell.states_explored,
+                    cell.states_unique,
+                    cell.seconds
+                );
+            }
+            cells.push(cell);
+        }
+    }
+    progress.cell.finish_and_clear();
+    progress.states.finish_and_clear();
+
+    let grid = Grid {
+        kernel: bob_core::record::kernel_release(),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        configs: configs.iter().map(|c| c.name.to_owned()).collect(),
+        properties: properties.iter().map(|p| p.name().to_owned()).collect(),
+        notes: run::table_notes(&configs),
+        cells,
+    };
+    let out = &args.explore.out;
+    std::fs::create_dir_all(out)?;
+    for (name, format) in [
+        ("table.md", TableFormat::Md),
+        ("table.json", TableFormat::Json),
+        ("table.html", TableFormat::Html),
+    ] {
+        std::fs::write(out.join(name), render(&grid, format)?)?;
+    }
+    if let Some(doc) = &args.doc {
+        write_doc(doc, &grid)?;
+    }
+    print!("{}", render(&grid, args.format)?);
+    let (e, u, secs) = grid.totals();
+    eprintln!(
+        "bob: {} cells, {e} states explored, {u} mounted, {secs:.0} s; tables in {}",
+        grid.cells.len(),
+        out.display()
+    );
+    Ok(grid_exit(&grid))
+}
+
+fn write_doc(path: &Path, grid: &Grid) -> Result<()> {
+    let command: Vec<String> = std::env::args().collect();
+    let command = command
+        .iter()
+        .skip(1)
+        .filter(|a| !a.starts_with("--doc"))
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines().next().map(|l| l.split_whitespace().nth(1).unwrap_or("").to_owned())
+        })
+        .and_then(|kb| kb.parse::<u64>().ok())
+        .map(|kb| format!("{} GiB", kb / (1 << 20)))
+        .unwrap_or_default();
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let text = format!(
+        "# Persistence properties on Linux {kernel}\n\n\
+         Generated by bob {version}; do not edit by hand. Regenerate with:\n\n\
+         ```sh\nbob {command} --doc {doc}\n```\n\n\
+         Machine: {cores} cores, {mem}, loop devices over bob's FUSE disk. Every `x` below \
+         is a crash state bob found and replays (`bob replay WITNESS --to crash.img --check`); \
+         the footnotes give each one's story.\n\n{table}",
+        kernel = grid.kernel,
+        version = grid.tool_version,
+        doc = path.display(),
+        table = grid.to_markdown(),
+    );
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, text)?;
+    Ok(())
+}
+
+/// `bob merge`.
+pub fn merge(args: MergeArgs) -> Result<ExitCode> {
+    let mut grids = Vec::new();
+    for path in &args.tables {
+        let text =
+            std::fs::read_to_string(path).map_err(|e| usage(format!("{}: {e}", path.display())))?;
+        let grid: Grid = serde_json::from_str(&text)
+            .map_err(|e| usage(format!("{}: not a bob table: {e}", path.display())))?;
+        grids.push(grid);
+    }
+    let grid = Grid::merge(grids).map_err(|e| usage(e.to_string()))?;
+    print!("{}", render(&grid, args.format)?);
+    Ok(grid_exit(&grid))
+}
+
+fn describe_class(c: SectorClass) -> &'static str {
+    match c {
+        SectorClass::Zero => "zeros",
+        SectorClass::Garbage => "garbage",
+        SectorClass::Foreign { .. } => "another file's or offset's data",
+        SectorClass::Data { .. } => "data",
+    }
+}
+
+/// Runs of sectors that hold no data of their own file: zeros, garbage, foreign data.
+fn bad_bytes(snapshot: &Snapshot) -> Vec<String> {
+    let mut out = Vec::new();
+    for (path, node) in &snapshot.entries {
+        let Some(content) = &node.content else { continue };
+        let mut sector = 0u64;
+        for &(class, n) in content.runs() {
+            let size_sectors = node.size.div_ceil(512);
+            let wrong = match class {
+                SectorClass::Data { .. } => false,
+                SectorClass::Zero => true,
+                _ => true,
+            };
+            if wrong && sector < size_sectors {
+                let end = (sector + n).min(size_sectors);
+                out.push(format!(
+                    "{path}: bytes {}..{} ({} sectors) are {}",
+                    sector * 512,
+                    end * 512,
+                    end - sector,
+                    describe_class(class)
+                ));
+            }
+            sector += n;
+        }
+    }
+    out
+}
+
+/// `bob explain`.
+pub fn explain(args: ExplainArgs) -> Result<ExitCode> {
+    let loaded = witness::load(&args.witness)?;
+    let subject = &loaded.subject;
+    let record = &loaded.record;
+    let id = subject.state_id(&record.id)?;
+    let snap_path = args.witness.join("snapshot.json");
+    let snapshot: Option<Snapshot> = std::fs::read_to_string(&snap_path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .flatten();
+    let epoch = &subject.epochs[id.epoch as usize];
+    let writes: Vec<String> = id
+        .applied
+        .iter()
+        .map(|a| {
+            let entry_index = epoch.writes[a.write as usize];
+            let e = &subject.trace.entries[entry_index];
+            let kind = if e.is_metadata() { "metadata write" } else { "write" };
+            let torn = match &a.sectors {
+                None => String::new(),
+                Some(r) => format!(
+                    ", torn: only sectors {} persisted",
+                    r.iter()
+                        .map(|(x, y)| if x == y { format!("{x}") } else { format!("{x}-{y}") })
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ),
+            };
+            format!(
+                "entry {entry_index}: {kind} of {} sectors at sector {}{torn}",
+                e.nr_sectors, e.sector
+            )
+        })
+        .collect();
+    let oracle = workloads::Oracle::new(&subject.workload);
+    let persisted = snapshot
+        .as_ref()
+        .map(|s| oracle.persisted(&subject.observed, s))
+        .unwrap_or_else(|| vec![None; subject.workload.ops.len()]);
+    let ops: Vec<serde_json::Value> = subject
+        .workload
+        .ops
+        .iter()
+        .zip(&persisted)
+        .enumerate()
+        .map(|(i, (op, p))| {
+            let (state, why) = match p {
+                Some(Ok(())) => ("persisted", String::new()),
+                Some(Err(why)) => ("not persisted", why.clone()),
+                None => ("no persistent effect of its own", String::new()),
+            };
+            serde_json::json!({"index": i, "op": op.to_string(), "state": state, "why": why})
+        })
+        .collect();
+    let bad = snapshot.as_ref().map(bad_bytes).unwrap_or_default();
+    let value = serde_json::json!({
+        "config": record.config,
+        "property": record.property,
+        "state": record.id,
+        "outcome": record.outcome,
+        "story": record.story,
+        "where": record.description,
+        "writes_applied_in_crash_epoch": writes,
+        "earlier_epochs_applied": id.epoch,
+        "ops": ops,
+        "wrong_bytes": bad,
+    });
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&value)?),
+        Format::Text => {
+            println!(
+                "{} / {}: {} in crash state {}",
+                record.config,
+                record.property.as_deref().unwrap_or("-"),
+                record.outcome,
+                record.id
+            );
+            println!("  {}", record.story);
+            println!("\nThe crash: {}", record.description);
+            println!(
+                "  every write of epochs 0..{} reached the disk; of epoch {}:",
+                id.epoch, id.epoch
+            );
+            if writes.is_empty() {
+                println!("    none");
+            }
+            for w in &writes {
+                println!("    {w}");
+            }
+            println!("\nThe workload's ops after recovery:");
+            for op in &ops {
+                let why = op["why"].as_str().unwrap_or("");
+                println!(
+                    "  op {}: {:<32} {}{}",
+                    op["index"],
+                    op["op"].as_str().unwrap_or(""),
+                    op["state"].as_str().unwrap_or(""),
+                    if why.is_empty() { String::new() } else { format!(" ({why})") }
+                );
+            }
+            if !bad.is_empty() {
+                println!("\nBytes that are not data of their own file:");
+                for b in &bad {
+                    println!("  {b}");
+                }
+            }
+            println!("\nSee it: bob replay {} --to crash.img --check", args.witness.display());
+        }
+    }
+    Ok(ExitCode::from(exit::HELD))
+}

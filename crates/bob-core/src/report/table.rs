@@ -1,0 +1,428 @@
+//! The property table: configurations x properties, as Markdown, JSON or one
+//! self-contained HTML file, and the merge of tables (CI matrix jobs, shards).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Cell, CellVerdict, OutcomeCounts};
+
+/// A whole table, as `bob table --format json` prints it and `bob merge` reads it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Grid {
+    /// `uname -r` of the machine that ran it.
+    pub kernel: String,
+    /// bob's version.
+    pub tool_version: String,
+    /// Configuration names, in column order.
+    pub configs: Vec<String>,
+    /// Property names, in row order.
+    pub properties: Vec<String>,
+    /// The cells.
+    pub cells: Vec<Cell>,
+    /// Notes for the header (which driver serves ext2/ext3, unavailable configurations).
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+/// Merge errors.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    /// Nothing to merge.
+    #[error("nothing to merge")]
+    Empty,
+    /// Two inputs come from different kernels.
+    #[error("tables from different kernels: {0} and {1}")]
+    KernelMismatch(String, String),
+}
+
+fn symbol(v: CellVerdict) -> &'static str {
+    match v {
+        CellVerdict::Violated => "x",
+        CellVerdict::Held => "",
+        CellVerdict::MountFailed => "M",
+        CellVerdict::FsckFailed => "F",
+        CellVerdict::Timeout => "T",
+        CellVerdict::Unavailable => "n/a",
+    }
+}
+
+fn merge_counts(a: &mut OutcomeCounts, b: &OutcomeCounts) {
+    a.held += b.held;
+    a.violated += b.violated;
+    a.mount_failed += b.mount_failed;
+    a.fsck_failed += b.fsck_failed;
+    a.timeout += b.timeout;
+}
+
+fn verdict_of(c: &OutcomeCounts) -> CellVerdict {
+    if c.violated > 0 {
+        CellVerdict::Violated
+    } else if c.mount_failed > 0 {
+        CellVerdict::MountFailed
+    } else if c.fsck_failed > 0 {
+        CellVerdict::FsckFailed
+    } else if c.timeout > 0 {
+        CellVerdict::Timeout
+    } else {
+        CellVerdict::Held
+    }
+}
+
+/// Merges two results for the same cell (two shards of it, or a rerun).
+fn merge_cell(a: &mut Cell, b: &Cell) {
+    if b.verdict == CellVerdict::Unavailable {
+        return;
+    }
+    if a.verdict == CellVerdict::Unavailable {
+        *a = b.clone();
+        return;
+    }
+    merge_counts(&mut a.counts, &b.counts);
+    a.states_explored += b.states_explored;
+    a.states_unique += b.states_unique;
+    a.seconds += b.seconds;
+    a.verdict = verdict_of(&a.counts);
+    // The witness an unsharded run would show: of the verdict's category, earliest state.
+    let mut candidates: Vec<&Cell> = Vec::new();
+    for c in [&*a, b] {
+        if c.witness.is_some() && c.verdict == a.verdict {
+            candidates.push(c);
+        }
+    }
+    if let Some(best) =
+        candidates.into_iter().min_by_key(|c| c.witness_position.unwrap_or(usize::MAX)).cloned()
+    {
+        a.witness = best.witness;
+        a.story = best.story;
+        a.witness_state = best.witness_state;
+        a.witness_position = best.witness_position;
+    }
+    a.shard = None;
+}
+
+impl Grid {
+    /// Merges tables: cells of the same configuration and property (shards, or the same
+    /// cell run twice) are combined; row and column order follow first appearance.
+    pub fn merge(grids: Vec<Grid>) -> Result<Grid, MergeError> {
+        let mut iter = grids.into_iter();
+        let mut out = iter.next().ok_or(MergeError::Empty)?;
+        let mut index: BTreeMap<(String, String), usize> = BTreeMap::new();
+        let mut cells: Vec<Cell> = Vec::new();
+        let mut add = |cell: Cell, cells: &mut Vec<Cell>| {
+            let key = (cell.config.clone(), cell.property.clone());
+            match index.get(&key) {
+                Some(&i) => merge_cell(&mut cells[i], &cell),
+                None => {
+                    index.insert(key, cells.len());
+                    let mut cell = cell;
+                    cell.shard = None;
+                    cells.push(cell);
+                }
+            }
+        };
+        for c in std::mem::take(&mut out.cells) {
+            add(c, &mut cells);
+        }
+        for g in iter {
+            if g.kernel != out.kernel {
+                return Err(MergeError::KernelMismatch(out.kernel, g.kernel));
+            }
+            for name in g.configs {
+                if !out.configs.contains(&name) {
+                    out.configs.push(name);
+                }
+            }
+            for name in g.properties {
+                if !out.properties.contains(&name) {
+                    out.properties.push(name);
+                }
+            }
+            for note in g.notes {
+                if !out.notes.contains(&note) {
+                    out.notes.push(note);
+                }
+            }
+            for c in g.cells {
+                add(c, &mut cells);
+            }
+        }
+        out.cells = cells;
+        Ok(out)
+    }
+
+    fn cell(&self, config: &str, property: &str) -> Option<&Cell> {
+        self.cells.iter().find(|c| c.config == config && c.property == property)
+    }
+
+    /// Crosses and other failures, in table order, numbered as the table's footnotes.
+    fn failures(&self) -> Vec<&Cell> {
+        let mut v = Vec::new();
+        for p in &self.properties {
+            for c in &self.configs {
+                if let Some(cell) = self.cell(c, p) {
+                    if cell.witness.is_some() {
+                        v.push(cell);
+                    }
+                }
+            }
+        }
+        v
+    }
+
+    /// Totals over all cells: (explored, unique, seconds).
+    pub fn totals(&self) -> (usize, usize, f64) {
+        self.cells.iter().fold((0, 0, 0.0), |(e, u, s), c| {
+            (e + c.states_explored, u + c.states_unique, s + c.seconds)
+        })
+    }
+
+    /// The table as Markdown: properties as rows, configurations as columns; each cell
+    /// shows its symbol and `unique/explored` states, each failure a footnote number.
+    pub fn to_markdown(&self) -> String {
+        let failures = self.failures();
+        let note_of = |cell: &Cell| {
+            failures.iter().position(|f| f.config == cell.config && f.property == cell.property)
+        };
+        let mut s = String::new();
+        s.push_str(&format!("Kernel {}, bob {}.\n\n", self.kernel, self.tool_version));
+        for n in &self.notes {
+            s.push_str(&format!("- {n}\n"));
+        }
+        if !self.notes.is_empty() {
+            s.push('\n');
+        }
+        s.push_str("| property |");
+        for c in &self.configs {
+            s.push_str(&format!(" {c} |"));
+        }
+        s.push_str("\n|---|");
+        for _ in &self.configs {
+            s.push_str("---|");
+        }
+        s.push('\n');
+        for p in &self.properties {
+            s.push_str(&format!("| {p} |"));
+            for c in &self.configs {
+                let text = match self.cell(c, p) {
+                    None => "".to_owned(),
+                    Some(cell) if cell.verdict == CellVerdict::Unavailable => "n/a".into(),
+                    Some(cell) => {
+                        let mark = symbol(cell.verdict);
+                        let note =
+                            note_of(cell).map(|i| format!(" [{}]", i + 1)).unwrap_or_default();
+                        format!(
+                            "{mark}{}{}/{}{note}",
+                            if mark.is_empty() { "" } else { " " },
+                            cell.states_unique,
+                            cell.states_explored
+                        )
+                    }
+                };
+                s.push_str(&format!(" {text} |"));
+            }
+            s.push('\n');
+        }
+        let (e, u, secs) = self.totals();
+        s.push_str(&format!(
+            "\nx = a crash state that bob found and can replay violates the property; \
+             M = a state failed to mount (recovery failed); F = fsck complained; T = a step \
+             hung; empty = held in every state explored. Numbers: states mounted / states \
+             explored. Totals: {e} states explored, {u} mounted, {secs:.0} s.\n"
+        ));
+        if !failures.is_empty() {
+            s.push('\n');
+            for (i, cell) in failures.iter().enumerate() {
+                s.push_str(&format!(
+                    "{}. {} / {} ({}): {} — witness `{}`\n",
+                    i + 1,
+                    cell.property,
+                    cell.config,
+                    cell.verdict.name(),
+                    cell.story.as_deref().unwrap_or(""),
+                    cell.witness.as_deref().unwrap_or("")
+                ));
+            }
+        }
+        s
+    }
+
+    /// One self-contained HTML page: the table, each failure a link to its story below.
+    pub fn to_html(&self) -> String {
+        let failures = self.failures();
+        let mut s = String::from(
+            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+             <title>bob: persistence properties</title><style>\
+             body{font-family:system-ui,sans-serif;margin:2em;color:#222}\
+             table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:.3em .6em;text-align:center}\
+             th.p,td.p{text-align:left;font-family:monospace}\
+             .violated{background:#f8d0d0}.mount-failed{background:#f8e8c0}.fsck-failed{background:#f0f0b0}\
+             .timeout{background:#e0d0f0}.unavailable{color:#999}.n{color:#777;font-size:.8em}\
+             a{color:#900;font-weight:bold;text-decoration:none}li{margin:.4em 0}code{background:#f4f4f4}\
+             </style></head><body>\n",
+        );
+        s.push_str(&format!(
+            "<h1>Persistence properties</h1><p>Kernel {}, bob {}.</p>\n",
+            esc(&self.kernel),
+            esc(&self.tool_version)
+        ));
+        if !self.notes.is_empty() {
+            s.push_str("<ul>");
+            for n in &self.notes {
+                s.push_str(&format!("<li>{}</li>", esc(n)));
+            }
+            s.push_str("</ul>\n");
+        }
+        s.push_str("<table><tr><th class=\"p\">property</th>");
+        for c in &self.configs {
+            s.push_str(&format!("<th>{}</th>", esc(c)));
+        }
+        s.push_str("</tr>\n");
+        for p in &self.properties {
+            s.push_str(&format!("<tr><td class=\"p\">{}</td>", esc(p)));
+            for c in &self.configs {
+                match self.cell(c, p) {
+                    None => s.push_str("<td></td>"),
+                    Some(cell) => {
+                        let mark = match failures
+                            .iter()
+                            .position(|f| f.config == cell.config && f.property == cell.property)
+                        {
+                            Some(i) => format!(
+                                "<a href=\"#w{}\" title=\"{}\">{}</a> ",
+                                i + 1,
+                                esc(cell.story.as_deref().unwrap_or("")),
+                                symbol(cell.verdict)
+                            ),
+                            None => esc(symbol(cell.verdict)),
+                        };
+                        s.push_str(&format!(
+                            "<td class=\"{}\">{mark}<span class=\"n\">{}/{}</span></td>",
+                            cell.verdict.name(),
+                            cell.states_unique,
+                            cell.states_explored
+                        ));
+                    }
+                }
+            }
+            s.push_str("</tr>\n");
+        }
+        s.push_str("</table>\n<p class=\"n\">x: violated in a replayable crash state; M: mount failed; F: fsck complained; T: timeout; empty: held. Numbers: states mounted / explored.</p>\n");
+        if !failures.is_empty() {
+            s.push_str("<h2>Witnesses</h2><ol>\n");
+            for (i, cell) in failures.iter().enumerate() {
+                s.push_str(&format!(
+                    "<li id=\"w{}\"><b>{} / {}</b> ({}): {}<br><code>bob replay {} --to crash.img</code></li>\n",
+                    i + 1,
+                    esc(&cell.property),
+                    esc(&cell.config),
+                    cell.verdict.name(),
+                    esc(cell.story.as_deref().unwrap_or("")),
+                    esc(cell.witness.as_deref().unwrap_or(""))
+                ));
+            }
+            s.push_str("</ol>\n");
+        }
+        s.push_str("</body></html>\n");
+        s
+    }
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(config: &str, property: &str, verdict: CellVerdict, pos: Option<usize>) -> Cell {
+        let failed = !matches!(verdict, CellVerdict::Held | CellVerdict::Unavailable);
+        let mut counts = OutcomeCounts { held: 10, ..Default::default() };
+        match verdict {
+            CellVerdict::Violated => counts.violated = 2,
+            CellVerdict::MountFailed => counts.mount_failed = 1,
+            _ => {}
+        }
+        Cell {
+            config: config.into(),
+            property: property.into(),
+            verdict,
+            states_explored: counts.held + counts.violated + counts.mount_failed,
+            states_unique: 9,
+            seconds: 1.5,
+            witness: failed.then(|| format!("out/{config}/{property}")),
+            story: failed.then(|| format!("story of {config} {property}")),
+            witness_state: failed.then(|| "e1:0".into()),
+            witness_position: if failed { pos } else { None },
+            shard: None,
+            counts,
+            unavailable: (verdict == CellVerdict::Unavailable).then(|| "gone".into()),
+        }
+    }
+
+    fn grid(cells: Vec<Cell>) -> Grid {
+        Grid {
+            kernel: "6.18.0-test".into(),
+            tool_version: "0.1.0".into(),
+            configs: vec!["ext2".into(), "ext4-ordered".into(), "reiserfs".into()],
+            properties: vec!["single-block-append".into(), "append-then-rename".into()],
+            cells,
+            notes: vec!["ext2 and ext3 are served by the ext4 driver.".into()],
+        }
+    }
+
+    fn sample() -> Grid {
+        grid(vec![
+            cell("ext2", "single-block-append", CellVerdict::Violated, Some(3)),
+            cell("ext4-ordered", "single-block-append", CellVerdict::Held, None),
+            cell("reiserfs", "single-block-append", CellVerdict::Unavailable, None),
+            cell("ext2", "append-then-rename", CellVerdict::Violated, Some(1)),
+            cell("ext4-ordered", "append-then-rename", CellVerdict::MountFailed, Some(7)),
+        ])
+    }
+
+    #[test]
+    fn markdown_rendering() {
+        insta::assert_snapshot!("table_markdown", sample().to_markdown());
+    }
+
+    #[test]
+    fn html_rendering_is_self_contained_and_links_every_failure() {
+        let html = sample().to_html();
+        assert!(!html.contains("<script") && !html.contains("src=\"http"));
+        for i in 1..=3 {
+            assert!(
+                html.contains(&format!("href=\"#w{i}\"")) && html.contains(&format!("id=\"w{i}\""))
+            );
+        }
+        insta::assert_snapshot!("table_html", html);
+    }
+
+    #[test]
+    fn merge_of_shards_sums_counts_and_keeps_the_earliest_witness() {
+        let mut a = cell("ext2", "single-block-append", CellVerdict::Violated, Some(9));
+        a.shard = Some("1/2".into());
+        let mut b = cell("ext2", "single-block-append", CellVerdict::Violated, Some(4));
+        b.story = Some("earlier".into());
+        let c = cell("ext2", "single-block-append", CellVerdict::Held, None);
+        let merged = Grid::merge(vec![grid(vec![a]), grid(vec![b]), grid(vec![c])]).unwrap();
+        assert_eq!(merged.cells.len(), 1);
+        let m = &merged.cells[0];
+        assert_eq!(m.verdict, CellVerdict::Violated);
+        assert_eq!(m.counts.violated, 4);
+        assert_eq!(m.counts.held, 30);
+        assert_eq!(m.states_explored, 12 + 12 + 10);
+        assert_eq!(m.witness_position, Some(4));
+        assert_eq!(m.story.as_deref(), Some("earlier"));
+        assert_eq!(m.shard, None);
+    }
+
+    #[test]
+    fn merge_refuses_mixed_kernels() {
+        let mut other = sample();
+        other.kernel = "5.10".into();
+        assert!(matches!(Grid::merge(vec![sample(), other]), Err(MergeError::KernelMismatch(..))));
+        assert!(matches!(Grid::merge(vec![]), Err(MergeError::Empty)));
+    }
+}
