@@ -1,0 +1,441 @@
+//! FUSE glue (fuser 0.18): serves an [`Fs`] at a mount point. Inode numbers are the file
+//! system's own (the root is 1 on both sides). [`MountedFs`] unmounts on drop, so a test
+//! that fails or panics still leaves no mount behind; [`MountedFs::unmount`] reports
+//! errors instead.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
+    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyStatfs, ReplyWrite, Request, WriteFlags,
+};
+
+use crate::design::{Design, Options};
+use crate::device::BlockDevice;
+use crate::fs::{Attr, Fs};
+use crate::layout::{Kind, BLOCK, NAME_MAX};
+use crate::{Error, Result};
+
+// Attributes change behind the kernel's back only through this process, but NoFS corrects
+// link counts on first access; a short TTL keeps what stat shows close to the inode.
+const TTL: Duration = Duration::from_secs(1);
+
+fn errno(e: &Error) -> Errno {
+    Errno::from_i32(e.errno())
+}
+
+fn ino32(ino: INodeNo) -> std::result::Result<u32, Errno> {
+    u32::try_from(u64::from(ino)).map_err(|_| Errno::ENOENT)
+}
+
+fn file_attr(a: &Attr) -> FileAttr {
+    let kind = if a.kind == Kind::Dir { FileType::Directory } else { FileType::RegularFile };
+    FileAttr {
+        ino: INodeNo(u64::from(a.ino)),
+        size: a.size,
+        blocks: a.blocks * (BLOCK as u64 / 512),
+        atime: a.mtime,
+        mtime: a.mtime,
+        ctime: a.mtime,
+        crtime: UNIX_EPOCH,
+        kind,
+        perm: if kind == FileType::Directory { 0o755 } else { 0o644 },
+        nlink: a.nlink,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        flags: 0,
+        blksize: BLOCK as u32,
+    }
+}
+
+struct FuseFs {
+    fs: Arc<Fs>,
+}
+
+impl FuseFs {
+    fn entry(&self, ino: u32, reply: ReplyEntry) {
+        match self.fs.getattr(ino) {
+            Ok(a) => reply.entry(&TTL, &file_attr(&a), Generation(0)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+}
+
+macro_rules! ino {
+    ($x:expr, $reply:ident) => {
+        match ino32($x) {
+            Ok(i) => i,
+            Err(e) => return $reply.error(e),
+        }
+    };
+}
+
+impl Filesystem for FuseFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let _ = config.set_max_write(1 << 20);
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        // The session ends (unmount): a clean shutdown.
+        let _ = self.fs.shutdown();
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let parent = ino!(parent, reply);
+        match self.fs.lookup(parent, name.as_bytes()) {
+            Ok(ino) => self.entry(ino, reply),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let ino = ino!(ino, reply);
+        match self.fs.getattr(ino) {
+            Ok(a) => reply.attr(&TTL, &file_attr(&a)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _mode: Option<u32>,
+        _uid: Option<u32>,
+        _gid: Option<u32>,
+        size: Option<u64>,
+        _atime: Option<fuser::TimeOrNow>,
+        _mtime: Option<fuser::TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let ino = ino!(ino, reply);
+        // Only the size is stored; modes, owners and times are accepted and not kept.
+        if let Some(size) = size {
+            if let Err(e) = self.fs.truncate(ino, size) {
+                return reply.error(errno(&e));
+            }
+        }
+        match self.fs.getattr(ino) {
+            Ok(a) => reply.attr(&TTL, &file_attr(&a)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn mkdir(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let parent = ino!(parent, reply);
+        match self.fs.mkdir(parent, name.as_bytes()) {
+            Ok(ino) => self.entry(ino, reply),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let parent = ino!(parent, reply);
+        match self.fs.unlink(parent, name.as_bytes()) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let parent = ino!(parent, reply);
+        match self.fs.rmdir(parent, name.as_bytes()) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let parent = ino!(parent, reply);
+        let newparent = ino!(newparent, reply);
+        if !flags.is_empty() {
+            // RENAME_NOREPLACE / EXCHANGE would need atomicity none of the designs has.
+            return reply.error(Errno::EINVAL);
+        }
+        match self.fs.rename(parent, name.as_bytes(), newparent, newname.as_bytes()) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let ino = ino!(ino, reply);
+        let newparent = ino!(newparent, reply);
+        match self.fs.link(ino, newparent, newname.as_bytes()) {
+            Ok(()) => self.entry(ino, reply),
+            Err(Error::IsDir) => reply.error(Errno::EPERM),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let ino = ino!(ino, reply);
+        match self.fs.read(ino, offset, size as usize) {
+            Ok(d) => reply.data(&d),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let ino = ino!(ino, reply);
+        match self.fs.write(ino, offset, data) {
+            Ok(n) => reply.written(n as u32),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        // close(2): every write already reached the device.
+        reply.ok();
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let ino = ino!(ino, reply);
+        match self.fs.fsync(ino) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let ino = ino!(ino, reply);
+        match self.fs.fsync(ino) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let dir = ino!(ino, reply);
+        let list = match self.fs.readdir(dir) {
+            Ok(l) => l,
+            Err(e) => return reply.error(errno(&e)),
+        };
+        let mut entries: Vec<(u64, FileType, Vec<u8>)> = vec![
+            (u64::from(dir), FileType::Directory, b".".to_vec()),
+            (u64::from(dir), FileType::Directory, b"..".to_vec()),
+        ];
+        entries.extend(list.into_iter().map(|(name, ino, kind)| {
+            let t = if kind == Kind::Dir { FileType::Directory } else { FileType::RegularFile };
+            (u64::from(ino), t, name)
+        }));
+        for (i, (ino, kind, name)) in entries.into_iter().enumerate().skip(offset as usize) {
+            if reply.add(INodeNo(ino), (i + 1) as u64, kind, OsStr::from_bytes(&name)) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let u = self.fs.statfs();
+        reply.statfs(
+            u.blocks,
+            u.bfree,
+            u.bfree,
+            u.files,
+            u.ffree,
+            BLOCK as u32,
+            NAME_MAX as u32,
+            BLOCK as u32,
+        );
+    }
+
+    fn create(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let parent = ino!(parent, reply);
+        let made = self.fs.create(parent, name.as_bytes()).and_then(|ino| self.fs.getattr(ino));
+        match made {
+            Ok(a) => reply.created(
+                &TTL,
+                &file_attr(&a),
+                Generation(0),
+                FileHandle(0),
+                FopenFlags::empty(),
+            ),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+}
+
+/// A researchfs file system mounted with FUSE; unmounted (and shut down cleanly) on drop.
+pub struct MountedFs {
+    mountpoint: PathBuf,
+    fs: Arc<Fs>,
+    session: Option<fuser::BackgroundSession>,
+}
+
+/// Opens `design` on `dev` (running its recovery) and mounts it at `mountpoint`, an
+/// existing empty directory. Root mounts directly, without fusermount.
+pub fn mount(design: Design, dev: Arc<dyn BlockDevice>, mountpoint: &Path) -> Result<MountedFs> {
+    mount_with(design, dev, mountpoint, Options::default())
+}
+
+/// [`mount`] with options.
+pub fn mount_with(
+    design: Design,
+    dev: Arc<dyn BlockDevice>,
+    mountpoint: &Path,
+    opts: Options,
+) -> Result<MountedFs> {
+    let fs = Fs::open(design, dev, opts)?;
+    let mut config = fuser::Config::default();
+    config.mount_options = vec![
+        fuser::MountOption::FSName(format!("researchfs-{}", design.name())),
+        fuser::MountOption::Subtype("researchfs".into()),
+        fuser::MountOption::NoAtime,
+        fuser::MountOption::DefaultPermissions,
+    ];
+    // One thread: the core serialises on one lock anyway.
+    config.n_threads = Some(1);
+    let session = match fuser::spawn_mount(FuseFs { fs: fs.clone() }, mountpoint, &config) {
+        Ok(s) => s,
+        Err(source) => {
+            fs.crash();
+            return Err(Error::Mount { path: mountpoint.to_owned(), source });
+        }
+    };
+    Ok(MountedFs { mountpoint: mountpoint.to_owned(), fs, session: Some(session) })
+}
+
+impl MountedFs {
+    /// The mount point.
+    pub fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+
+    /// The file system being served (for [`Fs::wait_scan`], [`Fs::detections`], ...).
+    pub fn fs(&self) -> &Arc<Fs> {
+        &self.fs
+    }
+
+    /// Unmounts and shuts the file system down cleanly, reporting failures (a busy mount
+    /// is detached lazily so it cannot outlive this call's owner, and reported).
+    pub fn unmount(mut self) -> Result<()> {
+        self.release()
+    }
+
+    fn release(&mut self) -> Result<()> {
+        let Some(session) = self.session.take() else { return Ok(()) };
+        let path = self.mountpoint.clone();
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| Error::Mount {
+            path: path.clone(),
+            source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
+        })?;
+        // SAFETY: umount2 with a valid NUL-terminated path.
+        let rc = unsafe { libc::umount2(c.as_ptr(), 0) };
+        if rc != 0 {
+            let source = std::io::Error::last_os_error();
+            // SAFETY: as above.
+            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+            drop(session);
+            self.fs.crash();
+            return Err(Error::Mount { path, source });
+        }
+        // The kernel closed the session: the serving thread ends (calling destroy, which
+        // shuts the file system down) and is joined here.
+        session.join().map_err(|source| Error::Mount { path, source })?;
+        self.fs.shutdown()
+    }
+}
+
+impl Drop for MountedFs {
+    fn drop(&mut self) {
+        let _ = self.release();
+    }
+}

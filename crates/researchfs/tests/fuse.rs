@@ -1,0 +1,124 @@
+//! Each design mounted with the kernel's FUSE on a temporary directory, driven through
+//! std::fs, unmounted, remounted and read back; every mount must be gone afterwards.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use researchfs::check::{classify, Model, PathView};
+use researchfs::{mkfs, mount, BlockDevice, Design, FileDevice};
+
+fn mounted_here(dir: &Path) -> bool {
+    let mounts = fs::read_to_string("/proc/self/mounts").unwrap();
+    let dir = dir.canonicalize().unwrap_or(dir.to_owned());
+    mounts.lines().any(|l| l.split(' ').nth(1) == Some(dir.to_str().unwrap()))
+}
+
+fn big(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i * 7 % 251) as u8).collect()
+}
+
+#[test]
+fn every_design_round_trips_through_fuse_and_leaves_no_mount() {
+    for design in Design::ALL {
+        let tmp = tempfile::tempdir().unwrap();
+        let image = tmp.path().join("image");
+        let mnt = tmp.path().join("mnt");
+        fs::create_dir(&mnt).unwrap();
+        let dev: Arc<dyn BlockDevice> = Arc::new(FileDevice::create(&image, 32 << 20).unwrap());
+        mkfs(design, dev.as_ref(), dev.size()).unwrap();
+
+        let m = mount(design, dev.clone(), &mnt).unwrap();
+        assert!(mounted_here(&mnt), "{design}: not mounted");
+        fs::create_dir(mnt.join("d")).unwrap();
+        fs::write(mnt.join("d/small"), b"hello").unwrap();
+        let data = big(3 << 20);
+        {
+            let mut f = fs::File::create(mnt.join("big")).unwrap();
+            f.write_all(&data).unwrap();
+            f.sync_all().unwrap();
+        }
+        fs::write(mnt.join("gone"), b"bye").unwrap();
+        fs::remove_file(mnt.join("gone")).unwrap();
+        fs::hard_link(mnt.join("d/small"), mnt.join("d/link")).unwrap();
+        fs::write(mnt.join("tmp"), b"new content").unwrap();
+        fs::rename(mnt.join("tmp"), mnt.join("d/renamed")).unwrap();
+        fs::write(mnt.join("trunc"), b"0123456789").unwrap();
+        fs::OpenOptions::new().write(true).open(mnt.join("trunc")).unwrap().set_len(4).unwrap();
+        fs::create_dir(mnt.join("empty")).unwrap();
+        fs::remove_dir(mnt.join("empty")).unwrap();
+        assert_eq!(fs::metadata(mnt.join("d/small")).unwrap().nlink(), 2, "{design}");
+        assert!(fs::remove_dir(mnt.join("d")).is_err(), "{design}: rmdir of a non-empty dir");
+        let mut names: Vec<String> = fs::read_dir(mnt.join("d"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["link", "renamed", "small"], "{design}");
+        m.unmount().unwrap();
+        assert!(!mounted_here(&mnt), "{design}: still mounted after unmount");
+
+        let m = mount(design, dev.clone(), &mnt).unwrap();
+        m.fs().wait_scan();
+        assert_eq!(fs::read(mnt.join("d/small")).unwrap(), b"hello", "{design}");
+        assert_eq!(fs::read(mnt.join("d/renamed")).unwrap(), b"new content", "{design}");
+        assert_eq!(fs::read(mnt.join("trunc")).unwrap(), b"0123", "{design}");
+        assert!(fs::read(mnt.join("big")).unwrap() == data, "{design}: big file differs");
+        assert!(!mnt.join("gone").exists());
+        // The checker sees a clean, complete tree through the mount.
+        let model = Model::new()
+            .dir("d")
+            .file("d/small", b"hello")
+            .file("d/link", b"hello")
+            .file("d/renamed", b"new content")
+            .file("trunc", b"0123")
+            .file("big", &data);
+        let report = classify(&PathView::new(&mnt), &[model]);
+        assert!(
+            report.silent().is_empty() && report.errors() == 0,
+            "{design}: {:?}",
+            report.accesses
+        );
+        drop(m); // unmount on drop
+        assert!(!mounted_here(&mnt), "{design}: still mounted after drop");
+
+        let r = researchfs::fsck(design, dev.as_ref()).unwrap();
+        assert!(r.problems.is_empty(), "{design}: {:?}", r.problems);
+    }
+}
+
+#[test]
+fn checker_through_fuse_sees_orderless_garbage_and_nofs_eio() {
+    // Zero a written data block behind the file system's back (a lost write): orderless
+    // reads zeros as data, NoFS returns EIO.
+    for design in [Design::Orderless, Design::Nofs] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mnt = tmp.path().join("mnt");
+        fs::create_dir(&mnt).unwrap();
+        let dev: Arc<dyn BlockDevice> =
+            Arc::new(FileDevice::create(&tmp.path().join("image"), 8 << 20).unwrap());
+        mkfs(design, dev.as_ref(), dev.size()).unwrap();
+        let m = mount(design, dev.clone(), &mnt).unwrap();
+        fs::write(mnt.join("f"), b"precious data").unwrap();
+        let ino = fs::metadata(mnt.join("f")).unwrap().ino() as u32;
+        let blocks = m.fs().blocks_of(ino).unwrap();
+        m.unmount().unwrap();
+        dev.discard(blocks[0].1 * 4096, 4096).unwrap();
+
+        let m = mount(design, dev.clone(), &mnt).unwrap();
+        let report = classify(&PathView::new(&mnt), &[Model::new().file("f", b"precious data")]);
+        match design {
+            Design::Nofs => {
+                assert!(report.silent().is_empty(), "{:?}", report.accesses);
+                assert_eq!(report.errors(), 1);
+                let err = fs::read(mnt.join("f")).unwrap_err();
+                assert_eq!(err.raw_os_error(), Some(libc::EIO));
+            }
+            _ => assert_eq!(report.silent_kinds(), [researchfs::ErrorKind::Gd]),
+        }
+        m.unmount().unwrap();
+        assert!(!mounted_here(&mnt));
+    }
+}
