@@ -112,6 +112,111 @@ pub struct StateCheck {
     pub fsck: Option<String>,
     /// Sectors recovery wrote (journal replay, repair).
     pub recovery_writes: usize,
+    /// What a user checker printed (stdout and stderr, the last 16 KiB), when the judge is
+    /// a [`Judge::Checker`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checker_output: Option<String>,
+}
+
+/// Who decides whether a recovered crash state is consistent.
+#[derive(Clone, Debug)]
+pub enum Judge {
+    /// The workload's in-memory oracle, from the logical snapshot (property workloads).
+    Oracle,
+    /// A user command run in the recovered mount (`bob check --checker`).
+    Checker(UserChecker),
+}
+
+/// A user checker: a shell command run with the recovered mount as its working directory.
+/// Exit 0 means consistent; anything else is a violation, with the output as evidence.
+///
+/// Its environment names the mount (`BOB_MOUNT`) and the marks the recorded program had
+/// made by the time of the crash (`BOB_ACKED_MARKS`, a file with one mark per line;
+/// `BOB_LAST_MARK`, the last of them), so that it can check that every acknowledged
+/// operation survived.
+#[derive(Clone, Debug)]
+pub struct UserChecker {
+    /// The command, run by `sh -c`.
+    pub command: String,
+    /// Killed (a timeout outcome) after this long.
+    pub timeout: Duration,
+}
+
+/// Bytes of checker output kept per state.
+pub const CHECKER_OUTPUT_MAX: usize = 16 * 1024;
+
+/// What a checker run gave.
+struct CheckerRun {
+    code: Option<i32>,
+    output: String,
+    timed_out: bool,
+}
+
+fn run_checker(checker: &UserChecker, mnt: &Path, acked: &[String]) -> Result<CheckerRun, Error> {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| Error::Io { path, source }
+    };
+    // The marks file lives next to the mount point, never inside the crash state.
+    let marks_path = mnt.with_extension("acked-marks");
+    let mut text = acked.join("\n");
+    if !text.is_empty() {
+        text.push('\n');
+    }
+    std::fs::write(&marks_path, text).map_err(io(&marks_path))?;
+    let mut child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("exec 2>&1\n{}", checker.command))
+        .current_dir(mnt)
+        .env("BOB_MOUNT", mnt)
+        .env("BOB_ACKED_MARKS", &marks_path)
+        .env("BOB_LAST_MARK", acked.last().map(String::as_str).unwrap_or(""))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        // Its own process group: a timeout kills what it forked too.
+        .process_group(0)
+        .spawn()
+        .map_err(io(Path::new("sh")))?;
+    let mut stdout = child.stdout.take();
+    let reader = std::thread::spawn(move || {
+        let mut kept: Vec<u8> = Vec::new();
+        let mut buf = [0u8; 8192];
+        while let Some(Ok(n)) = stdout.as_mut().map(|o| o.read(&mut buf)) {
+            if n == 0 {
+                break;
+            }
+            kept.extend_from_slice(&buf[..n]);
+            if kept.len() > 2 * CHECKER_OUTPUT_MAX {
+                kept.drain(..kept.len() - CHECKER_OUTPUT_MAX);
+            }
+        }
+        if kept.len() > CHECKER_OUTPUT_MAX {
+            kept.drain(..kept.len() - CHECKER_OUTPUT_MAX);
+        }
+        String::from_utf8_lossy(&kept).into_owned()
+    });
+    let deadline = std::time::Instant::now() + checker.timeout;
+    let (code, timed_out) = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break (status.code(), false),
+            Ok(None) if std::time::Instant::now() >= deadline => {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(child.id() as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+                let _ = child.wait();
+                break (None, true);
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+            Err(e) => return Err(io(Path::new("sh"))(e)),
+        }
+    };
+    let output = reader.join().unwrap_or_default();
+    let _ = std::fs::remove_file(&marks_path);
+    Ok(CheckerRun { code, output, timed_out })
 }
 
 /// Everything about one recorded trace that checking needs.
@@ -151,6 +256,20 @@ impl Subject {
             .filter(|s| self.workload.ops.get(s.index).is_some_and(|op| op.is_persistence_point()))
             .filter(|s| (0..s.end_entry).rev().find(|&i| is_barrier(i)).is_some_and(|f| f < start))
             .map(|s| s.index)
+            .collect()
+    }
+
+    /// Text of the marks the recorded program had made by the time of a crash in epoch
+    /// `epoch`: every mark before the epoch's closing barrier. A state of that epoch is what
+    /// the disk may hold at its end, when all those marks had been made (acknowledged).
+    pub fn acked_marks(&self, epoch: usize) -> Vec<String> {
+        let end = match self.epochs.get(epoch) {
+            Some(e) => e.end_entry(&self.trace),
+            None => return Vec::new(),
+        };
+        self.trace.entries[..end.min(self.trace.entries.len())]
+            .iter()
+            .filter_map(|e| e.mark_text())
             .collect()
     }
 
@@ -214,11 +333,33 @@ pub fn check_image(
     durable_ops: Vec<usize>,
     timeouts: &Timeouts,
 ) -> Result<StateCheck, Error> {
+    check_image_with(subject, &Judge::Oracle, disk_file, mnt, durable_ops, &[], timeouts)
+}
+
+/// [`check_image`] with a choice of [`Judge`]. `acked_marks` are the marks made by the
+/// time of the crash (see [`Subject::acked_marks`]), handed to a user checker.
+pub fn check_image_with(
+    subject: &Subject,
+    judge: &Judge,
+    disk_file: &Path,
+    mnt: &Path,
+    durable_ops: Vec<usize>,
+    acked_marks: &[String],
+    timeouts: &Timeouts,
+) -> Result<StateCheck, Error> {
     let config = &subject.config;
     let loopdev = LoopDevice::attach_free(disk_file)?;
     let dev = loopdev.path().to_owned();
     let dev_str = dev.to_string_lossy().into_owned();
-    let done = |outcome| Ok(StateCheck { outcome, snapshot: None, fsck: None, recovery_writes: 0 });
+    let done = |outcome| {
+        Ok(StateCheck {
+            outcome,
+            snapshot: None,
+            fsck: None,
+            recovery_writes: 0,
+            checker_output: None,
+        })
+    };
 
     if let Recovery::FsckThenMount(fsck) = config.recovery {
         let mut args = fsck[1..].to_vec();
@@ -262,6 +403,12 @@ pub fn check_image(
             });
         }
     };
+    if let Judge::Checker(checker) = judge {
+        let run = run_checker(checker, mnt, acked_marks);
+        fs_mount.unmount()?;
+        return finish_checked(subject, &dev_str, run?, checker, timeouts)
+            .and_then(|c| loopdev.detach().map(|()| c).map_err(Error::from));
+    }
     let snapshot = workloads::take_snapshot(mnt, &subject.workload);
     fs_mount.unmount()?;
     let snapshot = match snapshot {
@@ -298,7 +445,66 @@ pub fn check_image(
         (Verdict::Held, Some(msg)) => Outcome::FsckFailed { message: msg.clone() },
         (Verdict::Held, None) => Outcome::Held,
     };
-    Ok(StateCheck { outcome, snapshot: Some(snapshot), fsck, recovery_writes: 0 })
+    Ok(StateCheck {
+        outcome,
+        snapshot: Some(snapshot),
+        fsck,
+        recovery_writes: 0,
+        checker_output: None,
+    })
+}
+
+/// The read-only fsck after a user checker ran, and the outcome from both.
+fn finish_checked(
+    subject: &Subject,
+    dev_str: &str,
+    run: CheckerRun,
+    checker: &UserChecker,
+    timeouts: &Timeouts,
+) -> Result<StateCheck, Error> {
+    let config = &subject.config;
+    let mut args = config.fsck[1..].to_vec();
+    args.push(dev_str);
+    let fsck = match cmd::run(config.fsck[0], &args, timeouts.fsck) {
+        Ok(out) if out.code == Some(0) => None,
+        Ok(out) => {
+            Some(format!("{} exit {:?}: {}", config.fsck.join(" "), out.code, out.last_line()))
+        }
+        Err(cmd::CmdError::Timeout { .. }) => {
+            return Ok(StateCheck {
+                outcome: Outcome::Timeout { step: format!("fsck: {}", config.fsck.join(" ")) },
+                snapshot: None,
+                fsck: None,
+                recovery_writes: 0,
+                checker_output: Some(run.output),
+            })
+        }
+        Err(e) => return Err(crate::device::Error::from(e).into()),
+    };
+    let last_line = run.output.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let outcome = if run.timed_out {
+        Outcome::Timeout {
+            step: format!(
+                "checker {:?} after {:.0}s",
+                checker.command,
+                checker.timeout.as_secs_f64()
+            ),
+        }
+    } else if run.code == Some(0) {
+        match &fsck {
+            Some(msg) => Outcome::FsckFailed { message: msg.clone() },
+            None => Outcome::Held,
+        }
+    } else {
+        let how = match run.code {
+            Some(c) => format!("exit {c}"),
+            None => "killed by a signal".into(),
+        };
+        Outcome::Violated { story: format!("checker {how}: {last_line}") }
+    };
+    // Memory stays flat over many states: only failures keep what the checker said.
+    let checker_output = (outcome != Outcome::Held).then_some(run.output);
+    Ok(StateCheck { outcome, snapshot: None, fsck, recovery_writes: 0, checker_output })
 }
 
 /// Checks `states` of `subject`: dedup by content, then `jobs` workers in parallel.
@@ -306,6 +512,18 @@ pub fn check_image(
 /// Stops early with [`Error::Interrupted`] when `cancel` is set.
 pub fn run_states(
     subject: &Subject,
+    states: &[CrashState],
+    options: &EngineOptions,
+    progress: &(dyn Fn(usize, usize) + Sync),
+    cancel: &AtomicBool,
+) -> Result<Vec<StateResult>, Error> {
+    run_states_with(subject, &Judge::Oracle, states, options, progress, cancel)
+}
+
+/// [`run_states`] with a choice of [`Judge`].
+pub fn run_states_with(
+    subject: &Subject,
+    judge: &Judge,
     states: &[CrashState],
     options: &EngineOptions,
     progress: &(dyn Fn(usize, usize) + Sync),
@@ -356,8 +574,21 @@ pub fn run_states(
                     ));
                     let name = format!("state-{index}.img");
                     let file = server.add(&name, view.clone());
-                    let durable = subject.durable_ops(state.id.epoch as usize);
-                    let checked = check_image(subject, &file, &mnt, durable, &options.timeouts);
+                    let epoch = state.id.epoch as usize;
+                    let durable = subject.durable_ops(epoch);
+                    let acked = match judge {
+                        Judge::Oracle => Vec::new(),
+                        Judge::Checker(_) => subject.acked_marks(epoch),
+                    };
+                    let checked = check_image_with(
+                        subject,
+                        judge,
+                        &file,
+                        &mnt,
+                        durable,
+                        &acked,
+                        &options.timeouts,
+                    );
                     server.remove(&name);
                     match checked {
                         Ok(mut c) => {

@@ -186,6 +186,7 @@ impl StateId {
         if self.applied.is_empty() {
             s.push_str(" (the state right after the barrier)");
         }
+        let annotated = trace.entries.iter().any(|e| e.is_metadata());
         let what = |position: u32| -> String {
             let Some(entry_index) = epoch.writes.get(position as usize).copied() else {
                 return format!("write {position} (no such write)");
@@ -193,7 +194,16 @@ impl StateId {
             let Some(entry) = trace.entries.get(entry_index) else {
                 return format!("write {position} (entry {entry_index}, missing)");
             };
-            let noun = if entry.kind() == EntryKind::Discard { "discard" } else { "write" };
+            // Where block tracepoints annotated the trace, name what kind of write it was.
+            let noun = if entry.kind() == EntryKind::Discard {
+                "discard"
+            } else if entry.is_metadata() {
+                "metadata write"
+            } else if annotated {
+                "data write"
+            } else {
+                "write"
+            };
             format!(
                 "{noun} {position} (entry {entry_index}, sector {}, {} sector{})",
                 entry.sector,

@@ -6,6 +6,10 @@
 //! device-mapper) and dm-log-writes ([`dm_log_writes_available`] tells whether this kernel
 //! can offer it; where it cannot, bob says so and points to the FUSE disk).
 
+pub mod custom;
+pub mod dmlogwrites;
+pub mod tracefs;
+
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -243,9 +247,33 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     move |source| Error::Io { path: path.to_owned(), source }
 }
 
-/// Makes the file system, prepares the base image, and records the workload.
-pub fn record(req: &RecordRequest<'_>) -> Result<Recording, Error> {
-    let config = req.config;
+/// The file system under test made on bob's recording disk and mounted: where both the
+/// property recorder ([`record`]) and `bob record` ([`custom`]) start. Dropping it
+/// unmounts, detaches and stops the FUSE disk, in that order.
+pub struct MountedDisk {
+    /// The recording disk (base image until [`RecordingDisk::start`], then logging).
+    pub disk: Arc<RecordingDisk>,
+    /// The loop device the file system is on.
+    pub dev: PathBuf,
+    /// Where it is mounted.
+    pub mnt: PathBuf,
+    /// The base image file.
+    pub base_path: PathBuf,
+    // Drop order matters: the mount before the loop device before the FUSE server.
+    fs_mount: Option<mount::Mount>,
+    loopdev: Option<LoopDevice>,
+    _server: DiskServer,
+}
+
+/// Checks the configuration can run here, then makes the file system on a fresh
+/// recording disk (`<work_dir>/base.img`) attached to `device` (or a free loop device)
+/// and mounts it at `<work_dir>/record-mnt`.
+pub fn make_and_mount(
+    config: &FsConfig,
+    device: Option<&Path>,
+    work_dir: &Path,
+    timeouts: Timeouts,
+) -> Result<MountedDisk, Error> {
     if let Some(reason) = config.unavailable {
         return Err(Error::Unavailable { config: config.name.into(), reason: reason.into() });
     }
@@ -255,9 +283,9 @@ pub fn record(req: &RecordRequest<'_>) -> Result<Recording, Error> {
             reason: format!("this kernel has no {} driver (see /proc/filesystems)", config.fstype),
         });
     }
-    let base_path = req.work_dir.join("base.img");
-    let fuse_dir = req.work_dir.join("record-disk");
-    let mnt = req.work_dir.join("record-mnt");
+    let base_path = work_dir.join("base.img");
+    let fuse_dir = work_dir.join("record-disk");
+    let mnt = work_dir.join("record-mnt");
     for d in [&fuse_dir, &mnt] {
         std::fs::create_dir_all(d).map_err(io_err(d))?;
     }
@@ -267,7 +295,7 @@ pub fn record(req: &RecordRequest<'_>) -> Result<Recording, Error> {
     // One FUSE thread: requests are handled strictly in the order the loop driver sends them.
     let server = DiskServer::start(&fuse_dir, 1)?;
     let disk_file = server.add("record.img", disk.clone());
-    let loopdev = match req.device {
+    let loopdev = match device {
         Some(dev) => LoopDevice::attach(dev, &disk_file)?,
         None => LoopDevice::attach_free(&disk_file)?,
     };
@@ -276,8 +304,7 @@ pub fn record(req: &RecordRequest<'_>) -> Result<Recording, Error> {
 
     let mut args: Vec<&str> = config.mkfs[1..].to_vec();
     args.push(&dev_str);
-    let out =
-        cmd::run(config.mkfs[0], &args, req.timeouts.mkfs).map_err(crate::device::Error::from)?;
+    let out = cmd::run(config.mkfs[0], &args, timeouts.mkfs).map_err(crate::device::Error::from)?;
     if out.code != Some(0) {
         return Err(Error::Mkfs {
             program: config.mkfs[0].into(),
@@ -286,14 +313,65 @@ pub fn record(req: &RecordRequest<'_>) -> Result<Recording, Error> {
             line: out.last_line(),
         });
     }
+    let fs_mount = mount::mount(&dev, &mnt, config.fstype, config.mount_options)?;
+    Ok(MountedDisk {
+        disk,
+        dev,
+        mnt,
+        base_path,
+        fs_mount: Some(fs_mount),
+        loopdev: Some(loopdev),
+        _server: server,
+    })
+}
+
+impl MountedDisk {
+    /// Marks `umount`, unmounts, and stops logging: the recorded entries, or why the
+    /// unmount failed (logging is stopped either way).
+    pub fn unmount(&mut self) -> Result<Vec<Entry>, Error> {
+        self.disk.mark("umount");
+        let unmounted = match self.fs_mount.take() {
+            Some(m) => m.unmount(),
+            None => Ok(()),
+        };
+        let entries = self.disk.stop();
+        unmounted?;
+        Ok(entries)
+    }
+
+    /// Detaches the loop device and stops the FUSE disk.
+    pub fn release(mut self) -> Result<(), Error> {
+        if let Some(m) = self.fs_mount.take() {
+            m.unmount()?;
+        }
+        if let Some(l) = self.loopdev.take() {
+            l.detach()?;
+        }
+        Ok(())
+    }
+}
+
+/// Starts the block-tracepoint annotator on `dev` where tracefs is mounted (the default
+/// of every recording); `None` where it is not or cannot start, which only costs the
+/// annotations.
+pub fn default_tracing(dev: &Path) -> Option<tracefs::TracefsSession> {
+    tracefs::mounted_tracefs()?;
+    tracefs::TracefsSession::start(dev).ok()
+}
+
+/// Makes the file system, prepares the base image, and records the workload.
+pub fn record(req: &RecordRequest<'_>) -> Result<Recording, Error> {
+    let config = req.config;
+    let mut md = make_and_mount(config, req.device, req.work_dir, req.timeouts)?;
+    let (disk, mnt, base_path) = (md.disk.clone(), md.mnt.clone(), md.base_path.clone());
 
     let mut observed = Observed::default();
     let workload_err = |source| Error::Workload { config: config.name.into(), source };
-    let fs_mount = mount::mount(&dev, &mnt, config.fstype, config.mount_options)?;
     workloads::execute(req.workload, Phase::Setup, &mnt, &mut observed, &mut |_| {})
         .map_err(workload_err)?;
     mount::syncfs(&mnt)?;
     disk.start().map_err(io_err(&base_path))?;
+    let tracing = default_tracing(&md.dev);
 
     let marks = |prefix: &str, ev: OpEvent<'_>| match ev {
         OpEvent::Begin { index, op } => disk.mark(&format!("{prefix} {index} begin: {op}")),
@@ -307,15 +385,16 @@ pub fn record(req: &RecordRequest<'_>) -> Result<Recording, Error> {
             marks("drain", ev)
         })
     });
-    disk.mark("umount");
-    let unmounted = fs_mount.unmount();
-    let entries = disk.stop();
+    let unmounted = md.unmount();
+    let requests = tracing.and_then(|t| t.stop().ok());
     run.map_err(workload_err)?;
-    unmounted?;
-    loopdev.detach()?;
-    drop(server);
+    let entries = unmounted?;
+    md.release()?;
 
-    let trace = Trace { sector_size: SECTOR_SIZE as u32, entries };
+    let mut trace = Trace { sector_size: SECTOR_SIZE as u32, entries };
+    if let Some(requests) = &requests {
+        tracefs::annotate(&mut trace, requests);
+    }
     let ops = op_spans(&trace, req.workload);
     let blake3 = crate::image::file_digest(&base_path).map_err(io_err(&base_path))?;
     let sidecar = Sidecar {

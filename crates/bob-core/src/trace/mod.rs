@@ -6,6 +6,7 @@
 //! log ([`log`]) plus a JSON sidecar ([`sidecar`]) for what the format cannot carry,
 //! side by side in a trace directory ([`TraceDir`]).
 
+pub mod blktrace;
 pub mod dir;
 pub mod log;
 pub mod sidecar;

@@ -1,0 +1,362 @@
+//! Bring your own workload: make the file system, run any command with the mount as its
+//! working directory, log every request until the unmount, and let the command (or a
+//! person) insert marks through a control file.
+//!
+//! The control file is a FIFO whose path is in the command's environment as
+//! `BOB_MARK_FILE`: every line written to it becomes a mark at that point of the trace
+//! (`bob mark TEXT` writes one and returns once bob has read it). The trace directory it
+//! produces (trace.log, trace.json, base.img) is what `bob check` explores; the marks are
+//! the program's persistence points ("commit 7 acknowledged").
+
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{io_err, kernel_release, make_and_mount, mount, Error};
+use crate::fs::{FsConfig, Timeouts};
+use crate::trace::blktrace::{annotate, Annotation, BlockRequest};
+use crate::trace::log::max_mark_len;
+use crate::trace::sidecar::{BaseImageInfo, Sidecar, SIDECAR_FORMAT};
+use crate::trace::{Trace, SECTOR_SIZE};
+
+/// Environment variable naming the control file.
+pub const MARK_FILE_ENV: &str = "BOB_MARK_FILE";
+/// Environment variable naming the mount point (also the command's working directory).
+pub const MOUNT_ENV: &str = "BOB_MOUNT";
+
+/// Whether and how to annotate the trace with block tracepoints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Annotate {
+    /// No annotations.
+    Off,
+    /// Where tracefs is mounted (the default).
+    Auto,
+    /// Always; mount tracefs privately if needed, fail if it cannot start.
+    Tracefs,
+}
+
+/// The recording backend.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// bob's FUSE disk under a loop device.
+    Fuse,
+    /// The kernel's dm-log-writes target logging to this block device.
+    DmLogWrites {
+        /// The log device.
+        log_dev: PathBuf,
+    },
+}
+
+/// What to record.
+pub struct CommandRequest<'a> {
+    /// The configuration to make and mount.
+    pub config: &'a FsConfig,
+    /// The program and its arguments.
+    pub command: &'a [String],
+    /// A free loop device to use, else one is taken.
+    pub device: Option<&'a Path>,
+    /// Scratch directory.
+    pub work_dir: &'a Path,
+    /// mkfs timeout and the like.
+    pub timeouts: Timeouts,
+    /// Block-tracepoint annotations.
+    pub annotate: Annotate,
+    /// The recorder.
+    pub backend: Backend,
+}
+
+/// A finished recording of a command.
+pub struct CommandRecording {
+    /// The trace (marks from the control file included).
+    pub trace: Trace,
+    /// Its sidecar; the base image is `base.img` next to it.
+    pub sidecar: Sidecar,
+    /// The base image in the work directory.
+    pub base_image: PathBuf,
+    /// The command's exit code (`None`: killed by a signal).
+    pub exit_code: Option<i32>,
+    /// Block requests seen by the tracepoints, if annotation ran.
+    pub requests: Option<Vec<BlockRequest>>,
+    /// How the requests mapped onto the trace.
+    pub annotation: Option<Annotation>,
+}
+
+/// The JSON the sidecar keeps under `workload` for a command: an empty op list (the
+/// workload oracle has nothing to judge) plus the command line.
+pub fn command_workload(command: &[String]) -> serde_json::Value {
+    serde_json::json!({
+        "name": format!("command: {}", command.join(" ")),
+        "property": null,
+        "setup": [],
+        "ops": [],
+        "drain": [],
+        "command": command,
+    })
+}
+
+/// Reads lines from the control FIFO until stopped, handing each non-empty one to
+/// `mark`. Opened read-write so that it never sees end-of-file between writers.
+struct MarkReader {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl MarkReader {
+    fn start(path: &Path, mark: Arc<dyn Fn(&str) + Send + Sync>) -> Result<MarkReader, Error> {
+        nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o666))
+            .map_err(|e| io_err(path)(e.into()))?;
+        let mut fifo = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .map_err(io_err(path))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let max = max_mark_len(SECTOR_SIZE as u32);
+        let thread = std::thread::spawn(move || {
+            let mut pending: Vec<u8> = Vec::new();
+            let mut buf = [0u8; 4096];
+            loop {
+                let got = match fifo.read(&mut buf) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+                    Err(_) => 0,
+                };
+                if got == 0 {
+                    if flag.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_micros(200));
+                    continue;
+                }
+                pending.extend_from_slice(&buf[..got]);
+                while let Some(nl) = pending.iter().position(|&b| b == b'\n') {
+                    let line: Vec<u8> = pending.drain(..=nl).collect();
+                    let text = String::from_utf8_lossy(&line).replace('\0', " ");
+                    let mut text = text.trim().to_owned();
+                    if text.is_empty() {
+                        continue;
+                    }
+                    if text.len() > max {
+                        let mut cut = max;
+                        while !text.is_char_boundary(cut) {
+                            cut -= 1;
+                        }
+                        text.truncate(cut);
+                    }
+                    mark(&text);
+                }
+            }
+        });
+        Ok(MarkReader { stop, thread: Some(thread) })
+    }
+
+    fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for MarkReader {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+fn run_command(command: &[String], mnt: &Path, fifo: &Path) -> Result<Option<i32>, Error> {
+    let program = command.first().ok_or_else(|| Error::Unavailable {
+        config: "bob record".into(),
+        reason: "no command given (bob record --fs CONFIG --out DIR -- CMD ARGS...)".into(),
+    })?;
+    let status = std::process::Command::new(program)
+        .args(&command[1..])
+        .current_dir(mnt)
+        .env(MARK_FILE_ENV, fifo)
+        .env(MOUNT_ENV, mnt)
+        .status()
+        .map_err(|source| Error::Io { path: PathBuf::from(program), source })?;
+    Ok(status.code())
+}
+
+fn start_tracing(
+    mode: Annotate,
+    dev: &Path,
+) -> Result<Option<super::tracefs::TracefsSession>, Error> {
+    Ok(match mode {
+        Annotate::Off => None,
+        Annotate::Auto => super::default_tracing(dev),
+        Annotate::Tracefs => Some(super::tracefs::TracefsSession::start(dev).map_err(|e| {
+            Error::Unavailable { config: "--annotate tracefs".into(), reason: e.to_string() }
+        })?),
+    })
+}
+
+/// Makes the file system, runs the command in it, and records everything until the
+/// unmount.
+pub fn record_command(req: &CommandRequest<'_>) -> Result<CommandRecording, Error> {
+    if let Backend::DmLogWrites { log_dev } = &req.backend {
+        return record_command_dm(req, log_dev);
+    }
+    let config = req.config;
+    let mut md = make_and_mount(config, req.device, req.work_dir, req.timeouts)?;
+    mount::syncfs(&md.mnt)?;
+    md.disk.start().map_err(io_err(&md.base_path))?;
+    let tracing = start_tracing(req.annotate, &md.dev)?;
+    let fifo = req.work_dir.join("marks.fifo");
+    let disk = md.disk.clone();
+    let reader = MarkReader::start(&fifo, Arc::new(move |text: &str| disk.mark(text)))?;
+    let exit_code = run_command(req.command, &md.mnt, &fifo);
+    reader.stop();
+    let unmounted = md.unmount();
+    let requests = match tracing {
+        Some(t) => Some(t.stop().map_err(|e| Error::Unavailable {
+            config: "--annotate tracefs".into(),
+            reason: e.to_string(),
+        })?),
+        None => None,
+    };
+    let exit_code = exit_code?;
+    let entries = unmounted?;
+    let base_path = md.base_path.clone();
+    md.release()?;
+    let mut trace = Trace { sector_size: SECTOR_SIZE as u32, entries };
+    let annotation = requests.as_ref().map(|r| annotate(&mut trace, r));
+    let sidecar = command_sidecar(config, req.command, &base_path)?;
+    Ok(CommandRecording { trace, sidecar, base_image: base_path, exit_code, requests, annotation })
+}
+
+fn command_sidecar(
+    config: &FsConfig,
+    command: &[String],
+    base_path: &Path,
+) -> Result<Sidecar, Error> {
+    let blake3 = crate::image::file_digest(base_path).map_err(io_err(base_path))?;
+    Ok(Sidecar {
+        format: SIDECAR_FORMAT.into(),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        kernel: kernel_release(),
+        config: config.name.into(),
+        property: None,
+        workload: command_workload(command),
+        observed: serde_json::to_value(workloads::Observed::default()).unwrap_or_default(),
+        base_image: BaseImageInfo {
+            file: "base.img".into(),
+            size_bytes: config.image_bytes,
+            blake3,
+        },
+        ops: Vec::new(),
+    })
+}
+
+/// The same with the kernel's dm-log-writes target: mkfs on a loop device over the base
+/// image, freeze a copy as the base image, build the target over it, mount, run, unmount,
+/// remove the target, read the log device.
+fn record_command_dm(req: &CommandRequest<'_>, log_dev: &Path) -> Result<CommandRecording, Error> {
+    use super::dmlogwrites::DmTarget;
+    let config = req.config;
+    let dm_err = |e: super::dmlogwrites::Error| Error::Unavailable {
+        config: "dm-log-writes".into(),
+        reason: e.to_string(),
+    };
+    super::dm_log_writes_available()
+        .map_err(|reason| Error::Unavailable { config: "dm-log-writes".into(), reason })?;
+    let data_path = req.work_dir.join("data.img");
+    let base_path = req.work_dir.join("base.img");
+    let mnt = req.work_dir.join("record-mnt");
+    std::fs::create_dir_all(&mnt).map_err(io_err(&mnt))?;
+    let f = std::fs::File::create(&data_path).map_err(io_err(&data_path))?;
+    f.set_len(config.image_bytes).map_err(io_err(&data_path))?;
+    drop(f);
+    let data_dev = match req.device {
+        Some(d) => crate::device::loopdev::LoopDevice::attach(d, &data_path)?,
+        None => crate::device::loopdev::LoopDevice::attach_free(&data_path)?,
+    };
+    let dev_str = data_dev.path().to_string_lossy().into_owned();
+    let mut args: Vec<&str> = config.mkfs[1..].to_vec();
+    args.push(&dev_str);
+    let out = crate::device::cmd::run(config.mkfs[0], &args, req.timeouts.mkfs)
+        .map_err(crate::device::Error::from)?;
+    if out.code != Some(0) {
+        return Err(Error::Mkfs {
+            program: config.mkfs[0].into(),
+            device: data_dev.path().to_owned(),
+            code: out.code,
+            line: out.last_line(),
+        });
+    }
+    crate::image::copy_sparse(&data_path, &base_path).map_err(io_err(&base_path))?;
+    let name = format!("bob-log-{}", std::process::id());
+    let target = Arc::new(DmTarget::create(&name, data_dev.path(), log_dev).map_err(dm_err)?);
+    let fs_mount = mount::mount(&target.device(), &mnt, config.fstype, config.mount_options)?;
+    let tracing = start_tracing(req.annotate, &target.device())?;
+    let fifo = req.work_dir.join("marks.fifo");
+    let marker = target.clone();
+    let reader = MarkReader::start(
+        &fifo,
+        Arc::new(move |text: &str| {
+            let _ = marker.mark(text);
+        }),
+    )?;
+    let exit_code = run_command(req.command, &mnt, &fifo);
+    reader.stop();
+    let unmounted = fs_mount.unmount();
+    let requests = tracing.and_then(|t| t.stop().ok());
+    let exit_code = exit_code?;
+    unmounted?;
+    let target = Arc::try_unwrap(target).map_err(|_| Error::Unavailable {
+        config: "dm-log-writes".into(),
+        reason: "mark reader still holds the target".into(),
+    })?;
+    let mut trace = target.finish().map_err(dm_err)?;
+    data_dev.detach()?;
+    let annotation = requests.as_ref().map(|r| annotate(&mut trace, r));
+    let sidecar = command_sidecar(config, req.command, &base_path)?;
+    Ok(CommandRecording { trace, sidecar, base_image: base_path, exit_code, requests, annotation })
+}
+
+/// Writes a mark line to the control FIFO at `path` and waits (up to `timeout`) until bob
+/// has read it, so that the mark lands before whatever the caller does next.
+pub fn send_mark(path: &Path, text: &str, timeout: Duration) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::io::AsRawFd;
+    let meta = std::fs::metadata(path)?;
+    if !std::os::unix::fs::FileTypeExt::is_fifo(&meta.file_type()) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not bob's control FIFO (is `bob record` running?)",
+        ));
+    }
+    // Non-blocking open fails with ENXIO when no bob is reading, instead of hanging.
+    let mut f =
+        std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    let line = format!("{}\n", text.replace('\n', " "));
+    f.write_all(line.as_bytes())?;
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let mut pending: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one int into `pending`, which we own.
+        let rc = unsafe { libc::ioctl(f.as_raw_fd(), libc::FIONREAD, &mut pending) };
+        if rc != 0 || pending == 0 {
+            // Give the reader the moment between its read and the mark's insertion.
+            std::thread::sleep(Duration::from_millis(1));
+            return Ok(());
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "bob did not read the mark in time",
+            ));
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
