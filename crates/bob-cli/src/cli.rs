@@ -31,6 +31,9 @@ pub enum Command {
     Merge(MergeArgs),
     /// Tell a witness's story in words: what persisted, what did not, which bytes are wrong.
     Explain(ExplainArgs),
+    /// Release what killed bob processes left behind (mounts, loop devices, FUSE disks,
+    /// scratch directories); never touches a live process's or anything bob did not make.
+    Cleanup(CleanupArgs),
     /// Measure bob's engine against the naive per-state pipeline and the mount floor.
     Bench(crate::bench_cmd::BenchArgs),
     /// Import a dm-log-writes log (or blktrace output) as a bob trace.
@@ -43,6 +46,19 @@ pub enum Command {
     Mark(crate::interop_cmd::MarkArgs),
     /// Explore and check the crash states of a recorded trace, with your own checker.
     Check(crate::interop_cmd::CheckArgs),
+}
+
+impl Command {
+    /// Whether the command binds loop devices or mounts (and so first reclaims what dead
+    /// bob processes left).
+    pub fn creates_resources(&self) -> bool {
+        match self {
+            Command::Run(_) | Command::Table(_) | Command::Bench(_) | Command::Record(_) => true,
+            Command::Check(_) => true,
+            Command::Replay(a) => a.check,
+            _ => false,
+        }
+    }
 }
 
 /// Output formats for one result.
@@ -159,6 +175,14 @@ pub struct MergeArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = TableFormat::Md)]
     pub format: TableFormat,
+}
+
+/// `bob cleanup`.
+#[derive(Debug, Args)]
+pub struct CleanupArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
 /// `bob explain`.

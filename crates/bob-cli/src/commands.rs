@@ -39,6 +39,9 @@ pub(crate) fn usage(msg: impl Into<String>) -> Box<dyn std::error::Error> {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     signals::install();
+    if cli.command.creates_resources() {
+        reclaim_quietly();
+    }
     let result = match cli.command {
         Command::Run(args) => run_cmd(args),
         Command::Replay(args) => replay_cmd(args),
@@ -46,6 +49,7 @@ pub fn main() -> ExitCode {
         Command::Table(args) => crate::grid_cmd::table(args),
         Command::Merge(args) => crate::grid_cmd::merge(args),
         Command::Explain(args) => crate::grid_cmd::explain(args),
+        Command::Cleanup(args) => cleanup_cmd(args),
         Command::Bench(args) => crate::bench_cmd::run(args),
         Command::Import(args) => crate::interop_cmd::import(args),
         Command::Log(args) => crate::interop_cmd::log(args),
@@ -57,6 +61,43 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => exit::report(e.as_ref()),
     }
+}
+
+/// Reclaims what dead bob processes left, saying so in one line if there was anything.
+fn reclaim_quietly() {
+    let r = bob_core::device::registry::reclaim_dead();
+    if !r.processes.is_empty() {
+        eprintln!(
+            "bob: reclaimed what {} killed bob process(es) left: {} mounts, {} loop devices, {} scratch dirs",
+            r.processes.len(),
+            r.mounts.len(),
+            r.loop_devices.len(),
+            r.dirs.len()
+        );
+    }
+}
+
+fn cleanup_cmd(args: crate::cli::CleanupArgs) -> Result<ExitCode> {
+    if !nix::unistd::geteuid().is_root() {
+        return Err(usage("bob cleanup needs root to unmount and unbind loop devices"));
+    }
+    let r = bob_core::device::registry::reclaim_dead();
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&r)?),
+        Format::Text => {
+            println!(
+                "reclaimed {} dead bob process(es): {} mounts, {} loop devices, {} scratch dirs",
+                r.processes.len(),
+                r.mounts.len(),
+                r.loop_devices.len(),
+                r.dirs.len()
+            );
+            for f in &r.failures {
+                println!("  could not release: {f}");
+            }
+        }
+    }
+    Ok(ExitCode::from(if r.failures.is_empty() { exit::HELD } else { exit::ERROR }))
 }
 
 pub(crate) fn config_named(name: &str) -> Result<FsConfig> {
@@ -182,6 +223,7 @@ pub(crate) fn run_options(
         trace: None,
         save_trace: None,
         shard,
+        workload: None,
     })
 }
 
@@ -190,7 +232,7 @@ fn run_cmd(args: RunArgs) -> Result<ExitCode> {
     let property = property_named(&args.property)?;
     if args.backend == Backend::DmLogWrites {
         bob_core::record::dm_log_writes_available().map_err(usage)?;
-        return Err(usage("the dm-log-writes backend is not implemented yet; use --backend fuse"));
+        return crate::interop_cmd::run_with_dm_log_writes();
     }
     if let Some(reason) = config.unavailable {
         let cell = run::unavailable_cell(&config, property, reason);

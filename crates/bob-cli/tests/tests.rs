@@ -200,3 +200,91 @@ fn libc_sigint() -> i32 {
 fn nix_kill(pid: u32, sig: i32) {
     let _ = std::process::Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status();
 }
+
+#[test]
+fn after_sigkill_bob_cleanup_reclaims_everything() {
+    use std::time::{Duration, Instant};
+    let dir = Dir::new();
+    let scratch = dir.scratch();
+    let state_dir = dir.path().join("state");
+    let out_dir = dir.out();
+    let mut child = util::bob()
+        .env("BOB_STATE_DIR", &state_dir)
+        .args([
+            "run",
+            "--fs",
+            "ext4-ordered",
+            "--property",
+            "multi-block-append",
+            "--format",
+            "json",
+            "--scratch",
+            scratch.to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(120) {
+        if util::leaks_under(&scratch).iter().any(|l| l.contains("state-")) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    nix_kill(child.id(), 9);
+    std::thread::sleep(Duration::from_millis(200));
+    let left = util::leaks_under(&scratch);
+    assert!(!left.is_empty(), "SIGKILL mid-run should leave something for cleanup to do");
+    // Before waiting for the killed process: a thread of it may be blocked on I/O to its
+    // own (now dead) FUSE disk until cleanup aborts that connection.
+    let out = util::bob()
+        .env("BOB_STATE_DIR", &state_dir)
+        .args(["cleanup", "--format", "json"])
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("cleanup json");
+    assert_eq!(out.status.code(), Some(0), "{report}");
+    assert_eq!(report["processes"].as_array().unwrap().len(), 1, "{report}");
+    let _ = child.wait();
+    // A lazily detached mount lets go of its loop device a moment later.
+    let start = Instant::now();
+    while !util::leaks_under(&scratch).is_empty() && start.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_no_leaks(&scratch);
+    assert_eq!(
+        std::fs::read_dir(&state_dir).unwrap().count(),
+        0,
+        "the dead process's record is gone"
+    );
+}
+
+#[test]
+fn cleanup_never_touches_a_live_process() {
+    let dir = Dir::new();
+    let state_dir = dir.path().join("state");
+    std::fs::create_dir_all(&state_dir).unwrap();
+    let victim = dir.path().join("live-scratch");
+    std::fs::create_dir_all(&victim).unwrap();
+    // A record claiming this (live) test process owns `victim`.
+    let pid = std::process::id();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let start_time: u64 =
+        stat[stat.rfind(')').unwrap() + 2..].split_whitespace().nth(19).unwrap().parse().unwrap();
+    std::fs::write(
+        state_dir.join(format!("{pid}.json")),
+        serde_json::json!({"pid": pid, "start_time": start_time, "work_dirs": [victim]})
+            .to_string(),
+    )
+    .unwrap();
+    let out = util::bob()
+        .env("BOB_STATE_DIR", &state_dir)
+        .args(["cleanup", "--format", "json"])
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["processes"].as_array().unwrap().len(), 0, "{report}");
+    assert!(victim.exists(), "a live process's scratch dir must survive cleanup");
+}

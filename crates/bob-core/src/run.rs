@@ -9,6 +9,7 @@ use std::time::Instant;
 use workloads::Property;
 
 use crate::check::{self, EngineOptions, Subject};
+use crate::device::registry;
 use crate::crash::{self, Limits, Strategy};
 use crate::fs::{FsConfig, Timeouts};
 use crate::image::BaseImage;
@@ -64,6 +65,8 @@ pub struct RunOptions {
     pub save_trace: Option<PathBuf>,
     /// Check only shard `I` of `N` (0-based `I`) of the crash states (`--shard I/N`).
     pub shard: Option<(usize, usize)>,
+    /// Record this workload instead of the property's own (generated workloads).
+    pub workload: Option<workloads::Workload>,
 }
 
 /// Parses `I/N` (1-based I, as CI matrices number jobs) into a 0-based shard.
@@ -101,14 +104,15 @@ impl Progress for Quiet {
     fn state_done(&self, _: usize, _: usize) {}
 }
 
-/// A scratch directory that is removed on drop, unless something is still mounted
-/// below it (then removing would reach into a live file system; it is left and named).
+/// A scratch directory, registered as this process's (see
+/// [`crate::device::registry`]) while it exists. On drop everything below it is released
+/// (normally the guards already did) and it is removed.
 pub struct WorkDir {
-    dir: Option<tempfile::TempDir>,
+    dir: Option<PathBuf>,
 }
 
 impl WorkDir {
-    /// Creates `bob-XXXX` under `parent` (default: the temp dir).
+    /// Creates `bob-XXXX` under `parent` (default: the temp dir) and registers it.
     pub fn new(parent: Option<&Path>) -> std::io::Result<WorkDir> {
         let mut b = tempfile::Builder::new();
         b.prefix("bob-");
@@ -116,32 +120,26 @@ impl WorkDir {
             Some(p) => b.tempdir_in(p)?,
             None => b.tempdir()?,
         };
-        Ok(WorkDir { dir: Some(dir) })
+        let path = dir.keep();
+        registry::register(&path)?;
+        Ok(WorkDir { dir: Some(path) })
     }
     /// Its path.
     pub fn path(&self) -> &Path {
-        self.dir.as_ref().map(|d| d.path()).unwrap_or(Path::new("/nonexistent"))
+        self.dir.as_deref().unwrap_or(Path::new("/nonexistent"))
     }
-}
-
-/// Mount points at or below `dir`, from /proc/self/mounts.
-pub fn mounts_below(dir: &Path) -> Vec<PathBuf> {
-    let text = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    text.lines()
-        .filter_map(|l| l.split_whitespace().nth(1))
-        .map(|m| PathBuf::from(m.replace("\\040", " ")))
-        .filter(|m| m.starts_with(dir))
-        .collect()
 }
 
 impl Drop for WorkDir {
     fn drop(&mut self) {
         if let Some(dir) = self.dir.take() {
-            if mounts_below(dir.path()).is_empty() {
-                let _ = dir.close();
-            } else {
-                let kept = dir.keep();
-                eprintln!("bob: {} still has mounts below it; left in place", kept.display());
+            let mut out = registry::Reclaimed::default();
+            registry::release_dir(&dir, &mut out);
+            for failure in &out.failures {
+                eprintln!("bob: cleanup: {failure}");
+            }
+            if out.failures.is_empty() {
+                registry::unregister(&dir);
             }
         }
     }
@@ -163,7 +161,10 @@ pub fn run_cell(
     let (subject, sidecar) = match &opts.trace {
         Some(dir) => witness::load_subject(dir)?,
         None => {
-            let workload = workloads::workload_for(opts.property, &opts.config.workload_params());
+            let workload = match &opts.workload {
+                Some(w) => w.clone(),
+                None => workloads::workload_for(opts.property, &opts.config.workload_params()),
+            };
             progress.phase("recording", 0);
             let recording = record::record(&RecordRequest {
                 config: &opts.config,
@@ -231,11 +232,14 @@ pub fn run_cell(
         witness_state: None,
         witness_position: None,
         shard: shard_text,
+        confirmed: None,
         counts,
         unavailable: None,
     };
     if let Some(i) = witness_index {
         let r = &results[i];
+        let replayed = confirm(&subject, &r.state, opts, &work)?;
+        cell.confirmed = Some(replayed == r.check.outcome.name());
         let mut dir = opts.out_dir.join(opts.config.name).join(opts.property.name());
         if let Some((si, sn)) = opts.shard {
             dir = dir.join(format!("shard-{}-of-{sn}", si + 1));
@@ -258,6 +262,28 @@ pub fn run_cell(
     }
     cell.seconds = started.elapsed().as_secs_f64();
     Ok(cell)
+}
+
+/// Checks the witness state again, independently of the engine: a fresh image file
+/// written from the trace (not the COW view), a fresh loop device and mount. Returns the
+/// outcome's name, which must equal the engine's for the cross to stand.
+fn confirm(
+    subject: &Subject,
+    state: &crash::CrashState,
+    opts: &RunOptions,
+    work: &WorkDir,
+) -> Result<&'static str, Error> {
+    let image = work.path().join("confirm.img");
+    let mnt = work.path().join("confirm-mnt");
+    std::fs::create_dir_all(&mnt).map_err(|source| Error::Io { path: mnt.clone(), source })?;
+    let overlay = crash::OverlayBuilder::new(&subject.trace, &subject.epochs).state(&state.id);
+    crate::image::CrashView::new(subject.base.clone(), subject.trace.clone(), overlay)
+        .materialize(&image)
+        .map_err(|source| Error::Io { path: image.clone(), source })?;
+    let durable = subject.durable_ops(state.id.epoch as usize);
+    let checked = check::check_image(subject, &image, &mnt, durable, &opts.timeouts)?;
+    let _ = std::fs::remove_file(&image);
+    Ok(checked.outcome.name())
 }
 
 /// Header notes every table carries.
@@ -291,6 +317,7 @@ pub fn unavailable_cell(config: &FsConfig, property: Property, reason: &str) -> 
         witness_state: None,
         witness_position: None,
         shard: None,
+        confirmed: None,
         counts: Default::default(),
         unavailable: Some(reason.into()),
     }

@@ -17,6 +17,7 @@
 
 mod check;
 mod exec;
+mod generate;
 mod model;
 mod op;
 mod property;
@@ -26,6 +27,7 @@ mod workload;
 
 pub use check::{check, check_all, CrashContext, Finding, Oracle, Verdict};
 pub use exec::{execute, ExecError, Observed, OpEvent, Phase};
+pub use generate::random_synced;
 pub use model::{model_states, ModelError, ModelNode, ModelState};
 pub use op::Op;
 pub use property::{Family, ParsePropertyError, Property};

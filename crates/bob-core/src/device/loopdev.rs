@@ -102,6 +102,21 @@ pub fn vet_user_device(path: &Path, force: bool) -> Result<()> {
     Ok(())
 }
 
+/// Unbinds the loop device at `path` whoever bound it (for reclaiming a dead process's
+/// devices; live devices are unbound by their [`LoopDevice`] guard).
+pub fn clear_device(path: &Path) -> Result<()> {
+    let dev = OpenOptions::new().read(true).open(path).map_err(|e| loop_err(path, "open", e))?;
+    // SAFETY: LOOP_CLR_FD takes no argument.
+    let rc = unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_CLR_FD, 0) };
+    if rc != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::ENXIO) {
+            return Err(loop_err(path, "unbind", err));
+        }
+    }
+    Ok(())
+}
+
 /// A loop device bound to a backing file; unbound on drop.
 #[derive(Debug)]
 pub struct LoopDevice {

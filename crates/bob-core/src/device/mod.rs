@@ -10,6 +10,7 @@ pub mod cmd;
 pub mod fusedisk;
 pub mod loopdev;
 pub mod mount;
+pub mod registry;
 
 use std::path::PathBuf;
 

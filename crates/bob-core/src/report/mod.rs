@@ -81,6 +81,10 @@ pub struct Cell {
     /// merged shards pick the same witness an unsharded run would.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub witness_position: Option<usize>,
+    /// Whether an independent replay of the witness (fresh image, loop device and mount)
+    /// reached the same outcome; a cross that does not is marked, never silently printed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmed: Option<bool>,
     /// `I/N` when this cell covers one shard of its crash states.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<String>,
@@ -143,7 +147,14 @@ impl Cell {
             s.push_str(&format!("  story:   {story}\n"));
         }
         if let Some(w) = &self.witness {
-            s.push_str(&format!("  witness: {w}\n  replay:  bob replay {w} --to crash.img\n"));
+            let confirmed = match self.confirmed {
+                Some(true) => " (confirmed by an independent replay)",
+                Some(false) => " (NOT confirmed: an independent replay reached another outcome)",
+                None => "",
+            };
+            s.push_str(&format!(
+                "  witness: {w}{confirmed}\n  replay:  bob replay {w} --to crash.img --check\n"
+            ));
         }
         if let Some(u) = &self.unavailable {
             s.push_str(&format!("  unavailable: {u}\n"));

@@ -97,6 +97,7 @@ fn merge_cell(a: &mut Cell, b: &Cell) {
         a.story = best.story;
         a.witness_state = best.witness_state;
         a.witness_position = best.witness_position;
+        a.confirmed = best.confirmed;
     }
     a.shard = None;
 }
@@ -208,7 +209,7 @@ impl Grid {
                     None => "".to_owned(),
                     Some(cell) if cell.verdict == CellVerdict::Unavailable => "n/a".into(),
                     Some(cell) => {
-                        let mark = symbol(cell.verdict);
+                        let mark = if cell.confirmed == Some(false) { "x?" } else { symbol(cell.verdict) };
                         let note =
                             note_of(cell).map(|i| format!(" [{}]", i + 1)).unwrap_or_default();
                         format!(
@@ -356,6 +357,7 @@ mod tests {
             witness_state: failed.then(|| "e1:0".into()),
             witness_position: if failed { pos } else { None },
             shard: None,
+            confirmed: failed.then_some(true),
             counts,
             unavailable: (verdict == CellVerdict::Unavailable).then(|| "gone".into()),
         }

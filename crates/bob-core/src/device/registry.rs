@@ -1,0 +1,247 @@
+//! Ownership of what bob creates, across processes: each bob process registers its
+//! scratch directories in a state directory (`/run/bob`, or `$BOB_STATE_DIR`) with its pid
+//! and start time. Everything bob binds or mounts lives below a scratch directory (mount
+//! points, the FUSE disk, the files loop devices are bound to), so a scratch directory is
+//! a complete key for what to release.
+//!
+//! A process that exits normally, errors, panics or is interrupted releases its own
+//! resources with guards and removes its record. After SIGKILL nothing runs, so the next
+//! bob start (and `bob cleanup`) reclaims the scratch directories of records whose process
+//! is gone: kernel mounts below them, loop devices bound to files below them, the FUSE
+//! mount, the directory. It never touches a live process's resources, nor anything that
+//! no record names.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// One process's record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    /// The bob process.
+    pub pid: u32,
+    /// Its start time (clock ticks since boot, /proc/PID/stat field 22), so a reused pid
+    /// is not mistaken for the process that wrote the record.
+    pub start_time: u64,
+    /// Scratch directories it owns.
+    pub work_dirs: Vec<PathBuf>,
+}
+
+/// What a reclaim released.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Reclaimed {
+    /// Dead processes whose records were processed.
+    pub processes: Vec<u32>,
+    /// Kernel and FUSE mounts unmounted.
+    pub mounts: Vec<PathBuf>,
+    /// Loop devices unbound.
+    pub loop_devices: Vec<PathBuf>,
+    /// Scratch directories removed.
+    pub dirs: Vec<PathBuf>,
+    /// What could not be released, one line each.
+    pub failures: Vec<String>,
+}
+
+/// The state directory.
+pub fn state_dir() -> PathBuf {
+    std::env::var_os("BOB_STATE_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/run/bob"))
+}
+
+/// Start time of `pid`, if it is running.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces and parentheses: split after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+fn record_path(pid: u32) -> PathBuf {
+    state_dir().join(format!("{pid}.json"))
+}
+
+fn read_record(path: &Path) -> Option<Record> {
+    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+}
+
+fn write_record(record: &Record) -> std::io::Result<()> {
+    let dir = state_dir();
+    std::fs::create_dir_all(&dir)?;
+    let tmp = dir.join(format!(".{}.tmp", record.pid));
+    std::fs::write(&tmp, serde_json::to_vec_pretty(record).unwrap_or_default())?;
+    std::fs::rename(&tmp, record_path(record.pid))
+}
+
+/// Adds `dir` to this process's record.
+pub fn register(dir: &Path) -> std::io::Result<()> {
+    let pid = std::process::id();
+    let path = record_path(pid);
+    let mut record = read_record(&path).unwrap_or(Record {
+        pid,
+        start_time: start_time(pid).unwrap_or(0),
+        work_dirs: Vec::new(),
+    });
+    if !record.work_dirs.iter().any(|d| d == dir) {
+        record.work_dirs.push(dir.to_owned());
+    }
+    write_record(&record)
+}
+
+/// Removes `dir` from this process's record (the record goes when it is empty).
+pub fn unregister(dir: &Path) {
+    let pid = std::process::id();
+    let path = record_path(pid);
+    if let Some(mut record) = read_record(&path) {
+        record.work_dirs.retain(|d| d != dir);
+        if record.work_dirs.is_empty() {
+            let _ = std::fs::remove_file(&path);
+        } else {
+            let _ = write_record(&record);
+        }
+    }
+}
+
+/// Whether the record's process is running. A process whose main thread has exited
+/// (zombie leader) counts as dead: after SIGKILL, a thread of it can stay blocked on I/O
+/// to its own loop devices, which its dead FUSE threads will never answer; only aborting
+/// its FUSE connection (which reclaiming does first) lets it finish dying.
+fn alive(record: &Record) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", record.pid)) else {
+        return false;
+    };
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else { return false };
+    let mut fields = rest.split_whitespace();
+    let state = fields.next().unwrap_or("X");
+    let started: Option<u64> = fields.nth(18).and_then(|f| f.parse().ok());
+    let same = record.start_time == 0 || started == Some(record.start_time);
+    same && !matches!(state, "Z" | "X" | "x")
+}
+
+/// FUSE mounts at or below `dir` with their connection numbers (the mount's minor device
+/// number names its directory in /sys/fs/fuse/connections).
+fn fuse_connections_below(dir: &Path) -> Vec<(PathBuf, u32)> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let target = PathBuf::from(f.get(4)?.replace("\\040", " "));
+            let dash = f.iter().position(|x| *x == "-")?;
+            let fstype = f.get(dash + 1)?;
+            if !fstype.starts_with("fuse") || !target.starts_with(dir) {
+                return None;
+            }
+            let minor = f.get(2)?.split(':').nth(1)?.parse().ok()?;
+            Some((target, minor))
+        })
+        .collect()
+}
+
+/// Aborts the FUSE connections below `dir`: every request pending on them fails at once,
+/// so I/O stuck on a dead process's disk completes (with an error) instead of hanging.
+fn abort_fuse_below(dir: &Path, out: &mut Reclaimed) {
+    for (target, minor) in fuse_connections_below(dir) {
+        let abort = PathBuf::from(format!("/sys/fs/fuse/connections/{minor}/abort"));
+        if let Err(e) = std::fs::write(&abort, "1") {
+            if abort.exists() {
+                out.failures.push(format!("{}: abort FUSE connection: {e}", target.display()));
+            }
+        }
+    }
+}
+
+/// Mount points at or below `dir` (from /proc/self/mounts), deepest first.
+pub fn mounts_below(dir: &Path) -> Vec<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let mut v: Vec<PathBuf> = text
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .map(|m| PathBuf::from(m.replace("\\040", " ")))
+        .filter(|m| m.starts_with(dir))
+        .collect();
+    v.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    v
+}
+
+/// Loop devices whose backing file lies below `dir`.
+pub fn loops_below(dir: &Path) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/sys/block") {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !name.starts_with("loop") {
+                continue;
+            }
+            if let Ok(backing) = std::fs::read_to_string(e.path().join("loop/backing_file")) {
+                if Path::new(backing.trim()).starts_with(dir) {
+                    v.push(PathBuf::from(format!("/dev/{name}")));
+                }
+            }
+        }
+    }
+    v
+}
+
+/// Releases everything below `dir`: kernel mounts, then loop devices, then the FUSE
+/// mount, then the directory itself.
+pub fn release_dir(dir: &Path, out: &mut Reclaimed) {
+    let is_fuse = |m: &Path| {
+        std::fs::read_to_string("/proc/self/mounts").unwrap_or_default().lines().any(|l| {
+            let mut f = l.split_whitespace();
+            let (_, target, fstype) = (f.next(), f.next(), f.next().unwrap_or(""));
+            target.map(Path::new) == Some(m) && fstype.starts_with("fuse")
+        })
+    };
+    // Kernel mounts of states first: they hold the loop devices.
+    for m in mounts_below(dir).into_iter().filter(|m| !is_fuse(m)) {
+        match super::mount::unmount_path(&m) {
+            Ok(()) => out.mounts.push(m),
+            Err(e) => out.failures.push(e.to_string()),
+        }
+    }
+    for dev in loops_below(dir) {
+        match super::loopdev::clear_device(&dev) {
+            Ok(()) => out.loop_devices.push(dev),
+            Err(e) => out.failures.push(e.to_string()),
+        }
+    }
+    for m in mounts_below(dir) {
+        match super::mount::unmount_path(&m) {
+            Ok(()) => out.mounts.push(m),
+            Err(e) => out.failures.push(e.to_string()),
+        }
+    }
+    if dir.exists() {
+        if mounts_below(dir).is_empty() {
+            match std::fs::remove_dir_all(dir) {
+                Ok(()) => out.dirs.push(dir.to_owned()),
+                Err(e) => out.failures.push(format!("{}: {e}", dir.display())),
+            }
+        } else {
+            out.failures.push(format!("{}: still has mounts below it; left in place", dir.display()));
+        }
+    }
+}
+
+/// Reclaims the resources of every registered bob process that is no longer running.
+pub fn reclaim_dead() -> Reclaimed {
+    let mut out = Reclaimed::default();
+    let Ok(entries) = std::fs::read_dir(state_dir()) else { return out };
+    for e in entries.flatten() {
+        let path = e.path();
+        if path.extension().and_then(|x| x.to_str()) != Some("json") {
+            continue;
+        }
+        let Some(record) = read_record(&path) else { continue };
+        if alive(&record) {
+            continue;
+        }
+        for dir in &record.work_dirs {
+            abort_fuse_below(dir, &mut out);
+        }
+        for dir in &record.work_dirs {
+            release_dir(dir, &mut out);
+        }
+        out.processes.push(record.pid);
+        let _ = std::fs::remove_file(&path);
+    }
+    out
+}
