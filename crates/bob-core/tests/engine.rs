@@ -1,0 +1,444 @@
+//! The checking engine's correctness, not its speed:
+//!
+//! * the copy-on-write view of a crash state reads byte for byte like the naive copy of
+//!   the same state (a property test over random small traces, against an independent
+//!   apply of the state's writes to a `Vec`);
+//! * what recovery writes to one view is invisible to every other view and to the base;
+//! * on a real recording, parallel and serial runs give the same verdict per state;
+//! * no loop device or mount is left below the scratch directory after a run, a run
+//!   cancelled mid-way, or a run whose worker died mid-way.
+//!
+//! The last two mount real images with the real kernel and need root.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bob_core::bench::same_verdict;
+use bob_core::check::{self, EngineOptions, StateResult, Subject};
+use bob_core::crash::{self, Applied, CrashState, Epoch, Limits, OverlayBuilder, StateId};
+use bob_core::device::fusedisk::Disk;
+use bob_core::fs::{self, Timeouts};
+use bob_core::image::{file_digest, BaseImage, CrashView};
+use bob_core::record::{self, RecordRequest};
+use bob_core::trace::{flags, Entry, EntryKind, Trace};
+use proptest::prelude::*;
+use workloads::Property;
+
+const SECTOR: usize = 512;
+/// Sectors of the small base image of the property test.
+const DISK_SECTORS: u64 = 64;
+
+// ---------------------------------------------------------------------------------------
+// The naive model: apply a state's writes to a plain buffer, written from the id grammar
+// alone (crash::id), sharing no code with the overlay.
+
+fn apply_entry(img: &mut [u8], entry: &Entry, applied: Option<&Applied>) {
+    for k in 0..entry.nr_sectors {
+        if applied.is_some_and(|a| !a.has_sector(k as u32)) {
+            continue;
+        }
+        let at = ((entry.sector + k) as usize) * SECTOR;
+        if at + SECTOR > img.len() {
+            continue;
+        }
+        let dst = &mut img[at..at + SECTOR];
+        match entry.kind() {
+            EntryKind::Discard => dst.fill(0),
+            _ => {
+                let from = k as usize * SECTOR;
+                dst.copy_from_slice(&entry.data[from..from + SECTOR]);
+            }
+        }
+    }
+}
+
+fn naive_image(base: &[u8], trace: &Trace, epochs: &[Epoch], id: &StateId) -> Vec<u8> {
+    let mut img = base.to_vec();
+    for epoch in &epochs[..id.epoch as usize] {
+        for &w in &epoch.writes {
+            apply_entry(&mut img, &trace.entries[w], None);
+        }
+    }
+    let epoch = &epochs[id.epoch as usize];
+    let mut applied: Vec<&Applied> = id.applied.iter().collect();
+    applied.sort_by_key(|a| a.write);
+    for a in applied {
+        apply_entry(&mut img, &trace.entries[epoch.writes[a.write as usize]], Some(a));
+    }
+    img
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+fn bytes(seed: u64, len: usize) -> Vec<u8> {
+    (0..len).map(|i| splitmix(seed ^ (i as u64).wrapping_mul(0x1000_0001)) as u8).collect()
+}
+
+/// One request of a random trace.
+#[derive(Clone, Debug)]
+enum Req {
+    Write { sector: u64, len: u64, seed: u64, fua: bool, preflush: bool },
+    Discard { sector: u64, len: u64 },
+    Flush,
+    Mark,
+}
+
+fn req() -> impl Strategy<Value = Req> {
+    prop_oneof![
+        6 => (0..DISK_SECTORS, 1..=12u64, any::<u64>(), prop::bool::weighted(0.1), prop::bool::weighted(0.1))
+            .prop_map(|(sector, len, seed, fua, preflush)| Req::Write {
+                sector: sector.min(DISK_SECTORS - len),
+                len,
+                seed,
+                fua,
+                preflush,
+            }),
+        1 => (0..DISK_SECTORS, 1..=8u64).prop_map(|(sector, len)| Req::Discard {
+            sector: sector.min(DISK_SECTORS - len),
+            len,
+        }),
+        2 => Just(Req::Flush),
+        1 => Just(Req::Mark),
+    ]
+}
+
+fn build_trace(reqs: &[Req]) -> Trace {
+    let entries = reqs
+        .iter()
+        .map(|r| match *r {
+            Req::Write { sector, len, seed, fua, preflush } => {
+                let mut e = Entry::write(sector, bytes(seed, len as usize * SECTOR));
+                e.flags |=
+                    if fua { flags::FUA } else { 0 } | if preflush { flags::FLUSH } else { 0 };
+                e
+            }
+            Req::Discard { sector, len } => Entry::discard(sector, len),
+            Req::Flush => Entry::flush(),
+            Req::Mark => Entry::mark("op"),
+        })
+        .collect();
+    Trace { sector_size: SECTOR as u32, entries }
+}
+
+/// Reads the whole view in chunks of the given sizes (cycled), as the loop driver's
+/// requests of any size and alignment would.
+fn read_view(view: &CrashView, chunks: &[usize]) -> Vec<u8> {
+    let size = view.size() as usize;
+    let mut out = vec![0xAAu8; size];
+    let mut off = 0;
+    for &c in chunks.iter().cycle() {
+        if off >= size {
+            break;
+        }
+        let n = c.clamp(1, size - off);
+        view.read_at(off as u64, &mut out[off..off + n]).expect("read view");
+        off += n;
+    }
+    out
+}
+
+struct SmallBase {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    bytes: Vec<u8>,
+    base: Arc<BaseImage>,
+}
+
+fn small_base(seed: u64, sectors: u64) -> SmallBase {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("base.img");
+    let bytes = bytes(seed, sectors as usize * SECTOR);
+    std::fs::write(&path, &bytes).expect("write base");
+    let base = Arc::new(BaseImage::open(&path).expect("open base"));
+    SmallBase { _dir: dir, path, bytes, base }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Every state's COW view reads exactly like the naive copy of that state, whatever
+    /// the read sizes and offsets; and materializing it writes the same bytes.
+    #[test]
+    fn cow_view_equals_naive_copy(
+        reqs in prop::collection::vec(req(), 0..16),
+        base_seed in any::<u64>(),
+        chunks in prop::collection::vec(1usize..5000, 1..6),
+        state_seed in any::<u64>(),
+    ) {
+        let small = small_base(base_seed, DISK_SECTORS);
+        let trace = Arc::new(build_trace(&reqs));
+        let epochs = crash::epochs(&trace);
+        let limits = Limits { max_states: Some(120), seed: state_seed, exhaustive_max_writes: 5 };
+        let states = crash::generate(&trace, &epochs, crash::Strategy::ALL, &limits).states;
+        prop_assert!(!states.is_empty());
+        let builder = OverlayBuilder::new(&trace, &epochs);
+        let out = small._dir.path().join("materialized.img");
+        for (i, state) in states.iter().enumerate() {
+            let expected = naive_image(&small.bytes, &trace, &epochs, &state.id);
+            let view = CrashView::new(small.base.clone(), trace.clone(), builder.state(&state.id));
+            let got = read_view(&view, &chunks);
+            prop_assert!(got == expected, "state {} differs from the naive copy", state.id);
+            if i % 16 == 0 {
+                view.materialize(&out).unwrap();
+                prop_assert!(std::fs::read(&out).unwrap() == expected,
+                    "materialized state {} differs", state.id);
+            }
+        }
+        prop_assert_eq!(std::fs::read(&small.path).unwrap(), small.bytes.clone());
+    }
+}
+
+/// What recovery writes to one view (writes and discards, aligned or not) is read back by
+/// that view only: not by a view of another state, not by a fresh view of the same
+/// state, and never by the base image file.
+#[test]
+fn recovery_writes_stay_in_their_view() {
+    let small = small_base(7, DISK_SECTORS);
+    let reqs = [
+        Req::Write { sector: 4, len: 8, seed: 1, fua: false, preflush: false },
+        Req::Write { sector: 20, len: 4, seed: 2, fua: false, preflush: false },
+        Req::Flush,
+        Req::Write { sector: 8, len: 8, seed: 3, fua: false, preflush: false },
+        Req::Discard { sector: 40, len: 4 },
+    ];
+    let trace = Arc::new(build_trace(&reqs));
+    let epochs = crash::epochs(&trace);
+    let states =
+        crash::generate(&trace, &epochs, crash::Strategy::DEFAULT, &Limits::default()).states;
+    assert!(states.len() >= 3, "{states:?}");
+    let builder = OverlayBuilder::new(&trace, &epochs);
+    let base_digest = file_digest(&small.path).unwrap();
+    let view =
+        |s: &CrashState| CrashView::new(small.base.clone(), trace.clone(), builder.state(&s.id));
+
+    let (a_state, b_state) = (&states[states.len() - 1], &states[0]);
+    let a = view(a_state);
+    let b = view(b_state);
+    let a_before = read_view(&a, &[4096]);
+    let b_before = read_view(&b, &[4096]);
+
+    let pattern = bytes(99, 3 * SECTOR);
+    a.write_at(6 * SECTOR as u64, &pattern).unwrap();
+    a.write_at(30 * SECTOR as u64, &pattern[..SECTOR]).unwrap();
+    a.discard(50 * SECTOR as u64, 2 * SECTOR as u64).unwrap();
+    assert_eq!(a.recovery_writes(), 3 + 1 + 2);
+
+    let mut expected_a = a_before.clone();
+    expected_a[6 * SECTOR..9 * SECTOR].copy_from_slice(&pattern);
+    expected_a[30 * SECTOR..31 * SECTOR].copy_from_slice(&pattern[..SECTOR]);
+    expected_a[50 * SECTOR..52 * SECTOR].fill(0);
+    assert_ne!(expected_a, a_before, "the recovery writes change what the view reads");
+    assert_eq!(read_view(&a, &[512, 1000, 4096]), expected_a, "a view reads its own writes");
+    assert_eq!(read_view(&b, &[4096]), b_before, "another state's view is untouched");
+    assert_eq!(
+        read_view(&view(a_state), &[4096]),
+        a_before,
+        "a fresh view of the same state does not see the first view's recovery"
+    );
+    assert_eq!(read_view(&a, &[4096]), expected_a);
+    assert_eq!(file_digest(&small.path).unwrap(), base_digest, "the base image is untouched");
+    assert_eq!(a_before, naive_image(&small.bytes, &trace, &epochs, &a_state.id));
+}
+
+// ---------------------------------------------------------------------------------------
+// Real recordings (root).
+
+fn require_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "these tests bind loop devices and mount images: run them as root (scripts/test.sh)"
+    );
+}
+
+/// A recorded trace, its subject and crash states, in a private scratch directory.
+struct Recorded {
+    dir: tempfile::TempDir,
+    subject: Subject,
+    states: Vec<CrashState>,
+}
+
+fn record(config: &str, property: Property) -> Recorded {
+    require_root();
+    let config = fs::by_name(config).expect("config");
+    let dir = tempfile::Builder::new().prefix("bob-engine-test-").tempdir().expect("tempdir");
+    let work = dir.path().join("record");
+    std::fs::create_dir_all(&work).unwrap();
+    let workload = workloads::workload_for(property, &config.workload_params());
+    let recording = record::record(&RecordRequest {
+        config: &config,
+        workload: &workload,
+        device: None,
+        work_dir: &work,
+        timeouts: Timeouts::default(),
+    })
+    .expect("record");
+    let trace = Arc::new(recording.trace);
+    let epochs = crash::epochs(&trace);
+    let states =
+        crash::generate(&trace, &epochs, crash::Strategy::DEFAULT, &Limits::default()).states;
+    let subject = Subject {
+        config,
+        workload,
+        observed: recording.observed,
+        trace,
+        epochs,
+        spans: recording.sidecar.ops.clone(),
+        base: Arc::new(BaseImage::open(&recording.base_image).expect("base")),
+    };
+    Recorded { dir, subject, states }
+}
+
+impl Recorded {
+    fn run(
+        &self,
+        name: &str,
+        jobs: usize,
+        progress: &(dyn Fn(usize, usize) + Sync),
+        cancel: &AtomicBool,
+    ) -> Result<Vec<StateResult>, check::Error> {
+        let work_dir = self.dir.path().join(name);
+        std::fs::create_dir_all(&work_dir).unwrap();
+        let options = EngineOptions { jobs, timeouts: Timeouts::default(), work_dir };
+        check::run_states(&self.subject, &self.states, &options, progress, cancel)
+    }
+}
+
+/// Loop devices whose backing file is below `dir`.
+fn loops_below(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/sys/block").unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("loop") {
+            continue;
+        }
+        if let Ok(backing) = std::fs::read_to_string(entry.path().join("loop/backing_file")) {
+            if Path::new(backing.trim()).starts_with(dir) {
+                found.push(format!("/dev/{name} -> {}", backing.trim()));
+            }
+        }
+    }
+    found
+}
+
+/// Mount points at or below `dir`.
+fn mounts_below(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string("/proc/self/mounts")
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .map(|m| m.replace("\\040", " "))
+        .filter(|m| Path::new(m).starts_with(dir))
+        .collect()
+}
+
+/// Asserts that nothing stays bound or mounted below `dir`. An autoclear loop device is
+/// unbound by the kernel at its last close, so a short grace period is allowed.
+fn assert_nothing_left(dir: &Path, after: &str) {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let (loops, mounts) = (loops_below(dir), mounts_below(dir));
+        if loops.is_empty() && mounts.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "after {after}: left behind below {}: loop devices {loops:?}, mounts {mounts:?}",
+            dir.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// jobs = 1 and jobs = 2 reach the same verdict (and dedup) for every state of a real
+/// ext4 recording; recovery really wrote (journal replay, superblock), yet the base image
+/// is byte for byte what it was, and nothing is left mounted or bound.
+#[test]
+fn parallel_and_serial_runs_agree() {
+    let rec = record("ext4-ordered", Property::SingleBlockOverwrite);
+    assert!(rec.states.len() >= 20, "only {} states", rec.states.len());
+    let base_digest = file_digest(rec.subject.base.path()).unwrap();
+    let cancel = AtomicBool::new(false);
+    let parallel = rec.run("parallel", 2, &|_, _| {}, &cancel).expect("jobs=2");
+    assert_nothing_left(rec.dir.path(), "the parallel run");
+    let serial = rec.run("serial", 1, &|_, _| {}, &cancel).expect("jobs=1");
+    assert_nothing_left(rec.dir.path(), "the serial run");
+
+    assert_eq!(parallel.len(), rec.states.len());
+    assert_eq!(serial.len(), rec.states.len());
+    for (p, s) in parallel.iter().zip(&serial) {
+        assert_eq!(p.state.id, s.state.id);
+        assert_eq!((p.digest, p.mounted_as), (s.digest, s.mounted_as), "dedup of {}", p.state.id);
+        assert!(
+            same_verdict(&p.check.outcome, &s.check.outcome),
+            "state {}: jobs=2 {:?}, jobs=1 {:?}",
+            p.state.id,
+            p.check.outcome,
+            s.check.outcome
+        );
+    }
+    let written: usize = parallel.iter().map(|r| r.check.recovery_writes).sum();
+    assert!(written > 0, "recovery wrote nothing, so isolation was not exercised");
+    assert_eq!(file_digest(rec.subject.base.path()).unwrap(), base_digest, "base image changed");
+    // Not every state may hold, but the run must have concluded something real.
+    assert!(parallel.iter().any(|r| r.check.outcome.name() == "held"));
+}
+
+/// A run stopped mid-way (what Ctrl-C does) and a run whose worker dies mid-way (a
+/// panic on a worker thread) give every loop device and mount back.
+#[test]
+fn interrupted_runs_leave_nothing_behind() {
+    let rec = record("ext4-ordered", Property::SingleBlockAppend);
+    let total = rec.states.len();
+    assert!(total >= 20, "only {total} states");
+
+    // Cancelled after a few states, while the other worker is mid-state.
+    let cancel = AtomicBool::new(false);
+    let seen = AtomicUsize::new(0);
+    let cancelled = rec.run(
+        "cancelled",
+        2,
+        &|done, _| {
+            seen.store(done, Ordering::SeqCst);
+            if done >= 5 {
+                cancel.store(true, Ordering::SeqCst);
+            }
+        },
+        &cancel,
+    );
+    assert!(
+        matches!(cancelled, Err(check::Error::Interrupted)),
+        "{:?}",
+        cancelled.map(|r| r.len())
+    );
+    assert!(seen.load(Ordering::SeqCst) < total, "the run was not stopped mid-way");
+    assert_nothing_left(rec.dir.path(), "a cancelled run");
+
+    // A worker panics mid-way; the panic propagates out of run_states.
+    let never = AtomicBool::new(false);
+    let died = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        rec.run(
+            "panicked",
+            2,
+            &|done, _| {
+                if done == 5 {
+                    panic!("worker killed mid-way (test)");
+                }
+            },
+            &never,
+        )
+    }));
+    assert!(died.is_err(), "the worker's panic should reach the caller");
+    assert_nothing_left(rec.dir.path(), "a run whose worker panicked");
+
+    // And a complete run afterwards still works in the same place.
+    let ok = rec.run("after", 2, &|_, _| {}, &never).expect("run after the failures");
+    assert_eq!(ok.len(), total);
+    assert_nothing_left(rec.dir.path(), "a complete run");
+}
