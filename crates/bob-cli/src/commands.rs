@@ -224,6 +224,7 @@ pub(crate) fn run_options(
         save_trace: None,
         shard,
         workload: None,
+        resume: explore.resume,
     })
 }
 
@@ -332,7 +333,7 @@ fn replay_cmd(args: ReplayArgs) -> Result<ExitCode> {
 }
 
 fn list_cmd(args: ListArgs) -> Result<ExitCode> {
-    let configs = fs::all();
+    let configs = fs::every();
     match args.format {
         Format::Json => {
             let value = serde_json::json!({
@@ -346,7 +347,7 @@ fn list_cmd(args: ListArgs) -> Result<ExitCode> {
                     "available": c.unavailable.is_none() && c.kernel_supports(),
                     "unavailable": c.unavailable,
                 })).collect::<Vec<_>>(),
-                "properties": Property::ALL.iter().map(|p| serde_json::json!({
+                "properties": Property::EVERY.iter().map(|p| serde_json::json!({
                     "name": p.name(),
                     "family": p.family().to_string(),
                     "summary": p.summary(),
@@ -365,7 +366,7 @@ fn list_cmd(args: ListArgs) -> Result<ExitCode> {
                 println!("  {:<16} {}{}", c.name, c.description, note);
             }
             println!("\nProperties:");
-            for p in Property::ALL {
+            for p in Property::EVERY {
                 println!("  {:<27} {:<11} {}", p.name(), p.family().to_string(), p.summary());
             }
         }

@@ -272,6 +272,7 @@ pub fn import(args: ImportArgs) -> Result {
         observed: serde_json::json!({ "inos": {} }),
         base_image,
         ops: Vec::new(),
+        roles: Vec::new(),
     };
     TraceDir::write(out, &trace, &sidecar)?;
     let mut s = summary(&trace);

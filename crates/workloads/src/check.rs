@@ -147,6 +147,9 @@ impl<'w> Oracle<'w> {
                 }
             }
             Some(Family::Ordering) => out.extend(v.ordering()),
+            Some(Family::Detection) => {
+                return crate::detect::findings(&self.h, self.w, observed, snap, ctx);
+            }
             _ => {}
         }
         let mut durable: Vec<usize> = ctx.durable_ops.clone();

@@ -16,6 +16,7 @@
 //! test: `"/"` is its root, `"/A/f0"` a file in directory `A`.
 
 mod check;
+mod detect;
 mod exec;
 mod generate;
 mod model;
@@ -32,7 +33,9 @@ pub use model::{model_states, ModelError, ModelNode, ModelState};
 pub use op::Op;
 pub use property::{Family, ParsePropertyError, Property};
 pub use snapshot::{take_snapshot, Content, Node, NodeKind, SectorClass, Snapshot};
-pub use workload::{workload_for, Params, Workload, DRAIN_FILE};
+pub use workload::{
+    detection_scenario, workload_for, Params, Workload, DETECTION_SCENARIOS, DRAIN_FILE,
+};
 
 /// The atomic unit of the simulated disk and of every stamp: 512 bytes.
 pub const SECTOR: u64 = 512;

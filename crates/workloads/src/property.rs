@@ -15,6 +15,9 @@ pub enum Family {
     Ordering,
     /// What fsync/fdatasync/sync promised holds once their flush is durable.
     Durability,
+    /// After recovery every access returns what the model allows or an error: the file
+    /// system detects its own inconsistency instead of returning wrong results.
+    Detection,
 }
 
 impl Family {
@@ -24,6 +27,7 @@ impl Family {
             Family::Atomicity => "atomicity",
             Family::Ordering => "ordering",
             Family::Durability => "durability",
+            Family::Detection => "detection",
         }
     }
 }
@@ -55,6 +59,9 @@ pub enum Property {
     FdatasyncDurable,
     SyncDurable,
     DirFsyncDurable,
+    /// "Detects its own inconsistency" (the NoFS thesis' reliability experiment as a
+    /// property); not in [`Property::ALL`], see [`Property::EVERY`].
+    DetectsInconsistency,
 }
 
 impl Property {
@@ -79,6 +86,29 @@ impl Property {
         Property::DirFsyncDurable,
     ];
 
+    /// Every property bob knows: [`Property::ALL`] (the study's grid, the default of
+    /// `bob table`) and the detection family, which is a row one asks for by name.
+    pub const EVERY: &'static [Property] = &[
+        Property::SingleSectorOverwrite,
+        Property::SingleSectorAppend,
+        Property::SingleBlockOverwrite,
+        Property::SingleBlockAppend,
+        Property::MultiBlockAppend,
+        Property::MultiBlockPrefixAppend,
+        Property::DirOpAtomic,
+        Property::OverwriteThenAny,
+        Property::AppendThenRename,
+        Property::OtruncAppendThenClose,
+        Property::AppendThenAppend,
+        Property::AppendThenDirOp,
+        Property::DirOpThenAny,
+        Property::FsyncDurable,
+        Property::FdatasyncDurable,
+        Property::SyncDurable,
+        Property::DirFsyncDurable,
+        Property::DetectsInconsistency,
+    ];
+
     /// The kebab-case name used on the command line and in JSON.
     pub fn name(self) -> &'static str {
         match self {
@@ -99,6 +129,7 @@ impl Property {
             Property::FdatasyncDurable => "fdatasync-durable",
             Property::SyncDurable => "sync-durable",
             Property::DirFsyncDurable => "dir-fsync-durable",
+            Property::DetectsInconsistency => "detects-inconsistency",
         }
     }
 
@@ -120,6 +151,7 @@ impl Property {
             | AppendThenDirOp
             | DirOpThenAny => Family::Ordering,
             FsyncDurable | FdatasyncDurable | SyncDurable | DirFsyncDurable => Family::Durability,
+            DetectsInconsistency => Family::Detection,
         }
     }
 
@@ -150,6 +182,9 @@ impl Property {
             DirFsyncDurable => {
                 "after fsync of the parent directory, a created or renamed name is durable"
             }
+            DetectsInconsistency => {
+                "after a crash every access returns what some state allows or an error, never wrong data"
+            }
         }
     }
 }
@@ -162,7 +197,7 @@ impl fmt::Display for Property {
 
 /// A property name that is not one of [`Property::ALL`]; its message lists the valid names.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown property `{given}`; valid names: {}", Property::ALL.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "))]
+#[error("unknown property `{given}`; valid names: {}", Property::EVERY.iter().map(|p| p.name()).collect::<Vec<_>>().join(", "))]
 pub struct ParsePropertyError {
     /// What was given.
     pub given: String,
@@ -171,7 +206,7 @@ pub struct ParsePropertyError {
 impl FromStr for Property {
     type Err = ParsePropertyError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Property::ALL
+        Property::EVERY
             .iter()
             .copied()
             .find(|p| p.name() == s)
@@ -185,7 +220,7 @@ mod tests {
 
     #[test]
     fn names_round_trip_through_str_and_serde() {
-        for &p in Property::ALL {
+        for &p in Property::EVERY {
             assert_eq!(p.name().parse::<Property>().unwrap(), p);
             assert_eq!(serde_json::to_string(&p).unwrap(), format!("\"{}\"", p.name()));
             assert!(!p.summary().contains('\n'));

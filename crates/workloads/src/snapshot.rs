@@ -230,11 +230,30 @@ pub fn classify_bytes(bytes: &[u8]) -> Content {
 /// a failure to walk the tree is returned.
 pub fn take_snapshot(root: &Path, w: &Workload) -> std::io::Result<Snapshot> {
     let wanted: BTreeSet<String> = crate::model::content_paths(w);
+    // The detection family judges every access: a name that lists but does not stat, or a
+    // directory that does not list, is an error the file system returned (a detection),
+    // kept in the snapshot instead of failing the walk.
+    let tolerant = w.property.map(|p| p.family()) == Some(crate::Family::Detection);
+    let failed = |ino, e: std::io::Error| Node {
+        ino,
+        kind: NodeKind::Other,
+        nlink: 0,
+        size: 0,
+        content: None,
+        read_error: Some(e.to_string()),
+    };
     let mut snap = Snapshot::default();
     let mut stack = vec![String::from("/")];
     while let Some(path) = stack.pop() {
         let fs_path = if path == "/" { root.to_path_buf() } else { root.join(&path[1..]) };
-        let md = std::fs::symlink_metadata(&fs_path)?;
+        let md = match std::fs::symlink_metadata(&fs_path) {
+            Ok(md) => md,
+            Err(e) if tolerant && path != "/" => {
+                snap.entries.insert(path, failed(0, e));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         let ft = md.file_type();
         let kind = if ft.is_file() {
             NodeKind::File
@@ -266,8 +285,18 @@ pub fn take_snapshot(root: &Path, w: &Workload) -> std::io::Result<Snapshot> {
             }
         }
         if kind == NodeKind::Dir {
-            for entry in std::fs::read_dir(&fs_path)? {
-                let name = entry?.file_name().to_string_lossy().into_owned();
+            let listed = std::fs::read_dir(&fs_path)
+                .and_then(|d| d.map(|e| e.map(|e| e.file_name())).collect::<Result<Vec<_>, _>>());
+            let listed = match listed {
+                Ok(l) => l,
+                Err(e) if tolerant => {
+                    node.read_error = Some(format!("readdir: {e}"));
+                    Vec::new()
+                }
+                Err(e) => return Err(e),
+            };
+            for name in listed {
+                let name = name.to_string_lossy().into_owned();
                 if path == "/" && name == "lost+found" {
                     continue;
                 }

@@ -347,6 +347,10 @@ pub fn check_image_with(
     acked_marks: &[String],
     timeouts: &Timeouts,
 ) -> Result<StateCheck, Error> {
+    if let Some(design) = subject.config.design() {
+        let state = ResearchState { design, disk_file, mnt, acked_marks };
+        return check_research(subject, judge, &state, durable_ops, timeouts);
+    }
     let config = &subject.config;
     let loopdev = LoopDevice::attach_free(disk_file)?;
     let dev = loopdev.path().to_owned();
@@ -454,6 +458,136 @@ pub fn check_image_with(
     })
 }
 
+/// A crash state of a research design, as [`check_research`] gets it.
+struct ResearchState<'a> {
+    design: researchfs::Design,
+    disk_file: &'a Path,
+    mnt: &'a Path,
+    acked_marks: &'a [String],
+}
+
+/// [`check_image_with`] for a research design: no loop device, no kernel mount. The
+/// crash state's file is the design's block device; mounting it in process runs the
+/// design's recovery (and, for NoFS, its allocation scan, waited for so that a state
+/// always checks the same); then the same snapshot, judge and verdict as for a kernel
+/// configuration, with `researchfs::fsck` as the read-only fsck.
+fn check_research(
+    subject: &Subject,
+    judge: &Judge,
+    st: &ResearchState<'_>,
+    durable_ops: Vec<usize>,
+    timeouts: &Timeouts,
+) -> Result<StateCheck, Error> {
+    let design = st.design;
+    let io = |source| Error::Io { path: st.disk_file.to_owned(), source };
+    let dev: Arc<dyn researchfs::BlockDevice> =
+        Arc::new(researchfs::FileDevice::open(st.disk_file).map_err(io)?);
+    let done = |outcome| {
+        Ok(StateCheck {
+            outcome,
+            snapshot: None,
+            fsck: None,
+            recovery_writes: 0,
+            checker_output: None,
+        })
+    };
+    let (tx, rx) = mpsc::channel();
+    let (mount_dev, target) = (dev.clone(), st.mnt.to_owned());
+    std::thread::spawn(move || {
+        let mounted = researchfs::mount(design, mount_dev, &target);
+        if let Ok(m) = &mounted {
+            m.fs().wait_scan();
+        }
+        // A receiver that gave up drops the late mount here, which unmounts it.
+        let _ = tx.send(mounted);
+    });
+    let mounted = match rx.recv_timeout(timeouts.recovery) {
+        Ok(Ok(m)) => m,
+        Ok(Err(e)) => {
+            return done(Outcome::MountFailed { message: format!("researchfs {design}: {e}") })
+        }
+        Err(_) => {
+            return done(Outcome::Timeout { step: format!("recovery: researchfs {design} mount") })
+        }
+    };
+    let unmount = |m: researchfs::MountedFs| {
+        m.unmount().map_err(|e| Error::Io {
+            path: st.mnt.to_owned(),
+            source: std::io::Error::other(e.to_string()),
+        })
+    };
+    if let Judge::Checker(checker) = judge {
+        let run = run_checker(checker, st.mnt, st.acked_marks);
+        unmount(mounted)?;
+        let run = run?;
+        let fsck = research_fsck(design, dev.as_ref());
+        let last_line = run.output.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+        let outcome = match (run.timed_out, run.code, &fsck) {
+            (true, _, _) => Outcome::Timeout { step: format!("checker {:?}", checker.command) },
+            (false, Some(0), Some(msg)) => Outcome::FsckFailed { message: msg.clone() },
+            (false, Some(0), None) => Outcome::Held,
+            (false, code, _) => {
+                Outcome::Violated { story: format!("checker exit {code:?}: {last_line}") }
+            }
+        };
+        let checker_output = (outcome != Outcome::Held).then_some(run.output);
+        return Ok(StateCheck {
+            outcome,
+            snapshot: None,
+            fsck,
+            recovery_writes: 0,
+            checker_output,
+        });
+    }
+    let snapshot = workloads::take_snapshot(st.mnt, &subject.workload);
+    unmount(mounted)?;
+    let snapshot = match snapshot {
+        Ok(s) => s,
+        Err(e) => {
+            return done(Outcome::MountFailed {
+                message: format!("reading the recovered tree: {e}"),
+            })
+        }
+    };
+    let fsck = research_fsck(design, dev.as_ref());
+    let verdict = workloads::check(
+        &subject.workload,
+        &subject.observed,
+        &snapshot,
+        &CrashContext { durable_ops },
+    );
+    let outcome = match (verdict, &fsck) {
+        (Verdict::Violated { story }, _) => Outcome::Violated { story },
+        (Verdict::Held, Some(msg)) => Outcome::FsckFailed { message: msg.clone() },
+        (Verdict::Held, None) => Outcome::Held,
+    };
+    Ok(StateCheck {
+        outcome,
+        snapshot: Some(snapshot),
+        fsck,
+        recovery_writes: 0,
+        checker_output: None,
+    })
+}
+
+/// `researchfs::fsck` on the unmounted crash state: `None` when clean, else one line with
+/// the problem count, the thesis' kinds and the first problem.
+fn research_fsck(design: researchfs::Design, dev: &dyn researchfs::BlockDevice) -> Option<String> {
+    match researchfs::fsck(design, dev) {
+        Ok(r) if r.problems.is_empty() => None,
+        Ok(r) => {
+            let kinds: Vec<&str> = r.kinds().iter().map(|k| k.code()).collect();
+            Some(format!(
+                "researchfs fsck ({design}): {} problem(s) [{}]: {}",
+                r.problems.len(),
+                kinds.join(","),
+                r.problems[0].what
+            ))
+        }
+        Err(e) => Some(format!("researchfs fsck ({design}): {e}")),
+    }
+}
+
 /// The read-only fsck after a user checker ran, and the outcome from both.
 fn finish_checked(
     subject: &Subject,
@@ -507,6 +641,68 @@ fn finish_checked(
     Ok(StateCheck { outcome, snapshot: None, fsck, recovery_writes: 0, checker_output })
 }
 
+/// Results of a cell already reached, and where new ones go, so that a killed run
+/// resumes without losing a verdict (`--resume`). One JSON line per mounted state, keyed
+/// by the state's content digest (which does not depend on state order or sharding).
+#[derive(Default)]
+pub struct Journal {
+    /// Checks already done, by content digest.
+    pub prior: HashMap<[u8; 32], StateCheck>,
+    sink: Option<Mutex<std::fs::File>>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct JournalLine {
+    digest: String,
+    check: StateCheck,
+}
+
+fn hex(d: &[u8; 32]) -> String {
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<[u8; 32]> {
+    let mut out = [0u8; 32];
+    if s.len() != 64 {
+        return None;
+    }
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+impl Journal {
+    /// Opens (creating it if needed) the journal at `path`, reading what it already holds.
+    /// A torn last line (the process was killed while writing it) is ignored.
+    pub fn open(path: &Path) -> Result<Journal, Error> {
+        let io = |source| Error::Io { path: path.to_owned(), source };
+        let mut prior = HashMap::new();
+        if let Ok(text) = std::fs::read_to_string(path) {
+            for line in text.lines() {
+                if let Ok(l) = serde_json::from_str::<JournalLine>(line) {
+                    if let Some(d) = unhex(&l.digest) {
+                        prior.insert(d, l.check);
+                    }
+                }
+            }
+        }
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(io)?;
+        Ok(Journal { prior, sink: Some(Mutex::new(file)) })
+    }
+
+    fn record(&self, digest: &[u8; 32], check: &StateCheck) {
+        use std::io::Write;
+        if let Some(sink) = &self.sink {
+            let line = JournalLine { digest: hex(digest), check: check.clone() };
+            if let Ok(text) = serde_json::to_string(&line) {
+                let mut f = sink.lock().unwrap_or_else(|p| p.into_inner());
+                let _ = f.write_all(format!("{text}\n").as_bytes());
+            }
+        }
+    }
+}
+
 /// Checks `states` of `subject`: dedup by content, then `jobs` workers in parallel.
 /// `progress` is called after each state mounted with (mounted so far, unique total).
 /// Stops early with [`Error::Interrupted`] when `cancel` is set.
@@ -529,6 +725,21 @@ pub fn run_states_with(
     progress: &(dyn Fn(usize, usize) + Sync),
     cancel: &AtomicBool,
 ) -> Result<Vec<StateResult>, Error> {
+    run_states_journaled(subject, judge, states, options, progress, cancel, &Journal::default())
+}
+
+/// [`run_states_with`] that skips states the journal already holds and appends each new
+/// result to it. Memory stays flat in the number of states: a snapshot is kept only for
+/// the earliest state of each failing outcome (the one a witness shows).
+pub fn run_states_journaled(
+    subject: &Subject,
+    judge: &Judge,
+    states: &[CrashState],
+    options: &EngineOptions,
+    progress: &(dyn Fn(usize, usize) + Sync),
+    cancel: &AtomicBool,
+    journal: &Journal,
+) -> Result<Vec<StateResult>, Error> {
     let builder = OverlayBuilder::new(&subject.trace, &subject.epochs);
     let digests: Vec<[u8; 32]> =
         states.iter().map(|s| builder.state(&s.id).digest(&subject.trace)).collect();
@@ -542,15 +753,39 @@ pub fn run_states_with(
         .map_err(|source| Error::Io { path: fuse_dir.clone(), source })?;
     let jobs = options.jobs.max(1).min(unique.len().max(1));
     let server = DiskServer::start(&fuse_dir, jobs + 1)?;
-    let results: Mutex<HashMap<usize, Arc<StateCheck>>> = Mutex::new(HashMap::new());
+    let results: Mutex<HashMap<usize, StateCheck>> = Mutex::new(HashMap::new());
+    // Earliest unique state per failing outcome: the only snapshots worth keeping.
+    let keep: Mutex<HashMap<&'static str, usize>> = Mutex::new(HashMap::new());
+    let store = |index: usize, mut c: StateCheck| {
+        let mut results = results.lock().unwrap_or_else(|p| p.into_inner());
+        let mut keep = keep.lock().unwrap_or_else(|p| p.into_inner());
+        let name = c.outcome.name();
+        if name == "held" {
+            c.snapshot = None;
+        } else {
+            match keep.get(name).copied() {
+                Some(k) if k < index => c.snapshot = None,
+                Some(k) => {
+                    if let Some(old) = results.get_mut(&k) {
+                        old.snapshot = None;
+                    }
+                    keep.insert(name, index);
+                }
+                None => {
+                    keep.insert(name, index);
+                }
+            }
+        }
+        results.insert(index, c);
+    };
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let first_error: Mutex<Option<Error>> = Mutex::new(None);
 
     std::thread::scope(|scope| {
         for worker in 0..jobs {
-            let (server, builder, unique, results, next, done, first_error) =
-                (&server, &builder, &unique, &results, &next, &done, &first_error);
+            let (server, builder, unique, store, next, done, first_error, digests) =
+                (&server, &builder, &unique, &store, &next, &done, &first_error, &digests);
             scope.spawn(move || {
                 let mnt = options.work_dir.join(format!("mnt-{worker}"));
                 if let Err(source) = std::fs::create_dir_all(&mnt) {
@@ -566,6 +801,12 @@ pub fn run_states_with(
                     }
                     let k = next.fetch_add(1, Ordering::Relaxed);
                     let Some(&index) = unique.get(k) else { return };
+                    if let Some(c) = journal.prior.get(&digests[index]) {
+                        store(index, c.clone());
+                        let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                        progress(n, unique.len());
+                        continue;
+                    }
                     let state = &states[index];
                     let view = Arc::new(CrashView::new(
                         subject.base.clone(),
@@ -593,10 +834,11 @@ pub fn run_states_with(
                     match checked {
                         Ok(mut c) => {
                             c.recovery_writes = view.recovery_writes();
-                            results
-                                .lock()
-                                .unwrap_or_else(|p| p.into_inner())
-                                .insert(index, Arc::new(c));
+                            if c.outcome == Outcome::Held {
+                                c.snapshot = None;
+                            }
+                            journal.record(&digests[index], &c);
+                            store(index, c);
                             let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                             progress(n, unique.len());
                         }
@@ -616,7 +858,12 @@ pub fn run_states_with(
     if cancel.load(Ordering::Relaxed) {
         return Err(Error::Interrupted);
     }
-    let results = results.into_inner().unwrap_or_else(|p| p.into_inner());
+    let results: HashMap<usize, Arc<StateCheck>> = results
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .into_iter()
+        .map(|(i, c)| (i, Arc::new(c)))
+        .collect();
     Ok(states
         .iter()
         .enumerate()

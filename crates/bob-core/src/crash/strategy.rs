@@ -13,6 +13,7 @@
 //! | `persistence-points` | no write, in an epoch that starts after a barrier: 1 or 0         |
 //! | `exhaustive`         | every subset, when `n <= exhaustive_max_writes`: `2^n`            |
 //! | `random`             | seeded random subsets with random tears, up to the budget         |
+//! | `drop-role`          | every write but those of one role, and of each pair of roles: `g + g(g-1)/2` for `g` roles present |
 //!
 //! The tears of `torn` for a request of `L` sectors: the first `L/2` sectors, the other
 //! `L - L/2`, the even sectors, the odd sectors and, when `L <= 16`, each set of all
@@ -72,6 +73,11 @@ pub enum Strategy {
     Exhaustive,
     /// Seeded random subsets with random tears, up to the budget.
     Random,
+    /// "Drop exactly these block writes": every write of the epoch but those of one role
+    /// (and of each pair of roles), the NoFS thesis' reliability experiment. Roles come
+    /// from the trace (a research design's recorder tags each write, see `fs::roles`);
+    /// an untagged write counts as `metadata` or `data` by its METADATA flag.
+    DropRole,
 }
 
 impl Strategy {
@@ -85,6 +91,7 @@ impl Strategy {
         Strategy::PersistencePoints,
         Strategy::Exhaustive,
         Strategy::Random,
+        Strategy::DropRole,
     ];
 
     /// The original study's four (CrashMonkey's permuters).
@@ -117,6 +124,7 @@ impl Strategy {
             Strategy::PersistencePoints => "persistence-points",
             Strategy::Exhaustive => "exhaustive",
             Strategy::Random => "random",
+            Strategy::DropRole => "drop-role",
         }
     }
 }
@@ -421,6 +429,31 @@ fn deterministic(
             }
         }
         Strategy::Random => {}
+        Strategy::DropRole => {
+            let group = |r: usize| -> &'static str {
+                let Some(entry) = epoch.writes.get(r).and_then(|&i| trace.entries.get(i)) else {
+                    return "data";
+                };
+                match crate::fs::roles::entry_role(entry) {
+                    Some(role) => role.name(),
+                    None if entry.is_metadata() => "metadata",
+                    None => "data",
+                }
+            };
+            let groups: Vec<&str> = (0..n).map(group).collect();
+            let mut present: Vec<&str> = groups.clone();
+            present.sort_unstable();
+            present.dedup();
+            let keep_without = |dropped: &[&str]| {
+                StateId::whole(e, (0..n32).filter(|&p| !dropped.contains(&groups[p as usize])))
+            };
+            for (i, a) in present.iter().enumerate() {
+                out(keep_without(&[a]));
+                for b in &present[i + 1..] {
+                    out(keep_without(&[a, b]));
+                }
+            }
+        }
     }
 }
 

@@ -3,6 +3,13 @@
 //! Names follow persistence-properties.md. ext2 and ext3 are served by the ext4 driver on
 //! current kernels (CONFIG_EXT4_USE_FOR_EXT2); reports say so. reiserfs is listed but
 //! unavailable: it left the kernel in 6.13.
+//!
+//! Besides the kernel's, bob knows the project's own file systems ([`research`]): the
+//! researchfs designs, which run in bob's process over FUSE and store their image through
+//! a [`researchfs::BlockDevice`] bob implements, so they need no loop device, kernel
+//! driver, mkfs or fsck program. [`Driver`] says which kind a configuration is.
+
+pub mod roles;
 
 use std::time::Duration;
 
@@ -18,11 +25,24 @@ pub enum Recovery {
     FsckThenMount(&'static [&'static str]),
 }
 
+/// Who implements a configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "kind", content = "design")]
+pub enum Driver {
+    /// A kernel file system on a loop device, made and checked by its own programs.
+    Kernel,
+    /// A researchfs design served by bob's process over FUSE (mkfs, recovery at mount and
+    /// fsck in process).
+    Research(researchfs::Design),
+}
+
 /// One configuration of the study.
 #[derive(Clone, Debug, Serialize)]
 pub struct FsConfig {
     /// Name on the command line and in reports.
     pub name: &'static str,
+    /// Kernel or research design.
+    pub driver: Driver,
     /// One line on what it is.
     pub description: &'static str,
     /// Kernel file-system type passed to mount(2).
@@ -95,6 +115,7 @@ const fn ext(
     let journaled = !matches!(fstype.as_bytes(), b"ext2");
     FsConfig {
         name,
+        driver: Driver::Kernel,
         description,
         fstype,
         mkfs,
@@ -112,6 +133,7 @@ const fn ext(
 pub fn all() -> Vec<FsConfig> {
     let xfs = |name, description, mount_options| FsConfig {
         name,
+        driver: Driver::Kernel,
         description,
         fstype: "xfs",
         mkfs: MKFS_XFS,
@@ -148,6 +170,7 @@ pub fn all() -> Vec<FsConfig> {
         ext("ext4-journal", "ext4 data=journal", "ext4", MKFS_EXT4, "data=journal"),
         FsConfig {
             name: "btrfs",
+            driver: Driver::Kernel,
             description: "btrfs, default options",
             fstype: "btrfs",
             mkfs: MKFS_BTRFS,
@@ -163,6 +186,7 @@ pub fn all() -> Vec<FsConfig> {
         xfs("xfs-wsync", "xfs mounted -o wsync (synchronous namespace ops)", "wsync"),
         FsConfig {
             name: "reiserfs",
+            driver: Driver::Kernel,
             description: "reiserfs (in the original study)",
             fstype: "reiserfs",
             mkfs: &["mkfs.reiserfs"],
@@ -177,14 +201,59 @@ pub fn all() -> Vec<FsConfig> {
     ]
 }
 
-/// Looks a configuration up by name.
+/// The project's own file systems, the researchfs designs: `orderless` (ext2-like, the
+/// negative control), `nofs` (the No-Order File System) and `ordered-core` (the core with
+/// flush-ordered writes). They are not in [`all`], which is the default `bob table`: the
+/// study's kernel grid stays what it was, and a research design is a row one asks for.
+pub fn research() -> Vec<FsConfig> {
+    researchfs::Design::ALL
+        .into_iter()
+        .map(|design| FsConfig {
+            name: design.name(),
+            driver: Driver::Research(design),
+            description: match design {
+                researchfs::Design::Orderless => {
+                    "researchfs orderless: ext2-like, no ordering, flush only on fsync (negative control)"
+                }
+                researchfs::Design::Nofs => {
+                    "researchfs NoFS: backpointers, no flushes, allocation rebuilt by a scan"
+                }
+                researchfs::Design::Ordered => {
+                    "researchfs ordered-core: a flush between dependent writes"
+                }
+            },
+            fstype: "fuse.researchfs",
+            mkfs: &[],
+            mount_options: "",
+            check_mount_extra: "",
+            recovery: Recovery::Mount,
+            fsck: &[],
+            image_bytes: RESEARCH_IMAGE_BYTES,
+            journal_bytes: None,
+            unavailable: None,
+        })
+        .collect()
+}
+
+/// Image size of the research designs: room for the base layout (four 1 MiB files) with
+/// space to spare; NoFS scans the whole image at every mount, so smaller is faster.
+const RESEARCH_IMAGE_BYTES: u64 = 16 * MIB;
+
+/// Every configuration: [`all`] then [`research`].
+pub fn every() -> Vec<FsConfig> {
+    let mut v = all();
+    v.extend(research());
+    v
+}
+
+/// Looks a configuration up by name (kernel or research).
 pub fn by_name(name: &str) -> Option<FsConfig> {
-    all().into_iter().find(|c| c.name == name)
+    every().into_iter().find(|c| c.name == name)
 }
 
 /// Names of every configuration, for error messages.
 pub fn names() -> Vec<&'static str> {
-    all().iter().map(|c| c.name).collect()
+    every().iter().map(|c| c.name).collect()
 }
 
 impl FsConfig {
@@ -202,14 +271,31 @@ impl FsConfig {
     /// transaction (a quarter of the journal for jbd2), with room to spare.
     pub fn workload_params(&self) -> workloads::Params {
         let mut params = workloads::Params::default();
+        if self.design().is_some() {
+            // The large files only need to span indirect blocks here; 1 MiB does, and
+            // keeps the in-process setup (every byte through FUSE) quick.
+            params.large_file_bytes = 1 << 20;
+        }
         if let Some(journal) = self.journal_bytes {
             params.multi_block_bytes = params.multi_block_bytes.max(journal / 4 * 2);
         }
         params
     }
 
-    /// Whether the kernel has this file system (per /proc/filesystems).
+    /// The researchfs design, when this is one.
+    pub fn design(&self) -> Option<researchfs::Design> {
+        match self.driver {
+            Driver::Research(d) => Some(d),
+            Driver::Kernel => None,
+        }
+    }
+
+    /// Whether the kernel has this file system (per /proc/filesystems); for a research
+    /// design, whether FUSE is there.
     pub fn kernel_supports(&self) -> bool {
+        if self.design().is_some() {
+            return std::path::Path::new("/dev/fuse").exists();
+        }
         std::fs::read_to_string("/proc/filesystems")
             .map(|s| s.lines().any(|l| l.split_whitespace().last() == Some(self.fstype)))
             .unwrap_or(false)
@@ -217,6 +303,9 @@ impl FsConfig {
 
     /// Programs this configuration needs, for the environment check.
     pub fn programs(&self) -> Vec<&'static str> {
+        if self.design().is_some() {
+            return Vec::new();
+        }
         let mut p = vec![self.mkfs[0], self.fsck[0]];
         if let Recovery::FsckThenMount(cmd) = self.recovery {
             p.push(cmd[0]);

@@ -255,6 +255,7 @@ fn command_sidecar(
             blake3,
         },
         ops: Vec::new(),
+        roles: Vec::new(),
     })
 }
 

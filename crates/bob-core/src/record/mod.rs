@@ -22,7 +22,7 @@ use crate::device::fusedisk::{Disk, DiskServer};
 use crate::device::loopdev::LoopDevice;
 use crate::device::{cmd, mount};
 use crate::fs::{FsConfig, Timeouts};
-use crate::trace::sidecar::{BaseImageInfo, OpSpan, Sidecar, SIDECAR_FORMAT};
+use crate::trace::sidecar::{BaseImageInfo, OpSpan, RoleNote, Sidecar, SIDECAR_FORMAT};
 use crate::trace::{Entry, EntryKind, Trace, SECTOR_SIZE};
 
 const SECTOR: usize = SECTOR_SIZE as usize;
@@ -150,6 +150,24 @@ impl Disk for RecordingDisk {
         Ok(())
     }
     fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.write_flagged(offset, data, 0)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        let mut st = self.lock();
+        if st.recording {
+            st.entries.push(Entry::flush());
+        }
+        Ok(())
+    }
+    fn discard(&self, offset: u64, len: u64) -> std::io::Result<()> {
+        self.discard_at(offset, len)
+    }
+}
+
+impl RecordingDisk {
+    /// A write whose log entry carries `extra` flags besides the write itself (FUA, the
+    /// role bits of [`crate::fs::roles`]).
+    pub fn write_flagged(&self, offset: u64, data: &[u8], extra: u64) -> std::io::Result<()> {
         if offset % SECTOR_SIZE != 0 || data.len() % SECTOR != 0 {
             return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
         }
@@ -164,17 +182,13 @@ impl Disk for RecordingDisk {
             sector.copy_from_slice(chunk);
             st.live.insert(first + i as u64, sector);
         }
-        st.entries.push(Entry::write(first, data.to_vec()));
+        let mut entry = Entry::write(first, data.to_vec());
+        entry.flags |= extra;
+        st.entries.push(entry);
         Ok(())
     }
-    fn flush(&self) -> std::io::Result<()> {
-        let mut st = self.lock();
-        if st.recording {
-            st.entries.push(Entry::flush());
-        }
-        Ok(())
-    }
-    fn discard(&self, offset: u64, len: u64) -> std::io::Result<()> {
+
+    fn discard_at(&self, offset: u64, len: u64) -> std::io::Result<()> {
         let mut st = self.lock();
         if !st.recording {
             drop(st);
@@ -359,9 +373,102 @@ pub fn default_tracing(dev: &Path) -> Option<tracefs::TracefsSession> {
     tracefs::TracefsSession::start(dev).ok()
 }
 
+/// [`RecordingDisk`] as the [`researchfs::BlockDevice`] a research design writes to: each
+/// write is logged in process, in order, with its role (and FUA) in the entry's flags.
+pub struct RoleRecorder(pub Arc<RecordingDisk>);
+
+impl researchfs::BlockDevice for RoleRecorder {
+    fn size(&self) -> u64 {
+        self.0.size
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        Disk::read_at(self.0.as_ref(), offset, buf)
+    }
+    fn write_at(
+        &self,
+        offset: u64,
+        data: &[u8],
+        info: researchfs::WriteInfo,
+    ) -> std::io::Result<()> {
+        let fua = if info.fua { crate::trace::flags::FUA } else { 0 };
+        self.0.write_flagged(offset, data, crate::fs::roles::role_flags(info.role) | fua)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        Disk::flush(self.0.as_ref())
+    }
+    fn discard(&self, offset: u64, len: u64) -> std::io::Result<()> {
+        self.0.discard_at(offset, len)
+    }
+}
+
+fn research_err(config: &FsConfig) -> impl Fn(researchfs::Error) -> Error + '_ {
+    move |e| Error::Unavailable { config: config.name.into(), reason: e.to_string() }
+}
+
+/// Records a research design: no loop device and no kernel mount. mkfs and the file
+/// system itself run in this process over [`RoleRecorder`]; the FUSE mount at
+/// `<work_dir>/record-mnt` is where the workload runs, exactly as on a kernel file system.
+fn record_research(
+    req: &RecordRequest<'_>,
+    design: researchfs::Design,
+) -> Result<(Vec<Entry>, Observed, PathBuf), Error> {
+    let config = req.config;
+    let base_path = req.work_dir.join("base.img");
+    let mnt = req.work_dir.join("record-mnt");
+    std::fs::create_dir_all(&mnt).map_err(io_err(&mnt))?;
+    let disk = Arc::new(
+        RecordingDisk::create(&base_path, config.image_bytes).map_err(io_err(&base_path))?,
+    );
+    let dev = Arc::new(RoleRecorder(disk.clone()));
+    researchfs::mkfs(design, dev.as_ref(), config.image_bytes).map_err(|e| Error::Mkfs {
+        program: format!("researchfs::mkfs({design})"),
+        device: base_path.clone(),
+        code: None,
+        line: e.to_string(),
+    })?;
+    let mounted = researchfs::mount(design, dev, &mnt).map_err(research_err(config))?;
+    // NoFS rebuilds allocation in the background; let it finish so the recorded ops
+    // allocate as they would on a long-mounted file system, the same on every run.
+    mounted.fs().wait_scan();
+
+    let mut observed = Observed::default();
+    let workload_err = |source| Error::Workload { config: config.name.into(), source };
+    let setup = workloads::execute(req.workload, Phase::Setup, &mnt, &mut observed, &mut |_| {});
+    if let Err(e) = setup {
+        drop(mounted);
+        return Err(workload_err(e));
+    }
+    // Every researchfs write reaches the device when the call returns, so the image file
+    // already holds the setup.
+    disk.start().map_err(io_err(&base_path))?;
+    let marks = |prefix: &str, ev: OpEvent<'_>| match ev {
+        OpEvent::Begin { index, op } => disk.mark(&format!("{prefix} {index} begin: {op}")),
+        OpEvent::End { index, op } => disk.mark(&format!("{prefix} {index} end: {op}")),
+    };
+    let run = workloads::execute(req.workload, Phase::Workload, &mnt, &mut observed, &mut |ev| {
+        marks("op", ev)
+    })
+    .and_then(|()| {
+        workloads::execute(req.workload, Phase::Drain, &mnt, &mut observed, &mut |ev| {
+            marks("drain", ev)
+        })
+    });
+    disk.mark("umount");
+    let unmounted = mounted.unmount();
+    let entries = disk.stop();
+    run.map_err(workload_err)?;
+    unmounted.map_err(research_err(config))?;
+    Ok((entries, observed, base_path))
+}
+
 /// Makes the file system, prepares the base image, and records the workload.
 pub fn record(req: &RecordRequest<'_>) -> Result<Recording, Error> {
     let config = req.config;
+    if let Some(design) = config.design() {
+        let (entries, observed, base_path) = record_research(req, design)?;
+        let trace = Trace { sector_size: SECTOR_SIZE as u32, entries };
+        return finish(req, trace, observed, base_path);
+    }
     let mut md = make_and_mount(config, req.device, req.work_dir, req.timeouts)?;
     let (disk, mnt, base_path) = (md.disk.clone(), md.mnt.clone(), md.base_path.clone());
 
@@ -395,6 +502,17 @@ pub fn record(req: &RecordRequest<'_>) -> Result<Recording, Error> {
     if let Some(requests) = &requests {
         tracefs::annotate(&mut trace, requests);
     }
+    finish(req, trace, observed, base_path)
+}
+
+/// The sidecar of a finished recording.
+fn finish(
+    req: &RecordRequest<'_>,
+    trace: Trace,
+    observed: Observed,
+    base_path: PathBuf,
+) -> Result<Recording, Error> {
+    let config = req.config;
     let ops = op_spans(&trace, req.workload);
     let blake3 = crate::image::file_digest(&base_path).map_err(io_err(&base_path))?;
     let sidecar = Sidecar {
@@ -411,6 +529,10 @@ pub fn record(req: &RecordRequest<'_>) -> Result<Recording, Error> {
             blake3,
         },
         ops,
+        roles: crate::fs::roles::role_list(&trace)
+            .into_iter()
+            .map(|(entry, role)| RoleNote { entry, role: role.name().into() })
+            .collect(),
     };
     Ok(Recording { trace, sidecar, observed, base_image: base_path })
 }

@@ -209,7 +209,8 @@ impl Grid {
                     None => "".to_owned(),
                     Some(cell) if cell.verdict == CellVerdict::Unavailable => "n/a".into(),
                     Some(cell) => {
-                        let mark = if cell.confirmed == Some(false) { "x?" } else { symbol(cell.verdict) };
+                        let mark =
+                            if cell.confirmed == Some(false) { "x?" } else { symbol(cell.verdict) };
                         let note =
                             note_of(cell).map(|i| format!(" [{}]", i + 1)).unwrap_or_default();
                         format!(

@@ -140,6 +140,7 @@ mod tests {
                 blake3: "00".into(),
             },
             ops: vec![OpSpan { index: 0, text: "creat /a".into(), begin_entry: 0, end_entry: 3 }],
+            roles: Vec::new(),
         };
         (trace, sidecar)
     }

@@ -30,6 +30,21 @@ pub struct Sidecar {
     pub base_image: BaseImageInfo,
     /// Where each workload op begins and ends in the log.
     pub ops: Vec<OpSpan>,
+    /// The role of every write whose recorder knew it (the research designs say what each
+    /// block holds); empty for kernel traces. The same roles ride in the entries' flags
+    /// (see `fs::roles`), where the permuter reads them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub roles: Vec<RoleNote>,
+}
+
+/// What one write of the log holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub struct RoleNote {
+    /// Log entry index of the write.
+    pub entry: usize,
+    /// Its role: superblock, inode, directory, data, indirect, bitmap, journal, other.
+    pub role: String,
 }
 
 /// Identity of the base image a trace applies on top of.
@@ -148,6 +163,7 @@ mod tests {
                 blake3: "ab".repeat(32),
             },
             ops: vec![OpSpan { index: 0, text: "creat /a".into(), begin_entry: 0, end_entry: 3 }],
+            roles: vec![RoleNote { entry: 2, role: "inode".into() }],
         }
     }
 
