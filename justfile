@@ -21,3 +21,17 @@ lint:
 # generated results document for this kernel.
 table:
     cargo run --release -p bob-cli -- table --out bob-out/table --doc docs/results-linux-$(uname -r).md
+
+# bob's engine against the naive per-state pipeline and the mount floor, plus the
+# recorder's overhead, on ext4-ordered and xfs (root; see docs/performance.md).
+bench:
+    cargo run --release -p bob-cli -- bench --fs ext4-ordered
+    cargo run --release -p bob-cli -- bench --fs xfs
+
+# researchfs: NoFS vs orderless vs ordered-core over FUSE on an image file (docs/researchfs.md).
+bench-researchfs scale="1":
+    cargo run --release -p researchfs --example bench -- --scale {{scale}}
+
+# At least 10,000 crash states in one process; memory, fds and leaks measured (root).
+stress:
+    bash scripts/stress.sh

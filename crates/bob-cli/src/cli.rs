@@ -100,6 +100,10 @@ pub struct ExploreArgs {
     /// results with `bob merge`.
     #[arg(long)]
     pub shard: Option<String>,
+    /// Continue an interrupted run: reuse its recorded trace and every verdict already
+    /// journaled under --out (and, for `bob table`, every finished cell).
+    #[arg(long)]
+    pub resume: bool,
 }
 
 /// `bob run`.

@@ -109,8 +109,29 @@ pub fn table(args: TableArgs) -> Result<ExitCode> {
                 Some(why) => run::unavailable_cell(config, property, why),
                 None => {
                     let opts = run_options(config.clone(), property, &args.explore)?;
-                    run::run_cell(&opts, &progress, &CANCEL)
-                        .map_err(|e| usage(format!("{} / {}: {e}", config.name, property.name())))?
+                    // Each finished cell is kept as cell.json, so `--resume` after a kill
+                    // redoes only unfinished cells (and those resume from their journal).
+                    let saved = run::cell_dir(&opts).join("cell.json");
+                    let previous: Option<Cell> = if args.explore.resume {
+                        std::fs::read_to_string(&saved)
+                            .ok()
+                            .and_then(|t| serde_json::from_str(&t).ok())
+                    } else {
+                        None
+                    };
+                    match previous {
+                        Some(cell) => cell,
+                        None => {
+                            let cell = run::run_cell(&opts, &progress, &CANCEL).map_err(|e| {
+                                usage(format!("{} / {}: {e}", config.name, property.name()))
+                            })?;
+                            if let Some(dir) = saved.parent() {
+                                std::fs::create_dir_all(dir)?;
+                            }
+                            std::fs::write(&saved, serde_json::to_string_pretty(&cell)?)?;
+                            cell
+                        }
+                    }
                 }
             };
             progress.cell.inc(1);

@@ -288,3 +288,99 @@ fn cleanup_never_touches_a_live_process() {
     assert_eq!(report["processes"].as_array().unwrap().len(), 0, "{report}");
     assert!(victim.exists(), "a live process's scratch dir must survive cleanup");
 }
+
+/// A witness is user input too: every corruption gives one line naming the file, exit 2.
+#[test]
+fn corrupt_witnesses_give_one_clear_line() {
+    let dir = Dir::new();
+    let (_, cell) = run_cell(&dir, "ext2", "single-block-append", &[]);
+    let witness = std::path::PathBuf::from(cell["witness"].as_str().unwrap());
+    let image = dir.path().join("x.img");
+    type Damage = Box<dyn Fn(&std::path::Path)>;
+    let damage: Vec<(&str, Damage)> = vec![
+        (
+            "trace.log",
+            Box::new(|p| {
+                let bytes = std::fs::read(p).unwrap();
+                std::fs::write(p, &bytes[..bytes.len() / 3]).unwrap();
+            }),
+        ),
+        ("trace.json", Box::new(|p| std::fs::write(p, "{\"format\": \"bob-trace/1\", ").unwrap())),
+        ("state.json", Box::new(|p| std::fs::write(p, "{\"id\": \"e999:0\"}").unwrap())),
+        ("base.img", Box::new(|p| std::fs::write(p, b"short").unwrap())),
+    ];
+    for (file, hurt) in damage {
+        let copy = dir.path().join(format!("w-{file}"));
+        std::fs::create_dir_all(&copy).unwrap();
+        for e in std::fs::read_dir(&witness).unwrap().flatten() {
+            std::fs::copy(e.path(), copy.join(e.file_name())).unwrap();
+        }
+        hurt(&copy.join(file));
+        let out = run(&["replay", copy.to_str().unwrap(), "--to", image.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{file}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{file}: one line: {err}");
+        assert!(!err.contains("panicked"), "{file}: {err}");
+    }
+}
+
+#[test]
+fn resume_after_sigkill_reuses_the_journal() {
+    use std::time::{Duration, Instant};
+    let dir = Dir::new();
+    let scratch = dir.scratch();
+    let state_dir = dir.path().join("state");
+    let out_dir = dir.out();
+    let args = [
+        "run",
+        "--fs",
+        "ext4-ordered",
+        "--property",
+        "multi-block-append",
+        "--format",
+        "json",
+        "--scratch",
+        scratch.to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+    ];
+    let mut child = util::bob()
+        .env("BOB_STATE_DIR", &state_dir)
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let journal = out_dir.join("ext4-ordered/multi-block-append/run/results.jsonl");
+    let start = Instant::now();
+    let lines =
+        |p: &std::path::Path| std::fs::read_to_string(p).map(|t| t.lines().count()).unwrap_or(0);
+    while lines(&journal) < 20 && start.elapsed() < Duration::from_secs(120) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    nix_kill(child.id(), 9);
+    let out = util::bob().env("BOB_STATE_DIR", &state_dir).arg("cleanup").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let _ = child.wait();
+    let before = lines(&journal);
+    assert!(before >= 20, "the journal kept the verdicts reached before the kill");
+    let mut resumed = args.to_vec();
+    resumed.push("--resume");
+    let out = util::bob().env("BOB_STATE_DIR", &state_dir).args(&resumed).output().unwrap();
+    let cell: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let c = &cell["counts"];
+    let sum: u64 = ["held", "violated", "mount_failed", "fsck_failed", "timeout"]
+        .iter()
+        .map(|k| c[k].as_u64().unwrap())
+        .sum();
+    assert_eq!(sum, cell["states_explored"].as_u64().unwrap(), "{cell}");
+    assert_eq!(
+        cell["verdict"], "violated",
+        "a 2 MiB overwrite is not atomic on ext4-ordered: {cell}"
+    );
+    assert!(!journal.exists(), "a finished cell removes its journal");
+    let start = Instant::now();
+    while !util::leaks_under(&scratch).is_empty() && start.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_no_leaks(&scratch);
+}

@@ -9,8 +9,8 @@ use std::time::Instant;
 use workloads::Property;
 
 use crate::check::{self, EngineOptions, Subject};
-use crate::device::registry;
 use crate::crash::{self, Limits, Strategy};
+use crate::device::registry;
 use crate::fs::{FsConfig, Timeouts};
 use crate::image::BaseImage;
 use crate::record::{self, RecordRequest};
@@ -67,6 +67,8 @@ pub struct RunOptions {
     pub shard: Option<(usize, usize)>,
     /// Record this workload instead of the property's own (generated workloads).
     pub workload: Option<workloads::Workload>,
+    /// Continue an interrupted run of this cell from its journal (`--resume`).
+    pub resume: bool,
 }
 
 /// Parses `I/N` (1-based I, as CI matrices number jobs) into a 0-based shard.
@@ -158,7 +160,17 @@ pub fn run_cell(
         source,
     })?;
 
-    let (subject, sidecar) = match &opts.trace {
+    // The cell's journal: its trace and every result as it is reached, so that a killed
+    // run resumes (`--resume`) without recording again or losing a verdict. Removed when
+    // the cell completes.
+    let cell_dir = cell_dir(opts);
+    let run_dir = cell_dir.join("run");
+    let resuming = opts.resume && run_dir.join("trace.json").exists() && opts.trace.is_none();
+    if !resuming {
+        let _ = std::fs::remove_dir_all(&run_dir);
+    }
+    let trace_source = if resuming { Some(run_dir.clone()) } else { opts.trace.clone() };
+    let (subject, sidecar) = match &trace_source {
         Some(dir) => witness::load_subject(dir)?,
         None => {
             let workload = match &opts.workload {
@@ -192,6 +204,10 @@ pub fn run_cell(
     if let Some(dir) = &opts.save_trace {
         witness::save_trace(dir, &subject, &sidecar)?;
     }
+    if !resuming {
+        witness::save_trace(&run_dir, &subject, &sidecar)?;
+    }
+    let journal = check::Journal::open(&run_dir.join("results.jsonl"))?;
     if cancel.load(std::sync::atomic::Ordering::Relaxed) {
         return Err(check::Error::Interrupted.into());
     }
@@ -214,8 +230,16 @@ pub fn run_cell(
         timeouts: opts.timeouts,
         work_dir: work.path().to_owned(),
     };
-    let results =
-        check::run_states(&subject, &states, &engine, &|d, t| progress.state_done(d, t), cancel)?;
+    let results = check::run_states_journaled(
+        &subject,
+        &check::Judge::Oracle,
+        &states,
+        &engine,
+        &|d, t| progress.state_done(d, t),
+        cancel,
+        &journal,
+    )?;
+    drop(journal);
     let (verdict, counts, witness_index) = report::summarize(&results);
     let states_unique = results.iter().enumerate().filter(|(i, r)| r.mounted_as == *i).count();
 
@@ -240,10 +264,7 @@ pub fn run_cell(
         let r = &results[i];
         let replayed = confirm(&subject, &r.state, opts, &work)?;
         cell.confirmed = Some(replayed == r.check.outcome.name());
-        let mut dir = opts.out_dir.join(opts.config.name).join(opts.property.name());
-        if let Some((si, sn)) = opts.shard {
-            dir = dir.join(format!("shard-{}-of-{sn}", si + 1));
-        }
+        let dir = cell_dir.clone();
         let record = witness::StateRecord {
             id: r.state.id.to_string(),
             strategy: r.state.strategy.to_string(),
@@ -261,7 +282,17 @@ pub fn run_cell(
         cell.witness_position = Some(positions[i]);
     }
     cell.seconds = started.elapsed().as_secs_f64();
+    let _ = std::fs::remove_dir_all(&run_dir);
     Ok(cell)
+}
+
+/// Where a cell's witness and journal live: `<out>/<config>/<property>[/shard-I-of-N]`.
+pub fn cell_dir(opts: &RunOptions) -> PathBuf {
+    let mut dir = opts.out_dir.join(opts.config.name).join(opts.property.name());
+    if let Some((i, n)) = opts.shard {
+        dir = dir.join(format!("shard-{}-of-{n}", i + 1));
+    }
+    dir
 }
 
 /// Checks the witness state again, independently of the engine: a fresh image file

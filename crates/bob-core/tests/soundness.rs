@@ -29,6 +29,7 @@ fn no_violation(config: &str, seed: u64) -> Result<(), TestCaseError> {
         save_trace: None,
         shard: None,
         workload: Some(workload.clone()),
+        resume: false,
     };
     let cell = run_cell(&opts, &Quiet, &AtomicBool::new(false)).expect("the run itself works");
     prop_assert!(cell.counts.held > 0, "nothing was checked: {cell:?}");

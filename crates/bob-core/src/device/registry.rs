@@ -44,7 +44,9 @@ pub struct Reclaimed {
 
 /// The state directory.
 pub fn state_dir() -> PathBuf {
-    std::env::var_os("BOB_STATE_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/run/bob"))
+    std::env::var_os("BOB_STATE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/run/bob"))
 }
 
 /// Start time of `pid`, if it is running.
@@ -216,7 +218,8 @@ pub fn release_dir(dir: &Path, out: &mut Reclaimed) {
                 Err(e) => out.failures.push(format!("{}: {e}", dir.display())),
             }
         } else {
-            out.failures.push(format!("{}: still has mounts below it; left in place", dir.display()));
+            out.failures
+                .push(format!("{}: still has mounts below it; left in place", dir.display()));
         }
     }
 }
