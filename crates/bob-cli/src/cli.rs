@@ -176,6 +176,9 @@ pub struct MergeArgs {
     /// Table JSON files (from `bob table --format json`).
     #[arg(required = true)]
     pub tables: Vec<PathBuf>,
+    /// Also write the results document of the merged table to this Markdown file.
+    #[arg(long)]
+    pub doc: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = TableFormat::Md)]
     pub format: TableFormat,

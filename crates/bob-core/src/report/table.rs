@@ -228,7 +228,8 @@ impl Grid {
         let (e, u, secs) = self.totals();
         s.push_str(&format!(
             "\nx = a crash state that bob found and can replay violates the property; \
-             M = a state failed to mount (recovery failed); F = fsck complained; T = a step \
+             M = no state violated it, but some crash state failed to mount (recovery \
+             failed); F = no violation, but fsck complained; T = no violation, but a step \
              hung; empty = held in every state explored. Numbers: states mounted / states \
              explored. Totals: {e} states explored, {u} mounted, {secs:.0} s.\n"
         ));
@@ -309,7 +310,7 @@ impl Grid {
             }
             s.push_str("</tr>\n");
         }
-        s.push_str("</table>\n<p class=\"n\">x: violated in a replayable crash state; M: mount failed; F: fsck complained; T: timeout; empty: held. Numbers: states mounted / explored.</p>\n");
+        s.push_str("</table>\n<p class=\"n\">x: violated in a replayable crash state; M: no violation, but a state failed to mount; F: no violation, but fsck complained; T: no violation, but a step hung; empty: held. Numbers: states mounted / explored.</p>\n");
         if !failures.is_empty() {
             s.push_str("<h2>Witnesses</h2><ol>\n");
             for (i, cell) in failures.iter().enumerate() {
