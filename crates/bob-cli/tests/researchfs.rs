@@ -11,9 +11,13 @@ fn silent_states(cell: &serde_json::Value) -> u64 {
     cell["counts"]["violated"].as_u64().expect("counts.violated in the cell")
 }
 
-fn no_researchfs_mounts() {
+/// No researchfs FUSE mount of this test's own runs is left. Scoped to the test's
+/// directory: the tests run in parallel, and another test's live mount is not a leak.
+fn no_researchfs_mounts(dir: &Dir) {
+    let root = dir.path().to_string_lossy().into_owned();
     let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
-    let left: Vec<&str> = mounts.lines().filter(|l| l.contains("researchfs")).collect();
+    let left: Vec<&str> =
+        mounts.lines().filter(|l| l.contains("researchfs") && l.contains(&root)).collect();
     assert!(left.is_empty(), "researchfs mounts left: {left:#?}");
 }
 
@@ -48,7 +52,7 @@ fn orderless_shows_silent_inconsistencies() {
         "{story}"
     );
     assert_eq!(cell["confirmed"], true);
-    no_researchfs_mounts();
+    no_researchfs_mounts(&dir);
 }
 
 /// NoFS on the same workload and crash states: its checks turn most of what orderless
@@ -65,7 +69,7 @@ fn nofs_detects_what_orderless_returns_silently() {
         silent_states(&nofs),
         silent_states(&orderless)
     );
-    no_researchfs_mounts();
+    no_researchfs_mounts(&dir);
 }
 
 /// The claim for NoFS. It does not hold yet: bob finds crash states of the
@@ -79,5 +83,5 @@ fn nofs_shows_no_silent_inconsistency() {
     let (code, cell) = run_cell(&dir, "nofs", "detects-inconsistency", &[]);
     assert_eq!(silent_states(&cell), 0, "{cell}");
     assert_eq!(code, if cell["verdict"] == "held" { 0 } else { 1 });
-    no_researchfs_mounts();
+    no_researchfs_mounts(&dir);
 }
