@@ -100,6 +100,8 @@ pub enum AnnotateArg {
     Auto,
     /// Block tracepoints always (tracefs is mounted privately if needed).
     Tracefs,
+    /// Live blktrace (needs debugfs and relay files).
+    Blktrace,
     /// No annotations.
     None,
 }
@@ -547,6 +549,7 @@ pub fn record(args: RecordArgs) -> Result {
         annotate: match args.annotate {
             AnnotateArg::Auto => Annotate::Auto,
             AnnotateArg::Tracefs => Annotate::Tracefs,
+            AnnotateArg::Blktrace => Annotate::Blktrace,
             AnnotateArg::None => Annotate::Off,
         },
         backend,

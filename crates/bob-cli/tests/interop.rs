@@ -370,3 +370,36 @@ fn mark_outside_bob_record_is_one_clear_line() {
     assert_eq!(err.lines().count(), 1);
     assert!(err.contains("BOB_MARK_FILE"), "{err}");
 }
+
+/// Live blktrace where it works; here (no debugfs, no relay files) one clear line that
+/// points to tracefs, and nothing left behind. Where blktrace works, the recording must
+/// carry block requests.
+#[test]
+fn blktrace_live_annotation_runs_or_says_why_not() {
+    let dir = Dir::new();
+    let scratch = dir.scratch();
+    let out = dir.path().join("t");
+    let o = run(&[
+        "record",
+        "--fs",
+        "ext4-ordered",
+        "--out",
+        out.to_str().unwrap(),
+        "--scratch",
+        scratch.to_str().unwrap(),
+        "--annotate",
+        "blktrace",
+        "--",
+        "true",
+    ]);
+    assert_no_leaks(&scratch);
+    if o.status.code() == Some(2) {
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains("blktrace") && err.contains("--annotate tracefs"), "{err}");
+    } else {
+        assert_eq!(o.status.code(), Some(0));
+        let sidecar = std::fs::read_to_string(out.join("trace.json")).unwrap();
+        assert!(sidecar.contains("block_requests"), "blktrace must annotate the trace");
+    }
+}

@@ -36,6 +36,26 @@ pub enum Annotate {
     Auto,
     /// Always; mount tracefs privately if needed, fail if it cannot start.
     Tracefs,
+    /// Live blktrace (needs debugfs and relay files); fails in one line where it cannot run.
+    Blktrace,
+}
+
+/// A running annotation source.
+enum Tracing {
+    Tracefs(super::tracefs::TracefsSession),
+    Blktrace(super::blktrace_live::BlktraceSession),
+}
+
+impl Tracing {
+    fn stop(self) -> Result<Vec<BlockRequest>, Error> {
+        match self {
+            Tracing::Tracefs(t) => t.stop().map_err(|e| Error::Unavailable {
+                config: "--annotate tracefs".into(),
+                reason: e.to_string(),
+            }),
+            Tracing::Blktrace(b) => b.stop(),
+        }
+    }
 }
 
 /// The recording backend.
@@ -188,16 +208,18 @@ fn run_command(command: &[String], mnt: &Path, fifo: &Path) -> Result<Option<i32
     Ok(status.code())
 }
 
-fn start_tracing(
-    mode: Annotate,
-    dev: &Path,
-) -> Result<Option<super::tracefs::TracefsSession>, Error> {
+fn start_tracing(mode: Annotate, dev: &Path) -> Result<Option<Tracing>, Error> {
     Ok(match mode {
         Annotate::Off => None,
-        Annotate::Auto => super::default_tracing(dev),
-        Annotate::Tracefs => Some(super::tracefs::TracefsSession::start(dev).map_err(|e| {
-            Error::Unavailable { config: "--annotate tracefs".into(), reason: e.to_string() }
-        })?),
+        Annotate::Auto => super::default_tracing(dev).map(Tracing::Tracefs),
+        Annotate::Tracefs => {
+            Some(Tracing::Tracefs(super::tracefs::TracefsSession::start(dev).map_err(|e| {
+                Error::Unavailable { config: "--annotate tracefs".into(), reason: e.to_string() }
+            })?))
+        }
+        Annotate::Blktrace => {
+            Some(Tracing::Blktrace(super::blktrace_live::BlktraceSession::start(dev)?))
+        }
     })
 }
 
@@ -219,10 +241,7 @@ pub fn record_command(req: &CommandRequest<'_>) -> Result<CommandRecording, Erro
     reader.stop();
     let unmounted = md.unmount();
     let requests = match tracing {
-        Some(t) => Some(t.stop().map_err(|e| Error::Unavailable {
-            config: "--annotate tracefs".into(),
-            reason: e.to_string(),
-        })?),
+        Some(t) => Some(t.stop()?),
         None => None,
     };
     let exit_code = exit_code?;

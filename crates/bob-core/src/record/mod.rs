@@ -6,6 +6,7 @@
 //! device-mapper) and dm-log-writes ([`dm_log_writes_available`] tells whether this kernel
 //! can offer it; where it cannot, bob says so and points to the FUSE disk).
 
+pub mod blktrace_live;
 pub mod custom;
 pub mod dmlogwrites;
 pub mod tracefs;
