@@ -77,7 +77,6 @@ fn nofs_detects_what_orderless_returns_silently() {
 /// because a reused inode number passes the backpointer and back-link checks (no
 /// generation number; see docs/researchfs.md).
 #[test]
-#[ignore = "NoFS backpointers carry no generation: bob finds a silent TP in delete-create"]
 fn nofs_shows_no_silent_inconsistency() {
     let dir = Dir::new();
     let (code, cell) = run_cell(&dir, "nofs", "detects-inconsistency", &[]);

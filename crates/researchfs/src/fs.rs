@@ -28,8 +28,9 @@ use serde::{Deserialize, Serialize};
 use crate::design::{Design, Options};
 use crate::device::{BlockDevice, Role, WriteInfo};
 use crate::layout::{
-    build_dir_block, parse_dir_block, pos_dind_child, u32_at, Backpointer, DirEntry, Inode, Kind,
-    Superblock, BLOCK, INODE_SIZE, MAX_BACKLINKS, NAME_MAX, NDIRECT, POS_DIND, POS_IND, ROOT,
+    build_dir_block, parse_dir_block, pos_dind_child, u32_at, BackLink, Backpointer, DirEntry,
+    Inode, Kind, Superblock, BLOCK, INODE_SIZE, MAX_BACKLINKS, NAME_MAX, NDIRECT, POS_DIND,
+    POS_IND, ROOT,
 };
 use crate::{Error, ErrorKind, Result};
 
@@ -199,8 +200,8 @@ pub fn mkfs(design: Design, dev: &dyn BlockDevice, size: u64) -> Result<()> {
         w(sb.ibitmap_start, &ib, Role::Bitmap)?;
     }
     let dir = build_dir_block(&[
-        DirEntry { ino: ROOT, kind: Kind::Dir, name: b".".to_vec() },
-        DirEntry { ino: ROOT, kind: Kind::Dir, name: b"..".to_vec() },
+        DirEntry { ino: ROOT, gen: 0, kind: Kind::Dir, name: b".".to_vec() },
+        DirEntry { ino: ROOT, gen: 0, kind: Kind::Dir, name: b"..".to_vec() },
     ])
     .expect("two entries fit");
     w(u64::from(root_block), &dir, Role::Directory)?;
@@ -327,15 +328,17 @@ impl Core {
         Ok(())
     }
 
-    /// Whether an unexamined block may belong to a live inode (its first word names one).
+    /// Whether an unexamined block may belong to a live inode (its first word names one
+    /// and bytes 8..12, the generation in a backpointer and in a "." entry alike, match).
     fn maybe_owned(&mut self, b: u64) -> Result<bool> {
-        let mut head = [0u8; 4];
+        let mut head = [0u8; 12];
         self.dev.read_at(b * BLOCK as u64, &mut head).map_err(io_err(b))?;
-        let owner = u32::from_le_bytes(head);
+        let owner = u32_at(&head, 0);
         if owner == 0 || owner >= self.sb.inodes {
             return Ok(false);
         }
-        Ok(self.get_inode(owner)?.kind != Kind::Free)
+        let i = self.get_inode(owner)?;
+        Ok(i.kind != Kind::Free && i.generation == u32_at(&head, 8))
     }
 
     fn alloc_block(&mut self, tx: &mut Tx) -> Result<u32> {
@@ -422,18 +425,18 @@ impl Core {
 
     // ---- pointer tree ----
 
-    fn new_ind(&mut self, owner: u32, pos: u32, tx: &mut Tx) -> Result<u32> {
+    fn new_ind(&mut self, owner: u32, gen: u32, pos: u32, tx: &mut Tx) -> Result<u32> {
         let b = self.alloc_block(tx)?;
         let mut blk = vec![0u8; BLOCK];
         if self.design.backpointers() {
-            Backpointer { ino: owner, offset: pos }.write(&mut blk);
+            Backpointer { ino: owner, offset: pos, gen }.write(&mut blk);
         }
         tx.ind.insert(b, blk);
         tx.dirty.insert(b);
         Ok(b)
     }
 
-    fn load_ind(&mut self, owner: u32, b: u32, pos: u32, tx: &mut Tx) -> Result<()> {
+    fn load_ind(&mut self, owner: u32, gen: u32, b: u32, pos: u32, tx: &mut Tx) -> Result<()> {
         if tx.ind.contains_key(&b) {
             return Ok(());
         }
@@ -447,28 +450,39 @@ impl Core {
         let blk = self.read_block(u64::from(b))?;
         if self.design.backpointers() {
             let bp = Backpointer::read(&blk);
-            if bp != (Backpointer { ino: owner, offset: pos }) {
-                return Err(self.mismatch(owner, pos, b, bp, "indirect"));
+            if bp != (Backpointer { ino: owner, offset: pos, gen }) {
+                return Err(self.mismatch(owner, gen, pos, b, bp, "indirect"));
             }
         }
         tx.ind.insert(b, blk);
         Ok(())
     }
 
-    /// A backpointer disagreed with the pointer to its block: another live file's block
-    /// (TP) or a block never written for this one (GD).
-    fn mismatch(&mut self, owner: u32, pos: u32, b: u32, bp: Backpointer, what: &str) -> Error {
+    /// A backpointer disagreed with the pointer to its block: another file's block (TP:
+    /// another live inode's, or another generation of this inode number's) or a block
+    /// never written for this one (GD).
+    fn mismatch(
+        &mut self,
+        owner: u32,
+        gen: u32,
+        pos: u32,
+        b: u32,
+        bp: Backpointer,
+        what: &str,
+    ) -> Error {
+        let reused = bp.ino == owner && bp.gen != gen && bp.gen != 0;
         let other_live = bp.ino != owner
             && bp.ino != 0
             && bp.ino < self.sb.inodes
             && self.get_inode(bp.ino).map(|i| i.kind != Kind::Free).unwrap_or(false);
-        let kind = if other_live { ErrorKind::Tp } else { ErrorKind::Gd };
+        let kind = if other_live || reused { ErrorKind::Tp } else { ErrorKind::Gd };
         self.detect(
             Some(kind),
             Action::ErrorReturned,
             format!(
-                "inode {owner}: {what} block {b} at {pos} has backpointer ({}, {})",
-                bp.ino, bp.offset
+                "inode {owner} (generation {gen}): {what} block {b} at {pos} has backpointer \
+                 ({}, {}, generation {})",
+                bp.ino, bp.offset, bp.gen
             ),
         )
     }
@@ -494,6 +508,7 @@ impl Core {
         tx: &mut Tx,
     ) -> Result<Option<Slot>> {
         let p = self.ptrs() as u64;
+        let gen = inode.generation;
         if l < NDIRECT as u64 {
             return Ok(Some(Slot::Direct(l as usize)));
         }
@@ -503,10 +518,10 @@ impl Core {
                 if !create {
                     return Ok(None);
                 }
-                inode.ind = self.new_ind(ino, POS_IND, tx)?;
+                inode.ind = self.new_ind(ino, gen, POS_IND, tx)?;
                 inode.blocks += 1;
             }
-            self.load_ind(ino, inode.ind, POS_IND, tx)?;
+            self.load_ind(ino, gen, inode.ind, POS_IND, tx)?;
             return Ok(Some(Slot::In(inode.ind, l as usize)));
         }
         let l = l - p;
@@ -517,21 +532,21 @@ impl Core {
             if !create {
                 return Ok(None);
             }
-            inode.dind = self.new_ind(ino, POS_DIND, tx)?;
+            inode.dind = self.new_ind(ino, gen, POS_DIND, tx)?;
             inode.blocks += 1;
         }
-        self.load_ind(ino, inode.dind, POS_DIND, tx)?;
+        self.load_ind(ino, gen, inode.dind, POS_DIND, tx)?;
         let ci = (l / p) as usize;
         let mut child = self.ptr_in(tx, inode.dind, ci);
         if child == 0 {
             if !create {
                 return Ok(None);
             }
-            child = self.new_ind(ino, pos_dind_child(ci), tx)?;
+            child = self.new_ind(ino, gen, pos_dind_child(ci), tx)?;
             self.set_ptr_in(tx, inode.dind, ci, child);
             inode.blocks += 1;
         }
-        self.load_ind(ino, child, pos_dind_child(ci), tx)?;
+        self.load_ind(ino, gen, child, pos_dind_child(ci), tx)?;
         Ok(Some(Slot::In(child, (l % p) as usize)))
     }
 
@@ -569,8 +584,9 @@ impl Core {
             }
         }
         let p = self.ptrs();
+        let gen = inode.generation;
         let mut tx = Tx::default();
-        if inode.ind != 0 && self.quiet_load(ino, inode.ind, POS_IND, &mut tx) {
+        if inode.ind != 0 && self.quiet_load(ino, gen, inode.ind, POS_IND, &mut tx) {
             ind.push((inode.ind, POS_IND));
             for i in 0..p {
                 let b = self.ptr_in(&tx, inode.ind, i);
@@ -579,11 +595,11 @@ impl Core {
                 }
             }
         }
-        if inode.dind != 0 && self.quiet_load(ino, inode.dind, POS_DIND, &mut tx) {
+        if inode.dind != 0 && self.quiet_load(ino, gen, inode.dind, POS_DIND, &mut tx) {
             ind.push((inode.dind, POS_DIND));
             for ci in 0..p {
                 let c = self.ptr_in(&tx, inode.dind, ci);
-                if c != 0 && self.quiet_load(ino, c, pos_dind_child(ci), &mut tx) {
+                if c != 0 && self.quiet_load(ino, gen, c, pos_dind_child(ci), &mut tx) {
                     ind.push((c, pos_dind_child(ci)));
                     for i in 0..p {
                         let b = self.ptr_in(&tx, c, i);
@@ -598,34 +614,35 @@ impl Core {
     }
 
     /// `load_ind` that records no detection (scans and frees are not accesses).
-    fn quiet_load(&mut self, owner: u32, b: u32, pos: u32, tx: &mut Tx) -> bool {
+    fn quiet_load(&mut self, owner: u32, gen: u32, b: u32, pos: u32, tx: &mut Tx) -> bool {
         let n = self.events.len();
-        let ok = self.load_ind(owner, b, pos, tx).is_ok();
+        let ok = self.load_ind(owner, gen, b, pos, tx).is_ok();
         self.events.truncate(n);
         ok
     }
 
-    /// Whether block `b` carries `ino`'s backpointer for logical block `l` (a "." entry
-    /// naming `ino` for a directory). Always true without backpointers.
-    fn owns(&self, ino: u32, l: u64, b: u32, dir: bool) -> Result<bool> {
+    /// Whether block `b` carries the backpointer of generation `gen` of `ino` for logical
+    /// block `l` (a "." entry naming both for a directory). Always true without
+    /// backpointers.
+    fn owns(&self, ino: u32, gen: u32, l: u64, b: u32, dir: bool) -> Result<bool> {
         if !self.design.backpointers() {
             return Ok(true);
         }
         if !self.in_data(b) {
             return Ok(false);
         }
-        let mut head = [0u8; 9];
+        let mut head = [0u8; 13];
         self.dev.read_at(u64::from(b) * BLOCK as u64, &mut head).map_err(io_err(u64::from(b)))?;
         Ok(if dir {
-            u32_at(&head, 0) == ino && head[6] == 1 && head[8] == b'.'
+            u32_at(&head, 0) == ino && head[6] == 1 && head[12] == b'.' && u32_at(&head, 8) == gen
         } else {
-            Backpointer::read(&head) == Backpointer { ino, offset: l as u32 }
+            Backpointer::read(&head) == Backpointer { ino, offset: l as u32, gen }
         })
     }
 
     // ---- file data ----
 
-    fn read_data(&mut self, ino: u32, l: u64, b: u32) -> Result<Vec<u8>> {
+    fn read_data(&mut self, ino: u32, gen: u32, l: u64, b: u32) -> Result<Vec<u8>> {
         if !self.in_data(b) {
             return Err(self.detect(
                 Some(ErrorKind::Gd),
@@ -636,8 +653,8 @@ impl Core {
         let blk = self.read_block(u64::from(b))?;
         if self.design.backpointers() {
             let bp = Backpointer::read(&blk);
-            if bp != (Backpointer { ino, offset: l as u32 }) {
-                return Err(self.mismatch(ino, l as u32, b, bp, "data"));
+            if bp != (Backpointer { ino, offset: l as u32, gen }) {
+                return Err(self.mismatch(ino, gen, l as u32, b, bp, "data"));
             }
         }
         Ok(blk)
@@ -696,10 +713,10 @@ impl Core {
             } else {
                 // Partial overwrites, and every NoFS overwrite: the block must be checked
                 // to belong here before it is written over.
-                self.read_data(ino, l, b)?
+                self.read_data(ino, inode.generation, l, b)?
             };
             if self.design.backpointers() {
-                Backpointer { ino, offset: l as u32 }.write(&mut buf);
+                Backpointer { ino, offset: l as u32, gen: inode.generation }.write(&mut buf);
             }
             let src = (pos - off) as usize;
             buf[hdr + inb..hdr + inb + n].copy_from_slice(&data[src..src + n]);
@@ -743,7 +760,7 @@ impl Core {
             if b == 0 {
                 out.resize(out.len() + n, 0);
             } else {
-                let blk = self.read_data(ino, l, b)?;
+                let blk = self.read_data(ino, inode.generation, l, b)?;
                 out.extend_from_slice(&blk[hdr + inb..hdr + inb + n]);
             }
             pos += n as u64;
@@ -754,8 +771,8 @@ impl Core {
     /// Drops the pointer at `l` and schedules the block's free. NoFS frees only a block
     /// that carries this inode's backpointer: a stale pointer must not free another file's
     /// block.
-    fn release_data(&mut self, ino: u32, l: u64, b: u32, dir: bool, tx: &mut Tx) -> Result<()> {
-        if self.owns(ino, l, b, dir)? {
+    fn release_data(&mut self, ino: u32, inode: &Inode, l: u64, b: u32, tx: &mut Tx) -> Result<()> {
+        if self.owns(ino, inode.generation, l, b, inode.kind == Kind::Dir)? {
             tx.freed.push(b);
         }
         Ok(())
@@ -779,7 +796,7 @@ impl Core {
                 let l = size / pl;
                 let b = self.bmap(ino, &inode, l, &mut tx)?;
                 if b != 0 {
-                    let mut blk = self.read_data(ino, l, b)?;
+                    let mut blk = self.read_data(ino, inode.generation, l, b)?;
                     blk[hdr + (size % pl) as usize..].fill(0);
                     self.write_block(u64::from(b), &blk, Role::Data)?;
                 }
@@ -792,7 +809,8 @@ impl Core {
                         self.set_slot(&mut inode, &mut tx, s, 0);
                     }
                     inode.blocks = inode.blocks.saturating_sub(1);
-                    self.release_data(ino, l, b, false, &mut tx)?;
+                    let owner = inode.clone();
+                    self.release_data(ino, &owner, l, b, &mut tx)?;
                 }
             }
             if keep <= NDIRECT as u64 && inode.ind != 0 {
@@ -803,7 +821,7 @@ impl Core {
             }
             if inode.dind != 0 {
                 let needed = keep.saturating_sub(NDIRECT as u64 + p).div_ceil(p) as usize;
-                self.load_ind(ino, inode.dind, POS_DIND, &mut tx)?;
+                self.load_ind(ino, inode.generation, inode.dind, POS_DIND, &mut tx)?;
                 for ci in needed..p as usize {
                     let c = self.ptr_in(&tx, inode.dind, ci);
                     if c != 0 {
@@ -828,7 +846,7 @@ impl Core {
 
     // ---- directories ----
 
-    fn dir_block(&mut self, dir: u32, b: u32) -> Result<Vec<DirEntry>> {
+    fn dir_block(&mut self, dir: u32, gen: u32, b: u32) -> Result<Vec<DirEntry>> {
         if !self.in_data(b) {
             return Err(self.detect(
                 Some(ErrorKind::Bd),
@@ -849,13 +867,16 @@ impl Core {
         };
         if self.design.backpointers() {
             match entries.first() {
-                Some(e) if e.name == b"." && e.ino == dir => {}
+                Some(e) if e.name == b"." && e.ino == dir && e.gen == gen => {}
                 other => {
-                    let found = other.map_or(0, |e| e.ino);
+                    let (found, fgen) = other.map_or((0, 0), |e| (e.ino, e.gen));
                     return Err(self.detect(
                         Some(ErrorKind::Bd),
                         Action::ErrorReturned,
-                        format!("directory {dir} block {b}: \".\" names inode {found}"),
+                        format!(
+                            "directory {dir} (generation {gen}) block {b}: \".\" names inode \
+                             {found} generation {fgen}"
+                        ),
                     ));
                 }
             }
@@ -876,7 +897,7 @@ impl Core {
             if b == 0 {
                 continue;
             }
-            let e = self.dir_block(dir, b)?;
+            let e = self.dir_block(dir, inode.generation, b)?;
             out.push((b, e));
         }
         Ok(out)
@@ -915,7 +936,12 @@ impl Core {
         inode.blocks += 1;
         let mut entries = Vec::new();
         if self.design.backpointers() {
-            entries.push(DirEntry { ino: dir, kind: Kind::Dir, name: b".".to_vec() });
+            entries.push(DirEntry {
+                ino: dir,
+                gen: inode.generation,
+                kind: Kind::Dir,
+                name: b".".to_vec(),
+            });
         }
         entries.push(entry);
         let blk = build_dir_block(&entries).expect("a fresh block holds one entry");
@@ -937,14 +963,21 @@ impl Core {
         Err(Error::NotFound)
     }
 
-    /// Entries of `dir` naming `ino`, without recording detections (used by checks).
-    fn names_in(&mut self, dir: u32, ino: u32) -> usize {
+    /// Entries of `link.dir` naming generation `gen` of `ino` under a name whose hash is
+    /// `link.name`, without recording detections (used by checks).
+    fn names_in(&mut self, link: BackLink, ino: u32, gen: u32) -> usize {
         let n = self.events.len();
-        let count = match self.dir_blocks(dir) {
+        let count = match self.dir_blocks(link.dir) {
             Ok(blocks) => blocks
                 .iter()
                 .flat_map(|(_, e)| e.iter())
-                .filter(|e| e.ino == ino && e.name != b"." && e.name != b"..")
+                .filter(|e| {
+                    e.ino == ino
+                        && e.gen == gen
+                        && e.name != b"."
+                        && e.name != b".."
+                        && BackLink::new(link.dir, &e.name) == link
+                })
                 .count(),
             Err(_) => 0,
         };
@@ -969,7 +1002,18 @@ impl Core {
                     format!("entry {shown:?} of directory {parent} names free inode {}", e.ino),
                 ));
             }
-            if !child.backlinks.contains(&parent) {
+            if child.generation != e.gen {
+                return Err(self.detect(
+                    Some(ErrorKind::Bd),
+                    Action::ErrorReturned,
+                    format!(
+                        "entry {shown:?} of directory {parent} names generation {} of inode {}, \
+                         which is at generation {}",
+                        e.gen, e.ino, child.generation
+                    ),
+                ));
+            }
+            if !child.backlinks.contains(&BackLink::new(parent, name)) {
                 return Err(self.detect(
                     Some(ErrorKind::Bd),
                     Action::ErrorReturned,
@@ -984,27 +1028,27 @@ impl Core {
         Ok(e.ino)
     }
 
-    /// NoFS: checks an inode's link count against the directories its back links name, and
+    /// NoFS: checks an inode's link count against the entries its back links identify, and
     /// its block count against the blocks whose backpointers agree; repairs both.
     fn verify(&mut self, ino: u32) -> Result<()> {
         let mut inode = self.get_inode(ino)?;
         let mut changed = false;
         if inode.kind == Kind::File {
-            let mut parents: Vec<u32> = inode.backlinks.clone();
-            parents.sort_unstable();
-            parents.dedup();
+            let mut links: Vec<BackLink> = inode.backlinks.clone();
+            links.sort_unstable();
+            links.dedup();
             let mut kept = Vec::new();
-            for p in parents {
-                let claimed = inode.backlinks.iter().filter(|&&x| x == p).count();
-                let named = self.names_in(p, ino);
-                kept.extend(std::iter::repeat_n(p, claimed.min(named)));
+            for link in links {
+                let claimed = inode.backlinks.iter().filter(|&&x| x == link).count();
+                let named = self.names_in(link, ino, inode.generation);
+                kept.extend(std::iter::repeat_n(link, claimed.min(named)));
             }
             if kept.len() != inode.backlinks.len() || kept.len() != inode.nlink as usize {
                 self.events.push(Detection {
                     kind: Some(ErrorKind::Hl),
                     action: Action::Repaired,
                     what: format!(
-                        "inode {ino}: link count {} but {} directories confirm it",
+                        "inode {ino}: link count {} but {} entries confirm it",
                         inode.nlink,
                         kept.len()
                     ),
@@ -1018,7 +1062,7 @@ impl Core {
         let dir = inode.kind == Kind::Dir;
         let mut count = ind.len() as u32;
         for (l, b) in data {
-            if self.owns(ino, l, b, dir)? {
+            if self.owns(ino, inode.generation, l, b, dir)? {
                 count += 1;
             }
         }
@@ -1058,16 +1102,30 @@ impl Core {
         })
     }
 
-    fn new_inode(&mut self, kind: Kind, parent: u32) -> Inode {
+    /// A fresh inode for slot `ino`, one generation past whatever the slot held (read from
+    /// the table: a free slot keeps its generation, so a reused number never matches the
+    /// entries and backpointers of its previous life).
+    fn new_inode(&mut self, ino: u32, kind: Kind, parent: u32, name: &[u8]) -> Result<Inode> {
         let (mtime, mtime_ns) = now();
-        Inode {
+        let generation = self.get_inode(ino)?.generation.wrapping_add(1);
+        Ok(Inode {
             kind,
             nlink: if kind == Kind::Dir { 2 } else { 1 },
             mtime,
             mtime_ns,
-            backlinks: if self.design.backpointers() { vec![parent] } else { vec![] },
+            generation,
+            backlinks: if self.design.backpointers() {
+                vec![BackLink::new(parent, name)]
+            } else {
+                vec![]
+            },
             ..Inode::default()
-        }
+        })
+    }
+
+    /// The generation entries naming `ino` record.
+    fn gen_of(&mut self, ino: u32) -> Result<u32> {
+        Ok(self.get_inode(ino)?.generation)
     }
 
     fn check_new(&mut self, parent: u32, name: &[u8]) -> Result<()> {
@@ -1081,11 +1139,12 @@ impl Core {
     fn create(&mut self, parent: u32, name: &[u8]) -> Result<u32> {
         self.check_new(parent, name)?;
         let ino = self.alloc_inode()?;
-        let inode = self.new_inode(Kind::File, parent);
+        let inode = self.new_inode(ino, Kind::File, parent, name)?;
         self.put_inode(ino, &inode)?;
         self.write_bitmaps()?;
         self.barrier()?;
-        self.dir_add(parent, DirEntry { ino, kind: Kind::File, name: name.to_vec() })?;
+        let gen = inode.generation;
+        self.dir_add(parent, DirEntry { ino, gen, kind: Kind::File, name: name.to_vec() })?;
         Ok(ino)
     }
 
@@ -1094,20 +1153,21 @@ impl Core {
         let ino = self.alloc_inode()?;
         let mut tx = Tx::default();
         let b = self.alloc_block(&mut tx)?;
+        let mut inode = self.new_inode(ino, Kind::Dir, parent, name)?;
+        let (gen, pgen) = (inode.generation, self.gen_of(parent)?);
         let blk = build_dir_block(&[
-            DirEntry { ino, kind: Kind::Dir, name: b".".to_vec() },
-            DirEntry { ino: parent, kind: Kind::Dir, name: b"..".to_vec() },
+            DirEntry { ino, gen, kind: Kind::Dir, name: b".".to_vec() },
+            DirEntry { ino: parent, gen: pgen, kind: Kind::Dir, name: b"..".to_vec() },
         ])
         .expect("two entries fit");
         self.write_block(u64::from(b), &blk, Role::Directory)?;
-        let mut inode = self.new_inode(Kind::Dir, parent);
         inode.size = BLOCK as u64;
         inode.blocks = 1;
         inode.direct[0] = b;
         self.put_inode(ino, &inode)?;
         self.write_bitmaps()?;
         self.barrier()?;
-        self.dir_add(parent, DirEntry { ino, kind: Kind::Dir, name: name.to_vec() })?;
+        self.dir_add(parent, DirEntry { ino, gen, kind: Kind::Dir, name: name.to_vec() })?;
         let mut p = self.get_inode(parent)?;
         p.nlink = p.nlink.saturating_add(1);
         self.put_inode(parent, &p)?;
@@ -1127,23 +1187,24 @@ impl Core {
         }
         inode.nlink += 1;
         if self.design.backpointers() {
-            inode.backlinks.push(parent);
+            inode.backlinks.push(BackLink::new(parent, name));
         }
         self.put_inode(ino, &inode)?;
         self.barrier()?;
-        self.dir_add(parent, DirEntry { ino, kind: Kind::File, name: name.to_vec() })
+        let gen = inode.generation;
+        self.dir_add(parent, DirEntry { ino, gen, kind: Kind::File, name: name.to_vec() })
     }
 
-    /// Frees every block of a dead inode (after its zeroed inode is written).
+    /// Frees every block of a dead inode (after its zeroed inode, which keeps only the
+    /// generation, is written).
     fn release_inode(&mut self, ino: u32, inode: &Inode) -> Result<()> {
         let (data, ind) = self.all_blocks(ino, inode);
         let mut tx = Tx::default();
-        let dir = inode.kind == Kind::Dir;
         for (l, b) in data {
-            self.release_data(ino, l, b, dir, &mut tx)?;
+            self.release_data(ino, inode, l, b, &mut tx)?;
         }
         tx.freed.extend(ind.into_iter().map(|(b, _)| b));
-        self.put_inode(ino, &Inode::default())?;
+        self.put_inode(ino, &Inode { generation: inode.generation, ..Inode::default() })?;
         self.barrier()?;
         for b in tx.freed {
             self.free_block(b);
@@ -1162,7 +1223,8 @@ impl Core {
         self.dir_remove(parent, name)?;
         self.barrier()?;
         inode.nlink = inode.nlink.saturating_sub(1);
-        if let Some(i) = inode.backlinks.iter().position(|&p| p == parent) {
+        let link = BackLink::new(parent, name);
+        if let Some(i) = inode.backlinks.iter().position(|&p| p == link) {
             inode.backlinks.remove(i);
         }
         if inode.nlink == 0 {
@@ -1225,20 +1287,32 @@ impl Core {
             }
         }
         // Link under the new name, move the back link, unlink the old name.
-        self.dir_add(np, DirEntry { ino, kind: inode.kind, name: nname.to_vec() })?;
+        let gen = inode.generation;
+        self.dir_add(np, DirEntry { ino, gen, kind: inode.kind, name: nname.to_vec() })?;
         self.barrier()?;
+        if self.design.backpointers() {
+            // The back link identifies the entry, so it moves even within one directory.
+            let mut inode = self.get_inode(ino)?;
+            let old = BackLink::new(op, oname);
+            if let Some(i) = inode.backlinks.iter().position(|&p| p == old) {
+                inode.backlinks[i] = BackLink::new(np, nname);
+            }
+            if op != np {
+                Core::touch(&mut inode);
+            }
+            self.put_inode(ino, &inode)?;
+        }
         if op != np {
             let mut inode = self.get_inode(ino)?;
-            if let Some(i) = inode.backlinks.iter().position(|&p| p == op) {
-                inode.backlinks[i] = np;
-            }
             Core::touch(&mut inode);
             self.put_inode(ino, &inode)?;
             if is_dir {
                 let b = inode.direct[0];
-                let mut entries = self.dir_block(ino, b)?;
+                let npgen = self.gen_of(np)?;
+                let mut entries = self.dir_block(ino, gen, b)?;
                 for e in entries.iter_mut().filter(|e| e.name == b"..") {
                     e.ino = np;
+                    e.gen = npgen;
                 }
                 let blk = build_dir_block(&entries).expect("same entries fit");
                 self.write_block(u64::from(b), &blk, Role::Directory)?;
@@ -1390,7 +1464,7 @@ impl Fs {
     /// inode, then declare every other block free. Each step takes the lock briefly.
     fn scan(&self) {
         let n = self.lock().sb.inodes;
-        let mut cands: Vec<(u32, Vec<u32>)> = Vec::new();
+        let mut cands: Vec<(u32, u32, Vec<BackLink>)> = Vec::new();
         for start in (2..n).step_by(64) {
             if self.stop.load(Ordering::Relaxed) {
                 return;
@@ -1405,7 +1479,7 @@ impl Fs {
                         let mut bl = i.backlinks.clone();
                         bl.sort_unstable();
                         bl.dedup();
-                        cands.push((ino, bl));
+                        cands.push((ino, i.generation, bl));
                     }
                     _ => {
                         c.ialloc[ino as usize] = FREE;
@@ -1415,12 +1489,14 @@ impl Fs {
             }
         }
         let mut parents: HashMap<u32, Vec<u32>> = HashMap::new();
-        for (ino, bl) in &cands {
+        for (ino, gen, bl) in &cands {
             if self.stop.load(Ordering::Relaxed) {
                 return;
             }
             let mut c = self.lock();
-            let vp = bl.iter().copied().filter(|&p| p < n && c.names_in(p, *ino) > 0).collect();
+            let vp =
+                bl.iter().filter(|l| l.dir < n && c.names_in(**l, *ino, *gen) > 0).map(|l| l.dir);
+            let vp = vp.collect();
             parents.insert(*ino, vp);
         }
         {
@@ -1437,7 +1513,7 @@ impl Fs {
                     break;
                 }
             }
-            for (ino, _) in &cands {
+            for (ino, _, _) in &cands {
                 if c.ialloc[*ino as usize] != UNKNOWN {
                     continue;
                 }
@@ -1471,7 +1547,9 @@ impl Fs {
                 }
             }
             for (l, b) in data {
-                if c.owns(ino, l, b, dir).unwrap_or(false) && c.balloc[b as usize] == UNKNOWN {
+                if c.owns(ino, inode.generation, l, b, dir).unwrap_or(false)
+                    && c.balloc[b as usize] == UNKNOWN
+                {
                     c.balloc[b as usize] = USED;
                 }
             }
@@ -1903,7 +1981,7 @@ mod tests {
         let mut raw = vec![0u8; BLOCK];
         dev.read_at(blk * BLOCK as u64, &mut raw).unwrap();
         let mut inode = Inode::decode(&raw[off..off + INODE_SIZE]);
-        inode.backlinks = vec![a, ROOT];
+        inode.backlinks = vec![BackLink::new(a, b"f"), BackLink::new(ROOT, b"g")];
         inode.encode_into(&mut raw[off..off + INODE_SIZE]);
         dev.write_at(blk * BLOCK as u64, &raw, WriteInfo::new(Role::Other)).unwrap();
         let fs = reopen(Design::Nofs, &dev);
@@ -1927,10 +2005,11 @@ mod tests {
         fs.write(f, 0, &pattern(20_000, 2)).unwrap();
         fs.shutdown().unwrap();
         // Orphan f: remove a's entry behind the file system's back.
-        let d = fs.lock().get_inode(a).unwrap().direct[0];
+        let ai = fs.lock().get_inode(a).unwrap();
+        let d = ai.direct[0];
         let blk = build_dir_block(&[
-            DirEntry { ino: a, kind: Kind::Dir, name: b".".to_vec() },
-            DirEntry { ino: ROOT, kind: Kind::Dir, name: b"..".to_vec() },
+            DirEntry { ino: a, gen: ai.generation, kind: Kind::Dir, name: b".".to_vec() },
+            DirEntry { ino: ROOT, gen: 0, kind: Kind::Dir, name: b"..".to_vec() },
         ])
         .unwrap();
         dev.write_at(u64::from(d) * BLOCK as u64, &blk, WriteInfo::new(Role::Other)).unwrap();
@@ -1947,5 +2026,107 @@ mod tests {
         // Root + a + g remain; f and its 5 blocks were reclaimed.
         assert_eq!(u.files - u.ffree, 3);
         assert_eq!(u.blocks - u.bfree, 3);
+    }
+
+    /// The raw block `b` of `dev`.
+    fn raw(dev: &MemDevice, b: u64) -> Vec<u8> {
+        let mut v = vec![0u8; BLOCK];
+        dev.read_at(b * BLOCK as u64, &mut v).unwrap();
+        v
+    }
+
+    /// Puts back an earlier copy of block `b`, as if the writes since were lost.
+    fn lose_writes(dev: &MemDevice, b: u64, old: &[u8]) {
+        dev.write_at(b * BLOCK as u64, old, WriteInfo::new(Role::Other)).unwrap();
+    }
+
+    #[test]
+    fn nofs_notices_a_lost_second_link_in_the_same_directory() {
+        let (dev, fs) = fresh(Design::Nofs, 4);
+        let a = fs.mkdir(ROOT, "a").unwrap();
+        let f = fs.create(a, "f").unwrap();
+        fs.write(f, 0, b"linked twice").unwrap();
+        let (iblk, _) = fs.lock().sb.inode_location(f);
+        let before = raw(&dev, iblk);
+        fs.link(f, a, "g").unwrap();
+        fs.shutdown().unwrap();
+        // The inode write of the link is lost; the entry "g" reached the disk.
+        lose_writes(&dev, iblk, &before);
+        let fs = reopen(Design::Nofs, &dev);
+        let err = fs.resolve("a/g").unwrap_err();
+        assert!(matches!(err, Error::Inconsistent { kind: Some(ErrorKind::Bd), .. }), "{err}");
+        let f2 = fs.resolve("a/f").unwrap();
+        assert_eq!(f2, f);
+        assert_eq!(fs.getattr(f).unwrap().nlink, 1);
+        assert_eq!(fs.read(f, 0, 100).unwrap(), b"linked twice");
+        let r = crate::check::classify(fs.as_ref(), &[]);
+        assert!(r.silent().is_empty(), "{:?}", r.silent());
+    }
+
+    #[test]
+    fn nofs_reused_inode_and_block_do_not_pass_for_the_deleted_file() {
+        let (dev, fs) = fresh(Design::Nofs, 4);
+        let b = fs.mkdir(ROOT, "b").unwrap();
+        let old = fs.create(b, "old").unwrap();
+        fs.write(old, 0, &pattern(3000, 1)).unwrap();
+        let old_inode = fs.lock().get_inode(old).unwrap();
+        let (iblk, _) = fs.lock().sb.inode_location(old);
+        let dblk = u64::from(fs.lock().get_inode(b).unwrap().direct[0]);
+        let (inode_before, dir_before) = (raw(&dev, iblk), raw(&dev, dblk));
+        fs.unlink(b, "old").unwrap();
+        let new = fs.create(b, "new").unwrap();
+        fs.write(new, 0, &pattern(3000, 2)).unwrap();
+        let new_inode = fs.lock().get_inode(new).unwrap();
+        // The scenario needs the number and the block reused.
+        assert_eq!(new, old);
+        assert_eq!(new_inode.direct[0], old_inode.direct[0]);
+        assert_eq!(new_inode.generation, old_inode.generation + 1);
+        fs.shutdown().unwrap();
+        // Only the new file's data block reached the disk.
+        lose_writes(&dev, iblk, &inode_before);
+        lose_writes(&dev, dblk, &dir_before);
+        let fs = reopen(Design::Nofs, &dev);
+        let ino = fs.resolve("b/old").unwrap();
+        let err = fs.read(ino, 0, 3000).unwrap_err();
+        assert!(matches!(err, Error::Inconsistent { kind: Some(ErrorKind::Tp), .. }), "{err}");
+        let r = crate::check::classify(fs.as_ref(), &[]);
+        assert!(r.silent().is_empty(), "{:?}", r.silent());
+
+        // And the other way round: the inode and data reached the disk, the directory
+        // block did not; the old name now names a newer generation.
+        let (dev, fs) = fresh(Design::Nofs, 4);
+        let b = fs.mkdir(ROOT, "b").unwrap();
+        let old = fs.create(b, "old").unwrap();
+        fs.write(old, 0, &pattern(3000, 1)).unwrap();
+        let dblk = u64::from(fs.lock().get_inode(b).unwrap().direct[0]);
+        let other = fs.mkdir(ROOT, "c").unwrap();
+        let dir_before = raw(&dev, dblk);
+        fs.unlink(b, "old").unwrap();
+        let new = fs.create(other, "new").unwrap();
+        assert_eq!(new, old);
+        fs.write(new, 0, &pattern(3000, 2)).unwrap();
+        fs.shutdown().unwrap();
+        lose_writes(&dev, dblk, &dir_before);
+        let fs = reopen(Design::Nofs, &dev);
+        let err = fs.resolve("b/old").unwrap_err();
+        assert!(err.to_string().contains("generation"), "{err}");
+        assert_eq!(fs.read(fs.resolve("c/new").unwrap(), 0, 3000).unwrap(), pattern(3000, 2));
+    }
+
+    #[test]
+    fn rename_within_a_directory_moves_the_back_link() {
+        let (dev, fs) = fresh(Design::Nofs, 4);
+        let a = fs.mkdir(ROOT, "a").unwrap();
+        let f = fs.create(a, "f").unwrap();
+        fs.link(f, a, "g").unwrap();
+        fs.rename(a, "f", a, "h").unwrap();
+        fs.shutdown().unwrap();
+        let r = crate::fsck(Design::Nofs, dev.as_ref()).unwrap();
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        let fs = reopen(Design::Nofs, &dev);
+        assert_eq!(fs.resolve("a/h").unwrap(), f);
+        assert_eq!(fs.resolve("a/g").unwrap(), f);
+        assert_eq!(fs.getattr(f).unwrap().nlink, 2);
+        assert!(fs.detections().is_empty(), "{:?}", fs.detections());
     }
 }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::design::Design;
 use crate::device::BlockDevice;
 use crate::layout::{
-    parse_dir_block, pos_dind_child, u32_at, Backpointer, Inode, Kind, Superblock, BLOCK,
+    parse_dir_block, pos_dind_child, u32_at, BackLink, Backpointer, Inode, Kind, Superblock, BLOCK,
     INODE_SIZE, NDIRECT, POS_DIND, POS_IND, ROOT,
 };
 use crate::{Error, ErrorKind, Result};
@@ -115,20 +115,21 @@ impl Walker<'_> {
     }
 
     /// Checks a NoFS backpointer; true if it agrees.
-    fn check_bp(&mut self, owner: u32, pos: u32, b: u32, blk: &[u8]) -> Result<bool> {
+    fn check_bp(&mut self, owner: u32, gen: u32, pos: u32, b: u32, blk: &[u8]) -> Result<bool> {
         if !self.design.backpointers() {
             return Ok(true);
         }
         let bp = Backpointer::read(blk);
-        if bp == (Backpointer { ino: owner, offset: pos }) {
+        if bp == (Backpointer { ino: owner, offset: pos, gen }) {
             return Ok(true);
         }
         let live = bp.ino != owner && self.inode(bp.ino)?.is_some_and(|i| i.kind != Kind::Free);
         self.problem(
             Some(if live { ErrorKind::Tp } else { ErrorKind::Gd }),
             format!(
-                "inode {owner}: block {b} at {pos} has backpointer ({}, {})",
-                bp.ino, bp.offset
+                "inode {owner} (generation {gen}): block {b} at {pos} has backpointer ({}, {}, \
+                 generation {})",
+                bp.ino, bp.offset, bp.gen
             ),
         );
         Ok(false)
@@ -150,7 +151,7 @@ impl Walker<'_> {
                 return Ok(None);
             }
             let blk = w.block(u64::from(b))?;
-            Ok(w.check_bp(ino, pos, b, &blk)?.then_some(blk))
+            Ok(w.check_bp(ino, inode.generation, pos, b, &blk)?.then_some(blk))
         };
         if inode.ind != 0 {
             if let Some(blk) = load(self, inode.ind, POS_IND)? {
@@ -204,7 +205,9 @@ impl Walker<'_> {
                     }
                 };
                 if self.design.backpointers()
-                    && !entries.first().is_some_and(|e| e.name == b"." && e.ino == d)
+                    && !entries
+                        .first()
+                        .is_some_and(|e| e.name == b"." && e.ino == d && e.gen == dinode.generation)
                 {
                     self.problem(
                         Some(ErrorKind::Bd),
@@ -227,7 +230,20 @@ impl Walker<'_> {
                             continue;
                         }
                     };
-                    if self.design.backpointers() && !child.backlinks.contains(&d) {
+                    if self.design.backpointers() && child.generation != e.gen {
+                        self.problem(
+                            Some(ErrorKind::Bd),
+                            format!(
+                                "entry {name:?} of directory {d} names generation {} of inode \
+                                 {}, which is at generation {}",
+                                e.gen, e.ino, child.generation
+                            ),
+                        );
+                        continue;
+                    }
+                    if self.design.backpointers()
+                        && !child.backlinks.contains(&BackLink::new(d, &e.name))
+                    {
                         self.problem(
                             Some(ErrorKind::Bd),
                             format!(
@@ -250,7 +266,7 @@ impl Walker<'_> {
                         for (l, b) in self.tree(e.ino, &child)? {
                             if self.claim(e.ino, b) {
                                 let blk = self.block(u64::from(b))?;
-                                self.check_bp(e.ino, l as u32, b, &blk)?;
+                                self.check_bp(e.ino, child.generation, l as u32, b, &blk)?;
                             }
                         }
                     }

@@ -9,10 +9,15 @@
 //! data region        directory, data and indirect blocks
 //! ```
 //!
-//! Every block is 4 KiB. NoFS reserves the first 8 bytes of each data and indirect block
-//! for its backpointer (owner inode, logical offset), so a file block holds 4088 bytes of
-//! data there, as in the thesis; its directory blocks instead start with a "." entry naming
-//! their owner. Integers are little-endian.
+//! Every block is 4 KiB. NoFS reserves the first 12 bytes of each data and indirect block
+//! for its backpointer (owner inode, logical offset, owner generation), so a file block
+//! holds 4084 bytes of data there (the thesis' 4088 less the generation); its directory
+//! blocks instead start with a "." entry naming their owner and its generation. Every
+//! directory entry records the generation of the inode it names, and every inode its
+//! generation (bumped each time the slot is reused) and one back link per name, each
+//! identifying the entry (directory, hash of the name), so neither a reused inode number
+//! nor a second name in the same directory can pass for another. Integers are
+//! little-endian.
 
 use serde::{Deserialize, Serialize};
 
@@ -24,12 +29,16 @@ pub const INODE_SIZE: usize = 256;
 pub const INODES_PER_BLOCK: usize = BLOCK / INODE_SIZE;
 /// Direct block pointers per inode.
 pub const NDIRECT: usize = 12;
-/// Backlinks an inode can hold, so also the most hard links a file can have.
-pub const MAX_BACKLINKS: usize = 32;
+/// Backlinks an inode can hold, so also the most hard links a file can have (8 bytes
+/// each, from byte 96 of the inode to its end).
+pub const MAX_BACKLINKS: usize = 20;
 /// Longest file name.
 pub const NAME_MAX: usize = 255;
 /// Size of a NoFS block backpointer.
-pub const BACKPOINTER: usize = 8;
+pub const BACKPOINTER: usize = 12;
+/// Size of a directory entry's fixed header (inode, record length, name length, kind,
+/// generation); the name follows.
+pub const DIRENT_HEADER: usize = 12;
 /// The root directory's inode number.
 pub const ROOT: u32 = 1;
 
@@ -221,8 +230,32 @@ pub struct Inode {
     pub ind: u32,
     /// Double-indirect block.
     pub dind: u32,
-    /// NoFS back links: one parent directory per link to this inode.
-    pub backlinks: Vec<u32>,
+    /// Bumped each time the slot is allocated again; entries and backpointers carry it.
+    pub generation: u32,
+    /// NoFS back links: one per name of this inode, identifying the entry.
+    pub backlinks: Vec<BackLink>,
+}
+
+/// A NoFS back link: the directory holding one name of an inode and a hash of that name,
+/// so two names of one file in one directory are told apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BackLink {
+    /// The directory.
+    pub dir: u32,
+    /// [`name_hash`] of the entry's name.
+    pub name: u32,
+}
+
+impl BackLink {
+    /// The back link for entry `name` of directory `dir`.
+    pub fn new(dir: u32, name: &[u8]) -> BackLink {
+        BackLink { dir, name: name_hash(name) }
+    }
+}
+
+/// FNV-1a of a name: what a back link records to identify its entry.
+pub fn name_hash(name: &[u8]) -> u32 {
+    name.iter().fold(0x811c_9dc5u32, |h, &c| (h ^ u32::from(c)).wrapping_mul(0x0100_0193))
 }
 
 impl Inode {
@@ -242,8 +275,10 @@ impl Inode {
         }
         out[80..84].copy_from_slice(&self.ind.to_le_bytes());
         out[84..88].copy_from_slice(&self.dind.to_le_bytes());
+        out[88..92].copy_from_slice(&self.generation.to_le_bytes());
         for (i, p) in self.backlinks.iter().take(nb).enumerate() {
-            out[96 + 4 * i..100 + 4 * i].copy_from_slice(&p.to_le_bytes());
+            out[96 + 8 * i..100 + 8 * i].copy_from_slice(&p.dir.to_le_bytes());
+            out[100 + 8 * i..104 + 8 * i].copy_from_slice(&p.name.to_le_bytes());
         }
     }
 
@@ -264,7 +299,10 @@ impl Inode {
             direct,
             ind: u32_at(b, 80),
             dind: u32_at(b, 84),
-            backlinks: (0..nb).map(|i| u32_at(b, 96 + 4 * i)).collect(),
+            generation: u32_at(b, 88),
+            backlinks: (0..nb)
+                .map(|i| BackLink { dir: u32_at(b, 96 + 8 * i), name: u32_at(b, 100 + 8 * i) })
+                .collect(),
         }
     }
 }
@@ -274,6 +312,8 @@ impl Inode {
 pub struct DirEntry {
     /// The inode named.
     pub ino: u32,
+    /// The generation of the inode named, when the entry was made.
+    pub gen: u32,
     /// The kind recorded in the entry (ext2's file-type byte).
     pub kind: Kind,
     /// The name (not empty, no `/`, at most 255 bytes).
@@ -283,32 +323,34 @@ pub struct DirEntry {
 impl DirEntry {
     /// Bytes the entry takes in a block.
     pub fn footprint(&self) -> usize {
-        (8 + self.name.len()).next_multiple_of(4)
+        (DIRENT_HEADER + self.name.len()).next_multiple_of(4)
     }
 }
 
-/// Parses a directory block with ext2's structural rules (record lengths aligned, inside
+/// Parses a directory block with ext2's structural rules (entry header grown by a
+/// generation; record lengths aligned, inside
 /// the block, long enough for the name, ending exactly at the block end). Entries with
 /// inode 0 are padding and skipped. Any violation means the block is not a directory block.
 pub fn parse_dir_block(b: &[u8]) -> Result<Vec<DirEntry>, String> {
     let mut out = Vec::new();
     let mut pos = 0usize;
     while pos < BLOCK {
-        if pos + 8 > BLOCK {
+        if pos + DIRENT_HEADER > BLOCK {
             return Err(format!("entry header at {pos} crosses the block end"));
         }
         let ino = u32_at(b, pos);
         let rec_len = u16::from_le_bytes([b[pos + 4], b[pos + 5]]) as usize;
         let name_len = b[pos + 6] as usize;
         let kind = Kind::from_code(u16::from(b[pos + 7]));
-        if rec_len < 8 || rec_len % 4 != 0 || pos + rec_len > BLOCK {
+        if rec_len < DIRENT_HEADER || rec_len % 4 != 0 || pos + rec_len > BLOCK {
             return Err(format!("bad record length {rec_len} at {pos}"));
         }
         if ino != 0 {
-            if name_len == 0 || 8 + name_len > rec_len || kind == Kind::Free {
+            if name_len == 0 || DIRENT_HEADER + name_len > rec_len || kind == Kind::Free {
                 return Err(format!("bad entry at {pos} (name length {name_len})"));
             }
-            out.push(DirEntry { ino, kind, name: b[pos + 8..pos + 8 + name_len].to_vec() });
+            let name = b[pos + DIRENT_HEADER..pos + DIRENT_HEADER + name_len].to_vec();
+            out.push(DirEntry { ino, gen: u32_at(b, pos + 8), kind, name });
         }
         pos += rec_len;
     }
@@ -335,31 +377,36 @@ pub fn build_dir_block(entries: &[DirEntry]) -> Option<Vec<u8>> {
         b[pos + 4..pos + 6].copy_from_slice(&(rec_len as u16).to_le_bytes());
         b[pos + 6] = e.name.len() as u8;
         b[pos + 7] = e.kind.code() as u8;
-        b[pos + 8..pos + 8 + e.name.len()].copy_from_slice(&e.name);
+        b[pos + 8..pos + 12].copy_from_slice(&e.gen.to_le_bytes());
+        b[pos + DIRENT_HEADER..pos + DIRENT_HEADER + e.name.len()].copy_from_slice(&e.name);
         pos += rec_len;
     }
     Some(b)
 }
 
-/// A NoFS block backpointer: the owning inode and the block's logical offset in it (or a
-/// `POS_*` marker for indirect blocks).
+/// A NoFS block backpointer: the owning inode, the block's logical offset in it (or a
+/// `POS_*` marker for indirect blocks) and the owner's generation. The generation sits at
+/// bytes 8..12, where a directory block's "." entry keeps it too.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Backpointer {
     /// Owner inode.
     pub ino: u32,
     /// Logical block offset, or an indirect position marker.
     pub offset: u32,
+    /// The owner's generation when the block was written.
+    pub gen: u32,
 }
 
 impl Backpointer {
     /// Reads the backpointer at the start of a block.
     pub fn read(b: &[u8]) -> Backpointer {
-        Backpointer { ino: u32_at(b, 0), offset: u32_at(b, 4) }
+        Backpointer { ino: u32_at(b, 0), offset: u32_at(b, 4), gen: u32_at(b, 8) }
     }
     /// Writes the backpointer at the start of a block.
     pub fn write(self, b: &mut [u8]) {
         b[0..4].copy_from_slice(&self.ino.to_le_bytes());
         b[4..8].copy_from_slice(&self.offset.to_le_bytes());
+        b[8..12].copy_from_slice(&self.gen.to_le_bytes());
     }
 }
 
@@ -398,14 +445,33 @@ mod tests {
         assert_eq!(parse_dir_block(&build_dir_block(&[]).unwrap()).unwrap(), vec![]);
     }
 
+    #[test]
+    fn dot_entry_and_backpointer_keep_owner_and_generation_in_the_same_place() {
+        let dot = DirEntry { ino: 9, gen: 77, kind: Kind::Dir, name: b".".to_vec() };
+        let blk = build_dir_block(&[dot]).unwrap();
+        let bp = Backpointer::read(&blk);
+        assert_eq!((bp.ino, bp.gen), (9, 77));
+        let mut data = vec![0u8; BLOCK];
+        Backpointer { ino: 9, offset: 3, gen: 78 }.write(&mut data);
+        assert_eq!(Backpointer::read(&data), Backpointer { ino: 9, offset: 3, gen: 78 });
+    }
+
+    #[test]
+    fn back_links_tell_names_in_one_directory_apart() {
+        assert_ne!(BackLink::new(5, b"a"), BackLink::new(5, b"b"));
+        assert_eq!(BackLink::new(5, b"a"), BackLink::new(5, b"a"));
+        assert_ne!(BackLink::new(5, b"a"), BackLink::new(6, b"a"));
+    }
+
     proptest! {
         #[test]
         fn inode_round_trips(kind in 0u16..3, nlink: u16, size: u64, blocks: u32,
                              direct in proptest::array::uniform12(any::<u32>()),
-                             ind: u32, dind: u32,
-                             backlinks in proptest::collection::vec(any::<u32>(), 0..MAX_BACKLINKS)) {
+                             ind: u32, dind: u32, generation: u32,
+                             links in proptest::collection::vec((any::<u32>(), any::<u32>()), 0..=MAX_BACKLINKS)) {
+            let backlinks = links.into_iter().map(|(dir, name)| BackLink { dir, name }).collect();
             let i = Inode { kind: Kind::from_code(kind), nlink, size, mtime: 5, mtime_ns: 7,
-                            blocks, direct, ind, dind, backlinks };
+                            blocks, direct, ind, dind, generation, backlinks };
             let mut slot = [0u8; INODE_SIZE];
             i.encode_into(&mut slot);
             prop_assert_eq!(Inode::decode(&slot), i);
@@ -414,7 +480,7 @@ mod tests {
         #[test]
         fn dir_blocks_round_trip(names in proptest::collection::vec("[a-z]{1,40}", 0..60)) {
             let entries: Vec<DirEntry> = names.iter().enumerate()
-                .map(|(i, n)| DirEntry { ino: i as u32 + 1, kind: Kind::File, name: n.as_bytes().to_vec() })
+                .map(|(i, n)| DirEntry { ino: i as u32 + 1, gen: i as u32 * 7, kind: Kind::File, name: n.as_bytes().to_vec() })
                 .collect();
             match build_dir_block(&entries) {
                 Some(b) => prop_assert_eq!(parse_dir_block(&b).unwrap(), entries),

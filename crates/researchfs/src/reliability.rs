@@ -222,17 +222,18 @@ fn fixture(op: &str, design: Design) -> Fixture {
             "",
         ),
         "link" => {
-            let base = Model::new().dir("a").dir("b").file("a/f", b"linked file data");
+            // The second name in the same directory: only the back link's name hash tells
+            // the two entries apart.
+            let base = Model::new().dir("a").file("a/f", b"linked file data");
             f(
                 Box::new(|fs| {
                     fs.mkdir(ROOT, "a")?;
-                    fs.mkdir(ROOT, "b")?;
                     write_file(fs, "a/f", b"linked file data")
                 }),
-                Box::new(|fs| fs.link(fs.resolve("a/f")?, fs.resolve("b")?, "g")),
-                vec![base.clone(), base.file("b/g", b"linked file data")],
+                Box::new(|fs| fs.link(fs.resolve("a/f")?, fs.resolve("a")?, "g")),
+                vec![base.clone(), base.file("a/g", b"linked file data")],
                 "a/f",
-                "b",
+                "a",
                 "",
                 "",
             )
@@ -298,24 +299,26 @@ fn fixture(op: &str, design: Design) -> Fixture {
             )
         }
         "delete-create" => {
-            let base = Model::new().dir("a").dir("b");
+            // Created in the same directory: the new file reuses the deleted one's inode
+            // number (and block) under a name whose back link differs only by name hash,
+            // and the stale entry differs from the new one only by generation.
+            let base = Model::new().dir("a");
             f(
                 Box::new(|fs| {
                     fs.mkdir(ROOT, "a")?;
-                    fs.mkdir(ROOT, "b")?;
                     write_file(fs, "a/o", b"deleted file data")
                 }),
                 Box::new(|fs| {
                     fs.unlink(fs.resolve("a")?, "o")?;
-                    write_file(fs, "b/c", b"created file data")
+                    write_file(fs, "a/c", b"created file data")
                 }),
                 vec![
                     base.clone().file("a/o", b"deleted file data"),
                     base.clone(),
-                    base.clone().file("b/c", b""),
-                    base.file("b/c", b"created file data"),
+                    base.clone().file("a/c", b""),
+                    base.file("a/c", b"created file data"),
                 ],
-                "b/c",
+                "a/c",
                 "",
                 "a",
                 "",
