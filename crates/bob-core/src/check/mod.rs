@@ -438,24 +438,7 @@ pub fn check_image_with(
     };
     loopdev.detach()?;
 
-    let verdict = workloads::check(
-        &subject.workload,
-        &subject.observed,
-        &snapshot,
-        &CrashContext { durable_ops },
-    );
-    let outcome = match (verdict, &fsck) {
-        (Verdict::Violated { story }, _) => Outcome::Violated { story },
-        (Verdict::Held, Some(msg)) => Outcome::FsckFailed { message: msg.clone() },
-        (Verdict::Held, None) => Outcome::Held,
-    };
-    Ok(StateCheck {
-        outcome,
-        snapshot: Some(snapshot),
-        fsck,
-        recovery_writes: 0,
-        checker_output: None,
-    })
+    Ok(oracle_verdict(subject, snapshot, fsck, durable_ops))
 }
 
 /// A crash state of a research design, as [`check_research`] gets it.
@@ -550,24 +533,7 @@ fn check_research(
         }
     };
     let fsck = research_fsck(design, dev.as_ref());
-    let verdict = workloads::check(
-        &subject.workload,
-        &subject.observed,
-        &snapshot,
-        &CrashContext { durable_ops },
-    );
-    let outcome = match (verdict, &fsck) {
-        (Verdict::Violated { story }, _) => Outcome::Violated { story },
-        (Verdict::Held, Some(msg)) => Outcome::FsckFailed { message: msg.clone() },
-        (Verdict::Held, None) => Outcome::Held,
-    };
-    Ok(StateCheck {
-        outcome,
-        snapshot: Some(snapshot),
-        fsck,
-        recovery_writes: 0,
-        checker_output: None,
-    })
+    Ok(oracle_verdict(subject, snapshot, fsck, durable_ops))
 }
 
 /// `researchfs::fsck` on the unmounted crash state: `None` when clean, else one line with
@@ -639,6 +605,28 @@ fn finish_checked(
     // Memory stays flat over many states: only failures keep what the checker said.
     let checker_output = (outcome != Outcome::Held).then_some(run.output);
     Ok(StateCheck { outcome, snapshot: None, fsck, recovery_writes: 0, checker_output })
+}
+
+/// The oracle's verdict on a recovered snapshot, with the read-only fsck's complaint (if
+/// any) as its own category when the property held.
+fn oracle_verdict(
+    subject: &Subject,
+    snapshot: Snapshot,
+    fsck: Option<String>,
+    durable_ops: Vec<usize>,
+) -> StateCheck {
+    let verdict = workloads::check(
+        &subject.workload,
+        &subject.observed,
+        &snapshot,
+        &CrashContext { durable_ops },
+    );
+    let outcome = match (verdict, &fsck) {
+        (Verdict::Violated { story }, _) => Outcome::Violated { story },
+        (Verdict::Held, Some(msg)) => Outcome::FsckFailed { message: msg.clone() },
+        (Verdict::Held, None) => Outcome::Held,
+    };
+    StateCheck { outcome, snapshot: Some(snapshot), fsck, recovery_writes: 0, checker_output: None }
 }
 
 /// Results of a cell already reached, and where new ones go, so that a killed run

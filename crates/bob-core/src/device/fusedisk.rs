@@ -291,6 +291,8 @@ pub struct DiskServer {
     mountpoint: PathBuf,
     registry: Arc<Registry>,
     session: Option<fuser::BackgroundSession>,
+    /// The FUSE connection's number in /sys/fs/fuse/connections (the mount's minor).
+    connection: Option<u32>,
 }
 
 impl DiskServer {
@@ -310,7 +312,16 @@ impl DiskServer {
         let fs = DiskFs { registry: registry.clone() };
         let session = fuser::spawn_mount(fs, mountpoint, &config)
             .map_err(|source| Error::Fuse { path: mountpoint.to_owned(), source })?;
-        Ok(DiskServer { mountpoint: mountpoint.to_owned(), registry, session: Some(session) })
+        let connection = {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(mountpoint).ok().map(|m| libc::minor(m.dev()))
+        };
+        Ok(DiskServer {
+            mountpoint: mountpoint.to_owned(),
+            registry,
+            session: Some(session),
+            connection,
+        })
     }
 
     /// Serves `disk` as file `name`; returns its path.
@@ -343,6 +354,13 @@ impl Drop for DiskServer {
             // guard leaked), a plain unmount fails with EBUSY and we detach lazily so the
             // mount point is released anyway.
             if nix::mount::umount2(&self.mountpoint, nix::mount::MntFlags::empty()).is_err() {
+                // Something still uses a disk (a mount that timed out and finished late
+                // holds its loop device). Abort the connection before the serving threads
+                // go: otherwise I/O still in flight would wait for a reply forever, and a
+                // thread of ours blocked on it would keep this process from ever exiting.
+                if let Some(n) = self.connection {
+                    let _ = std::fs::write(format!("/sys/fs/fuse/connections/{n}/abort"), "1");
+                }
                 let _ = nix::mount::umount2(&self.mountpoint, nix::mount::MntFlags::MNT_DETACH);
             }
             drop(session);
