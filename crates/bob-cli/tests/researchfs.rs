@@ -72,10 +72,9 @@ fn nofs_detects_what_orderless_returns_silently() {
     no_researchfs_mounts(&dir);
 }
 
-/// The claim for NoFS. It does not hold yet: bob finds crash states of the
-/// delete-create scenario where the old name reads the new file's data (a silent TP),
-/// because a reused inode number passes the backpointer and back-link checks (no
-/// generation number; see docs/researchfs.md).
+/// The claim for NoFS: no silent inconsistency in any explored state. It first
+/// failed (a reused inode passed the backpointer checks: a silent TP in delete-create);
+/// generation numbers in entries, back links and backpointers fixed it (docs/researchfs.md).
 #[test]
 fn nofs_shows_no_silent_inconsistency() {
     let dir = Dir::new();
