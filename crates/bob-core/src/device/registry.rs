@@ -73,8 +73,13 @@ fn write_record(record: &Record) -> std::io::Result<()> {
     std::fs::rename(&tmp, record_path(record.pid))
 }
 
+/// Serializes this process's read-modify-write of its record: several runs (threads)
+/// of one process share it, and they would race on the temporary file.
+static RECORD_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Adds `dir` to this process's record.
 pub fn register(dir: &Path) -> std::io::Result<()> {
+    let _guard = RECORD_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let pid = std::process::id();
     let path = record_path(pid);
     let mut record = read_record(&path).unwrap_or(Record {
@@ -90,6 +95,7 @@ pub fn register(dir: &Path) -> std::io::Result<()> {
 
 /// Removes `dir` from this process's record (the record goes when it is empty).
 pub fn unregister(dir: &Path) {
+    let _guard = RECORD_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let pid = std::process::id();
     let path = record_path(pid);
     if let Some(mut record) = read_record(&path) {
