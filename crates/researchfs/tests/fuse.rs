@@ -10,6 +10,11 @@ use std::sync::Arc;
 use researchfs::check::{classify, Model, PathView};
 use researchfs::{mkfs, mount, BlockDevice, Design, FileDevice};
 
+/// The two tests mount and unmount FUSE file systems and scan /proc/self/mounts; running
+/// them one at a time keeps one test's mounts out of the other's checks (a rare failure
+/// under CI load).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn mounted_here(dir: &Path) -> bool {
     let mounts = fs::read_to_string("/proc/self/mounts").unwrap();
     let dir = dir.canonicalize().unwrap_or(dir.to_owned());
@@ -22,6 +27,7 @@ fn big(n: usize) -> Vec<u8> {
 
 #[test]
 fn every_design_round_trips_through_fuse_and_leaves_no_mount() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     for design in Design::ALL {
         let tmp = tempfile::tempdir().unwrap();
         let image = tmp.path().join("image");
@@ -91,6 +97,7 @@ fn every_design_round_trips_through_fuse_and_leaves_no_mount() {
 
 #[test]
 fn checker_through_fuse_sees_orderless_garbage_and_nofs_eio() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     // Zero a written data block behind the file system's back (a lost write): orderless
     // reads zeros as data, NoFS returns EIO.
     for design in [Design::Orderless, Design::Nofs] {
