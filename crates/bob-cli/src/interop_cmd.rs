@@ -695,16 +695,7 @@ pub fn check(args: CheckArgs) -> Result {
     if let Some(i) = witness_index {
         let r = &results[i];
         let dir = args.explore.out.join(subject.config.name).join("check");
-        let record = witness::StateRecord {
-            id: r.state.id.to_string(),
-            strategy: r.state.strategy.to_string(),
-            description: r.state.id.describe(&subject.trace, &subject.epochs),
-            outcome: r.check.outcome.name().into(),
-            story: r.check.outcome.detail().into(),
-            digest: r.digest.iter().map(|b| format!("{b:02x}")).collect(),
-            config: subject.config.name.into(),
-            property: None,
-        };
+        let record = witness::StateRecord::of(r, &subject, None);
         witness::write(&dir, &subject, &sidecar, &record, &r.check)?;
         if let Some(out) = &r.check.checker_output {
             std::fs::write(dir.join("checker.txt"), out)?;

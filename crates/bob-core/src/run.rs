@@ -265,16 +265,7 @@ pub fn run_cell(
         let replayed = confirm(&subject, &r.state, opts, &work)?;
         cell.confirmed = Some(replayed == r.check.outcome.name());
         let dir = cell_dir.clone();
-        let record = witness::StateRecord {
-            id: r.state.id.to_string(),
-            strategy: r.state.strategy.to_string(),
-            description: r.state.id.describe(&subject.trace, &subject.epochs),
-            outcome: r.check.outcome.name().into(),
-            story: r.check.outcome.detail().into(),
-            digest: r.digest.iter().map(|b| format!("{b:02x}")).collect(),
-            config: opts.config.name.into(),
-            property: Some(opts.property.name().into()),
-        };
+        let record = witness::StateRecord::of(r, &subject, Some(opts.property.name().into()));
         witness::write(&dir, &subject, &sidecar, &record, &r.check)?;
         cell.witness = Some(dir.display().to_string());
         cell.story = Some(format!("{} (state {})", record.story, record.id));

@@ -55,6 +55,26 @@ pub struct StateRecord {
     pub property: Option<String>,
 }
 
+impl StateRecord {
+    /// The record of a checked state of `subject` (one place for what a witness says).
+    pub fn of(
+        result: &crate::check::StateResult,
+        subject: &Subject,
+        property: Option<String>,
+    ) -> StateRecord {
+        StateRecord {
+            id: result.state.id.to_string(),
+            strategy: result.state.strategy.to_string(),
+            description: result.state.id.describe(&subject.trace, &subject.epochs),
+            outcome: result.check.outcome.name().into(),
+            story: result.check.outcome.detail().into(),
+            digest: result.digest.iter().map(|b| format!("{b:02x}")).collect(),
+            config: subject.config.name.into(),
+            property,
+        }
+    }
+}
+
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     move |source| Error::Io { path: path.to_owned(), source }
 }
