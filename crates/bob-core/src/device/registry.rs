@@ -12,6 +12,7 @@
 //! no record names.
 
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -121,7 +122,34 @@ fn alive(record: &Record) -> bool {
     let state = fields.next().unwrap_or("X");
     let started: Option<u64> = fields.nth(18).and_then(|f| f.parse().ok());
     let same = record.start_time == 0 || started == Some(record.start_time);
-    same && !matches!(state, "Z" | "X" | "x")
+    same && !matches!(state, "Z" | "X" | "x") && !kill_pending(record.pid)
+}
+
+/// Whether SIGKILL is pending for the process: its leader may sit in uninterruptible I/O
+/// to the process's own dead FUSE disk, dying but unable to finish.
+fn kill_pending(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status.lines().filter(|l| l.starts_with("ShdPnd:") || l.starts_with("SigPnd:")).any(|l| {
+        let mask = u64::from_str_radix(l.split_whitespace().nth(1).unwrap_or("0"), 16);
+        mask.is_ok_and(|m| m & (1 << (9 - 1)) != 0)
+    })
+}
+
+/// Waits until no thread of `pid` other than its (zombie) leader is left, or `timeout`.
+fn wait_for_threads_to_exit(pid: u32, timeout: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        let threads = match std::fs::read_dir(format!("/proc/{pid}/task")) {
+            Ok(tasks) => {
+                tasks.flatten().filter(|t| t.file_name().to_str() != Some(&pid.to_string())).count()
+            }
+            Err(_) => 0,
+        };
+        if threads == 0 {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// FUSE mounts at or below `dir` with their connection numbers (the mount's minor device
@@ -246,8 +274,25 @@ pub fn reclaim_dead() -> Reclaimed {
         for dir in &record.work_dirs {
             abort_fuse_below(dir, &mut out);
         }
-        for dir in &record.work_dirs {
-            release_dir(dir, &mut out);
+        // Once its FUSE connections fail, the process's blocked threads finish their
+        // system calls and die; one of those calls may be a mount that still lands, so
+        // release only after they are gone, and go over the directories again if
+        // something appeared meanwhile.
+        wait_for_threads_to_exit(record.pid, Duration::from_secs(10));
+        for round in 0..5 {
+            let mut pass = Reclaimed::default();
+            for dir in &record.work_dirs {
+                release_dir(dir, &mut pass);
+            }
+            let settled = pass.failures.is_empty() && record.work_dirs.iter().all(|d| !d.exists());
+            out.mounts.append(&mut pass.mounts);
+            out.loop_devices.append(&mut pass.loop_devices);
+            out.dirs.append(&mut pass.dirs);
+            if settled || round == 4 {
+                out.failures.append(&mut pass.failures);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
         }
         out.processes.push(record.pid);
         let _ = std::fs::remove_file(&path);
