@@ -222,6 +222,10 @@ pub struct ReplayArgs {
     /// Also recover and check the rebuilt image, confirming the witness independently.
     #[arg(long)]
     pub check: bool,
+    /// Another crash state of the witness's trace than the recorded one (an id such as
+    /// `e0:0-6`, as the per-scenario table prints).
+    #[arg(long, value_name = "ID")]
+    pub state: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,

@@ -265,7 +265,19 @@ fn run_cmd(args: RunArgs) -> Result<ExitCode> {
 }
 
 fn replay_cmd(args: ReplayArgs) -> Result<ExitCode> {
-    let loaded = witness::load(&args.witness)?;
+    let mut loaded = witness::load(&args.witness)?;
+    if let Some(id) = args.state.as_deref().filter(|id| *id != loaded.record.id) {
+        // Another state of the same trace: nothing was recorded about it but its id.
+        let state =
+            loaded.subject.state_id(id).map_err(|e| bob_core::report::witness::Error::Invalid {
+                path: "--state".into(),
+                message: e.to_string(),
+            })?;
+        loaded.record.description = state.describe(&loaded.subject.trace, &loaded.subject.epochs);
+        loaded.record.id = id.to_owned();
+        loaded.record.outcome = "unknown".into();
+        loaded.record.story = "(not the witness's recorded state)".into();
+    }
     witness::replay(&loaded, &args.to)?;
     let record = &loaded.record;
     let mut out = serde_json::json!({
@@ -295,7 +307,12 @@ fn replay_cmd(args: ReplayArgs) -> Result<ExitCode> {
         witness::replay(&loaded, &args.to)?;
         out["outcome"] = checked.outcome.name().into();
         out["story"] = checked.outcome.detail().into();
-        out["reproduced"] = (checked.outcome.name() == record.outcome).into();
+        if record.outcome != "unknown" {
+            out["reproduced"] = (checked.outcome.name() == record.outcome).into();
+        }
+        if !checked.scenarios.is_empty() {
+            out["scenarios"] = serde_json::to_value(&checked.scenarios)?;
+        }
         if checked.outcome.name() != "held" {
             code = ExitCode::from(exit::VIOLATION);
         }

@@ -690,6 +690,7 @@ pub fn check(args: CheckArgs) -> Result {
         confirmed: None,
         counts,
         unavailable: None,
+        scenarios: Vec::new(),
     };
     let mut witness_info = None;
     if let Some(i) = witness_index {

@@ -259,6 +259,7 @@ pub fn run_cell(
         confirmed: None,
         counts,
         unavailable: None,
+        scenarios: report::summarize_scenarios(&results, &positions),
     };
     if let Some(i) = witness_index {
         let r = &results[i];
@@ -271,6 +272,18 @@ pub fn run_cell(
         cell.story = Some(format!("{} (state {})", record.story, record.id));
         cell.witness_state = Some(record.id);
         cell.witness_position = Some(positions[i]);
+    }
+    // Each scenario's first silent state is replayed independently too: the per-scenario
+    // table prints only crosses that reproduce.
+    for sc in &mut cell.scenarios {
+        let Some(i) = sc.witness_position.and_then(|p| positions.iter().position(|&q| q == p))
+        else {
+            continue;
+        };
+        let again = confirm_check(&subject, &results[i].state, opts, &work)?;
+        sc.confirmed = Some(
+            again.scenarios.iter().any(|m| m.scenario == sc.scenario && !m.silent.is_empty()),
+        );
     }
     cell.seconds = started.elapsed().as_secs_f64();
     let _ = std::fs::remove_dir_all(&run_dir);
@@ -295,6 +308,16 @@ fn confirm(
     opts: &RunOptions,
     work: &WorkDir,
 ) -> Result<&'static str, Error> {
+    Ok(confirm_check(subject, state, opts, work)?.outcome.name())
+}
+
+/// [`confirm`]'s whole check of the state.
+fn confirm_check(
+    subject: &Subject,
+    state: &crash::CrashState,
+    opts: &RunOptions,
+    work: &WorkDir,
+) -> Result<check::StateCheck, Error> {
     let image = work.path().join("confirm.img");
     let mnt = work.path().join("confirm-mnt");
     std::fs::create_dir_all(&mnt).map_err(|source| Error::Io { path: mnt.clone(), source })?;
@@ -305,7 +328,7 @@ fn confirm(
     let durable = subject.durable_ops(state.id.epoch as usize);
     let checked = check::check_image(subject, &image, &mnt, durable, &opts.timeouts)?;
     let _ = std::fs::remove_file(&image);
-    Ok(checked.outcome.name())
+    Ok(checked)
 }
 
 /// Header notes every table carries.
@@ -342,5 +365,6 @@ pub fn unavailable_cell(config: &FsConfig, property: Property, reason: &str) -> 
         confirmed: None,
         counts: Default::default(),
         unavailable: Some(reason.into()),
+        scenarios: Vec::new(),
     }
 }

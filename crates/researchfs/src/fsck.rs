@@ -21,6 +21,10 @@ pub struct Problem {
     pub kind: Option<ErrorKind>,
     /// What is wrong, naming the inode or block.
     pub what: String,
+    /// The design repairs it at every mount by itself (NoFS: the allocation scan treats
+    /// an unreachable inode or block as free), so it is not damage.
+    #[serde(default)]
+    pub repaired_at_mount: bool,
 }
 
 /// What fsck found.
@@ -38,6 +42,11 @@ pub struct FsckReport {
 }
 
 impl FsckReport {
+    /// The problems the design does not repair by itself at mount.
+    pub fn damage(&self) -> Vec<&Problem> {
+        self.problems.iter().filter(|p| !p.repaired_at_mount).collect()
+    }
+
     /// The distinct kinds among the problems.
     pub fn kinds(&self) -> Vec<ErrorKind> {
         let mut k: Vec<ErrorKind> = self.problems.iter().filter_map(|p| p.kind).collect();
@@ -87,7 +96,7 @@ impl Walker<'_> {
     }
 
     fn problem(&mut self, kind: Option<ErrorKind>, what: String) {
-        self.walk.problems.push(Problem { kind, what });
+        self.walk.problems.push(Problem { kind, what, repaired_at_mount: false });
     }
 
     fn in_data(&self, b: u32) -> bool {
@@ -351,10 +360,13 @@ pub fn fsck(design: Design, dev: &dyn BlockDevice) -> Result<FsckReport> {
     } else {
         for i in 2..sb.inodes {
             if !w.walk.names.contains_key(&i) && w.inode(i)?.is_some_and(|n| n.kind != Kind::Free) {
-                w.problem(
-                    Some(ErrorKind::Oi),
-                    format!("inode {i} is initialised but unreachable (the scan reclaims it)"),
-                );
+                w.walk.problems.push(Problem {
+                    kind: Some(ErrorKind::Oi),
+                    what: format!(
+                        "inode {i} is initialised but unreachable (the scan reclaims it)"
+                    ),
+                    repaired_at_mount: true,
+                });
             }
         }
         for b in sb.data_start..sb.blocks {
@@ -366,10 +378,13 @@ pub fn fsck(design: Design, dev: &dyn BlockDevice) -> Result<FsckReport> {
                 .map_err(|source| Error::Io { block: b, source })?;
             let owner = u32::from_le_bytes(head);
             if w.inode(owner)?.is_some_and(|n| n.kind != Kind::Free) {
-                w.problem(
-                    Some(ErrorKind::Ob),
-                    format!("block {b} names inode {owner}, which does not point to it (the scan reclaims it)"),
-                );
+                w.walk.problems.push(Problem {
+                    kind: Some(ErrorKind::Ob),
+                    what: format!(
+                        "block {b} names inode {owner}, which does not point to it (the scan reclaims it)"
+                    ),
+                    repaired_at_mount: true,
+                });
             }
         }
     }

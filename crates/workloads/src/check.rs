@@ -120,6 +120,22 @@ impl<'w> Oracle<'w> {
         (0..self.w.ops.len()).map(|k| v.effect(k)).collect()
     }
 
+    /// For the `detects-inconsistency` workload, what `snap` did to each scenario of the
+    /// reliability table (empty for every other workload).
+    pub fn scenario_marks(
+        &self,
+        observed: &Observed,
+        snap: &Snapshot,
+        ctx: &CrashContext,
+    ) -> Vec<crate::detect::ScenarioMark> {
+        if self.h.error.is_some()
+            || self.w.property.map(Property::family) != Some(Family::Detection)
+        {
+            return Vec::new();
+        }
+        crate::detect::scenario_marks(&self.h, self.w, observed, snap, ctx)
+    }
+
     /// See [`check_all`].
     pub fn findings(
         &self,

@@ -16,12 +16,85 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use serde::{Deserialize, Serialize};
+
 use crate::check::{CrashContext, Finding};
 use crate::model::{History, ModelState};
 use crate::property::Family;
 use crate::snapshot::{NodeKind, SectorClass, Snapshot};
-use crate::workload::{detection_scenario, DRAIN_FILE};
+use crate::workload::{detection_scenario, DETECTION_SCENARIOS, DRAIN_FILE};
 use crate::{Observed, SECTOR};
+
+/// What one crash state did to one scenario of the reliability table: the silent kinds
+/// found on the paths its ops touched, and how many accesses to them returned an error
+/// (the file system noticed and refused).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScenarioMark {
+    /// The scenario's name (a [`DETECTION_SCENARIOS`] entry).
+    pub scenario: String,
+    /// Thesis kinds returned silently, sorted, distinct.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub silent: Vec<String>,
+    /// Accesses (stat, read, readdir) on the scenario's paths that returned an error.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub errors: usize,
+    /// The first silent result, one line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub story: Option<String>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// One mark per scenario of [`DETECTION_SCENARIOS`], in the table's order.
+pub(crate) fn scenario_marks(
+    h: &History,
+    w: &crate::Workload,
+    obs: &Observed,
+    snap: &Snapshot,
+    ctx: &CrashContext,
+) -> Vec<ScenarioMark> {
+    let mut marks: Vec<ScenarioMark> = DETECTION_SCENARIOS
+        .iter()
+        .map(|(name, _, _)| ScenarioMark { scenario: name.to_string(), ..Default::default() })
+        .collect();
+    let index_of = |op: usize| -> Option<usize> {
+        let name = detection_scenario(op)?;
+        DETECTION_SCENARIOS.iter().position(|(n, _, _)| *n == name)
+    };
+    for f in silent(h, w, obs, snap, ctx) {
+        if let Some(i) = index_of(f.op) {
+            marks[i].silent.push(f.kind.to_string());
+            marks[i].story.get_or_insert_with(|| format!("silent {}: {}", f.kind, f.what));
+        }
+    }
+    for (path, node) in &snap.entries {
+        if node.read_error.is_some() && path != DRAIN_FILE {
+            if let Some(i) = index_of(op_of(w, path)) {
+                marks[i].errors += 1;
+            }
+        }
+    }
+    for m in &mut marks {
+        m.silent.sort();
+        m.silent.dedup();
+    }
+    marks
+}
+
+/// The op that last touched a path, to name the scenario of a finding; `usize::MAX` for
+/// a path only the setup made (it belongs to no scenario).
+fn op_of(w: &crate::Workload, path: &str) -> usize {
+    w.ops.iter().rposition(|op| op.paths().contains(&path)).unwrap_or(usize::MAX)
+}
+
+/// A silent result: the op whose paths it is on, the thesis kind, what was read.
+struct Silent {
+    op: usize,
+    kind: &'static str,
+    what: String,
+}
 
 /// The silent inconsistencies of `snap`, first per path in path order, then link counts.
 pub(crate) fn findings(
@@ -31,19 +104,34 @@ pub(crate) fn findings(
     snap: &Snapshot,
     ctx: &CrashContext,
 ) -> Vec<Finding> {
+    silent(h, w, obs, snap, ctx)
+        .into_iter()
+        .map(|f| {
+            let scenario = detection_scenario(f.op).map(|s| format!(" ({s})")).unwrap_or_default();
+            Finding {
+                family: Family::Detection,
+                // A path only the setup made is about no op; op 0 as before.
+                op: if f.op == usize::MAX { 0 } else { f.op },
+                story: format!("silent {}{scenario}: {}", f.kind, f.what),
+            }
+        })
+        .collect()
+}
+
+fn silent(
+    h: &History,
+    w: &crate::Workload,
+    obs: &Observed,
+    snap: &Snapshot,
+    ctx: &CrashContext,
+) -> Vec<Silent> {
     // States from the last durable persistence point on: states[k + 1] follows op k.
     let from = ctx.durable_ops.iter().max().map_or(0, |&d| d + 1).min(h.states.len());
     let mut allowed: Vec<&ModelState> = h.states[from..].iter().collect();
     allowed.push(&h.final_state);
     let mut out = Vec::new();
-    let finding = |op: usize, kind: &str, what: String| {
-        let scenario = detection_scenario(op).map(|s| format!(" ({s})")).unwrap_or_default();
-        Finding { family: Family::Detection, op, story: format!("silent {kind}{scenario}: {what}") }
-    };
-    // The op that last touched a path, to name the scenario of a finding.
-    let op_of = |path: &str| -> usize {
-        w.ops.iter().rposition(|op| op.paths().contains(&path)).unwrap_or(0)
-    };
+    let finding = |op: usize, kind: &'static str, what: String| Silent { op, kind, what };
+    let op_of = |path: &str| op_of(w, path);
     for (path, node) in &snap.entries {
         if path == "/" || path == DRAIN_FILE || node.read_error.is_some() {
             continue;

@@ -27,6 +27,7 @@ pub mod stamp;
 mod workload;
 
 pub use check::{check, check_all, CrashContext, Finding, Oracle, Verdict};
+pub use detect::ScenarioMark;
 pub use exec::{execute, ExecError, Observed, OpEvent, Phase};
 pub use generate::random_synced;
 pub use model::{model_states, ModelError, ModelNode, ModelState};

@@ -116,6 +116,10 @@ pub struct StateCheck {
     /// a [`Judge::Checker`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checker_output: Option<String>,
+    /// For the `detects-inconsistency` workload: per scenario of the reliability table,
+    /// the kinds returned silently and the accesses that returned an error.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scenarios: Vec<workloads::ScenarioMark>,
 }
 
 /// Who decides whether a recovered crash state is consistent.
@@ -362,6 +366,7 @@ pub fn check_image_with(
             fsck: None,
             recovery_writes: 0,
             checker_output: None,
+            scenarios: Vec::new(),
         })
     };
 
@@ -472,6 +477,7 @@ fn check_research(
             fsck: None,
             recovery_writes: 0,
             checker_output: None,
+            scenarios: Vec::new(),
         })
     };
     let (tx, rx) = mpsc::channel();
@@ -520,6 +526,7 @@ fn check_research(
             fsck,
             recovery_writes: 0,
             checker_output,
+            scenarios: Vec::new(),
         });
     }
     let snapshot = workloads::take_snapshot(st.mnt, &subject.workload);
@@ -537,17 +544,23 @@ fn check_research(
 }
 
 /// `researchfs::fsck` on the unmounted crash state: `None` when clean, else one line with
-/// the problem count, the thesis' kinds and the first problem.
+/// the problem count, the thesis' kinds and the first problem. Problems the design
+/// repairs at every mount by itself (NoFS's scan frees unreachable inodes and blocks:
+/// its allocation state is never persisted) are the design working, not damage.
 fn research_fsck(design: researchfs::Design, dev: &dyn researchfs::BlockDevice) -> Option<String> {
     match researchfs::fsck(design, dev) {
-        Ok(r) if r.problems.is_empty() => None,
+        Ok(r) if r.damage().is_empty() => None,
         Ok(r) => {
-            let kinds: Vec<&str> = r.kinds().iter().map(|k| k.code()).collect();
+            let damage = r.damage();
+            let mut kinds: Vec<&str> =
+                damage.iter().filter_map(|p| p.kind).map(|k| k.code()).collect();
+            kinds.sort_unstable();
+            kinds.dedup();
             Some(format!(
                 "researchfs fsck ({design}): {} problem(s) [{}]: {}",
-                r.problems.len(),
+                damage.len(),
                 kinds.join(","),
-                r.problems[0].what
+                damage[0].what
             ))
         }
         Err(e) => Some(format!("researchfs fsck ({design}): {e}")),
@@ -577,6 +590,7 @@ fn finish_checked(
                 fsck: None,
                 recovery_writes: 0,
                 checker_output: Some(run.output),
+                scenarios: Vec::new(),
             })
         }
         Err(e) => return Err(crate::device::Error::from(e).into()),
@@ -604,7 +618,14 @@ fn finish_checked(
     };
     // Memory stays flat over many states: only failures keep what the checker said.
     let checker_output = (outcome != Outcome::Held).then_some(run.output);
-    Ok(StateCheck { outcome, snapshot: None, fsck, recovery_writes: 0, checker_output })
+    Ok(StateCheck {
+        outcome,
+        snapshot: None,
+        fsck,
+        recovery_writes: 0,
+        checker_output,
+        scenarios: Vec::new(),
+    })
 }
 
 /// The oracle's verdict on a recovered snapshot, with the read-only fsck's complaint (if
@@ -615,18 +636,23 @@ fn oracle_verdict(
     fsck: Option<String>,
     durable_ops: Vec<usize>,
 ) -> StateCheck {
-    let verdict = workloads::check(
-        &subject.workload,
-        &subject.observed,
-        &snapshot,
-        &CrashContext { durable_ops },
-    );
+    let oracle = workloads::Oracle::new(&subject.workload);
+    let ctx = CrashContext { durable_ops };
+    let verdict = oracle.check(&subject.observed, &snapshot, &ctx);
+    let scenarios = oracle.scenario_marks(&subject.observed, &snapshot, &ctx);
     let outcome = match (verdict, &fsck) {
         (Verdict::Violated { story }, _) => Outcome::Violated { story },
         (Verdict::Held, Some(msg)) => Outcome::FsckFailed { message: msg.clone() },
         (Verdict::Held, None) => Outcome::Held,
     };
-    StateCheck { outcome, snapshot: Some(snapshot), fsck, recovery_writes: 0, checker_output: None }
+    StateCheck {
+        outcome,
+        snapshot: Some(snapshot),
+        fsck,
+        recovery_writes: 0,
+        checker_output: None,
+        scenarios,
+    }
 }
 
 /// Results of a cell already reached, and where new ones go, so that a killed run

@@ -93,6 +93,96 @@ pub struct Cell {
     /// Why the configuration is unavailable, if it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unavailable: Option<String>,
+    /// For `detects-inconsistency`: one entry per scenario of the reliability table.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scenarios: Vec<ScenarioCell>,
+}
+
+/// One scenario of the reliability table (mkdir, link, ...) in one cell: what the crash
+/// states did to the paths its operations touched.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioCell {
+    /// The scenario's name.
+    pub scenario: String,
+    /// Thesis kinds (BD, HL, GD, TP) some state returned silently on its paths.
+    pub silent_kinds: Vec<String>,
+    /// Explored states with a silent result on its paths.
+    pub silent_states: usize,
+    /// Explored states in which an access to its paths returned an error (detected).
+    pub error_states: usize,
+    /// The first state (in the cell's full state order) with a silent result: replay it
+    /// with `bob replay <witness> --state <id> --check`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub witness_state: Option<String>,
+    /// That state's position in the cell's full state list (merging shards keeps the
+    /// earliest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub witness_position: Option<usize>,
+    /// What was silently wrong in that state, one line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub story: Option<String>,
+    /// Whether an independent replay of that state found the same silent kinds here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmed: Option<bool>,
+}
+
+impl ScenarioCell {
+    /// Folds another shard's (or rerun's) entry for the same scenario into this one.
+    pub fn merge(&mut self, b: &ScenarioCell) {
+        self.silent_states += b.silent_states;
+        self.error_states += b.error_states;
+        self.silent_kinds.extend(b.silent_kinds.iter().cloned());
+        self.silent_kinds.sort();
+        self.silent_kinds.dedup();
+        let earlier = match (self.witness_position, b.witness_position) {
+            (_, None) => false,
+            (None, Some(_)) => true,
+            (Some(a), Some(p)) => p < a,
+        };
+        if earlier {
+            self.witness_state = b.witness_state.clone();
+            self.witness_position = b.witness_position;
+            self.story = b.story.clone();
+            self.confirmed = b.confirmed;
+        }
+    }
+}
+
+/// Per scenario of the `detects-inconsistency` workload, over `results` (explored states,
+/// duplicates included, so that counts cover every state); `positions[i]` is the position
+/// of `results[i]`'s state in the cell's full list. Empty for every other workload.
+pub fn summarize_scenarios(results: &[StateResult], positions: &[usize]) -> Vec<ScenarioCell> {
+    let mut out: Vec<ScenarioCell> = Vec::new();
+    for (i, r) in results.iter().enumerate() {
+        for mark in &r.check.scenarios {
+            let cell = match out.iter().position(|c| c.scenario == mark.scenario) {
+                Some(k) => &mut out[k],
+                None => {
+                    out.push(ScenarioCell {
+                        scenario: mark.scenario.clone(),
+                        ..Default::default()
+                    });
+                    out.last_mut().expect("just pushed")
+                }
+            };
+            if mark.errors > 0 {
+                cell.error_states += 1;
+            }
+            if !mark.silent.is_empty() {
+                cell.silent_states += 1;
+                cell.silent_kinds.extend(mark.silent.iter().cloned());
+                cell.silent_kinds.sort();
+                cell.silent_kinds.dedup();
+                let position = positions.get(i).copied().unwrap_or(i);
+                if cell.witness_position.is_none_or(|p| position < p) {
+                    cell.witness_state = Some(r.state.id.to_string());
+                    cell.witness_position = Some(position);
+                    cell.story = mark.story.clone();
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Folds per-state results into counts, the verdict, and the index of the state whose
@@ -159,6 +249,27 @@ impl Cell {
         if let Some(u) = &self.unavailable {
             s.push_str(&format!("  unavailable: {u}\n"));
         }
+        for sc in &self.scenarios {
+            s.push_str(&format!("  {:<15} {}\n", sc.scenario, scenario_text(sc)));
+        }
         s
+    }
+}
+
+/// One scenario's result in words: "silent HL in 3 states (e0:0-6)", "detected: an error
+/// in 12 states", or "nothing wrong".
+pub fn scenario_text(sc: &ScenarioCell) -> String {
+    if sc.silent_states > 0 {
+        let unconfirmed = if sc.confirmed == Some(false) { ", NOT confirmed" } else { "" };
+        format!(
+            "silent {} in {} state(s) (first: {}{unconfirmed})",
+            sc.silent_kinds.join(", "),
+            sc.silent_states,
+            sc.witness_state.as_deref().unwrap_or("?")
+        )
+    } else if sc.error_states > 0 {
+        format!("detected: an access returned an error in {} state(s)", sc.error_states)
+    } else {
+        "nothing wrong".to_owned()
     }
 }

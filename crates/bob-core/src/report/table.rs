@@ -83,6 +83,12 @@ fn merge_cell(a: &mut Cell, b: &Cell) {
     a.states_unique += b.states_unique;
     a.seconds += b.seconds;
     a.verdict = verdict_of(&a.counts);
+    for sc in &b.scenarios {
+        match a.scenarios.iter_mut().find(|x| x.scenario == sc.scenario) {
+            Some(x) => x.merge(sc),
+            None => a.scenarios.push(sc.clone()),
+        }
+    }
     // The witness an unsharded run would show: of the verdict's category, earliest state.
     let mut candidates: Vec<&Cell> = Vec::new();
     for c in [&*a, b] {
@@ -247,6 +253,116 @@ impl Grid {
                 ));
             }
         }
+        s.push_str(&self.scenarios_markdown());
+        s
+    }
+
+    /// Properties whose cells carry per-scenario results, in row order.
+    fn scenario_properties(&self) -> Vec<&str> {
+        self.properties
+            .iter()
+            .filter(|p| self.cells.iter().any(|c| &c.property == *p && !c.scenarios.is_empty()))
+            .map(String::as_str)
+            .collect()
+    }
+
+    /// Scenario names of `property`, in the order the cells list them.
+    fn scenario_names(&self, property: &str) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for c in self.cells.iter().filter(|c| c.property == property) {
+            for sc in &c.scenarios {
+                if !names.contains(&sc.scenario) {
+                    names.push(sc.scenario.clone());
+                }
+            }
+        }
+        names
+    }
+
+    /// The row's "error found": every kind some configuration returned silently.
+    fn scenario_error(&self, property: &str, scenario: &str) -> String {
+        let mut kinds: Vec<&str> = Vec::new();
+        let mut caught = false;
+        for c in self.cells.iter().filter(|c| c.property == property) {
+            for sc in c.scenarios.iter().filter(|x| x.scenario == scenario) {
+                kinds.extend(sc.silent_kinds.iter().map(String::as_str));
+                caught |= sc.error_states > 0;
+            }
+        }
+        kinds.sort_unstable();
+        kinds.dedup();
+        match (kinds.is_empty(), caught) {
+            (false, _) => kinds.join(", "),
+            (true, true) => "only errors returned".into(),
+            (true, false) => "none".into(),
+        }
+    }
+
+    /// Per property with scenarios (`detects-inconsistency`): one row per scenario of the
+    /// NoFS thesis' reliability table, the error bob found, and whether each configuration
+    /// detected it (no silent result in any state) or not (with the state to replay).
+    fn scenarios_markdown(&self) -> String {
+        let mut s = String::new();
+        let mut notes: Vec<String> = Vec::new();
+        for p in self.scenario_properties() {
+            s.push_str(&format!(
+                "\n{p}, per scenario of the NoFS thesis' reliability table (table 5.6): \
+                 \"detected?\" is yes when no crash state returned a wrong result silently on \
+                 the scenario's paths (accesses failing with an error count as detection).\n\n\
+                 | scenario | thesis' error | error found |"
+            ));
+            for c in &self.configs {
+                s.push_str(&format!(" {c} detected? |"));
+            }
+            s.push_str("\n|---|---|---|");
+            for _ in &self.configs {
+                s.push_str("---|");
+            }
+            s.push('\n');
+            for name in self.scenario_names(p) {
+                s.push_str(&format!(
+                    "| {name} | {} | {} |",
+                    thesis_error(&name),
+                    self.scenario_error(p, &name)
+                ));
+                for c in &self.configs {
+                    let sc = self
+                        .cell(c, p)
+                        .and_then(|cell| cell.scenarios.iter().find(|x| x.scenario == name));
+                    let text = match sc {
+                        None => String::new(),
+                        Some(sc) if sc.silent_states > 0 => {
+                            notes.push(format!(
+                                "{p} / {c} / {name}: {} (state {}) — `bob replay {} --state {} --to crash.img --check`",
+                                sc.story.as_deref().unwrap_or(""),
+                                sc.witness_state.as_deref().unwrap_or("?"),
+                                self.cell(c, p).and_then(|x| x.witness.as_deref()).unwrap_or("?"),
+                                sc.witness_state.as_deref().unwrap_or("?"),
+                            ));
+                            let mark = if sc.confirmed == Some(false) { "no?" } else { "no" };
+                            format!(
+                                "{mark}: silent {} in {} [s{}]",
+                                sc.silent_kinds.join(", "),
+                                sc.silent_states,
+                                notes.len()
+                            )
+                        }
+                        Some(sc) if sc.error_states > 0 => {
+                            format!("yes: error returned in {}", sc.error_states)
+                        }
+                        Some(_) => "yes: nothing wrong".into(),
+                    };
+                    s.push_str(&format!(" {text} |"));
+                }
+                s.push('\n');
+            }
+        }
+        if !notes.is_empty() {
+            s.push('\n');
+            for (i, n) in notes.iter().enumerate() {
+                s.push_str(&format!("s{}. {n}\n", i + 1));
+            }
+        }
         s
     }
 
@@ -326,8 +442,70 @@ impl Grid {
             }
             s.push_str("</ol>\n");
         }
+        for p in self.scenario_properties() {
+            s.push_str(&format!(
+                "<h2>{}, per scenario of the reliability table</h2><table><tr>\
+                 <th class=\"p\">scenario</th><th>thesis' error</th><th>error found</th>",
+                esc(p)
+            ));
+            for c in &self.configs {
+                s.push_str(&format!("<th>{} detected?</th>", esc(c)));
+            }
+            s.push_str("</tr>\n");
+            for name in self.scenario_names(p) {
+                s.push_str(&format!(
+                    "<tr><td class=\"p\">{}</td><td>{}</td><td>{}</td>",
+                    esc(&name),
+                    esc(&thesis_error(&name)),
+                    esc(&self.scenario_error(p, &name))
+                ));
+                for c in &self.configs {
+                    let cell = self.cell(c, p);
+                    let sc = cell.and_then(|x| x.scenarios.iter().find(|y| y.scenario == name));
+                    match sc {
+                        None => s.push_str("<td></td>"),
+                        Some(sc) if sc.silent_states > 0 => s.push_str(&format!(
+                            "<td class=\"violated\" title=\"{}\">no: silent {} in {}<br>\
+                             <code>bob replay {} --state {} --to crash.img --check</code></td>",
+                            esc(sc.story.as_deref().unwrap_or("")),
+                            esc(&sc.silent_kinds.join(", ")),
+                            sc.silent_states,
+                            esc(cell.and_then(|x| x.witness.as_deref()).unwrap_or("?")),
+                            esc(sc.witness_state.as_deref().unwrap_or("?"))
+                        )),
+                        Some(sc) => s.push_str(&format!(
+                            "<td>yes{}</td>",
+                            if sc.error_states > 0 {
+                                format!(": error returned in {}", sc.error_states)
+                            } else {
+                                String::new()
+                            }
+                        )),
+                    }
+                }
+                s.push_str("</tr>\n");
+            }
+            s.push_str("</table>\n");
+        }
         s.push_str("</body></html>\n");
         s
+    }
+}
+
+/// The thesis' errors for every row of table 5.6 with this system call.
+fn thesis_error(scenario: &str) -> String {
+    let mut kinds: Vec<String> = Vec::new();
+    for row in researchfs::reliability::scenarios().into_iter().filter(|r| r.op == scenario) {
+        for k in row.thesis_error.split(", ") {
+            if !kinds.iter().any(|x| x == k) {
+                kinds.push(k.to_owned());
+            }
+        }
+    }
+    if kinds.is_empty() {
+        "-".into()
+    } else {
+        kinds.join(", ")
     }
 }
 
@@ -337,6 +515,7 @@ fn esc(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::ScenarioCell;
     use super::*;
 
     fn cell(config: &str, property: &str, verdict: CellVerdict, pos: Option<usize>) -> Cell {
@@ -362,6 +541,7 @@ mod tests {
             confirmed: failed.then_some(true),
             counts,
             unavailable: (verdict == CellVerdict::Unavailable).then(|| "gone".into()),
+            scenarios: Vec::new(),
         }
     }
 
@@ -420,6 +600,51 @@ mod tests {
         assert_eq!(m.witness_position, Some(4));
         assert_eq!(m.story.as_deref(), Some("earlier"));
         assert_eq!(m.shard, None);
+    }
+
+    fn scenario(name: &str, silent: usize, errors: usize, pos: Option<usize>) -> ScenarioCell {
+        ScenarioCell {
+            scenario: name.into(),
+            silent_kinds: if silent > 0 { vec!["HL".into()] } else { Vec::new() },
+            silent_states: silent,
+            error_states: errors,
+            witness_state: pos.map(|p| format!("e0:{p}")),
+            witness_position: pos,
+            story: pos.map(|_| "silent HL: /a has link count 2 but 1 name(s) reach it".into()),
+            confirmed: pos.map(|_| true),
+        }
+    }
+
+    #[test]
+    fn scenario_rows_merge_across_shards_and_render_one_row_each() {
+        let p = "detects-inconsistency";
+        let mut a = cell("orderless", p, CellVerdict::Violated, Some(7));
+        a.scenarios = vec![scenario("link", 2, 0, Some(7)), scenario("mkdir", 0, 1, None)];
+        let mut b = cell("orderless", p, CellVerdict::Violated, Some(3));
+        b.scenarios = vec![scenario("link", 1, 4, Some(3)), scenario("mkdir", 0, 0, None)];
+        let mut n = cell("nofs", p, CellVerdict::Held, None);
+        n.scenarios = vec![scenario("link", 0, 5, None), scenario("mkdir", 0, 0, None)];
+        let detection = |cells| Grid {
+            configs: vec!["orderless".into(), "nofs".into()],
+            properties: vec![p.into()],
+            ..grid(cells)
+        };
+        let merged = Grid::merge(vec![detection(vec![a, n]), detection(vec![b])]).unwrap();
+        let o = merged.cell("orderless", p).unwrap();
+        assert_eq!(o.scenarios[0].silent_states, 3);
+        assert_eq!(o.scenarios[0].error_states, 4);
+        assert_eq!(o.scenarios[0].witness_position, Some(3), "the earliest state wins");
+        assert_eq!(o.scenarios[1].error_states, 1);
+        let md = merged.to_markdown();
+        assert!(
+            md.contains(
+                "| link | C-HL, C-OI | HL | no: silent HL in 3 [s1] | yes: error returned in 5 |"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("| mkdir | P-BD, C-OB, C-BD, C-OI | only errors returned | yes: error returned in 1 | yes: nothing wrong |"), "{md}");
+        assert!(md.contains("--state e0:3 --to crash.img --check"), "{md}");
+        assert!(merged.to_html().contains("--state e0:3"));
     }
 
     #[test]

@@ -186,9 +186,15 @@ pub fn load(dir: &Path) -> Result<Loaded, Error> {
 
 /// Rebuilds the witness's crash image (before recovery) into the file `to`.
 pub fn replay(loaded: &Loaded, to: &Path) -> Result<(), Error> {
+    replay_state(loaded, &loaded.record.id, to)
+}
+
+/// Rebuilds crash state `id` of the witness's trace (any state, not only the recorded
+/// one) into the file `to`.
+pub fn replay_state(loaded: &Loaded, id: &str, to: &Path) -> Result<(), Error> {
     let subject = &loaded.subject;
-    let id = subject.state_id(&loaded.record.id).map_err(|e| Error::Invalid {
-        path: PathBuf::from("state.json"),
+    let id = subject.state_id(id).map_err(|e| Error::Invalid {
+        path: PathBuf::from(if id == loaded.record.id { "state.json" } else { "--state" }),
         message: e.to_string(),
     })?;
     let overlay = OverlayBuilder::new(&subject.trace, &subject.epochs).state(&id);
