@@ -326,11 +326,11 @@ fn detection_workload(params: &Params) -> Workload {
     let ops = vec![
         // mkdir: child inode, child directory block, parent directory block.
         mkdir("/C/d0"),
-        // link: the file's inode (link count), the new parent's directory block. Links
-        // cross directories, as the NoFS fixtures do: NoFS' back links name directories,
-        // not names, so two links in one directory with the inode write lost read as one
-        // link (a silent HL that bob finds; see docs/researchfs.md).
-        link("/A/f0", "/B/l0"),
+        // link: the file's inode (link count), the parent's directory block. The second
+        // name is in the same directory, as in the thesis' fixture: only the name hash in
+        // NoFS' back link tells the two entries apart (without it, a lost inode write
+        // reads as one link: a silent HL that bob found; see docs/researchfs.md).
+        link("/A/f0", "/A/l0"),
         // rename: old and new parents' directory blocks.
         rename("/A/f2", "/B/r2"),
         // write: past the twelve direct pointers, so data, indirect block and inode.
