@@ -3,7 +3,7 @@
 
 mod util;
 
-use util::{assert_no_leaks, run, Dir};
+use util::{assert_no_leaks, run, run_json, Dir};
 
 const ALL_CONFIGS: &str = "ext2,ext2-sync,ext3-writeback,ext3-ordered,ext3-journal,ext4-writeback,\
 ext4-ordered,ext4-nodelalloc,ext4-journal,btrfs,xfs,xfs-wsync,reiserfs";
@@ -11,25 +11,9 @@ ext4-ordered,ext4-nodelalloc,ext4-journal,btrfs,xfs,xfs-wsync,reiserfs";
 #[test]
 fn reduced_grid_covers_every_configuration_and_every_cross_replays() {
     let dir = Dir::new();
-    let scratch = dir.scratch();
     let out = dir.out();
-    let result = run(&[
-        "table",
-        "--fs",
-        ALL_CONFIGS,
-        "--property",
-        "single-block-append",
-        "--format",
-        "json",
-        "--max-states",
-        "24",
-        "--scratch",
-        scratch.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert_no_leaks(&scratch);
-    let grid: serde_json::Value = serde_json::from_slice(&result.stdout).expect("table json");
+    let (code, grid) =
+        run_json(&dir, "table", ALL_CONFIGS, "single-block-append", &["--max-states", "24"]);
     for key in ["kernel", "tool_version", "configs", "properties", "cells"] {
         assert!(grid.get(key).is_some(), "missing {key}");
     }
@@ -70,7 +54,7 @@ fn reduced_grid_covers_every_configuration_and_every_cross_replays() {
         }
     }
     assert!(any_failure, "ext2 loses an append's data in some state: the grid must show it");
-    assert_eq!(result.status.code(), Some(1));
+    assert_eq!(code, 1);
     let html = std::fs::read_to_string(out.join("table.html")).unwrap();
     assert!(html.starts_with("<!DOCTYPE html>") && html.contains("single-block-append"));
     assert!(html.contains("href=\"#w1\""), "each cross links to its story");

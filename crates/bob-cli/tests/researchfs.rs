@@ -5,7 +5,7 @@
 
 mod util;
 
-use util::{run, Dir};
+use util::{run, run_json, Dir};
 
 fn silent_states(cell: &serde_json::Value) -> u64 {
     cell["counts"]["violated"].as_u64().expect("counts.violated in the cell")
@@ -47,23 +47,9 @@ fn list_shows_the_research_designs_and_the_detection_property() {
 #[test]
 fn detection_table_per_scenario_orderless_silent_nofs_never() {
     let dir = Dir::new();
-    let scratch = dir.scratch();
     let out_dir = dir.out();
-    let out = run(&[
-        "table",
-        "--fs",
-        "orderless,nofs,ext2",
-        "--property",
-        "detects-inconsistency",
-        "--format",
-        "json",
-        "--scratch",
-        scratch.to_str().unwrap(),
-        "--out",
-        out_dir.to_str().unwrap(),
-    ]);
-    assert_eq!(out.status.code(), Some(1), "orderless violates the property");
-    let grid: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (code, grid) = run_json(&dir, "table", "orderless,nofs,ext2", "detects-inconsistency", &[]);
+    assert_eq!(code, 1, "orderless violates the property");
     let cell = |name: &str| -> serde_json::Value {
         grid["cells"].as_array().unwrap().iter().find(|c| c["config"] == name).unwrap().clone()
     };

@@ -70,10 +70,23 @@ pub fn run(args: &[&str]) -> Output {
 
 /// `bob run --format json` of one cell in `dir`; returns the exit code and the cell.
 pub fn run_cell(dir: &Dir, fs: &str, property: &str, extra: &[&str]) -> (i32, serde_json::Value) {
+    run_json(dir, "run", fs, property, extra)
+}
+
+/// `bob <command> --fs FS --property PROPERTY --format json` with scratch and output in
+/// `dir` (`run` or `table`); returns the exit code and the printed JSON, after checking
+/// that nothing is left in the scratch directory.
+pub fn run_json(
+    dir: &Dir,
+    command: &str,
+    fs: &str,
+    property: &str,
+    extra: &[&str],
+) -> (i32, serde_json::Value) {
     let scratch = dir.scratch();
     let out_dir = dir.out();
     let mut args = vec![
-        "run",
+        command,
         "--fs",
         fs,
         "--property",

@@ -199,15 +199,7 @@ impl Grid {
         if !self.notes.is_empty() {
             s.push('\n');
         }
-        s.push_str("| property |");
-        for c in &self.configs {
-            s.push_str(&format!(" {c} |"));
-        }
-        s.push_str("\n|---|");
-        for _ in &self.configs {
-            s.push_str("---|");
-        }
-        s.push('\n');
+        s.push_str(&self.md_header(&["property"], ""));
         for p in &self.properties {
             s.push_str(&format!("| {p} |"));
             for c in &self.configs {
@@ -254,6 +246,22 @@ impl Grid {
             }
         }
         s.push_str(&self.scenarios_markdown());
+        s
+    }
+
+    /// A Markdown header row: the `leading` columns, then one per configuration (its name
+    /// and `suffix`), and the separator row.
+    fn md_header(&self, leading: &[&str], suffix: &str) -> String {
+        let mut s = String::from("|");
+        for l in leading {
+            s.push_str(&format!(" {l} |"));
+        }
+        for c in &self.configs {
+            s.push_str(&format!(" {c}{suffix} |"));
+        }
+        s.push_str("\n|");
+        s.push_str(&"---|".repeat(leading.len() + self.configs.len()));
+        s.push('\n');
         s
     }
 
@@ -308,17 +316,11 @@ impl Grid {
             s.push_str(&format!(
                 "\n{p}, per scenario of the NoFS thesis' reliability table (table 5.6): \
                  \"detected?\" is yes when no crash state returned a wrong result silently on \
-                 the scenario's paths (accesses failing with an error count as detection).\n\n\
-                 | scenario | thesis' error | error found |"
+                 the scenario's paths (accesses failing with an error count as detection).\n\n"
             ));
-            for c in &self.configs {
-                s.push_str(&format!(" {c} detected? |"));
-            }
-            s.push_str("\n|---|---|---|");
-            for _ in &self.configs {
-                s.push_str("---|");
-            }
-            s.push('\n');
+            s.push_str(
+                &self.md_header(&["scenario", "thesis' error", "error found"], " detected?"),
+            );
             for name in self.scenario_names(p) {
                 s.push_str(&format!(
                     "| {name} | {} | {} |",
