@@ -65,27 +65,6 @@ pub enum Property {
 }
 
 impl Property {
-    /// Every property, in the order of the spec's table.
-    pub const ALL: &'static [Property] = &[
-        Property::SingleSectorOverwrite,
-        Property::SingleSectorAppend,
-        Property::SingleBlockOverwrite,
-        Property::SingleBlockAppend,
-        Property::MultiBlockAppend,
-        Property::MultiBlockPrefixAppend,
-        Property::DirOpAtomic,
-        Property::OverwriteThenAny,
-        Property::AppendThenRename,
-        Property::OtruncAppendThenClose,
-        Property::AppendThenAppend,
-        Property::AppendThenDirOp,
-        Property::DirOpThenAny,
-        Property::FsyncDurable,
-        Property::FdatasyncDurable,
-        Property::SyncDurable,
-        Property::DirFsyncDurable,
-    ];
-
     /// Every property bob knows: [`Property::ALL`] (the study's grid, the default of
     /// `bob table`) and the detection family, which is a row one asks for by name.
     pub const EVERY: &'static [Property] = &[
@@ -108,6 +87,12 @@ impl Property {
         Property::DirFsyncDurable,
         Property::DetectsInconsistency,
     ];
+
+    /// Every property of the study's grid, in the order of the spec's table: [`EVERY`]
+    /// without the detection family (its last entry).
+    ///
+    /// [`EVERY`]: Property::EVERY
+    pub const ALL: &'static [Property] = Property::EVERY.split_at(Property::EVERY.len() - 1).0;
 
     /// The kebab-case name used on the command line and in JSON.
     pub fn name(self) -> &'static str {

@@ -122,6 +122,20 @@ pub struct StateCheck {
     pub scenarios: Vec<workloads::ScenarioMark>,
 }
 
+impl StateCheck {
+    /// A check that ended before there was anything to snapshot or fsck.
+    fn failed(outcome: Outcome) -> StateCheck {
+        StateCheck {
+            outcome,
+            snapshot: None,
+            fsck: None,
+            recovery_writes: 0,
+            checker_output: None,
+            scenarios: Vec::new(),
+        }
+    }
+}
+
 /// Who decides whether a recovered crash state is consistent.
 #[derive(Clone, Debug)]
 pub enum Judge {
@@ -359,16 +373,7 @@ pub fn check_image_with(
     let loopdev = LoopDevice::attach_free(disk_file)?;
     let dev = loopdev.path().to_owned();
     let dev_str = dev.to_string_lossy().into_owned();
-    let done = |outcome| {
-        Ok(StateCheck {
-            outcome,
-            snapshot: None,
-            fsck: None,
-            recovery_writes: 0,
-            checker_output: None,
-            scenarios: Vec::new(),
-        })
-    };
+    let done = |outcome| Ok(StateCheck::failed(outcome));
 
     if let Recovery::FsckThenMount(fsck) = config.recovery {
         let mut args = fsck[1..].to_vec();
@@ -470,16 +475,7 @@ fn check_research(
     let io = |source| Error::Io { path: st.disk_file.to_owned(), source };
     let dev: Arc<dyn researchfs::BlockDevice> =
         Arc::new(researchfs::FileDevice::open(st.disk_file).map_err(io)?);
-    let done = |outcome| {
-        Ok(StateCheck {
-            outcome,
-            snapshot: None,
-            fsck: None,
-            recovery_writes: 0,
-            checker_output: None,
-            scenarios: Vec::new(),
-        })
-    };
+    let done = |outcome| Ok(StateCheck::failed(outcome));
     let (tx, rx) = mpsc::channel();
     let (mount_dev, target) = (dev.clone(), st.mnt.to_owned());
     std::thread::spawn(move || {
@@ -585,12 +581,10 @@ fn finish_checked(
         }
         Err(cmd::CmdError::Timeout { .. }) => {
             return Ok(StateCheck {
-                outcome: Outcome::Timeout { step: format!("fsck: {}", config.fsck.join(" ")) },
-                snapshot: None,
-                fsck: None,
-                recovery_writes: 0,
                 checker_output: Some(run.output),
-                scenarios: Vec::new(),
+                ..StateCheck::failed(Outcome::Timeout {
+                    step: format!("fsck: {}", config.fsck.join(" ")),
+                })
             })
         }
         Err(e) => return Err(crate::device::Error::from(e).into()),
