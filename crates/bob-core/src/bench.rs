@@ -19,7 +19,8 @@
 //!    after one untimed mount that replays whatever the base image's journal holds (plus,
 //!    to explain the gap, the read-only fsck and a loop attach + detach alone);
 //! 4. the recorder's overhead: a write-heavy workload on bob's recording disk (recording
-//!    mode) over the same workload on a plain loop device over a sparse file.
+//!    mode) over the same workload on a plain loop device over a sparse file, and how far
+//!    the recorder raises the process's peak RSS while it streams the trace to disk.
 //!
 //! The naive and engine verdicts must agree state by state (outcome name, and the story
 //! of a violation); [`BenchReport::first_disagreement`] names the first state where they
@@ -236,6 +237,14 @@ pub struct RecorderBench {
     pub recording_seconds: f64,
     /// Median wall time on a plain loop device over a sparse file, seconds.
     pub plain_seconds: f64,
+    /// Size of the log the recording streamed to disk (the last round), bytes.
+    #[serde(default)]
+    pub log_bytes: u64,
+    /// How much the process's peak RSS rose above its RSS at the start of recording,
+    /// through the workload, the unmount and sealing the trace (the largest of the
+    /// rounds), KiB. What the recorder holds in memory; the payloads are on disk.
+    #[serde(default)]
+    pub recording_rss_growth_kib: u64,
 }
 
 /// Peak resident memory around the engine phase (from /proc/self/status).
@@ -440,13 +449,15 @@ impl BenchReport {
         match &self.recorder {
             Some(r) => line(format!(
                 "recorder overhead: {:.2}x ({} MiB over {} files + fsync: recording disk {:.2} s, \
-                 plain loop {:.2} s; medians of {})",
+                 plain loop {:.2} s; medians of {}); recorder peak RSS +{} KiB, log {} KiB on disk",
                 self.recorder_overhead,
                 r.bytes >> 20,
                 RECORDER_FILES,
                 r.recording_seconds,
                 r.plain_seconds,
-                r.rounds
+                r.rounds,
+                r.recording_rss_growth_kib,
+                r.log_bytes >> 10
             )),
             None => line("recorder overhead: not measured".into()),
         }
@@ -1119,6 +1130,7 @@ fn recorder_bench(
         std::fs::create_dir_all(d).map_err(io_err(d))?;
     }
     let (mut plain, mut recording) = (Vec::new(), Vec::new());
+    let (mut log_bytes, mut rss_growth) = (0, 0);
     for round in 0..RECORDER_ROUNDS {
         if cancel.load(Ordering::Relaxed) {
             return Err(Error::Interrupted);
@@ -1150,17 +1162,23 @@ fn recorder_bench(
             mkfs(config, dev.path(), &options.timeouts)?;
             let m = mount::mount(dev.path(), &mnt, config.fstype, config.mount_options)?;
             mount::syncfs(&mnt)?;
-            disk.start().map_err(io_err(&base))?;
+            let log = work.join("recorder.log");
+            disk.start(&log)?;
+            // From here on, what the recorder holds (the FUSE disk's buffers exist already).
+            let rss_at_start = status_kib("VmRSS:");
+            reset_hwm();
             let timed = write_heavy(&mnt, options.recorder_bytes);
             let unmounted = m.unmount();
-            let entries = disk.stop();
+            let trace = disk.stop();
+            rss_growth = rss_growth.max(status_kib("VmHWM:").saturating_sub(rss_at_start));
             let detached = dev.detach();
             drop(server);
             recording.push(timed?.as_secs_f64());
             unmounted?;
             detached?;
-            // The trace was held to be realistic; it is not needed.
-            drop(entries);
+            // Sealed and mapped, as a recording's trace is; not needed further.
+            log_bytes = trace?.file.as_ref().map_or(0, |f| f.byte_len());
+            let _ = std::fs::remove_file(&log);
         }
         drop(disk);
         let _ = std::fs::remove_file(&base);
@@ -1171,5 +1189,7 @@ fn recorder_bench(
         rounds: RECORDER_ROUNDS,
         recording_seconds: median(recording),
         plain_seconds: median(plain),
+        log_bytes,
+        recording_rss_growth_kib: rss_growth,
     })
 }

@@ -124,7 +124,7 @@ fn build_trace(reqs: &[Req]) -> Trace {
             Req::Mark => Entry::mark("op"),
         })
         .collect();
-    Trace { sector_size: SECTOR as u32, entries }
+    Trace::new(SECTOR as u32, entries)
 }
 
 /// Reads the whole view in chunks of the given sizes (cycled), as the loop driver's

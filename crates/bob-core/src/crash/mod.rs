@@ -18,10 +18,10 @@
 //! use bob_core::crash::{self, Limits, Strategy};
 //! use bob_core::trace::{Entry, Trace};
 //!
-//! let trace = Trace {
-//!     sector_size: 512,
-//!     entries: vec![Entry::write(0, vec![1; 512]), Entry::write(8, vec![2; 1024]), Entry::flush()],
-//! };
+//! let trace = Trace::new(
+//!     512,
+//!     vec![Entry::write(0, vec![1; 512]), Entry::write(8, vec![2; 1024]), Entry::flush()],
+//! );
 //! let epochs = crash::epochs(&trace);
 //! let states = crash::generate(&trace, &epochs, Strategy::ORIGINAL, &Limits::default());
 //! let id = &states.states[2].id;

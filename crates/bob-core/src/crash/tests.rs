@@ -14,7 +14,7 @@ const SECTOR: usize = 512;
 
 /// A write of `n` sectors at `sector`, sector `k` filled with byte `sector + k`.
 fn w(sector: u64, n: u64) -> Entry {
-    let data = (0..n).flat_map(|k| vec![(sector + k) as u8; SECTOR]).collect();
+    let data: Vec<u8> = (0..n).flat_map(|k| vec![(sector + k) as u8; SECTOR]).collect();
     Entry::write(sector, data)
 }
 
@@ -24,7 +24,7 @@ fn with(mut entry: Entry, flag: u64) -> Entry {
 }
 
 fn trace(entries: Vec<Entry>) -> Trace {
-    Trace { sector_size: 512, entries }
+    Trace::new(512, entries)
 }
 
 fn shape(epochs: &[Epoch]) -> Vec<(Vec<usize>, usize, Option<usize>)> {
@@ -113,7 +113,7 @@ fn barriers_in_a_row_make_no_empty_epoch() {
 
 #[test]
 fn discards_join_and_empty_writes_do_not() {
-    let empty_fua = Entry { sector: 5, nr_sectors: 0, flags: flags::FUA, data: vec![] };
+    let empty_fua = Entry { sector: 5, nr_sectors: 0, flags: flags::FUA, data: Default::default() };
     let t = trace(vec![Entry::discard(0, 4), empty_fua, Entry::discard(9, 0), w(4, 1)]);
     assert_eq!(shape(&epochs(&t)), vec![(vec![0, 3], 0, None)]);
 }
@@ -568,7 +568,7 @@ fn build(ops: &[Op]) -> Trace {
         .iter()
         .map(|op| match op {
             Op::Write { sector, fills, preflush, fua } => {
-                let data = fills.iter().flat_map(|&b| vec![b; SECTOR]).collect();
+                let data: Vec<u8> = fills.iter().flat_map(|&b| vec![b; SECTOR]).collect();
                 let mut e = Entry::write(*sector, data);
                 e.flags |=
                     if *preflush { flags::FLUSH } else { 0 } | if *fua { flags::FUA } else { 0 };

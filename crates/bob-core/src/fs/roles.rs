@@ -61,7 +61,7 @@ mod tests {
     fn roles_survive_the_log_format() {
         let mut e = Entry::write(8, vec![7; 4096]);
         e.flags |= role_flags(Role::Indirect);
-        let trace = Trace { sector_size: 512, entries: vec![Entry::mark("x"), e, Entry::flush()] };
+        let trace = Trace::new(512, vec![Entry::mark("x"), e, Entry::flush()]);
         let mut bytes = Vec::new();
         crate::trace::log::write_log(&mut bytes, &trace).unwrap();
         let back = crate::trace::log::read_log(std::io::Cursor::new(bytes)).unwrap();

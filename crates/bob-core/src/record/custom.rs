@@ -232,7 +232,7 @@ pub fn record_command(req: &CommandRequest<'_>) -> Result<CommandRecording, Erro
     let config = req.config;
     let mut md = make_and_mount(config, req.device, req.work_dir, req.timeouts)?;
     mount::syncfs(&md.mnt)?;
-    md.disk.start().map_err(io_err(&md.base_path))?;
+    md.disk.start(&md.log_path)?;
     let tracing = start_tracing(req.annotate, &md.dev)?;
     let fifo = req.work_dir.join("marks.fifo");
     let disk = md.disk.clone();
@@ -244,12 +244,20 @@ pub fn record_command(req: &CommandRequest<'_>) -> Result<CommandRecording, Erro
         Some(t) => Some(t.stop()?),
         None => None,
     };
+    // A failure to write the log comes first: it explains a failing command.
+    let unmounted = match unmounted {
+        Err(e @ Error::Log(_)) => return Err(e),
+        other => other,
+    };
     let exit_code = exit_code?;
-    let entries = unmounted?;
+    let mut trace = unmounted?;
     let base_path = md.base_path.clone();
     md.release()?;
-    let mut trace = Trace { sector_size: SECTOR_SIZE as u32, entries };
     let annotation = requests.as_ref().map(|r| annotate(&mut trace, r));
+    if annotation.is_some() {
+        // Keep the log file in step with the METADATA bits, so saving still copies it.
+        trace.write_flags_to_file()?;
+    }
     let sidecar = command_sidecar(config, req.command, &base_path)?;
     Ok(CommandRecording { trace, sidecar, base_image: base_path, exit_code, requests, annotation })
 }

@@ -2,6 +2,12 @@
 //! run the workload while every write, flush and discard the loop driver sends is logged
 //! in order, with a mark at each op's begin and end.
 //!
+//! The log streams to a file in the work directory as requests arrive
+//! ([`crate::trace::file::LogStream`]); the recorder keeps no payload in memory, only
+//! where each written sector's content lies in that file, so its memory does
+//! not grow with what the workload writes. When recording stops the file is sealed and
+//! mapped, and the [`Trace`] is that file.
+//!
 //! Backends: the FUSE disk ([`RecordingDisk`], the default, which works without
 //! device-mapper) and dm-log-writes ([`dm_log_writes_available`] tells whether this kernel
 //! can offer it; where it cannot, bob says so and points to the FUSE disk).
@@ -9,9 +15,9 @@
 pub mod blktrace_live;
 pub mod custom;
 pub mod dmlogwrites;
+mod live;
 pub mod tracefs;
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -23,10 +29,16 @@ use crate::device::fusedisk::{Disk, DiskServer};
 use crate::device::loopdev::LoopDevice;
 use crate::device::{cmd, mount};
 use crate::fs::{FsConfig, Timeouts};
+use crate::trace::file::LogStream;
+use crate::trace::log::LogError;
 use crate::trace::sidecar::{BaseImageInfo, OpSpan, RoleNote, Sidecar, SIDECAR_FORMAT};
 use crate::trace::{Entry, EntryKind, Trace, SECTOR_SIZE};
+use live::{LiveMap, Source};
 
 const SECTOR: usize = SECTOR_SIZE as usize;
+
+/// File name of the log a recording streams into, in its work directory.
+pub const LOG_FILE: &str = "record.log";
 
 /// Recording errors.
 #[derive(Debug, thiserror::Error)]
@@ -70,24 +82,54 @@ pub enum Error {
         /// The OS error.
         source: std::io::Error,
     },
+    /// Streaming the trace to its log file failed (disk full, ...); names the file.
+    #[error("recording the trace: {0}")]
+    Log(#[from] LogError),
 }
 
 /// The in-process disk the file system under test is made on. Before [`start`] it writes
 /// through to the base image file (mkfs and setup); from [`start`] on, the base image is
-/// frozen, writes land in memory, and every request is appended to the trace.
+/// frozen and every request is appended to the log file as it arrives; reads of sectors
+/// written since are served from the log file.
 ///
 /// [`start`]: RecordingDisk::start
 pub struct RecordingDisk {
     base: File,
+    base_path: PathBuf,
     size: u64,
     state: Mutex<RecState>,
 }
 
 #[derive(Default)]
 struct RecState {
-    recording: bool,
-    live: BTreeMap<u64, Box<[u8; SECTOR]>>,
-    entries: Vec<Entry>,
+    /// The log being recorded into; `Some` exactly while recording.
+    log: Option<LogStream>,
+    /// Where the sectors written since `start` are in the log.
+    live: LiveMap,
+    /// The first failure to log a request: the recording is lost, `stop` reports it.
+    failed: Option<LogError>,
+}
+
+impl RecState {
+    /// Logs one request with `append`; on failure remembers the error for `stop` and
+    /// fails the request, so that the file system sees an I/O error rather than a device
+    /// that silently dropped a write.
+    fn log<T>(
+        &mut self,
+        append: impl FnOnce(&mut LogStream) -> Result<T, LogError>,
+    ) -> std::io::Result<Option<T>> {
+        if self.failed.is_some() {
+            return Err(std::io::Error::from_raw_os_error(libc::EIO));
+        }
+        let Some(log) = self.log.as_mut() else { return Ok(None) };
+        match append(log) {
+            Ok(v) => Ok(Some(v)),
+            Err(e) => {
+                self.failed = Some(e);
+                Err(std::io::Error::from_raw_os_error(libc::EIO))
+            }
+        }
+    }
 }
 
 impl RecordingDisk {
@@ -100,34 +142,49 @@ impl RecordingDisk {
             .truncate(true)
             .open(path)?;
         base.set_len(size)?;
-        Ok(RecordingDisk { base, size, state: Mutex::new(RecState::default()) })
+        let state = Mutex::new(RecState::default());
+        Ok(RecordingDisk { base, base_path: path.to_owned(), size, state })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, RecState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Freezes the base image and starts logging.
-    pub fn start(&self) -> std::io::Result<()> {
-        self.base.sync_all()?;
-        self.lock().recording = true;
+    /// Freezes the base image and starts logging into a new log file at `log_path`.
+    pub fn start(&self, log_path: &Path) -> Result<(), Error> {
+        self.base.sync_all().map_err(io_err(&self.base_path))?;
+        let log = LogStream::create(log_path, SECTOR_SIZE as u32)?;
+        let mut st = self.lock();
+        *st = RecState { log: Some(log), ..RecState::default() };
         Ok(())
     }
 
-    /// Appends a mark (program-order annotation) to the log.
-    pub fn mark(&self, text: &str) {
-        let mut st = self.lock();
-        if st.recording {
-            st.entries.push(Entry::mark(text));
-        }
+    /// Whether requests are being logged.
+    pub fn is_recording(&self) -> bool {
+        self.lock().log.is_some()
     }
 
-    /// Stops logging and returns the entries.
-    pub fn stop(&self) -> Vec<Entry> {
+    /// Appends a mark (program-order annotation) to the log. A mark that cannot be
+    /// logged (too long for a log header, say) fails the recording at [`stop`].
+    ///
+    /// [`stop`]: RecordingDisk::stop
+    pub fn mark(&self, text: &str) {
+        let _ = self.lock().log(|log| log.append(&Entry::mark(text)));
+    }
+
+    /// Stops logging and returns the trace: the sealed log file, mapped. An empty trace
+    /// if logging never started; the first logging failure if one happened.
+    pub fn stop(&self) -> Result<Trace, Error> {
         let mut st = self.lock();
-        st.recording = false;
-        st.live.clear();
-        std::mem::take(&mut st.entries)
+        let RecState { log, failed, .. } = std::mem::take(&mut *st);
+        drop(st);
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
+        match log {
+            Some(log) => Ok(log.finish()?),
+            None => Ok(Trace::new(SECTOR_SIZE as u32, Vec::new())),
+        }
     }
 }
 
@@ -137,15 +194,25 @@ impl Disk for RecordingDisk {
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
         self.base.read_exact_at(buf, offset)?;
-        let st = self.lock();
-        if st.recording && !st.live.is_empty() {
-            let end = offset + buf.len() as u64;
-            for (&s, data) in st.live.range(offset / SECTOR_SIZE..end.div_ceil(SECTOR_SIZE)) {
-                let s_start = s * SECTOR_SIZE;
-                let from = s_start.max(offset);
-                let to = (s_start + SECTOR_SIZE).min(end);
-                buf[(from - offset) as usize..(to - offset) as usize]
-                    .copy_from_slice(&data[(from - s_start) as usize..(to - s_start) as usize]);
+        let mut st = self.lock();
+        if st.live.is_empty() {
+            return Ok(());
+        }
+        let end = offset + buf.len() as u64;
+        let runs = st.live.covering(offset / SECTOR_SIZE, end.div_ceil(SECTOR_SIZE));
+        for (s, n, source) in runs {
+            let run_start = s * SECTOR_SIZE;
+            let from = run_start.max(offset);
+            let to = (run_start + n * SECTOR_SIZE).min(end);
+            let out = &mut buf[(from - offset) as usize..(to - offset) as usize];
+            match source {
+                Source::Zero => out.fill(0),
+                Source::Log(at) => {
+                    let at = at + (from - run_start);
+                    if let Some(Err(e)) = st.log.as_mut().map(|log| log.read_at(at, out)) {
+                        return Err(std::io::Error::other(e.to_string()));
+                    }
+                }
             }
         }
         Ok(())
@@ -154,11 +221,7 @@ impl Disk for RecordingDisk {
         self.write_flagged(offset, data, 0)
     }
     fn flush(&self) -> std::io::Result<()> {
-        let mut st = self.lock();
-        if st.recording {
-            st.entries.push(Entry::flush());
-        }
-        Ok(())
+        self.lock().log(|log| log.append(&Entry::flush())).map(drop)
     }
     fn discard(&self, offset: u64, len: u64) -> std::io::Result<()> {
         self.discard_at(offset, len)
@@ -173,43 +236,37 @@ impl RecordingDisk {
             return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
         }
         let mut st = self.lock();
-        if !st.recording {
-            drop(st);
-            return self.base.write_all_at(data, offset);
-        }
         let first = offset / SECTOR_SIZE;
-        for (i, chunk) in data.chunks(SECTOR).enumerate() {
-            let mut sector = Box::new([0u8; SECTOR]);
-            sector.copy_from_slice(chunk);
-            st.live.insert(first + i as u64, sector);
+        match st.log(|log| log.append_write(first, extra, data))? {
+            Some(at) => {
+                st.live.insert(first, (data.len() / SECTOR) as u64, Source::Log(at));
+                Ok(())
+            }
+            None => {
+                drop(st);
+                self.base.write_all_at(data, offset)
+            }
         }
-        let mut entry = Entry::write(first, data.to_vec());
-        entry.flags |= extra;
-        st.entries.push(entry);
-        Ok(())
     }
 
     fn discard_at(&self, offset: u64, len: u64) -> std::io::Result<()> {
         let mut st = self.lock();
-        if !st.recording {
-            drop(st);
-            // Zeros, not a punched hole: the base image must read back exactly as the
-            // device did, and holes read as zeros anyway.
-            let zeros = vec![0u8; (len.min(1 << 20)) as usize];
-            let mut off = offset;
-            while off < offset + len {
-                let n = ((offset + len - off) as usize).min(zeros.len());
-                self.base.write_all_at(&zeros[..n], off)?;
-                off += n as u64;
-            }
-            return Ok(());
-        }
         let first = offset / SECTOR_SIZE;
         let count = len.div_ceil(SECTOR_SIZE);
-        for s in first..first + count {
-            st.live.insert(s, Box::new([0u8; SECTOR]));
+        if st.log(|log| log.append(&Entry::discard(first, count)))?.is_some() {
+            st.live.insert(first, count, Source::Zero);
+            return Ok(());
         }
-        st.entries.push(Entry::discard(first, count));
+        drop(st);
+        // Zeros, not a punched hole: the base image must read back exactly as the
+        // device did, and holes read as zeros anyway.
+        let zeros = vec![0u8; (len.min(1 << 20)) as usize];
+        let mut off = offset;
+        while off < offset + len {
+            let n = ((offset + len - off) as usize).min(zeros.len());
+            self.base.write_all_at(&zeros[..n], off)?;
+            off += n as u64;
+        }
         Ok(())
     }
 }
@@ -274,6 +331,8 @@ pub struct MountedDisk {
     pub mnt: PathBuf,
     /// The base image file.
     pub base_path: PathBuf,
+    /// Where the log streams once recording starts (`<work_dir>/record.log`).
+    pub log_path: PathBuf,
     // Drop order matters: the mount before the loop device before the FUSE server.
     fs_mount: Option<mount::Mount>,
     loopdev: Option<LoopDevice>,
@@ -334,6 +393,7 @@ pub fn make_and_mount(
         dev,
         mnt,
         base_path,
+        log_path: work_dir.join(LOG_FILE),
         fs_mount: Some(fs_mount),
         loopdev: Some(loopdev),
         _server: server,
@@ -341,17 +401,18 @@ pub fn make_and_mount(
 }
 
 impl MountedDisk {
-    /// Marks `umount`, unmounts, and stops logging: the recorded entries, or why the
-    /// unmount failed (logging is stopped either way).
-    pub fn unmount(&mut self) -> Result<Vec<Entry>, Error> {
+    /// Marks `umount`, unmounts, and stops logging: the recorded trace, or why it was
+    /// lost (a failure to write the log comes first: it explains the others) or why the
+    /// unmount failed. Logging is stopped either way.
+    pub fn unmount(&mut self) -> Result<Trace, Error> {
         self.disk.mark("umount");
         let unmounted = match self.fs_mount.take() {
             Some(m) => m.unmount(),
             None => Ok(()),
         };
-        let entries = self.disk.stop();
+        let trace = self.disk.stop()?;
         unmounted?;
-        Ok(entries)
+        Ok(trace)
     }
 
     /// Detaches the loop device and stops the FUSE disk.
@@ -412,7 +473,7 @@ fn research_err(config: &FsConfig) -> impl Fn(researchfs::Error) -> Error + '_ {
 fn record_research(
     req: &RecordRequest<'_>,
     design: researchfs::Design,
-) -> Result<(Vec<Entry>, Observed, PathBuf), Error> {
+) -> Result<(Trace, Observed, PathBuf), Error> {
     let config = req.config;
     let base_path = req.work_dir.join("base.img");
     let mnt = req.work_dir.join("record-mnt");
@@ -441,7 +502,10 @@ fn record_research(
     }
     // Every researchfs write reaches the device when the call returns, so the image file
     // already holds the setup.
-    disk.start().map_err(io_err(&base_path))?;
+    if let Err(e) = disk.start(&req.work_dir.join(LOG_FILE)) {
+        drop(mounted);
+        return Err(e);
+    }
     let marks = |prefix: &str, ev: OpEvent<'_>| match ev {
         OpEvent::Begin { index, op } => disk.mark(&format!("{prefix} {index} begin: {op}")),
         OpEvent::End { index, op } => disk.mark(&format!("{prefix} {index} end: {op}")),
@@ -456,18 +520,18 @@ fn record_research(
     });
     disk.mark("umount");
     let unmounted = mounted.unmount();
-    let entries = disk.stop();
+    // A failure to write the log comes first: it explains the others.
+    let trace = disk.stop()?;
     run.map_err(workload_err)?;
     unmounted.map_err(research_err(config))?;
-    Ok((entries, observed, base_path))
+    Ok((trace, observed, base_path))
 }
 
 /// Makes the file system, prepares the base image, and records the workload.
 pub fn record(req: &RecordRequest<'_>) -> Result<Recording, Error> {
     let config = req.config;
     if let Some(design) = config.design() {
-        let (entries, observed, base_path) = record_research(req, design)?;
-        let trace = Trace { sector_size: SECTOR_SIZE as u32, entries };
+        let (trace, observed, base_path) = record_research(req, design)?;
         return finish(req, trace, observed, base_path);
     }
     let mut md = make_and_mount(config, req.device, req.work_dir, req.timeouts)?;
@@ -478,7 +542,7 @@ pub fn record(req: &RecordRequest<'_>) -> Result<Recording, Error> {
     workloads::execute(req.workload, Phase::Setup, &mnt, &mut observed, &mut |_| {})
         .map_err(workload_err)?;
     mount::syncfs(&mnt)?;
-    disk.start().map_err(io_err(&base_path))?;
+    disk.start(&md.log_path)?;
     let tracing = default_tracing(&md.dev);
 
     let marks = |prefix: &str, ev: OpEvent<'_>| match ev {
@@ -495,13 +559,20 @@ pub fn record(req: &RecordRequest<'_>) -> Result<Recording, Error> {
     });
     let unmounted = md.unmount();
     let requests = tracing.and_then(|t| t.stop().ok());
+    // A failure to write the log comes first: it explains a failing workload.
+    let unmounted = match unmounted {
+        Err(e @ Error::Log(_)) => return Err(e),
+        other => other,
+    };
     run.map_err(workload_err)?;
-    let entries = unmounted?;
+    let mut trace = unmounted?;
     md.release()?;
 
-    let mut trace = Trace { sector_size: SECTOR_SIZE as u32, entries };
     if let Some(requests) = &requests {
         tracefs::annotate(&mut trace, requests);
+        // The annotation's METADATA bits go into the log file too, so that saving the
+        // trace still copies the file.
+        trace.write_flags_to_file()?;
     }
     finish(req, trace, observed, base_path)
 }
@@ -554,4 +625,99 @@ pub fn op_spans(trace: &Trace, workload: &Workload) -> Vec<OpSpan> {
         }
     }
     spans
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::flags;
+
+    fn pattern(seed: u8, len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i as u8).wrapping_mul(7) ^ seed).collect()
+    }
+
+    fn read(disk: &RecordingDisk, offset: u64, len: usize) -> Vec<u8> {
+        let mut buf = vec![0xee; len];
+        Disk::read_at(disk, offset, &mut buf).unwrap();
+        buf
+    }
+
+    #[test]
+    fn recording_streams_to_the_log_and_reads_back_from_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().join("base.img");
+        let log = tmp.path().join(LOG_FILE);
+        let disk = RecordingDisk::create(&base, 1 << 20).unwrap();
+        Disk::write_at(&disk, 0, &[1; 4096]).unwrap();
+        disk.start(&log).unwrap();
+        assert!(disk.is_recording());
+
+        // A model of the device: what every read must return.
+        let mut model = vec![0u8; 16384];
+        model[..4096].fill(1);
+        let a = pattern(1, 8192);
+        Disk::write_at(&disk, 4096, &a).unwrap();
+        model[4096..12288].copy_from_slice(&a);
+        let b = pattern(2, 1024);
+        disk.write_flagged(512, &b, flags::FUA).unwrap();
+        model[512..1536].copy_from_slice(&b);
+        disk.mark("op 0 begin: x");
+        Disk::discard(&disk, 4608, 1024).unwrap();
+        model[4608..5632].fill(0);
+        Disk::flush(&disk).unwrap();
+        let c = pattern(3, 512);
+        Disk::write_at(&disk, 5120, &c).unwrap();
+        model[5120..5632].copy_from_slice(&c);
+        // Reads of any alignment see the writes, whatever they overlap.
+        assert_eq!(read(&disk, 0, 16384), model);
+        assert_eq!(read(&disk, 4000, 1700), model[4000..5700]);
+        assert_eq!(read(&disk, 5121, 3), model[5121..5124]);
+        // The base image stays frozen.
+        let frozen = std::fs::read(&base).unwrap();
+        assert_eq!(&frozen[..4096], &[1; 4096][..]);
+        assert!(frozen[4096..].iter().all(|&x| x == 0));
+
+        let trace = disk.stop().unwrap();
+        assert!(!disk.is_recording());
+        let mut fua = Entry::write(1, b);
+        fua.flags |= flags::FUA;
+        let expected = vec![
+            Entry::write(8, a),
+            fua,
+            Entry::mark("op 0 begin: x"),
+            Entry::discard(9, 2),
+            Entry::flush(),
+            Entry::write(10, c),
+        ];
+        assert_eq!(trace, Trace::new(512, expected));
+        let file = trace.file.as_ref().unwrap();
+        assert!(trace.entries.iter().all(|e| e.data.is_empty() || file.contains(&e.data)));
+        let mut encoded = Vec::new();
+        crate::trace::log::write_log(&mut encoded, &trace).unwrap();
+        assert_eq!(std::fs::read(&log).unwrap(), encoded);
+        // Stopped, the disk is its base image again.
+        assert_eq!(read(&disk, 4096, 512), vec![0; 512]);
+    }
+
+    #[test]
+    fn a_failed_log_fails_requests_and_the_recording_with_one_line() {
+        let full = Path::new("/dev/full");
+        if !full.exists() {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let disk = RecordingDisk::create(&tmp.path().join("base.img"), 4 << 20).unwrap();
+        disk.start(full).unwrap();
+        let data = pattern(4, 64 << 10);
+        let failed = (0..16).find_map(|i| Disk::write_at(&disk, i * (64 << 10), &data).err());
+        let failed = failed.expect("writes to /dev/full fail");
+        assert_eq!(failed.raw_os_error(), Some(libc::EIO));
+        // Later requests fail too: the recording is lost, not silently shortened.
+        assert!(Disk::flush(&disk).is_err());
+        let e = disk.stop().unwrap_err();
+        let text = e.to_string();
+        assert!(matches!(e, Error::Log(_)), "{text}");
+        assert!(text.starts_with("recording the trace: /dev/full: "), "{text}");
+        assert!(text.contains("No space left on device") && !text.contains('\n'), "{text}");
+    }
 }

@@ -788,16 +788,16 @@ Events (7,0): 5 entries
             }
         };
         let reqs = vec![req(0, 8192, "WSM"), req(100, 1024, "WS"), req(0, 0, "FF")];
-        let mut trace = Trace {
-            sector_size: 512,
-            entries: vec![
+        let mut trace = Trace::new(
+            512,
+            vec![
                 Entry::write(0, vec![0; 4096]),
                 Entry::write(8, vec![0; 4096]),
                 Entry::flush(),
                 Entry::write(100, vec![0; 1024]),
                 Entry::write(500, vec![0; 512]),
             ],
-        };
+        );
         let a = annotate(&mut trace, &reqs);
         assert_eq!(a.request_of_entry, vec![Some(0), Some(0), None, Some(1), None]);
         assert_eq!((a.matched, a.unmatched, a.metadata), (3, 1, 2));

@@ -1,4 +1,9 @@
 //! A trace directory: the log (`trace.log`) and its sidecar (`trace.json`) side by side.
+//!
+//! Opening one maps the log (entries slice the mapping, see [`super::file`]); writing one
+//! copies the trace's own log file when the trace still holds exactly its entries, and
+//! encodes the entries otherwise. Either way the log written is byte for byte
+//! [`write_log`](super::log::write_log) of the entries.
 
 use std::path::{Path, PathBuf};
 
@@ -82,13 +87,19 @@ impl TraceDir {
     }
 
     /// Writes `trace` and `sidecar` into `dir` (created if missing), replacing any
-    /// previous trace there. The op spans are checked first.
+    /// previous trace there. The op spans are checked first. A trace backed by a log file
+    /// it still matches ([`LogFile::holds`](super::file::LogFile::holds)) is saved by
+    /// copying that file, without reading a payload; any other is encoded.
     pub fn write(dir: &Path, trace: &Trace, sidecar: &Sidecar) -> Result<(), TraceDirError> {
         let sidecar_path = Self::sidecar_path(dir);
         check_ops(&sidecar_path, trace, sidecar)?;
         std::fs::create_dir_all(dir)
             .map_err(|source| TraceDirError::CreateDir { path: dir.to_path_buf(), source })?;
-        write_log_file(&Self::log_path(dir), trace)?;
+        let log_path = Self::log_path(dir);
+        match &trace.file {
+            Some(file) if file.holds(trace) => file.copy_to(&log_path)?,
+            _ => write_log_file(&log_path, trace)?,
+        }
         sidecar.save(&sidecar_path)?;
         Ok(())
     }
@@ -117,15 +128,15 @@ mod tests {
     use crate::trace::Entry;
 
     fn sample() -> (Trace, Sidecar) {
-        let trace = Trace {
-            sector_size: 512,
-            entries: vec![
+        let trace = Trace::new(
+            512,
+            vec![
                 Entry::mark("op 0 begin: creat /a"),
                 Entry::write(8, vec![7u8; 1024]),
                 Entry::flush(),
                 Entry::mark("op 0 end"),
             ],
-        };
+        );
         let sidecar = Sidecar {
             format: SIDECAR_FORMAT.into(),
             tool_version: "0.1.0".into(),

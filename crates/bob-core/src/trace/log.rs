@@ -65,11 +65,22 @@
 //! Nothing read from the file is trusted: every size is checked against the file's real
 //! remaining length (and [`MAX_WRITE_BYTES`]) before anything is allocated, and every
 //! failure is a [`LogError`] naming the file, the entry index and the byte offset.
+//!
+//! # Files
+//!
+//! [`read_log_file`] and [`LogReader::open`] map a regular file into memory (see
+//! [`super::file`]): entries slice the mapping, nothing is copied, only headers are read.
+//! A reader over any other `Read + Seek` ([`LogReader::new`], [`read_log`]) copies. [`write_log_file`] and every other writer of a whole
+//! file here write a new file and rename it over the old one, never truncating a file in
+//! place, because a file some trace still maps must keep its bytes.
 
 use std::fmt;
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
 
 use super::{flags, Entry, Trace, SECTOR_SIZE};
 
@@ -262,8 +273,18 @@ pub struct LogError {
 }
 
 impl LogError {
-    fn new(path: Option<&Path>, entry: Option<u64>, offset: u64, kind: LogErrorKind) -> Self {
+    pub(super) fn new(
+        path: Option<&Path>,
+        entry: Option<u64>,
+        offset: u64,
+        kind: LogErrorKind,
+    ) -> Self {
         LogError { path: path.map(Path::to_path_buf), entry, offset, kind }
+    }
+
+    /// An I/O error on the file at `path`, at byte `offset` (0: the super block).
+    pub(super) fn io(path: &Path, offset: u64, e: io::Error) -> Self {
+        LogError::new(Some(path), None, offset, LogErrorKind::Io(e))
     }
 }
 
@@ -288,7 +309,7 @@ impl std::error::Error for LogError {
     }
 }
 
-fn check_sector_size(sector_size: u32) -> Result<(), LogErrorKind> {
+pub(super) fn check_sector_size(sector_size: u32) -> Result<(), LogErrorKind> {
     if sector_size.is_power_of_two() && (MIN_SECTOR_SIZE..=MAX_SECTOR_SIZE).contains(&sector_size) {
         Ok(())
     } else {
@@ -298,7 +319,7 @@ fn check_sector_size(sector_size: u32) -> Result<(), LogErrorKind> {
 
 /// The sector size a trace is written with: [`Trace::sector_size`], or 512 when it is 0
 /// (so that `Trace::default()` writes a valid log).
-fn effective_sector_size(trace: &Trace) -> u32 {
+pub(super) fn effective_sector_size(trace: &Trace) -> u32 {
     if trace.sector_size == 0 {
         SECTOR_SIZE as u32
     } else {
@@ -306,10 +327,31 @@ fn effective_sector_size(trace: &Trace) -> u32 {
     }
 }
 
+/// An entry's fields with its data borrowed: what the checks and the encoder need, so that
+/// the recorder can log a write straight from the request's buffer.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct EntryRef<'a> {
+    pub(super) sector: u64,
+    pub(super) nr_sectors: u64,
+    pub(super) flags: u64,
+    pub(super) data: &'a [u8],
+}
+
+impl Entry {
+    pub(super) fn view(&self) -> EntryRef<'_> {
+        EntryRef {
+            sector: self.sector,
+            nr_sectors: self.nr_sectors,
+            flags: self.flags,
+            data: &self.data,
+        }
+    }
+}
+
 /// Checks an entry against the format's rules for a log with `sector_size`. Shared by the
 /// reader (after decoding) and the writer (before encoding), so whatever one accepts the
 /// other does too.
-fn check_entry(e: &Entry, sector_size: u32) -> Result<(), LogErrorKind> {
+pub(super) fn check_entry(e: EntryRef<'_>, sector_size: u32) -> Result<(), LogErrorKind> {
     // The byte range [sector * 512, (sector + nr_sectors) * 512) must be representable.
     e.sector
         .checked_add(e.nr_sectors)
@@ -361,7 +403,7 @@ fn check_entry(e: &Entry, sector_size: u32) -> Result<(), LogErrorKind> {
     }
 }
 
-fn super_block(sector_size: u32, nr_entries: u64) -> Vec<u8> {
+pub(super) fn super_block(sector_size: u32, nr_entries: u64) -> Vec<u8> {
     let mut b = vec![0u8; sector_size as usize];
     b[0..8].copy_from_slice(&LOG_MAGIC.to_le_bytes());
     b[8..16].copy_from_slice(&LOG_VERSION.to_le_bytes());
@@ -371,7 +413,7 @@ fn super_block(sector_size: u32, nr_entries: u64) -> Vec<u8> {
 }
 
 /// Encodes a checked entry's header block into `block` (exactly `sector_size` bytes).
-fn encode_header(e: &Entry, sector_size: u32, block: &mut Vec<u8>) {
+fn encode_header(e: EntryRef<'_>, sector_size: u32, block: &mut Vec<u8>) {
     let factor = u64::from(sector_size) / SECTOR_SIZE;
     let is_mark = e.flags & flags::MARK != 0;
     let data_len = if is_mark { e.data.len() as u64 } else { 0 };
@@ -382,12 +424,12 @@ fn encode_header(e: &Entry, sector_size: u32, block: &mut Vec<u8>) {
     block[16..24].copy_from_slice(&e.flags.to_le_bytes());
     block[24..32].copy_from_slice(&data_len.to_le_bytes());
     if is_mark {
-        block[ENTRY_HEADER_LEN..ENTRY_HEADER_LEN + e.data.len()].copy_from_slice(&e.data);
+        block[ENTRY_HEADER_LEN..ENTRY_HEADER_LEN + e.data.len()].copy_from_slice(e.data);
     }
 }
 
 /// Bytes an entry occupies in the log (header block plus data).
-fn entry_len(e: &Entry, sector_size: u32) -> u64 {
+pub(super) fn entry_len(e: EntryRef<'_>, sector_size: u32) -> u64 {
     let data = if e.flags & (flags::MARK | flags::DISCARD) != 0 { 0 } else { e.data.len() };
     u64::from(sector_size) + data as u64
 }
@@ -395,14 +437,14 @@ fn entry_len(e: &Entry, sector_size: u32) -> u64 {
 /// Writes one checked entry.
 fn write_entry<W: Write>(
     w: &mut W,
-    e: &Entry,
+    e: EntryRef<'_>,
     sector_size: u32,
     block: &mut Vec<u8>,
 ) -> io::Result<()> {
     encode_header(e, sector_size, block);
     w.write_all(block)?;
     if e.flags & (flags::MARK | flags::DISCARD) == 0 {
-        w.write_all(&e.data)?;
+        w.write_all(e.data)?;
     }
     Ok(())
 }
@@ -415,32 +457,73 @@ pub fn write_log<W: Write>(w: W, trace: &Trace) -> Result<(), LogError> {
     write_log_inner(w, trace, None)
 }
 
-fn write_log_inner<W: Write>(mut w: W, trace: &Trace, path: Option<&Path>) -> Result<(), LogError> {
+/// Checks every entry of `trace` (see the module docs for the rules); its sector size.
+fn check_trace(trace: &Trace, path: Option<&Path>) -> Result<u32, LogError> {
     let sector_size = effective_sector_size(trace);
     check_sector_size(sector_size).map_err(|k| LogError::new(path, None, 0, k))?;
     let mut offset = u64::from(sector_size);
     for (i, e) in trace.entries.iter().enumerate() {
-        check_entry(e, sector_size).map_err(|k| LogError::new(path, Some(i as u64), offset, k))?;
-        offset += entry_len(e, sector_size);
+        check_entry(e.view(), sector_size)
+            .map_err(|k| LogError::new(path, Some(i as u64), offset, k))?;
+        offset += entry_len(e.view(), sector_size);
     }
+    Ok(sector_size)
+}
+
+fn write_log_inner<W: Write>(mut w: W, trace: &Trace, path: Option<&Path>) -> Result<(), LogError> {
+    let sector_size = check_trace(trace, path)?;
     let io_err = |entry, offset, e| LogError::new(path, entry, offset, LogErrorKind::Io(e));
     w.write_all(&super_block(sector_size, trace.entries.len() as u64))
         .map_err(|e| io_err(None, 0, e))?;
     let mut block = Vec::with_capacity(sector_size as usize);
     let mut offset = u64::from(sector_size);
     for (i, e) in trace.entries.iter().enumerate() {
-        write_entry(&mut w, e, sector_size, &mut block)
+        write_entry(&mut w, e.view(), sector_size, &mut block)
             .map_err(|err| io_err(Some(i as u64), offset, err))?;
-        offset += entry_len(e, sector_size);
+        offset += entry_len(e.view(), sector_size);
     }
     w.flush().map_err(|e| io_err(None, offset, e))
 }
 
-/// Writes `trace` as a dm-log-writes log to the file at `path` (created or truncated).
+/// Writes `trace` as a dm-log-writes log to the file at `path`. A regular file there is
+/// replaced (a new file renamed over it, so a trace mapping the old one keeps its bytes);
+/// a device or pipe is written in place. Nothing changes at `path` on error.
 pub fn write_log_file(path: &Path, trace: &Trace) -> Result<(), LogError> {
-    let file =
-        File::create(path).map_err(|e| LogError::new(Some(path), None, 0, LogErrorKind::Io(e)))?;
-    write_log_inner(BufWriter::new(file), trace, Some(path))
+    // Checked before a temporary file is made, so an invalid trace leaves nothing behind.
+    check_trace(trace, Some(path))?;
+    replace_file(path, |file| write_log_inner(BufWriter::new(file), trace, Some(path)))
+}
+
+/// Writes a whole file at `path` with `write`: into a new file next to it that is then
+/// renamed over `path`, unless `path` exists and is not a regular file (a device, a
+/// pipe), which is opened and written in place. The temporary file is removed on error.
+pub(super) fn replace_file(
+    path: &Path,
+    write: impl FnOnce(&mut File) -> Result<(), LogError>,
+) -> Result<(), LogError> {
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|e| LogError::io(path, 0, e))?;
+        return write(&mut file);
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    // 0o666 before the umask: the permissions File::create gives.
+    use std::os::unix::fs::PermissionsExt;
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .permissions(std::fs::Permissions::from_mode(0o666))
+        .tempfile_in(dir)
+        .map_err(|e| LogError::io(path, 0, e))?;
+    write(tmp.as_file_mut())?;
+    tmp.persist(path).map_err(|e| LogError::io(path, 0, e.error))?;
+    Ok(())
 }
 
 /// Streams entries into a log as they happen, the way the recorder produces them.
@@ -462,16 +545,33 @@ pub struct LogWriter<W: Write + Seek> {
 }
 
 impl LogWriter<BufWriter<File>> {
-    /// Creates (or truncates) the log file at `path` for a log with `sector_size`.
+    /// Creates the log file at `path` (readable and writable) for a log with
+    /// `sector_size`. A regular file already there is unlinked first rather than truncated,
+    /// so that a trace still mapping it keeps its bytes.
     pub fn create(path: &Path, sector_size: u32) -> Result<Self, LogError> {
-        let file = File::create(path)
-            .map_err(|e| LogError::new(Some(path), None, 0, LogErrorKind::Io(e)))?;
+        let io = |e| LogError::io(path, 0, e);
+        if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
+            std::fs::remove_file(path).map_err(io)?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(io)?;
         let mut w = LogWriter::new(BufWriter::new(file), sector_size).map_err(|mut e| {
             e.path = Some(path.to_path_buf());
             e
         })?;
         w.path = Some(path.to_path_buf());
         Ok(w)
+    }
+
+    /// The log file, e.g. to read back what [`LogWriter::flush`] wrote (positioned reads
+    /// leave the writer's position alone).
+    pub fn file(&self) -> &File {
+        self.w.get_ref()
     }
 }
 
@@ -501,6 +601,10 @@ impl<W: Write + Seek> LogWriter<W> {
     /// Appends one entry and returns its index. An invalid entry is refused without
     /// writing anything; after an I/O error the writer refuses everything.
     pub fn append(&mut self, entry: &Entry) -> Result<usize, LogError> {
+        self.append_ref(entry.view())
+    }
+
+    pub(super) fn append_ref(&mut self, entry: EntryRef<'_>) -> Result<usize, LogError> {
         let index = self.nr_entries;
         if self.poisoned {
             return Err(self.err(Some(index), LogErrorKind::WriterPoisoned));
@@ -513,6 +617,17 @@ impl<W: Write + Seek> LogWriter<W> {
         self.offset += entry_len(entry, self.sector_size);
         self.nr_entries += 1;
         Ok(index as usize)
+    }
+
+    /// Pushes what is buffered to the underlying writer, so that it can be read back.
+    pub fn flush(&mut self) -> Result<(), LogError> {
+        if self.poisoned {
+            return Err(self.err(None, LogErrorKind::WriterPoisoned));
+        }
+        self.w.flush().map_err(|e| {
+            self.poisoned = true;
+            self.err(None, LogErrorKind::Io(e))
+        })
     }
 
     /// Rewrites the super block with the current entry count and flushes, so that the
@@ -579,14 +694,41 @@ pub struct LogReader<R: Read + Seek> {
     next_index: u64,
     block: Vec<u8>,
     done: bool,
+    /// When set, the whole of `r` mapped (from offset 0, not the log's base): payloads
+    /// and mark text are slices of it and the reader skips over write data.
+    map: Option<Bytes>,
+    /// An entry with a non-zero `data_len` that is not a mark was read (the DAX era's
+    /// inline writes): the log is valid but not what the writer would produce.
+    saw_write_data_len: bool,
 }
 
-impl LogReader<BufReader<File>> {
-    /// Opens the log file at `path` and checks its super block.
+impl LogReader<PositionedFile> {
+    /// Opens the log file at `path` and checks its super block. A regular file is mapped
+    /// into memory and the entries' data are slices of the mapping (only headers are
+    /// read; see [`super::file`] for what mapping implies); a device is read as it goes.
     pub fn open(path: &Path) -> Result<Self, LogError> {
-        let file = File::open(path)
-            .map_err(|e| LogError::new(Some(path), None, 0, LogErrorKind::Io(e)))?;
-        Self::with_path(BufReader::new(file), Some(path))
+        let io = |e| LogError::io(path, 0, e);
+        let mut file = File::open(path).map_err(io)?;
+        let map = if file.metadata().map_err(io)?.is_file() {
+            // SAFETY: a read-only shared mapping of a log file; see "The mapping" in the
+            // docs of `trace::file` for why its bytes do not change under the slices.
+            let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+            Some(Bytes::from_owner(map))
+        } else {
+            None
+        };
+        let len = match &map {
+            Some(m) => m.len() as u64,
+            None => file.seek(SeekFrom::End(0)).map_err(io)?,
+        };
+        let mut reader = Self::with_path(PositionedFile { file, pos: 0, len }, Some(path))?;
+        reader.map = map;
+        Ok(reader)
+    }
+
+    /// The mapping (when the file is regular) and the file, once reading is done.
+    pub(super) fn into_parts(self) -> (Option<Bytes>, File) {
+        (self.map, self.r.file)
     }
 }
 
@@ -655,7 +797,24 @@ impl<R: Read + Seek> LogReader<R> {
             next_index: 0,
             block: vec![0u8; sector_size as usize],
             done: false,
+            map: None,
+            saw_write_data_len: false,
         })
+    }
+
+    /// Whether payloads are slices of a mapping of the file rather than read copies.
+    pub fn is_mapped(&self) -> bool {
+        self.map.is_some()
+    }
+
+    /// Whether a write with a non-zero `data_len` was read (see the module docs).
+    pub(super) fn saw_write_data_len(&self) -> bool {
+        self.saw_write_data_len
+    }
+
+    /// Total length of the log from the super block's start.
+    pub(super) fn log_len(&self) -> u64 {
+        self.len
     }
 
     /// The log's sector size (the `sectorsize` field of the super block).
@@ -728,6 +887,7 @@ impl<R: Read + Seek> LogReader<R> {
             if data_len != 0 && (is_discard || data_len.div_ceil(ss) != nr_sectors) {
                 return Err(mismatch);
             }
+            self.saw_write_data_len |= data_len != 0;
             ENTRY_HEADER_LEN
         };
         if let Some(p) = b[text_end..].iter().position(|&x| x != 0) {
@@ -740,10 +900,25 @@ impl<R: Read + Seek> LogReader<R> {
                 return Err(LogErrorKind::SectorOverflow { sector, nr_sectors });
             }
         };
+        // Where the header lies in `map`, which starts at offset 0 of `r`.
+        let header_at = self.base + self.offset;
+        let map_slice = |map: &Bytes, at: u64, len: u64| {
+            let (at, end) = (usize::try_from(at).ok()?, usize::try_from(at + len).ok()?);
+            (end <= map.len()).then(|| map.slice(at..end))
+        };
         let data = if is_mark {
-            b[ENTRY_HEADER_LEN..text_end].to_vec()
+            let text = b[ENTRY_HEADER_LEN..text_end].as_ref();
+            match &self.map {
+                Some(map) => map_slice(map, header_at + ENTRY_HEADER_LEN as u64, text.len() as u64)
+                    .ok_or(LogErrorKind::Truncated {
+                        what: "mapped mark text",
+                        needed: text_end as u64,
+                        available: remaining,
+                    })?,
+                None => Bytes::copy_from_slice(text),
+            }
         } else if is_discard || nr_sectors == 0 {
-            Vec::new()
+            Bytes::new()
         } else {
             let bytes = nr_sectors
                 .checked_mul(ss)
@@ -757,12 +932,28 @@ impl<R: Read + Seek> LogReader<R> {
                     available,
                 });
             }
-            let mut data = vec![0u8; bytes as usize];
-            self.r.read_exact(&mut data).map_err(LogErrorKind::Io)?;
-            data
+            match &self.map {
+                Some(map) => {
+                    let data =
+                        map_slice(map, header_at + ss, bytes).ok_or(LogErrorKind::Truncated {
+                            what: "mapped write data",
+                            needed: bytes,
+                            available,
+                        })?;
+                    self.r.seek(SeekFrom::Current(bytes as i64)).map_err(LogErrorKind::Io)?;
+                    data
+                }
+                None => {
+                    let mut data = vec![0u8; bytes as usize];
+                    self.r.read_exact(&mut data).map_err(LogErrorKind::Io)?;
+                    Bytes::from(data)
+                }
+            }
         };
         let entry = Entry { sector: sector512, nr_sectors: nr512, flags, data };
-        check_entry(&entry, self.sector_size)?;
+        // A mark's text is checked in the header block already read, not in the mapping.
+        let text = if is_mark { &self.block[ENTRY_HEADER_LEN..text_end] } else { &entry.data[..] };
+        check_entry(EntryRef { data: text, ..entry.view() }, self.sector_size)?;
         Ok(entry)
     }
 }
@@ -776,7 +967,7 @@ impl<R: Read + Seek> Iterator for LogReader<R> {
         }
         match self.read_next() {
             Ok(entry) => {
-                self.offset += entry_len(&entry, self.sector_size);
+                self.offset += entry_len(entry.view(), self.sector_size);
                 self.next_index += 1;
                 Some(Ok(entry))
             }
@@ -803,9 +994,15 @@ pub fn read_log<R: Read + Seek>(r: R) -> Result<Trace, LogError> {
     collect(LogReader::new(r)?)
 }
 
-/// Reads the log file at `path` into a [`Trace`].
+/// Reads the log file at `path` into a [`Trace`]. A regular file is mapped into memory
+/// once and the entries' data are slices of the mapping, with the file behind the trace
+/// ([`Trace::file`]; no payload is copied); a device is read into memory.
 pub fn read_log_file(path: &Path) -> Result<Trace, LogError> {
-    collect(LogReader::open(path)?)
+    let reader = LogReader::open(path)?;
+    if reader.is_mapped() {
+        return super::file::index_mapped(reader, path);
+    }
+    collect(reader)
 }
 
 fn collect<R: Read + Seek>(reader: LogReader<R>) -> Result<Trace, LogError> {
@@ -816,7 +1013,41 @@ fn collect<R: Read + Seek>(reader: LogReader<R>) -> Result<Trace, LogError> {
     for e in reader {
         entries.push(e?);
     }
-    Ok(Trace { sector_size, entries })
+    Ok(Trace::new(sector_size, entries))
+}
+
+/// A log file read by [`LogReader::open`]: positioned reads (`pread`) at a position of
+/// its own, up to the length the file had when opened. No buffer, so that reading only
+/// the headers of a mapped log copies nothing else and touches no page of the mapping.
+#[derive(Debug)]
+pub struct PositionedFile {
+    file: File,
+    pos: u64,
+    len: u64,
+}
+
+impl Read for PositionedFile {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.len.saturating_sub(self.pos);
+        let n = (buf.len() as u64).min(left) as usize;
+        let n = self.file.read_at(&mut buf[..n], self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl Seek for PositionedFile {
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        let (from, delta) = match to {
+            SeekFrom::Start(p) => (p, 0),
+            SeekFrom::End(d) => (self.len, d),
+            SeekFrom::Current(d) => (self.pos, d),
+        };
+        self.pos = from.checked_add_signed(delta).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidInput, "seek before the start or past 2^64")
+        })?;
+        Ok(self.pos)
+    }
 }
 
 #[cfg(test)]
@@ -901,7 +1132,7 @@ mod tests {
     fn small_expected() -> (Vec<Entry>, Vec<u64>) {
         let entries = vec![
             Entry::mark("mkfs done"),
-            Entry { sector: 16, nr_sectors: 2, flags: flags::METADATA, data: pattern_a() },
+            Entry { sector: 16, nr_sectors: 2, flags: flags::METADATA, data: pattern_a().into() },
             Entry::write(40, pattern_b()),
             Entry::flush(),
             Entry::discard(64, 8),
@@ -909,7 +1140,7 @@ mod tests {
                 sector: 16,
                 nr_sectors: 1,
                 flags: flags::FLUSH | flags::FUA,
-                data: pattern_c(),
+                data: pattern_c().into(),
             },
             Entry::mark("dm-log-writes-end"),
         ];
@@ -939,7 +1170,7 @@ mod tests {
         assert!(reader.next().is_none());
         assert_eq!(reader.entry_offset(), bytes.len() as u64);
 
-        let trace = Trace { sector_size: 512, entries: expected };
+        let trace = Trace::new(512, expected);
         assert_eq!(write_bytes(&trace), bytes);
         let kinds: Vec<_> = trace.entries.iter().map(Entry::kind).collect();
         use crate::trace::EntryKind::*;
@@ -974,7 +1205,12 @@ mod tests {
             trace.entries,
             vec![
                 Entry::mark("begin"),
-                Entry { sector: 16, nr_sectors: 8, flags: flags::FUA, data: vec![0x5a; 4096] },
+                Entry {
+                    sector: 16,
+                    nr_sectors: 8,
+                    flags: flags::FUA,
+                    data: vec![0x5a; 4096].into()
+                },
                 Entry::discard(80, 32),
                 Entry::flush(),
             ]
@@ -1004,7 +1240,10 @@ mod tests {
         data.resize(1024, 0);
         f.bytes.extend_from_slice(&data);
         let trace = read_bytes(&f.finish()).unwrap();
-        assert_eq!(trace.entries, vec![Entry { sector: 8, nr_sectors: 2, flags: 0, data }]);
+        assert_eq!(
+            trace.entries,
+            vec![Entry { sector: 8, nr_sectors: 2, flags: 0, data: data.into() }]
+        );
     }
 
     // ---- the committed fixture
@@ -1066,7 +1305,7 @@ mod tests {
         let bytes = small_log_bytes();
         std::fs::write(dir.join("small.log"), &bytes).unwrap();
         let (entries, offsets) = small_expected();
-        let expected = describe(&Trace { sector_size: 512, entries }, &offsets);
+        let expected = describe(&Trace::new(512, entries), &offsets);
         let mut json = serde_json::to_string_pretty(&expected).unwrap();
         json.push('\n');
         std::fs::write(dir.join("small.expected.json"), json).unwrap();
@@ -1093,7 +1332,7 @@ mod tests {
                 None => break,
             }
         }
-        let trace = Trace { sector_size: reader.sector_size(), entries };
+        let trace = Trace::new(reader.sector_size(), entries);
         assert_eq!(describe(&trace, &offsets), expected);
         assert_eq!(read_log_file(&path).unwrap(), trace);
     }
@@ -1126,7 +1365,9 @@ mod tests {
         assert_eq!(read_log_file(&path).unwrap().entries, entries[..2]);
         w.append(&entries[2]).unwrap();
         // An invalid entry is refused and leaves the writer usable.
-        let e = w.append(&Entry { sector: 0, nr_sectors: 0, flags: 0, data: vec![] }).unwrap_err();
+        let e = w
+            .append(&Entry { sector: 0, nr_sectors: 0, flags: 0, data: vec![].into() })
+            .unwrap_err();
         assert!(matches!(e.kind, LogErrorKind::EmptyEntry), "{e}");
         assert!(
             e.to_string().starts_with(&format!("{}: entry 3 at byte 3584: ", path.display())),
@@ -1143,7 +1384,7 @@ mod tests {
     fn writer_refuses_invalid_entries() {
         type Check = fn(&LogErrorKind) -> bool;
         let cases: Vec<(Entry, Check)> = vec![
-            (Entry { sector: 0, nr_sectors: 2, flags: 0, data: vec![0; 512] }, |k| {
+            (Entry { sector: 0, nr_sectors: 2, flags: 0, data: vec![0; 512].into() }, |k| {
                 matches!(k, LogErrorKind::DataSizeMismatch { .. })
             }),
             (Entry::mark(&"x".repeat(480)), |k| {
@@ -1156,10 +1397,10 @@ mod tests {
             (Entry { nr_sectors: 1, ..Entry::mark("m") }, |k| {
                 matches!(k, LogErrorKind::MarkHasSectors { .. })
             }),
-            (Entry { data: vec![0; 512], ..Entry::discard(0, 1) }, |k| {
+            (Entry { data: vec![0; 512].into(), ..Entry::discard(0, 1) }, |k| {
                 matches!(k, LogErrorKind::UnexpectedData { .. })
             }),
-            (Entry { sector: 0, nr_sectors: 0, flags: 0, data: vec![] }, |k| {
+            (Entry { sector: 0, nr_sectors: 0, flags: 0, data: vec![].into() }, |k| {
                 matches!(k, LogErrorKind::EmptyEntry)
             }),
             (Entry::discard(u64::MAX, 1), |k| matches!(k, LogErrorKind::SectorOverflow { .. })),
@@ -1171,13 +1412,13 @@ mod tests {
                     sector: 0,
                     nr_sectors: (MAX_WRITE_BYTES / 512) + 1,
                     flags: 0,
-                    data: vec![],
+                    data: vec![].into(),
                 },
                 |k| matches!(k, LogErrorKind::WriteTooLarge { .. }),
             ),
         ];
         for (entry, ok) in cases {
-            let trace = Trace { sector_size: 512, entries: vec![Entry::flush(), entry.clone()] };
+            let trace = Trace::new(512, vec![Entry::flush(), entry.clone()]);
             let mut out = Vec::new();
             let e = write_log(&mut out, &trace).unwrap_err();
             assert!(ok(&e.kind), "{entry:?}: {e}");
@@ -1185,7 +1426,7 @@ mod tests {
             assert!(out.is_empty(), "nothing is written when an entry is invalid");
         }
         // The longest mark that fits is fine.
-        let trace = Trace { sector_size: 512, entries: vec![Entry::mark(&"y".repeat(479))] };
+        let trace = Trace::new(512, vec![Entry::mark(&"y".repeat(479))]);
         assert_eq!(read_bytes(&write_bytes(&trace)).unwrap(), trace);
 
         for ss in [0u32, 256, 1000, 1 << 17] {
@@ -1195,7 +1436,7 @@ mod tests {
         // sector_size 0 in a Trace means 512.
         let bytes = write_bytes(&Trace::default());
         assert_eq!(bytes.len(), 512);
-        assert_eq!(read_bytes(&bytes).unwrap(), Trace { sector_size: 512, entries: vec![] });
+        assert_eq!(read_bytes(&bytes).unwrap(), Trace::new(512, vec![]));
     }
 
     /// A writer that fails after `budget` bytes.
@@ -1448,7 +1689,7 @@ mod tests {
                 sector: s * factor,
                 nr_sectors: n * factor,
                 flags: f,
-                data: fill(seed, n as usize * ss),
+                data: fill(seed, n as usize * ss).into(),
             }),
             1 => prop::sample::select(vec![flags::FLUSH, flags::FLUSH | flags::FUA, flags::FLUSH | flags::METADATA])
                 .prop_map(|f| Entry { flags: f, ..Entry::flush() }),
@@ -1460,7 +1701,7 @@ mod tests {
     fn arb_trace() -> impl Strategy<Value = Trace> {
         prop::sample::select(vec![512u32, 512, 4096]).prop_flat_map(|ss| {
             prop::collection::vec(arb_entry(u64::from(ss) / 512), 0..24)
-                .prop_map(move |entries| Trace { sector_size: ss, entries })
+                .prop_map(move |entries| Trace::new(ss, entries))
         })
     }
 
@@ -1527,16 +1768,16 @@ mod tests {
         let mut entries = small_expected().0;
         entries.insert(1, Entry::write(60, fill(7, 4096)));
         entries.insert(2, Entry::mark("after big write"));
-        replay_and_compare(&tool, Trace { sector_size: 512, entries });
+        replay_and_compare(&tool, Trace::new(512, entries));
         let entries = vec![
             Entry::mark("begin"),
-            Entry { sector: 16, nr_sectors: 8, flags: flags::FUA, data: fill(3, 4096) },
+            Entry { sector: 16, nr_sectors: 8, flags: flags::FUA, data: fill(3, 4096).into() },
             Entry::mark("after big write"),
             Entry::write(64, fill(5, 8192)),
             Entry::discard(80, 32),
             Entry::flush(),
         ];
-        replay_and_compare(&tool, Trace { sector_size: 4096, entries });
+        replay_and_compare(&tool, Trace::new(4096, entries));
     }
 
     fn replay_and_compare(tool: &std::ffi::OsStr, trace: Trace) {

@@ -5,12 +5,23 @@
 //! is the interpreted view the permuter works with. On disk a trace is a dm-log-writes
 //! log ([`log`]) plus a JSON sidecar ([`sidecar`]) for what the format cannot carry,
 //! side by side in a trace directory ([`TraceDir`]).
+//!
+//! Payloads are [`Bytes`]: cloning an entry or a trace never copies write data. A trace
+//! read from a log file, or recorded (the recorder streams every request into a log file
+//! as it arrives, [`file::LogStream`]), is that file mapped into memory once, and each
+//! entry's data is a slice of the mapping ([`file::LogFile`]): memory holds the index
+//! (one small [`Entry`] per request), the page cache holds the payloads, shared by every
+//! crash state and every process that maps the same file.
 
 pub mod blktrace;
 pub mod dir;
+pub mod file;
 pub mod log;
 pub mod sidecar;
 
+use std::sync::Arc;
+
+pub use bytes::Bytes;
 pub use dir::{TraceDir, TraceDirError};
 
 /// Size of the simulated disk's atomic unit and of the log's addressing unit.
@@ -39,8 +50,9 @@ pub struct Entry {
     pub nr_sectors: u64,
     /// `flags::*` bits.
     pub flags: u64,
-    /// Write payload (`nr_sectors * 512` bytes) or mark text; empty otherwise.
-    pub data: Vec<u8>,
+    /// Write payload (`nr_sectors * 512` bytes) or mark text; empty otherwise. A shared
+    /// buffer (often a slice of a mapped log file): clones do not copy it.
+    pub data: Bytes,
 }
 
 /// What an entry means to the permuter.
@@ -62,22 +74,29 @@ pub enum EntryKind {
 }
 
 impl Entry {
-    /// A write of `data` (a whole number of sectors) at `sector`.
-    pub fn write(sector: u64, data: Vec<u8>) -> Self {
+    /// A write of `data` (a whole number of sectors) at `sector`. A `Vec<u8>` is taken
+    /// over without a copy.
+    pub fn write(sector: u64, data: impl Into<Bytes>) -> Self {
+        let data = data.into();
         debug_assert_eq!(data.len() as u64 % SECTOR_SIZE, 0);
         Entry { sector, nr_sectors: data.len() as u64 / SECTOR_SIZE, flags: 0, data }
     }
     /// An empty cache flush.
     pub fn flush() -> Self {
-        Entry { sector: 0, nr_sectors: 0, flags: flags::FLUSH, data: Vec::new() }
+        Entry { sector: 0, nr_sectors: 0, flags: flags::FLUSH, data: Bytes::new() }
     }
     /// A discard of `nr_sectors` sectors at `sector`.
     pub fn discard(sector: u64, nr_sectors: u64) -> Self {
-        Entry { sector, nr_sectors, flags: flags::DISCARD, data: Vec::new() }
+        Entry { sector, nr_sectors, flags: flags::DISCARD, data: Bytes::new() }
     }
     /// A mark with `text`.
     pub fn mark(text: &str) -> Self {
-        Entry { sector: 0, nr_sectors: 0, flags: flags::MARK, data: text.as_bytes().to_vec() }
+        Entry {
+            sector: 0,
+            nr_sectors: 0,
+            flags: flags::MARK,
+            data: Bytes::copy_from_slice(text.as_bytes()),
+        }
     }
     /// The interpreted kind.
     pub fn kind(&self) -> EntryKind {
@@ -104,11 +123,33 @@ impl Entry {
     }
 }
 
-/// A whole trace in memory.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// A whole trace: the index in memory, the payloads shared (see the module docs).
+#[derive(Clone, Debug, Default)]
 pub struct Trace {
     /// The log's sector size (512 for every log bob writes).
     pub sector_size: u32,
     /// The requests in the order the device received them.
     pub entries: Vec<Entry>,
+    /// The log file the entries were read from or streamed into, when there is one.
+    /// Saving copies that file instead of encoding the entries again, as long as they
+    /// are still exactly its entries ([`file::LogFile::holds`]); edit `entries` freely,
+    /// a trace that no longer matches its file is simply encoded. Not part of equality.
+    pub file: Option<Arc<file::LogFile>>,
 }
+
+impl Trace {
+    /// A trace of `entries` in memory, with no log file behind it.
+    pub fn new(sector_size: u32, entries: Vec<Entry>) -> Self {
+        Trace { sector_size, entries, file: None }
+    }
+}
+
+/// Two traces are equal when their sector sizes and entries are (payloads compared by
+/// content), wherever the payloads live.
+impl PartialEq for Trace {
+    fn eq(&self, other: &Self) -> bool {
+        self.sector_size == other.sector_size && self.entries == other.entries
+    }
+}
+
+impl Eq for Trace {}
