@@ -281,9 +281,8 @@ pub fn run_cell(
             continue;
         };
         let again = confirm_check(&subject, &results[i].state, opts, &work)?;
-        sc.confirmed = Some(
-            again.scenarios.iter().any(|m| m.scenario == sc.scenario && !m.silent.is_empty()),
-        );
+        sc.confirmed =
+            Some(again.scenarios.iter().any(|m| m.scenario == sc.scenario && !m.silent.is_empty()));
     }
     cell.seconds = started.elapsed().as_secs_f64();
     let _ = std::fs::remove_dir_all(&run_dir);
