@@ -123,7 +123,8 @@ pub struct StateCheck {
 }
 
 impl StateCheck {
-    /// A check that ended before there was anything to snapshot or fsck.
+    /// A check with nothing but its outcome: one that ended before there was anything to
+    /// snapshot or fsck, or the base of one that adds what it has.
     fn failed(outcome: Outcome) -> StateCheck {
         StateCheck {
             outcome,
@@ -516,14 +517,7 @@ fn check_research(
             }
         };
         let checker_output = (outcome != Outcome::Held).then_some(run.output);
-        return Ok(StateCheck {
-            outcome,
-            snapshot: None,
-            fsck,
-            recovery_writes: 0,
-            checker_output,
-            scenarios: Vec::new(),
-        });
+        return Ok(StateCheck { fsck, checker_output, ..StateCheck::failed(outcome) });
     }
     let snapshot = workloads::take_snapshot(st.mnt, &subject.workload);
     unmount(mounted)?;
@@ -612,14 +606,7 @@ fn finish_checked(
     };
     // Memory stays flat over many states: only failures keep what the checker said.
     let checker_output = (outcome != Outcome::Held).then_some(run.output);
-    Ok(StateCheck {
-        outcome,
-        snapshot: None,
-        fsck,
-        recovery_writes: 0,
-        checker_output,
-        scenarios: Vec::new(),
-    })
+    Ok(StateCheck { fsck, checker_output, ..StateCheck::failed(outcome) })
 }
 
 /// The oracle's verdict on a recovered snapshot, with the read-only fsck's complaint (if
