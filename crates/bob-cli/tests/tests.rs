@@ -155,38 +155,18 @@ fn list_names_match_the_spec() {
 
 #[test]
 fn interrupted_run_leaves_nothing_behind() {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
     let dir = Dir::new();
     let scratch = dir.scratch();
-    let out_dir = dir.out();
-    let mut child = util::bob()
-        .args([
-            "run",
-            "--fs",
-            "ext4-ordered",
-            "--property",
-            "single-block-overwrite",
-            "--format",
-            "json",
-            "--strategy",
-            "exhaustive,default",
-            "--scratch",
-            scratch.to_str().unwrap(),
-            "--out",
-            out_dir.to_str().unwrap(),
-        ])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    // Wait until it is checking crash states (a loop device bound to a state view), then
-    // interrupt it as Ctrl-C would.
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(60) {
-        if util::leaks_under(&scratch).iter().any(|l| l.contains("state-")) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let strategy = ["--strategy", "exhaustive,default"];
+    let mut child =
+        util::run_command(&dir, "ext4-ordered", "single-block-overwrite", &strategy, None)
+            .spawn()
+            .unwrap();
+    // Wait until it is checking crash states, then interrupt it as Ctrl-C would.
+    util::wait_until(Duration::from_secs(60), Duration::from_millis(20), || {
+        util::checking_states(&scratch)
+    });
     nix_kill(child.id(), libc_sigint());
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(2), "an interrupted run is not a verdict");
@@ -203,36 +183,17 @@ fn nix_kill(pid: u32, sig: i32) {
 
 #[test]
 fn after_sigkill_bob_cleanup_reclaims_everything() {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
     let dir = Dir::new();
     let scratch = dir.scratch();
     let state_dir = dir.path().join("state");
-    let out_dir = dir.out();
-    let mut child = util::bob()
-        .env("BOB_STATE_DIR", &state_dir)
-        .args([
-            "run",
-            "--fs",
-            "ext4-ordered",
-            "--property",
-            "multi-block-append",
-            "--format",
-            "json",
-            "--scratch",
-            scratch.to_str().unwrap(),
-            "--out",
-            out_dir.to_str().unwrap(),
-        ])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(120) {
-        if util::leaks_under(&scratch).iter().any(|l| l.contains("state-")) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut child =
+        util::run_command(&dir, "ext4-ordered", "multi-block-append", &[], Some(&state_dir))
+            .spawn()
+            .unwrap();
+    util::wait_until(Duration::from_secs(120), Duration::from_millis(20), || {
+        util::checking_states(&scratch)
+    });
     nix_kill(child.id(), 9);
     std::thread::sleep(Duration::from_millis(200));
     let left = util::leaks_under(&scratch);
@@ -249,10 +210,9 @@ fn after_sigkill_bob_cleanup_reclaims_everything() {
     assert_eq!(report["processes"].as_array().unwrap().len(), 1, "{report}");
     let _ = child.wait();
     // A lazily detached mount lets go of its loop device a moment later.
-    let start = Instant::now();
-    while !util::leaks_under(&scratch).is_empty() && start.elapsed() < Duration::from_secs(20) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    util::wait_until(Duration::from_secs(20), Duration::from_millis(50), || {
+        util::leaks_under(&scratch).is_empty()
+    });
     assert_no_leaks(&scratch);
     assert_eq!(
         std::fs::read_dir(&state_dir).unwrap().count(),
@@ -326,46 +286,26 @@ fn corrupt_witnesses_give_one_clear_line() {
 
 #[test]
 fn resume_after_sigkill_reuses_the_journal() {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
     let dir = Dir::new();
     let scratch = dir.scratch();
     let state_dir = dir.path().join("state");
     let out_dir = dir.out();
-    let args = [
-        "run",
-        "--fs",
-        "ext4-ordered",
-        "--property",
-        "multi-block-append",
-        "--format",
-        "json",
-        "--scratch",
-        scratch.to_str().unwrap(),
-        "--out",
-        out_dir.to_str().unwrap(),
-    ];
-    let mut child = util::bob()
-        .env("BOB_STATE_DIR", &state_dir)
-        .args(args)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let run = |extra: &[&str]| {
+        util::run_command(&dir, "ext4-ordered", "multi-block-append", extra, Some(&state_dir))
+    };
+    let mut child = run(&[]).spawn().unwrap();
     let journal = out_dir.join("ext4-ordered/multi-block-append/run/results.jsonl");
-    let start = Instant::now();
     let lines =
         |p: &std::path::Path| std::fs::read_to_string(p).map(|t| t.lines().count()).unwrap_or(0);
-    while lines(&journal) < 20 && start.elapsed() < Duration::from_secs(120) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    util::wait_until(Duration::from_secs(120), Duration::from_millis(20), || lines(&journal) >= 20);
     nix_kill(child.id(), 9);
     let out = util::bob().env("BOB_STATE_DIR", &state_dir).arg("cleanup").output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     let _ = child.wait();
     let before = lines(&journal);
     assert!(before >= 20, "the journal kept the verdicts reached before the kill");
-    let mut resumed = args.to_vec();
-    resumed.push("--resume");
-    let out = util::bob().env("BOB_STATE_DIR", &state_dir).args(&resumed).output().unwrap();
+    let out = run(&["--resume"]).stdout(std::process::Stdio::piped()).output().unwrap();
     let cell: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let c = &cell["counts"];
     let sum: u64 = ["held", "violated", "mount_failed", "fsck_failed", "timeout"]
@@ -378,9 +318,8 @@ fn resume_after_sigkill_reuses_the_journal() {
         "a 2 MiB overwrite is not atomic on ext4-ordered: {cell}"
     );
     assert!(!journal.exists(), "a finished cell removes its journal");
-    let start = Instant::now();
-    while !util::leaks_under(&scratch).is_empty() && start.elapsed() < Duration::from_secs(20) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    util::wait_until(Duration::from_secs(20), Duration::from_millis(50), || {
+        util::leaks_under(&scratch).is_empty()
+    });
     assert_no_leaks(&scratch);
 }

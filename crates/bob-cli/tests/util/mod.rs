@@ -55,6 +55,51 @@ pub fn bob() -> Command {
     Command::new(env!("CARGO_BIN_EXE_bob"))
 }
 
+/// `bob run --fs FS --property PROPERTY --format json` with scratch and output in `dir`,
+/// plus `extra`, as a command to spawn (stdout discarded), with `BOB_STATE_DIR` set to
+/// `state_dir` if given: for tests that signal or kill bob mid-run.
+pub fn run_command(
+    dir: &Dir,
+    fs: &str,
+    property: &str,
+    extra: &[&str],
+    state_dir: Option<&Path>,
+) -> Command {
+    let mut cmd = bob();
+    if let Some(state) = state_dir {
+        cmd.env("BOB_STATE_DIR", state);
+    }
+    cmd.args(["run", "--fs", fs, "--property", property, "--format", "json", "--scratch"])
+        .arg(dir.scratch())
+        .arg("--out")
+        .arg(dir.out())
+        .args(extra)
+        .stdout(std::process::Stdio::null());
+    cmd
+}
+
+/// Polls `done` every `every` until it holds or `timeout` has passed; whether it held.
+pub fn wait_until(
+    timeout: std::time::Duration,
+    every: std::time::Duration,
+    mut done: impl FnMut() -> bool,
+) -> bool {
+    let start = std::time::Instant::now();
+    while start.elapsed() < timeout {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(every);
+    }
+    done()
+}
+
+/// Whether bob is checking crash states under `scratch` (a loop device bound to a state
+/// view): the moment the interruption tests wait for.
+pub fn checking_states(scratch: &Path) -> bool {
+    leaks_under(scratch).iter().any(|l| l.contains("state-"))
+}
+
 /// Runs bob, printing everything on failure of the caller's assertions.
 pub fn run(args: &[&str]) -> Output {
     let out = bob().args(args).output().expect("run bob");
