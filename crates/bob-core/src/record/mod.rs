@@ -506,18 +506,7 @@ fn record_research(
         drop(mounted);
         return Err(e);
     }
-    let marks = |prefix: &str, ev: OpEvent<'_>| match ev {
-        OpEvent::Begin { index, op } => disk.mark(&format!("{prefix} {index} begin: {op}")),
-        OpEvent::End { index, op } => disk.mark(&format!("{prefix} {index} end: {op}")),
-    };
-    let run = workloads::execute(req.workload, Phase::Workload, &mnt, &mut observed, &mut |ev| {
-        marks("op", ev)
-    })
-    .and_then(|()| {
-        workloads::execute(req.workload, Phase::Drain, &mnt, &mut observed, &mut |ev| {
-            marks("drain", ev)
-        })
-    });
+    let run = run_marked(req.workload, &mnt, &mut observed, &disk);
     disk.mark("umount");
     let unmounted = mounted.unmount();
     // A failure to write the log comes first: it explains the others.
@@ -525,6 +514,22 @@ fn record_research(
     run.map_err(workload_err)?;
     unmounted.map_err(research_err(config))?;
     Ok((trace, observed, base_path))
+}
+
+/// Runs the workload's ops and then its drain on the mounted file system, with a mark in
+/// the log at each op's begin and end ("op 3 begin: ...", "drain 0 end: ...").
+fn run_marked(
+    workload: &workloads::Workload,
+    mnt: &Path,
+    observed: &mut Observed,
+    disk: &RecordingDisk,
+) -> Result<(), workloads::ExecError> {
+    let marks = |prefix: &str, ev: OpEvent<'_>| match ev {
+        OpEvent::Begin { index, op } => disk.mark(&format!("{prefix} {index} begin: {op}")),
+        OpEvent::End { index, op } => disk.mark(&format!("{prefix} {index} end: {op}")),
+    };
+    workloads::execute(workload, Phase::Workload, mnt, observed, &mut |ev| marks("op", ev))?;
+    workloads::execute(workload, Phase::Drain, mnt, observed, &mut |ev| marks("drain", ev))
 }
 
 /// Makes the file system, prepares the base image, and records the workload.
@@ -545,18 +550,7 @@ pub fn record(req: &RecordRequest<'_>) -> Result<Recording, Error> {
     disk.start(&md.log_path)?;
     let tracing = default_tracing(&md.dev);
 
-    let marks = |prefix: &str, ev: OpEvent<'_>| match ev {
-        OpEvent::Begin { index, op } => disk.mark(&format!("{prefix} {index} begin: {op}")),
-        OpEvent::End { index, op } => disk.mark(&format!("{prefix} {index} end: {op}")),
-    };
-    let run = workloads::execute(req.workload, Phase::Workload, &mnt, &mut observed, &mut |ev| {
-        marks("op", ev)
-    })
-    .and_then(|()| {
-        workloads::execute(req.workload, Phase::Drain, &mnt, &mut observed, &mut |ev| {
-            marks("drain", ev)
-        })
-    });
+    let run = run_marked(req.workload, &mnt, &mut observed, &disk);
     let unmounted = md.unmount();
     let requests = tracing.and_then(|t| t.stop().ok());
     // A failure to write the log comes first: it explains a failing workload.
