@@ -13,7 +13,7 @@ use bob_core::check::{self, EngineOptions, Judge, UserChecker};
 use bob_core::crash::{self, Limits};
 use bob_core::fs::Timeouts;
 use bob_core::record::custom::{self, Annotate, Backend, CommandRequest};
-use bob_core::report::{self, witness, Cell};
+use bob_core::report::{witness, Cell};
 use bob_core::run::WorkDir;
 use bob_core::trace::blktrace::{self, BlockRequest};
 use bob_core::trace::log::{read_log_file, write_log_file, LogReader};
@@ -670,28 +670,11 @@ pub fn check(args: CheckArgs) -> Result {
     );
     bar.bar.finish_and_clear();
     let results = results?;
-    let (verdict, counts, witness_index) = report::summarize(&results);
     let label = match &args.checker {
         Some(c) => format!("checker: {c}"),
         None => "fsck only".to_owned(),
     };
-    let mut cell = Cell {
-        config: subject.config.name.into(),
-        property: label.clone(),
-        verdict,
-        states_explored: results.len(),
-        states_unique: results.iter().enumerate().filter(|(i, r)| r.mounted_as == *i).count(),
-        seconds: 0.0,
-        witness: None,
-        story: None,
-        witness_state: None,
-        witness_position: None,
-        shard: None,
-        confirmed: None,
-        counts,
-        unavailable: None,
-        scenarios: Vec::new(),
-    };
+    let (mut cell, witness_index) = Cell::of_results(subject.config.name, &label, &results);
     let mut witness_info = None;
     if let Some(i) = witness_index {
         let r = &results[i];

@@ -240,27 +240,10 @@ pub fn run_cell(
         &journal,
     )?;
     drop(journal);
-    let (verdict, counts, witness_index) = report::summarize(&results);
-    let states_unique = results.iter().enumerate().filter(|(i, r)| r.mounted_as == *i).count();
-
-    let shard_text = opts.shard.map(|(i, n)| format!("{}/{}", i + 1, n));
-    let mut cell = Cell {
-        config: opts.config.name.into(),
-        property: opts.property.name().into(),
-        verdict,
-        states_explored: results.len(),
-        states_unique,
-        seconds: 0.0,
-        witness: None,
-        story: None,
-        witness_state: None,
-        witness_position: None,
-        shard: shard_text,
-        confirmed: None,
-        counts,
-        unavailable: None,
-        scenarios: report::summarize_scenarios(&results, &positions),
-    };
+    let (mut cell, witness_index) =
+        Cell::of_results(opts.config.name, opts.property.name(), &results);
+    cell.shard = opts.shard.map(|(i, n)| format!("{}/{}", i + 1, n));
+    cell.scenarios = report::summarize_scenarios(&results, &positions);
     if let Some(i) = witness_index {
         let r = &results[i];
         let replayed = confirm(&subject, &r.state, opts, &work)?;
@@ -350,20 +333,8 @@ pub fn table_notes(configs: &[FsConfig]) -> Vec<String> {
 /// The cell for a configuration that cannot run here.
 pub fn unavailable_cell(config: &FsConfig, property: Property, reason: &str) -> Cell {
     Cell {
-        config: config.name.into(),
-        property: property.name().into(),
         verdict: CellVerdict::Unavailable,
-        states_explored: 0,
-        states_unique: 0,
-        seconds: 0.0,
-        witness: None,
-        story: None,
-        witness_state: None,
-        witness_position: None,
-        shard: None,
-        confirmed: None,
-        counts: Default::default(),
         unavailable: Some(reason.into()),
-        scenarios: Vec::new(),
+        ..Cell::of_results(config.name, property.name(), &[]).0
     }
 }

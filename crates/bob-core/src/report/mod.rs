@@ -217,6 +217,35 @@ pub fn summarize(results: &[StateResult]) -> (CellVerdict, OutcomeCounts, Option
 }
 
 impl Cell {
+    /// The cell of `results` (the explored states, in order): verdict, outcome counts,
+    /// states explored and mounted, nothing else yet; and the index of the state whose
+    /// witness it shows (see [`summarize`]).
+    pub fn of_results(
+        config: &str,
+        property: &str,
+        results: &[StateResult],
+    ) -> (Cell, Option<usize>) {
+        let (verdict, counts, witness_index) = summarize(results);
+        let cell = Cell {
+            config: config.into(),
+            property: property.into(),
+            verdict,
+            states_explored: results.len(),
+            states_unique: results.iter().enumerate().filter(|(i, r)| r.mounted_as == *i).count(),
+            seconds: 0.0,
+            witness: None,
+            story: None,
+            witness_state: None,
+            witness_position: None,
+            confirmed: None,
+            shard: None,
+            counts,
+            unavailable: None,
+            scenarios: Vec::new(),
+        };
+        (cell, witness_index)
+    }
+
     /// Human-readable lines for the terminal.
     pub fn to_text(&self) -> String {
         let mut s = format!(
