@@ -12,18 +12,26 @@
 //!   after the op: the whole file (size and every sector) for data ops, the names the
 //!   op names (inode, kind, file link count) for directory ops. The prefix-append rule
 //!   also accepts old content + a prefix of the appended data.
-//! * Ordering: violated iff some op j persisted while an earlier op i < j did not.
+//! * Ordering: each property names a pair A -> B ([`Oracle::is_pair`]); it is violated iff
+//!   some op j of kind B persisted while an earlier op i < j of kind A, as the property
+//!   defines the pair, did not. Any other reordering (i not persisted, a later j
+//!   persisted, not the pair) is reported beside the verdict, never as it.
 //! * Durability, in every workload: for each persistence point in
 //!   [`CrashContext::durable_ops`], what it promised holds except where later ops
 //!   (index > the point) touch the same names or data: fsync/fdatasync of a file: its
 //!   size and every sector as of the call (the file is looked up by inode; its name is
-//!   promised only by a directory fsync, so a file found under no name is not judged);
-//!   fsync of a directory: every name in it as of the call holds the right inode and
-//!   names it lost before the call no longer do; synchronous creat: the name; sync: all
-//!   of that for every directory and file.
+//!   promised by the base image, a sync or a directory fsync: a file whose name was
+//!   durable and that is found under no name at all is a violation); fsync of a
+//!   directory: every name in it as of the call whose inode was durable too (the base
+//!   image's, a sync's, a fsynced file's, or a directory) holds the right inode, and names
+//!   it lost before the call no longer do; synchronous creat: the name; sync: all of that
+//!   for every directory and file. A later O_TRUNC of a fsynced file lets its data go,
+//!   but never lets it show data older than the promise.
+//! * A finding of another family than the property's (a durability failure in an ordering
+//!   workload) is reported beside the verdict too: a cross means what its row says.
 
 use crate::model::{parent, History, ModelNode, ModelState};
-use crate::op::Op;
+use crate::op::{Op, OpKind, OpRef};
 use crate::property::{Family, Property};
 use crate::snapshot::{Node, NodeKind, SectorClass, Snapshot};
 use crate::workload::{Workload, DRAIN_FILE};
@@ -58,6 +66,31 @@ pub struct Finding {
     pub op: usize,
     /// One line.
     pub story: String,
+    /// For an ordering finding: the earlier op that did not persist and the later op that
+    /// did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pair: Option<OpPair>,
+}
+
+/// The two ops of an ordering violation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpPair {
+    /// The earlier op, which did not persist.
+    pub earlier_op: OpRef,
+    /// The later op, which did.
+    pub later_op: OpRef,
+}
+
+/// Everything the oracle says about one crash state.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Judgement {
+    /// Findings of the property's own kind, in the order [`check`] considers them: these
+    /// make the verdict. (Without a property, every durability finding.)
+    pub findings: Vec<Finding>,
+    /// Findings that belong to other rows, at most one per kind: the first reordering of
+    /// ops outside the property's pair, the first durability failure in a workload whose
+    /// property is not about durability.
+    pub beside: Vec<Finding>,
 }
 
 /// The checks of one workload with the model precomputed (build once, check many states).
@@ -104,6 +137,72 @@ impl<'w> Oracle<'w> {
         }
     }
 
+    /// Whether ops `i < j` of the workload are the pair its ordering property judges:
+    ///
+    /// | property                   | earlier op `i`            | later op `j`                                  |
+    /// |----------------------------|---------------------------|-----------------------------------------------|
+    /// | `overwrite-then-any`       | an overwrite              | any op that changes the file system           |
+    /// | `append-then-rename`       | an append to file f       | a rename of f                                 |
+    /// | `otrunc-append-then-close` | O_TRUNC + writes + close  | any op that changes the file system           |
+    /// | `append-then-append`       | an append to file f       | an append to f                                |
+    /// | `append-then-dir-op`       | an append                 | link, mkdir or a synchronous creat            |
+    /// | `dir-op-then-any`          | a directory op            | any op elsewhere: other directories and files |
+    ///
+    /// Files are model nodes, so "the same file" survives renames. Always false for a
+    /// workload whose property is not an ordering property.
+    pub fn is_pair(&self, i: usize, j: usize) -> bool {
+        use OpKind as K;
+        let ops = &self.w.ops;
+        let (Some(a), Some(b)) = (ops.get(i), ops.get(j)) else { return false };
+        if i >= j {
+            return false;
+        }
+        let node = |k: usize| self.h.op_ids.get(k).copied().flatten();
+        let same_file = node(i).is_some() && node(i) == node(j);
+        let (ka, kb) = (a.kind(), b.kind());
+        match self.w.property {
+            Some(Property::OverwriteThenAny) => ka == K::Overwrite && b.has_effect(),
+            Some(Property::AppendThenRename) => ka == K::Append && kb == K::Rename && same_file,
+            Some(Property::OtruncAppendThenClose) => {
+                matches!(ka, K::OtruncWrite | K::Truncate) && b.has_effect()
+            }
+            Some(Property::AppendThenAppend) => ka == K::Append && kb == K::Append && same_file,
+            Some(Property::AppendThenDirOp) => {
+                ka == K::Append
+                    && (matches!(kb, K::Link | K::Mkdir)
+                        || matches!(b, Op::Creat { sync: true, .. }))
+            }
+            Some(Property::DirOpThenAny) => {
+                let dirs = |o: &Op| -> BTreeSet<String> {
+                    o.paths().iter().map(|p| parent(p).to_owned()).collect()
+                };
+                ka.is_dir_op() && b.has_effect() && !same_file && dirs(a).is_disjoint(&dirs(b))
+            }
+            _ => false,
+        }
+    }
+
+    /// The oracle's whole judgement of `snap`: the findings that make the verdict and
+    /// those that belong beside it (see [`Judgement`]).
+    pub fn judge(&self, observed: &Observed, snap: &Snapshot, ctx: &CrashContext) -> Judgement {
+        let all = self.all_findings(observed, snap, ctx);
+        let own_family = self.w.property.map(Property::family).unwrap_or(Family::Durability);
+        let mut judgement = Judgement::default();
+        for f in all {
+            let own = f.family == own_family
+                && (f.family != Family::Ordering
+                    || f.pair
+                        .as_ref()
+                        .is_some_and(|p| self.is_pair(p.earlier_op.index, p.later_op.index)));
+            if own {
+                judgement.findings.push(f);
+            } else if !judgement.beside.iter().any(|b| b.family == f.family) {
+                judgement.beside.push(f);
+            }
+        }
+        judgement
+    }
+
     /// For each op of the workload, whether its whole effect is visible in `snap`:
     /// `Some(Ok(()))` persisted, `Some(Err(why))` not (or only partly), `None` for ops
     /// without a judgeable effect (fsync, sync, or content that was not read). This is
@@ -136,18 +235,30 @@ impl<'w> Oracle<'w> {
         crate::detect::scenario_marks(&self.h, self.w, observed, snap, ctx)
     }
 
-    /// See [`check_all`].
+    /// See [`check_all`]: the findings that make the verdict ([`Judgement::findings`]).
     pub fn findings(
         &self,
         observed: &Observed,
         snap: &Snapshot,
         ctx: &CrashContext,
     ) -> Vec<Finding> {
+        self.judge(observed, snap, ctx).findings
+    }
+
+    /// Every finding of every family, own and beside.
+    fn all_findings(
+        &self,
+        observed: &Observed,
+        snap: &Snapshot,
+        ctx: &CrashContext,
+    ) -> Vec<Finding> {
         if let Some(e) = &self.h.error {
+            let family = self.w.property.map(Property::family).unwrap_or(Family::Durability);
             return vec![Finding {
-                family: Family::Ordering,
+                family,
                 op: self.h.op_ids.len(),
                 story: format!("the workload does not model: {e}"),
+                pair: None,
             }];
         }
         let v = View { o: self, obs: observed, snap };
@@ -158,11 +269,15 @@ impl<'w> Oracle<'w> {
                 let prefix = self.w.property == Some(Property::MultiBlockPrefixAppend);
                 for k in 0..self.w.ops.len() {
                     if let Some(story) = v.atomic(k, prefix) {
-                        out.push(Finding { family: Family::Atomicity, op: k, story });
+                        out.push(Finding { family: Family::Atomicity, op: k, story, pair: None });
                     }
                 }
             }
-            Some(Family::Ordering) => out.extend(v.ordering()),
+            Some(Family::Ordering) => {
+                let (pair, other) = v.ordering();
+                out.extend(pair);
+                out.extend(other);
+            }
             Some(Family::Detection) => {
                 return crate::detect::findings(&self.h, self.w, observed, snap, ctx);
             }
@@ -171,14 +286,14 @@ impl<'w> Oracle<'w> {
         let mut durable: Vec<usize> = ctx.durable_ops.clone();
         durable.sort_unstable();
         durable.dedup();
-        for d in durable {
-            if let Some(story) = v.durability(d) {
+        for &d in &durable {
+            if let Some(story) = v.durability(d, &durable) {
                 let story = if family == Some(Family::Durability) {
                     story
                 } else {
                     format!("durability: {story}")
                 };
-                out.push(Finding { family: Family::Durability, op: d, story });
+                out.push(Finding { family: Family::Durability, op: d, story, pair: None });
             }
         }
         out
@@ -349,21 +464,41 @@ impl View<'_> {
         }
     }
 
-    fn ordering(&self) -> Option<Finding> {
+    /// The first violation of the property's own pair, and the first other reordering
+    /// (an earlier op not persisted, a later one persisted, not the pair): earliest
+    /// earlier op first, and for it the latest later op.
+    fn ordering(&self) -> (Option<Finding>, Option<Finding>) {
         let judged: Vec<(usize, Result<(), String>)> =
             (0..self.w().ops.len()).filter_map(|k| self.effect(k).map(|r| (k, r))).collect();
-        let (pos_i, (i, why)) = judged
-            .iter()
-            .enumerate()
-            .find(|(_, (_, r))| r.is_err())
-            .map(|(p, (i, r))| (p, (*i, r.clone().unwrap_err())))?;
-        let (j, _) = judged[pos_i + 1..].iter().rev().find(|(_, r)| r.is_ok())?;
+        let mut pair = None;
+        let mut other = None;
+        for (pos, (i, why)) in judged.iter().enumerate() {
+            let Err(why) = why else { continue };
+            for (j, r) in judged[pos + 1..].iter().rev() {
+                if r.is_err() {
+                    continue;
+                }
+                let slot = if self.o.is_pair(*i, *j) { &mut pair } else { &mut other };
+                if slot.is_none() {
+                    *slot = Some(self.reordering(*i, *j, why));
+                }
+            }
+            if pair.is_some() && other.is_some() {
+                break;
+            }
+        }
+        (pair, other)
+    }
+
+    /// The finding "op `j` persisted, op `i` not".
+    fn reordering(&self, i: usize, j: usize, why: &str) -> Finding {
         let ops = &self.w().ops;
-        Some(Finding {
+        Finding {
             family: Family::Ordering,
-            op: *j,
-            story: format!("{} persisted (op {j}), {} not (op {i}): {why}", ops[*j], ops[i]),
-        })
+            op: j,
+            story: format!("{} persisted (op {j}), {} not (op {i}): {why}", ops[j], ops[i]),
+            pair: Some(OpPair { earlier_op: ops[i].op_ref(i), later_op: ops[j].op_ref(j) }),
+        }
     }
 
     /// Projection of `path` in a model state: (id, kind, file link count).
@@ -561,20 +696,70 @@ impl View<'_> {
                 }
             }
         }
-        let p = paths
-            .iter()
-            .find(|p| !self.proj_matches(Self::proj_model(after, p), self.snap.entries.get(**p)))
-            .unwrap_or(&paths[0]);
+        // Name the entry that is wrong: one that matches neither side. When each entry
+        // matches one side but not the same one, the op is half done: say which half.
+        let matches = |s: &ModelState, p: &str| {
+            self.proj_matches(Self::proj_model(s, p), self.snap.entries.get(p))
+        };
+        if let Some(p) = paths.iter().find(|p| !matches(before, p) && !matches(after, p)) {
+            return Some(format!(
+                "{p} is {}, expected {} (before) or {} (after)",
+                Self::found_desc(self.snap.entries.get(*p)),
+                self.proj_desc(Self::proj_model(before, p)),
+                self.proj_desc(Self::proj_model(after, p)),
+            ));
+        }
+        let as_before: Vec<&str> = paths.iter().copied().filter(|p| !matches(after, p)).collect();
+        let as_after: Vec<&str> = paths.iter().copied().filter(|p| !matches(before, p)).collect();
         Some(format!(
-            "{p} is {}, expected {} (before) or {} (after)",
-            Self::found_desc(self.snap.entries.get(*p)),
-            self.proj_desc(Self::proj_model(before, p)),
-            self.proj_desc(Self::proj_model(after, p)),
+            "half done: {} as before the op, {} as after it",
+            as_before.join(", "),
+            as_after.join(", ")
         ))
     }
 
+    /// Whether node `id`'s inode is durable at persistence point `d`, so that a name of it
+    /// may be promised: it existed in the base image (set up and synced before the
+    /// workload), or a durable point `q <= d` synced everything, fsynced it, or created it
+    /// synchronously.
+    fn inode_durable(&self, id: u32, d: usize, durable: &[usize]) -> bool {
+        if self.states()[0].nodes.contains_key(&id) {
+            return true;
+        }
+        durable.iter().filter(|&&q| q <= d).any(|&q| {
+            let s = &self.states()[q + 1];
+            match &self.w().ops[q] {
+                Op::Sync => s.nodes.contains_key(&id),
+                Op::Fsync { path } | Op::Fdatasync { path } | Op::Creat { path, sync: true } => {
+                    s.id(path) == Some(id)
+                }
+                _ => false,
+            }
+        })
+    }
+
+    /// Whether some name of `id` as of point `d` was durable by then: a name the base image
+    /// had, or one a durable sync, directory fsync or synchronous creat `q <= d` covered.
+    fn name_durable(&self, id: u32, d: usize, durable: &[usize]) -> bool {
+        let now = &self.states()[d + 1];
+        now.names_of(id).any(|p| {
+            self.states()[0].id(p) == Some(id)
+                || durable.iter().filter(|&&q| q <= d).any(|&q| {
+                    let s = &self.states()[q + 1];
+                    s.id(p) == Some(id)
+                        && match &self.w().ops[q] {
+                            Op::Sync => true,
+                            Op::Fsync { path } => path == parent(p),
+                            Op::Creat { path, sync: true } => path == p,
+                            _ => false,
+                        }
+                })
+        })
+    }
+
     /// Durability of persistence point `d`: `Some(story)` if what it promised is missing.
-    fn durability(&self, d: usize) -> Option<String> {
+    /// `durable`: every persistence point durable in this crash state.
+    fn durability(&self, d: usize, durable: &[usize]) -> Option<String> {
         let op = self.w().ops.get(d)?;
         if !op.is_persistence_point() {
             return None;
@@ -594,9 +779,9 @@ impl View<'_> {
             Op::Fsync { path } | Op::Fdatasync { path } => {
                 let id = s.id(path)?;
                 if s.nodes[&id].kind == NodeKind::Dir {
-                    self.dir_promise(d, path, &touched).and_then(fail)
+                    self.dir_promise(d, path, &touched, durable).and_then(fail)
                 } else {
-                    self.file_promise(d, id, s).and_then(fail)
+                    self.file_promise(d, id, s, durable).and_then(fail)
                 }
             }
             Op::Creat { path, sync: true } => {
@@ -609,9 +794,9 @@ impl View<'_> {
                 for (p, &id) in s.names.iter().filter(|(p, _)| *p != DRAIN_FILE) {
                     let n = &s.nodes[&id];
                     let why = if n.kind == NodeKind::Dir {
-                        self.dir_promise(d, p, &touched)
+                        self.dir_promise(d, p, &touched, durable)
                     } else {
-                        self.file_promise(d, id, s)
+                        self.file_promise(d, id, s, durable)
                     };
                     if let Some(why) = why {
                         return fail(why);
@@ -623,12 +808,19 @@ impl View<'_> {
         }
     }
 
-    /// Names in directory `dir` as of op `d`.
-    fn dir_promise(&self, d: usize, dir: &str, touched: &dyn Fn(&str) -> bool) -> Option<String> {
+    /// Names in directory `dir` as of op `d`: each whose inode was durable by then holds
+    /// it, and no name it lost before the call still does.
+    fn dir_promise(
+        &self,
+        d: usize,
+        dir: &str,
+        touched: &dyn Fn(&str) -> bool,
+        durable: &[usize],
+    ) -> Option<String> {
         let s = &self.states()[d + 1];
         let in_dir = |p: &str| p != "/" && parent(p) == dir && p != DRAIN_FILE;
         for (p, &id) in s.names.iter().filter(|(p, _)| in_dir(p)) {
-            if !touched(p) && !self.entry_is(p, id) {
+            if !touched(p) && self.inode_durable(id, d, durable) && !self.entry_is(p, id) {
                 return Some(self.name_desc(p, id));
             }
         }
@@ -645,8 +837,10 @@ impl View<'_> {
         None
     }
 
-    /// File `id`'s size and data as of op `d`, allowing later ops' data.
-    fn file_promise(&self, d: usize, id: u32, s: &ModelState) -> Option<String> {
+    /// File `id`'s size and data as of op `d`, allowing later ops' data. A later O_TRUNC
+    /// of the file may legally have dropped the data (zeros, a shorter size), but the file
+    /// may never show data older than what was promised.
+    fn file_promise(&self, d: usize, id: u32, s: &ModelState, durable: &[usize]) -> Option<String> {
         let later: Vec<(usize, &Op)> = self
             .w()
             .ops
@@ -657,15 +851,32 @@ impl View<'_> {
                 o.data_range().is_some() && self.o.h.op_ids.get(*j).copied().flatten() == Some(id)
             })
             .collect();
-        if later.iter().any(|(_, o)| matches!(o, Op::OtruncWrite { .. })) {
-            return None;
-        }
-        let (name, node) = self.find_file(id)?;
+        let truncated_later = later.iter().any(|(_, o)| matches!(o, Op::OtruncWrite { .. }));
+        let Some((name, node)) = self.find_file(id) else {
+            // Later unlinks or renames over it may remove it legally.
+            let removed_later = self.w().ops[d + 1..].iter().enumerate().any(|(k, o)| {
+                matches!(o, Op::Unlink { .. } | Op::Rename { .. } | Op::Rmdir { .. })
+                    && self.states()[d + 1 + k].nodes.get(&id).map(|n| n.nlink)
+                        != self.states()[d + 2 + k].nodes.get(&id).map(|n| n.nlink)
+            });
+            if removed_later || !self.name_durable(id, d, durable) {
+                return None;
+            }
+            let names: Vec<&str> = s.names_of(id).collect();
+            return Some(format!(
+                "{} ({}) is found under none of its names ({})",
+                self.first_name(id),
+                self.ino_text(id),
+                names.join(", ")
+            ));
+        };
         if let Some(e) = &node.read_error {
             return Some(format!("reading {name} failed: {e}"));
         }
         let want = &s.nodes[&id];
-        if node.size < want.size || (later.is_empty() && node.size != want.size) {
+        if !truncated_later
+            && (node.size < want.size || (later.is_empty() && node.size != want.size))
+        {
             return Some(format!("{name} has size {}, not {}", node.size, want.size));
         }
         let content = node.content.as_ref()?;
@@ -674,7 +885,8 @@ impl View<'_> {
         let mut found = content.iter();
         for (i, expect) in want.content.iter().take(sectors as usize).enumerate() {
             let got = found.next().unwrap_or(SectorClass::Zero);
-            let later_ok = matches!(got, SectorClass::Data { file, op: Some(o) } if file == id && later_ops.contains(&o));
+            let later_ok = matches!(got, SectorClass::Data { file, op: Some(o) } if file == id && later_ops.contains(&o))
+                || (truncated_later && got == SectorClass::Zero);
             if got != expect && !later_ok {
                 let what = match expect {
                     SectorClass::Data { op: Some(o), .. } => format!("the data of op {o}"),

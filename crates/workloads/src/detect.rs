@@ -113,6 +113,7 @@ pub(crate) fn findings(
                 // A path only the setup made is about no op; op 0 as before.
                 op: if f.op == usize::MAX { 0 } else { f.op },
                 story: format!("silent {}{scenario}: {}", f.kind, f.what),
+                pair: None,
             }
         })
         .collect()

@@ -26,12 +26,12 @@ mod snapshot;
 pub mod stamp;
 mod workload;
 
-pub use check::{check, check_all, CrashContext, Finding, Oracle, Verdict};
+pub use check::{check, check_all, CrashContext, Finding, Judgement, OpPair, Oracle, Verdict};
 pub use detect::ScenarioMark;
 pub use exec::{execute, ExecError, Observed, OpEvent, Phase};
 pub use generate::random_synced;
 pub use model::{model_states, ModelError, ModelNode, ModelState};
-pub use op::Op;
+pub use op::{Op, OpKind, OpRef};
 pub use property::{Family, ParsePropertyError, Property};
 pub use snapshot::{take_snapshot, Content, Node, NodeKind, SectorClass, Snapshot};
 pub use workload::{

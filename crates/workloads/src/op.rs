@@ -46,7 +46,96 @@ pub enum Op {
     Sync,
 }
 
+/// What kind of operation an op is, for every source of workloads (the property
+/// workloads, generated and imported ones): the name reports use for it. Extensible:
+/// later workload sources add kinds here, never a second list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OpKind {
+    /// A write at the end of a file.
+    Append,
+    /// A write inside a file (it may also extend it).
+    Overwrite,
+    /// open(O_TRUNC), writes from offset 0, close.
+    OtruncWrite,
+    /// rename(2).
+    Rename,
+    /// open(O_CREAT) (with or without O_SYNC).
+    Creat,
+    /// link(2).
+    Link,
+    /// unlink(2).
+    Unlink,
+    /// mkdir(2).
+    Mkdir,
+    /// rmdir(2).
+    Rmdir,
+    /// A file cut to length zero (open(O_TRUNC) without writes).
+    Truncate,
+    /// fsync(2).
+    Fsync,
+    /// fdatasync(2).
+    Fdatasync,
+    /// sync(2).
+    Sync,
+}
+
+impl OpKind {
+    /// Whether ops of this kind change a directory (create, remove or move a name).
+    pub fn is_dir_op(self) -> bool {
+        matches!(
+            self,
+            OpKind::Rename
+                | OpKind::Creat
+                | OpKind::Link
+                | OpKind::Unlink
+                | OpKind::Mkdir
+                | OpKind::Rmdir
+        )
+    }
+}
+
+/// One op of a workload as reports name it: its index in the workload's ops, its kind and
+/// every path it names (rename and link carry both).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpRef {
+    /// Index in the workload's ops.
+    pub index: usize,
+    /// Its kind.
+    pub kind: OpKind,
+    /// Every path the op names, in order.
+    pub paths: Vec<String>,
+}
+
 impl Op {
+    /// The op's kind.
+    pub fn kind(&self) -> OpKind {
+        match self {
+            Op::Mkdir { .. } => OpKind::Mkdir,
+            Op::Rmdir { .. } => OpKind::Rmdir,
+            Op::Creat { .. } => OpKind::Creat,
+            Op::Write { .. } => OpKind::Overwrite,
+            Op::Append { .. } => OpKind::Append,
+            Op::OtruncWrite { len: 0, .. } => OpKind::Truncate,
+            Op::OtruncWrite { .. } => OpKind::OtruncWrite,
+            Op::Link { .. } => OpKind::Link,
+            Op::Unlink { .. } => OpKind::Unlink,
+            Op::Rename { .. } => OpKind::Rename,
+            Op::Fsync { .. } => OpKind::Fsync,
+            Op::Fdatasync { .. } => OpKind::Fdatasync,
+            Op::Sync => OpKind::Sync,
+        }
+    }
+
+    /// The op as reports name it, at `index` in its workload.
+    pub fn op_ref(&self, index: usize) -> OpRef {
+        OpRef {
+            index,
+            kind: self.kind(),
+            paths: self.paths().into_iter().map(str::to_owned).collect(),
+        }
+    }
+
     /// Whether the op returns only after a flush makes something durable: fsync,
     /// fdatasync (of files or directories), sync, and a synchronous creat.
     pub fn is_persistence_point(&self) -> bool {
@@ -125,5 +214,15 @@ mod tests {
         assert!(Op::Sync.is_persistence_point());
         assert!(Op::Creat { path: "/a".into(), sync: true }.is_persistence_point());
         assert!(!Op::Creat { path: "/a".into(), sync: false }.is_persistence_point());
+        let r = op.op_ref(4);
+        assert_eq!(r.kind, OpKind::Rename);
+        assert_eq!(
+            serde_json::to_string(&r).unwrap(),
+            r#"{"index":4,"kind":"rename","paths":["/A/f0","/B/g0"]}"#
+        );
+        assert_eq!(
+            Op::OtruncWrite { path: "/t".into(), len: 0, chunk: 4096 }.kind(),
+            OpKind::Truncate
+        );
     }
 }

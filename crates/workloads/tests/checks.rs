@@ -268,7 +268,7 @@ fn durability_promises() {
 
     let (w, obs, states) = setup(Property::DirFsyncDurable);
     violated(
-        verdict(&w, &obs, &states[0].to_snapshot(&obs), vec![3]),
+        verdict(&w, &obs, &states[0].to_snapshot(&obs), vec![2, 3]),
         &["fsync /A (op 3) is durable", "/A/c0 is absent"],
     );
     // The rename: old name still there after fsync(/A).
@@ -281,12 +281,116 @@ fn durability_promises() {
 }
 
 #[test]
-fn durability_inside_other_workloads_is_prefixed() {
+fn durability_inside_other_workloads_is_reported_beside_the_verdict() {
     let (w, obs, states) = setup(Property::AppendThenDirOp);
-    // Everything before the O_SYNC creat persisted, the creat itself not, yet durable.
-    let story = violated(
-        verdict(&w, &obs, &states[3].to_snapshot(&obs), vec![3]),
-        &["durability:", "/B/c0 is absent"],
+    // Everything before the O_SYNC creat persisted, the creat itself not, yet durable:
+    // a durability failure, which is not what append-then-dir-op's row says.
+    let snap = states[3].to_snapshot(&obs);
+    let ctx = CrashContext { durable_ops: vec![3] };
+    assert_eq!(check(&w, &obs, &snap, &ctx), Verdict::Held);
+    let j = Oracle::new(&w).judge(&obs, &snap, &ctx);
+    assert!(j.findings.is_empty());
+    assert_eq!(j.beside.len(), 1);
+    assert_eq!(j.beside[0].family, Family::Durability);
+    assert!(
+        j.beside[0].story.starts_with("durability: creat-osync /B/c0 (op 3) is durable here"),
+        "{}",
+        j.beside[0].story
     );
-    assert!(story.starts_with("durability: creat-osync /B/c0 (op 3) is durable here"));
+}
+
+/// The state after every op, except that op `k`'s effect is undone (its names or data as
+/// before it).
+fn all_but(states: &[ModelState], obs: &Observed, k: usize, paths: &[&str]) -> Snapshot {
+    let mut snap = states.last().unwrap().to_snapshot(obs);
+    let before = states[k].to_snapshot(obs);
+    for p in paths {
+        match before.entries.get(*p) {
+            Some(n) => {
+                snap.entries.insert((*p).into(), n.clone());
+            }
+            None => {
+                snap.entries.remove(*p);
+            }
+        }
+    }
+    snap
+}
+
+#[test]
+fn an_ordering_row_judges_only_its_own_pair() {
+    // append-then-rename: the plain append to /B/f5 (op 2) missing while the later rename
+    // of another file (op 4) persisted is a reordering, but not this row's pair.
+    let (w, obs, states) = setup(Property::AppendThenRename);
+    let snap = all_but(&states, &obs, 2, &["/B/f5"]);
+    let ctx = CrashContext::default();
+    assert_eq!(check(&w, &obs, &snap, &ctx), Verdict::Held);
+    let j = Oracle::new(&w).judge(&obs, &snap, &ctx);
+    let other = &j.beside[0];
+    let pair = other.pair.as_ref().expect("a reordering names both ops");
+    assert_eq!((pair.earlier_op.index, pair.later_op.index), (2, 4));
+    assert_eq!(pair.earlier_op.kind, OpKind::Append);
+    assert_eq!(pair.later_op.kind, OpKind::Rename);
+    assert_eq!(pair.later_op.paths, vec!["/A/f2".to_string(), "/B/r2".to_string()]);
+    // Its own pair: the append to /A/f0 (op 0) missing, the rename of /A/f0 (op 1) done.
+    let mut snap = states[2].to_snapshot(&obs);
+    set(&mut snap, "/A/dst", 0, 8, SectorClass::Zero);
+    let j = Oracle::new(&w).judge(&obs, &snap, &ctx);
+    let pair = j.findings[0].pair.as_ref().unwrap();
+    assert_eq!((pair.earlier_op.index, pair.later_op.index), (0, 1));
+
+    // dir-op-then-any: an overwrite (op 3) missing before later dir ops is
+    // overwrite-then-any's finding, not this row's.
+    let (w, obs, states) = setup(Property::DirOpThenAny);
+    let Op::Write { offset, .. } = w.ops[3] else { panic!() };
+    let mut snap = states.last().unwrap().to_snapshot(&obs);
+    let big2 = states[0].id("/big2").unwrap();
+    set(&mut snap, "/big2", offset / 512, 8, SectorClass::Data { file: big2, op: None });
+    assert_eq!(check(&w, &obs, &snap, &ctx), Verdict::Held);
+    assert!(!Oracle::new(&w).judge(&obs, &snap, &ctx).beside.is_empty());
+    // A dir op in /A (op 1, link) missing while a link in /B (op 5) persisted: the pair.
+    let snap = all_but(&states, &obs, 1, &["/A/l0", "/A/f0"]);
+    violated(verdict(&w, &obs, &snap, vec![]), &["not (op 1)"]);
+    // The same dir op missing while only later ops in its own directory persisted is not
+    // "elsewhere".
+    let o = Oracle::new(&w);
+    assert!(!o.is_pair(0, 2), "creat /A/c0 -> rename in /A");
+    assert!(o.is_pair(0, 5), "creat /A/c0 -> link in /B");
+    assert!(!o.is_pair(3, 5), "an overwrite is no dir op");
+
+    // overwrite-then-any and append-then-append name their pairs.
+    let (w, ..) = setup(Property::OverwriteThenAny);
+    let o = Oracle::new(&w);
+    assert!(o.is_pair(0, 1) && o.is_pair(0, 5) && !o.is_pair(1, 2));
+    let (w, ..) = setup(Property::AppendThenAppend);
+    let o = Oracle::new(&w);
+    assert!(o.is_pair(0, 9) && !o.is_pair(9, 0));
+    let (w, ..) = setup(Property::AppendThenDirOp);
+    let o = Oracle::new(&w);
+    assert!(o.is_pair(0, 1) && o.is_pair(0, 2) && o.is_pair(0, 3));
+}
+
+#[test]
+fn a_fsynced_file_whose_durable_name_vanished_is_a_violation() {
+    let (w, obs, states) = setup(Property::FsyncDurable);
+    // /A/f0 is in the base image (a durable name); after its fsync (op 1) it is gone.
+    let mut snap = states[2].to_snapshot(&obs);
+    snap.entries.remove("/A/f0");
+    violated(
+        verdict(&w, &obs, &snap, vec![1]),
+        &["fsync /A/f0 (op 1) is durable", "found under none of its names (/A/f0)"],
+    );
+    // dir-fsync-durable: /B/c1 was created and its directory fsynced, but the file was
+    // never fsynced: its name is not promised, so its absence is no violation.
+    let (w, obs, states) = setup(Property::DirFsyncDurable);
+    let mut snap = states[10].to_snapshot(&obs);
+    snap.entries.remove("/B/c1");
+    assert_eq!(verdict(&w, &obs, &snap, vec![2, 3, 5, 7, 9]), Verdict::Held);
+    // /A/c0 was fsynced and then /A: its name is promised.
+    let mut snap = states[10].to_snapshot(&obs);
+    snap.entries.remove("/A/c0");
+    violated(
+        verdict(&w, &obs, &snap, vec![2, 3, 5, 7, 9]),
+        &["fsync /A (op 3)", "/A/c0 is absent"],
+    );
 }
