@@ -244,6 +244,10 @@ pub fn run_cell(
         Cell::of_results(opts.config.name, opts.property.name(), &results);
     cell.shard = opts.shard.map(|(i, n)| format!("{}/{}", i + 1, n));
     cell.scenarios = report::summarize_scenarios(&results, &positions);
+    cell.other_reorderings =
+        report::BesideFindings::of(&results, Some(&positions), workloads::Family::Ordering);
+    cell.other_durability =
+        report::BesideFindings::of(&results, Some(&positions), workloads::Family::Durability);
     if let Some(i) = witness_index {
         let r = &results[i];
         let replayed = confirm(&subject, &r.state, opts, &work)?;
@@ -255,6 +259,10 @@ pub fn run_cell(
         cell.story = Some(format!("{} (state {})", record.story, record.id));
         cell.witness_state = Some(record.id);
         cell.witness_position = Some(positions[i]);
+        if let Some(pair) = &r.check.pair {
+            cell.earlier_op = Some(pair.earlier_op.clone());
+            cell.later_op = Some(pair.later_op.clone());
+        }
     }
     // Each scenario's first silent state is replayed independently too: the per-scenario
     // table prints only crosses that reproduce.

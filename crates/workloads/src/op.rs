@@ -81,6 +81,25 @@ pub enum OpKind {
 }
 
 impl OpKind {
+    /// The kebab-case name reports and JSON use.
+    pub fn name(self) -> &'static str {
+        match self {
+            OpKind::Append => "append",
+            OpKind::Overwrite => "overwrite",
+            OpKind::OtruncWrite => "otrunc-write",
+            OpKind::Rename => "rename",
+            OpKind::Creat => "creat",
+            OpKind::Link => "link",
+            OpKind::Unlink => "unlink",
+            OpKind::Mkdir => "mkdir",
+            OpKind::Rmdir => "rmdir",
+            OpKind::Truncate => "truncate",
+            OpKind::Fsync => "fsync",
+            OpKind::Fdatasync => "fdatasync",
+            OpKind::Sync => "sync",
+        }
+    }
+
     /// Whether ops of this kind change a directory (create, remove or move a name).
     pub fn is_dir_op(self) -> bool {
         matches!(

@@ -13,7 +13,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use workloads::{CrashContext, Observed, Snapshot, Verdict, Workload};
+use workloads::{CrashContext, Observed, Snapshot, Workload};
 
 use crate::crash::{CrashState, Epoch, OverlayBuilder, StateId};
 use crate::device::fusedisk::DiskServer;
@@ -120,6 +120,15 @@ pub struct StateCheck {
     /// the kinds returned silently and the accesses that returned an error.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scenarios: Vec<workloads::ScenarioMark>,
+    /// For a violated ordering property: the earlier op that did not persist and the later
+    /// op of the property's pair that did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pair: Option<workloads::OpPair>,
+    /// What the oracle found that belongs to other rows (a reordering outside the
+    /// property's pair, a durability failure in a non-durability workload): reported
+    /// beside the cell, never as its verdict.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub beside: Vec<workloads::Finding>,
 }
 
 impl StateCheck {
@@ -133,6 +142,8 @@ impl StateCheck {
             recovery_writes: 0,
             checker_output: None,
             scenarios: Vec::new(),
+            pair: None,
+            beside: Vec::new(),
         }
     }
 }
@@ -619,20 +630,23 @@ fn oracle_verdict(
 ) -> StateCheck {
     let oracle = workloads::Oracle::new(&subject.workload);
     let ctx = CrashContext { durable_ops };
-    let verdict = oracle.check(&subject.observed, &snapshot, &ctx);
+    let judgement = oracle.judge(&subject.observed, &snapshot, &ctx);
     let scenarios = oracle.scenario_marks(&subject.observed, &snapshot, &ctx);
-    let outcome = match (verdict, &fsck) {
-        (Verdict::Violated { story }, _) => Outcome::Violated { story },
-        (Verdict::Held, Some(msg)) => Outcome::FsckFailed { message: msg.clone() },
-        (Verdict::Held, None) => Outcome::Held,
+    let first = judgement.findings.into_iter().next();
+    let pair = first.as_ref().and_then(|f| f.pair.clone());
+    let outcome = match (first, &fsck) {
+        (Some(f), _) => Outcome::Violated { story: f.story },
+        (None, Some(msg)) => Outcome::FsckFailed { message: msg.clone() },
+        (None, None) => Outcome::Held,
     };
     StateCheck {
         outcome,
         snapshot: Some(snapshot),
         fsck,
-        recovery_writes: 0,
-        checker_output: None,
         scenarios,
+        pair,
+        beside: judgement.beside,
+        ..StateCheck::failed(Outcome::Held)
     }
 }
 

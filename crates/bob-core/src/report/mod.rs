@@ -9,12 +9,13 @@ use serde::{Deserialize, Serialize};
 use crate::check::{Outcome, StateResult};
 
 /// A cell's verdict; each failure category stays its own.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CellVerdict {
     /// Some explored state violates the property.
     Violated,
     /// The property held in every state explored.
+    #[default]
     Held,
     /// Some state could not be recovered (and none violated the property).
     MountFailed,
@@ -56,7 +57,7 @@ pub struct OutcomeCounts {
 }
 
 /// One configuration x property result, as `bob run` and `bob table` print it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Cell {
     /// Configuration name.
     pub config: String,
@@ -96,6 +97,87 @@ pub struct Cell {
     /// For `detects-inconsistency`: one entry per scenario of the reliability table.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scenarios: Vec<ScenarioCell>,
+    /// For an ordering property's cross: the earlier op of the property's pair, which did
+    /// not persist in the witness state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub earlier_op: Option<workloads::OpRef>,
+    /// ... and the later op of the pair, which did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub later_op: Option<workloads::OpRef>,
+    /// Reorderings of ops outside the property's pair seen in the explored states: worth
+    /// knowing, but another row's finding, never this cell's verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_reorderings: Option<BesideFindings>,
+    /// Durability failures seen in a workload whose property is not about durability
+    /// (e.g. the O_SYNC creat of append-then-dir-op): the durability rows' business.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_durability: Option<BesideFindings>,
+}
+
+/// Findings of other rows seen in a cell's states: how many states, and the first.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BesideFindings {
+    /// Explored states with such a finding.
+    pub count: usize,
+    /// The first of them (a state id of the cell's trace).
+    pub first_state: String,
+    /// Its position in the cell's full state list (merging shards keeps the earliest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_position: Option<usize>,
+    /// Its story.
+    pub first_story: String,
+    /// For a reordering: the two ops.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pair: Option<workloads::OpPair>,
+}
+
+impl BesideFindings {
+    /// Folds another shard's findings of the same kind into these.
+    pub fn merge(a: &mut Option<BesideFindings>, b: &Option<BesideFindings>) {
+        match (a.as_mut(), b) {
+            (_, None) => {}
+            (None, Some(b)) => *a = Some(b.clone()),
+            (Some(x), Some(y)) => {
+                let count = x.count + y.count;
+                if y.first_position.unwrap_or(usize::MAX) < x.first_position.unwrap_or(usize::MAX)
+                {
+                    *x = y.clone();
+                }
+                x.count = count;
+            }
+        }
+    }
+
+    /// The findings of `family` beside the verdict in `results`; `positions[i]` is the
+    /// position of `results[i]`'s state in the cell's full list.
+    pub fn of(
+        results: &[StateResult],
+        positions: Option<&[usize]>,
+        family: workloads::Family,
+    ) -> Option<BesideFindings> {
+        let mut out: Option<BesideFindings> = None;
+        for (i, r) in results.iter().enumerate() {
+            let Some(f) = r.check.beside.iter().find(|f| f.family == family) else { continue };
+            match &mut out {
+                Some(b) => b.count += 1,
+                None => {
+                    out = Some(BesideFindings {
+                        count: 1,
+                        first_state: r.state.id.to_string(),
+                        first_position: Some(positions.and_then(|p| p.get(i).copied()).unwrap_or(i)),
+                        first_story: f.story.clone(),
+                        pair: f.pair.clone(),
+                    })
+                }
+            }
+        }
+        out
+    }
+
+    /// One line: "12 states, first e3:0-4: append ... persisted (op 4), ...".
+    pub fn to_text(&self) -> String {
+        format!("{} state(s), first {}: {}", self.count, self.first_state, self.first_story)
+    }
 }
 
 /// One scenario of the reliability table (mkdir, link, ...) in one cell: what the crash
@@ -242,6 +324,10 @@ impl Cell {
             counts,
             unavailable: None,
             scenarios: Vec::new(),
+            earlier_op: None,
+            later_op: None,
+            other_reorderings: BesideFindings::of(results, None, workloads::Family::Ordering),
+            other_durability: BesideFindings::of(results, None, workloads::Family::Durability),
         };
         (cell, witness_index)
     }
@@ -264,6 +350,21 @@ impl Cell {
         ));
         if let Some(story) = &self.story {
             s.push_str(&format!("  story:   {story}\n"));
+        }
+        if let (Some(a), Some(b)) = (&self.earlier_op, &self.later_op) {
+            s.push_str(&format!(
+                "  pair:    op {} ({}) did not persist, op {} ({}) did\n",
+                a.index,
+                a.kind.name(),
+                b.index,
+                b.kind.name(),
+            ));
+        }
+        if let Some(o) = &self.other_reorderings {
+            s.push_str(&format!("  beside:  other reorderings (not this row's pair): {}\n", o.to_text()));
+        }
+        if let Some(o) = &self.other_durability {
+            s.push_str(&format!("  beside:  durability failures (the durability rows'): {}\n", o.to_text()));
         }
         if let Some(w) = &self.witness {
             let confirmed = match self.confirmed {

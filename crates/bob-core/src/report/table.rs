@@ -83,6 +83,8 @@ fn merge_cell(a: &mut Cell, b: &Cell) {
     a.states_unique += b.states_unique;
     a.seconds += b.seconds;
     a.verdict = verdict_of(&a.counts);
+    super::BesideFindings::merge(&mut a.other_reorderings, &b.other_reorderings);
+    super::BesideFindings::merge(&mut a.other_durability, &b.other_durability);
     for sc in &b.scenarios {
         match a.scenarios.iter_mut().find(|x| x.scenario == sc.scenario) {
             Some(x) => x.merge(sc),
@@ -104,6 +106,8 @@ fn merge_cell(a: &mut Cell, b: &Cell) {
         a.witness_state = best.witness_state;
         a.witness_position = best.witness_position;
         a.confirmed = best.confirmed;
+        a.earlier_op = best.earlier_op;
+        a.later_op = best.later_op;
     }
     a.shard = None;
 }
@@ -245,8 +249,35 @@ impl Grid {
                 ));
             }
         }
+        s.push_str(&self.beside_markdown());
         s.push_str(&self.scenarios_markdown());
         s
+    }
+
+    /// Findings of other rows seen in cells' states (a reordering outside the row's pair,
+    /// a durability failure in a non-durability workload): listed, never crossed.
+    fn beside_markdown(&self) -> String {
+        let mut lines = Vec::new();
+        for p in &self.properties {
+            for c in &self.configs {
+                let Some(cell) = self.cell(c, p) else { continue };
+                for (what, b) in [
+                    ("reorderings outside the row's pair", &cell.other_reorderings),
+                    ("durability failures", &cell.other_durability),
+                ] {
+                    if let Some(b) = b {
+                        lines.push(format!("- {p} / {c}: {what}: {}\n", b.to_text()));
+                    }
+                }
+            }
+        }
+        if lines.is_empty() {
+            return String::new();
+        }
+        format!(
+            "\nSeen beside the table (another row's finding, not these cells' verdict):\n\n{}",
+            lines.concat()
+        )
     }
 
     /// A Markdown header row: the `leading` columns, then one per configuration (its name
@@ -543,7 +574,7 @@ mod tests {
             confirmed: failed.then_some(true),
             counts,
             unavailable: (verdict == CellVerdict::Unavailable).then(|| "gone".into()),
-            scenarios: Vec::new(),
+            ..Default::default()
         }
     }
 

@@ -53,6 +53,12 @@ pub struct StateRecord {
     pub config: String,
     /// Property, if any.
     pub property: Option<String>,
+    /// For an ordering violation: the earlier op of the property's pair (not persisted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub earlier_op: Option<workloads::OpRef>,
+    /// ... and the later op (persisted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub later_op: Option<workloads::OpRef>,
 }
 
 impl StateRecord {
@@ -71,6 +77,8 @@ impl StateRecord {
             digest: result.digest.iter().map(|b| format!("{b:02x}")).collect(),
             config: subject.config.name.into(),
             property,
+            earlier_op: result.check.pair.as_ref().map(|p| p.earlier_op.clone()),
+            later_op: result.check.pair.as_ref().map(|p| p.later_op.clone()),
         }
     }
 }
