@@ -104,6 +104,34 @@ pub struct ExploreArgs {
     /// journaled under --out (and, for `bob table`, every finished cell).
     #[arg(long)]
     pub resume: bool,
+    /// The simulated disk's atomic write unit in bytes: a write persists any subset of the
+    /// aligned units it touches, each whole or not at all. Powers of two from 512 (a 512n
+    /// disk, the BOB study's model) to the file system's block size (4096: 4Kn and 512e
+    /// disks, NVMe). Several, comma-separated (512,4096), judge every cell under each.
+    #[arg(long, default_value = "4096", value_name = "BYTES[,BYTES]")]
+    pub atomic_write_unit: String,
+    /// What a FUA write means: `real` (durable when it completes, alone) or `barrier`
+    /// (write + flush, as bob and CrashMonkey treated it before).
+    #[arg(long, value_enum, default_value_t = FuaArg::Real)]
+    pub fua: FuaArg,
+}
+
+/// `--fua`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FuaArg {
+    /// A FUA write is durable when it completes; it makes nothing else durable.
+    Real,
+    /// A FUA write is a write followed by a flush.
+    Barrier,
+}
+
+impl From<FuaArg> for bob_core::crash::FuaModel {
+    fn from(f: FuaArg) -> Self {
+        match f {
+            FuaArg::Real => bob_core::crash::FuaModel::Real,
+            FuaArg::Barrier => bob_core::crash::FuaModel::Barrier,
+        }
+    }
 }
 
 /// `bob run`.

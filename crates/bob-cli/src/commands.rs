@@ -176,14 +176,18 @@ impl Progress for Bar {
 }
 
 pub(crate) fn exit_for(verdict: CellVerdict) -> ExitCode {
-    ExitCode::from(match verdict {
+    ExitCode::from(exit_code(verdict))
+}
+
+fn exit_code(verdict: CellVerdict) -> u8 {
+    match verdict {
         CellVerdict::Held => exit::HELD,
         CellVerdict::Violated
         | CellVerdict::MountFailed
         | CellVerdict::FsckFailed
         | CellVerdict::Timeout => exit::VIOLATION,
         CellVerdict::Unavailable => exit::ERROR,
-    })
+    }
 }
 
 fn print_cell(cell: &Cell, format: Format) -> Result<()> {
@@ -207,6 +211,7 @@ pub(crate) fn run_options(
         Some(text) => Some(run::parse_shard(text).map_err(usage)?),
         None => None,
     };
+    let config_block_size = config.block_size();
     Ok(RunOptions {
         config,
         property,
@@ -225,7 +230,17 @@ pub(crate) fn run_options(
         shard,
         workload: None,
         resume: explore.resume,
+        disk_models: disk_models(explore, &config_block_size)?,
     })
+}
+
+/// The disk models `--atomic-write-unit` and `--fua` name, checked against the block size.
+pub(crate) fn disk_models(
+    explore: &ExploreArgs,
+    block_size: &u64,
+) -> Result<Vec<bob_core::crash::DiskModel>> {
+    bob_core::crash::DiskModel::list(&explore.atomic_write_unit, explore.fua.into(), *block_size)
+        .map_err(|e| usage(format!("--atomic-write-unit: {e}")))
 }
 
 fn run_cmd(args: RunArgs) -> Result<ExitCode> {
@@ -257,11 +272,17 @@ fn run_cmd(args: RunArgs) -> Result<ExitCode> {
     let bar = Bar::new(
         args.format == Format::Text && std::io::IsTerminal::is_terminal(&std::io::stderr()),
     );
-    let cell = run::run_cell(&options, &bar, &CANCEL);
+    let cells = run::run_cell(&options, &bar, &CANCEL);
     bar.bar.finish_and_clear();
-    let cell = cell?;
-    print_cell(&cell, args.format)?;
-    Ok(exit_for(cell.verdict))
+    let cells = cells?;
+    // One disk model prints its cell; several print one cell each (JSON: an array).
+    match (args.format, cells.as_slice()) {
+        (_, [cell]) => print_cell(cell, args.format)?,
+        (Format::Json, _) => println!("{}", serde_json::to_string_pretty(&cells)?),
+        (Format::Text, _) => cells.iter().try_for_each(|c| print_cell(c, args.format))?,
+    }
+    let worst = cells.iter().map(|c| exit_code(c.verdict)).max().unwrap_or(exit::HELD);
+    Ok(ExitCode::from(worst))
 }
 
 fn replay_cmd(args: ReplayArgs) -> Result<ExitCode> {
@@ -300,7 +321,7 @@ fn replay_cmd(args: ReplayArgs) -> Result<ExitCode> {
             subject,
             &args.to,
             &mnt,
-            subject.durable_ops(id.epoch as usize),
+            subject.durable_ops(&id),
             &Timeouts::default(),
         )?;
         // Recovery wrote into the image; put the crash state back so the file is what it says.

@@ -105,48 +105,67 @@ pub fn table(args: TableArgs) -> Result<ExitCode> {
         let reason = unavailable_here(config);
         for &property in &properties {
             progress.cell.set_message(format!("{} / {}", config.name, property.name()));
-            let cell = match &reason {
-                Some(why) => run::unavailable_cell(config, property, why),
+            let found: Vec<Cell> = match &reason {
+                Some(why) => {
+                    let models = crate::commands::disk_models(&args.explore, &config.block_size())?;
+                    models
+                        .into_iter()
+                        .map(|m| Cell {
+                            disk_model: m,
+                            ..run::unavailable_cell(config, property, why)
+                        })
+                        .collect()
+                }
                 None => {
                     let opts = run_options(config.clone(), property, &args.explore)?;
-                    // Each finished cell is kept as cell.json, so `--resume` after a kill
-                    // redoes only unfinished cells (and those resume from their journal).
-                    let saved = run::cell_dir(&opts).join("cell.json");
-                    let previous: Option<Cell> = if args.explore.resume {
+                    // Each finished cell is kept as cells.json (one cell per disk model), so
+                    // `--resume` after a kill redoes only unfinished cells (and those
+                    // resume from their journal).
+                    let saved = run::cell_dir(&opts).join("cells.json");
+                    let previous: Option<Vec<Cell>> = if args.explore.resume {
                         std::fs::read_to_string(&saved)
                             .ok()
-                            .and_then(|t| serde_json::from_str(&t).ok())
+                            .and_then(|t| serde_json::from_str::<Vec<Cell>>(&t).ok())
+                            .filter(|cells| {
+                                cells
+                                    .iter()
+                                    .map(|c| c.disk_model)
+                                    .eq(opts.disk_models.iter().copied())
+                            })
                     } else {
                         None
                     };
                     match previous {
-                        Some(cell) => cell,
+                        Some(cells) => cells,
                         None => {
-                            let cell = run::run_cell(&opts, &progress, &CANCEL).map_err(|e| {
+                            let cells = run::run_cell(&opts, &progress, &CANCEL).map_err(|e| {
                                 usage(format!("{} / {}: {e}", config.name, property.name()))
                             })?;
                             if let Some(dir) = saved.parent() {
                                 std::fs::create_dir_all(dir)?;
                             }
-                            std::fs::write(&saved, serde_json::to_string_pretty(&cell)?)?;
-                            cell
+                            std::fs::write(&saved, serde_json::to_string_pretty(&cells)?)?;
+                            cells
                         }
                     }
                 }
             };
             progress.cell.inc(1);
-            if !visible {
-                eprintln!(
-                    "bob: {} / {}: {} ({} explored, {} unique, {:.1}s)",
-                    cell.config,
-                    cell.property,
-                    cell.verdict.name(),
-                    cell.states_explored,
-                    cell.states_unique,
-                    cell.seconds
-                );
+            for cell in found {
+                if !visible {
+                    eprintln!(
+                        "bob: {} / {} [{}]: {} ({} explored, {} unique, {:.1}s)",
+                        cell.config,
+                        cell.property,
+                        cell.disk_model,
+                        cell.verdict.name(),
+                        cell.states_explored,
+                        cell.states_unique,
+                        cell.seconds
+                    );
+                }
+                cells.push(cell);
             }
-            cells.push(cell);
         }
     }
     progress.cell.finish_and_clear();

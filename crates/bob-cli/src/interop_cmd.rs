@@ -622,8 +622,16 @@ pub fn check(args: CheckArgs) -> Result {
     if args.explore.shard.is_some() {
         return Err(usage("bob check does not shard; run it whole"));
     }
-    let (subject, sidecar) = witness::load_subject(&args.dir)?;
+    let (mut subject, sidecar) = witness::load_subject(&args.dir)?;
     check_environment(&subject.config)?;
+    match crate::commands::disk_models(&args.explore, &subject.config.block_size())?.as_slice() {
+        [model] => subject.set_disk(*model),
+        _ => {
+            return Err(usage(
+                "bob check judges one disk model at a time: give one --atomic-write-unit",
+            ))
+        }
+    }
     if let Some(c) = &args.checker {
         if c.trim().is_empty() {
             return Err(usage("--checker: empty command"));
@@ -675,6 +683,7 @@ pub fn check(args: CheckArgs) -> Result {
         None => "fsck only".to_owned(),
     };
     let (mut cell, witness_index) = Cell::of_results(subject.config.name, &label, &results);
+    cell.disk_model = subject.disk;
     let mut witness_info = None;
     if let Some(i) = witness_index {
         let r = &results[i];

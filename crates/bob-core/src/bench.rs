@@ -680,7 +680,8 @@ pub fn run(
     let base_path = recording.base_image.clone();
     let base = BaseImage::open(&base_path).map_err(io_err(&base_path))?;
     let trace = Arc::new(recording.trace);
-    let epochs = crash::epochs(&trace);
+    let disk = crash::DiskModel::default();
+    let epochs = crash::epochs(&trace, &disk);
     let subject = Subject {
         config: config.clone(),
         workload,
@@ -689,6 +690,7 @@ pub fn run(
         epochs,
         spans: recording.sidecar.ops.clone(),
         base: Arc::new(base),
+        disk,
     };
     let states =
         crash::generate(&subject.trace, &subject.epochs, Strategy::DEFAULT, &Limits::default())
@@ -936,7 +938,7 @@ fn naive_pipeline(
             subject,
             &copy,
             &mnt,
-            subject.durable_ops(state.id.epoch as usize),
+            subject.durable_ops(&state.id),
             &options.timeouts,
         );
         let t3 = Instant::now();

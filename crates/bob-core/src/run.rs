@@ -69,6 +69,10 @@ pub struct RunOptions {
     pub workload: Option<workloads::Workload>,
     /// Continue an interrupted run of this cell from its journal (`--resume`).
     pub resume: bool,
+    /// The disk models to judge the cell under (at least one; all with the same FUA
+    /// model): one cell each, from one recording, with states common to several models
+    /// mounted once.
+    pub disk_models: Vec<crash::DiskModel>,
 }
 
 /// Parses `I/N` (1-based I, as CI matrices number jobs) into a 0-based shard.
@@ -147,14 +151,19 @@ impl Drop for WorkDir {
     }
 }
 
-/// Records (or loads), explores and checks one cell; writes the witness of the first
-/// failure.
+/// Records (or loads), explores and checks one cell under each of `opts.disk_models`;
+/// writes the witness of each model's first failure. One cell per disk model, in order.
 pub fn run_cell(
     opts: &RunOptions,
     progress: &dyn Progress,
     cancel: &AtomicBool,
-) -> Result<Cell, Error> {
+) -> Result<Vec<Cell>, Error> {
     let started = Instant::now();
+    let models: Vec<crash::DiskModel> = if opts.disk_models.is_empty() {
+        vec![crash::DiskModel::default()]
+    } else {
+        opts.disk_models.clone()
+    };
     let work = WorkDir::new(opts.scratch.as_deref()).map_err(|source| Error::Io {
         path: opts.scratch.clone().unwrap_or_else(std::env::temp_dir),
         source,
@@ -170,7 +179,7 @@ pub fn run_cell(
         let _ = std::fs::remove_dir_all(&run_dir);
     }
     let trace_source = if resuming { Some(run_dir.clone()) } else { opts.trace.clone() };
-    let (subject, sidecar) = match &trace_source {
+    let (mut subject, sidecar) = match &trace_source {
         Some(dir) => witness::load_subject(dir)?,
         None => {
             let workload = match &opts.workload {
@@ -188,7 +197,8 @@ pub fn run_cell(
             let base = BaseImage::open(&recording.base_image)
                 .map_err(|source| Error::Io { path: recording.base_image.clone(), source })?;
             let trace = Arc::new(recording.trace);
-            let epochs = crash::epochs(&trace);
+            let disk = models[0];
+            let epochs = crash::epochs(&trace, &disk);
             let subject = Subject {
                 config: opts.config.clone(),
                 workload,
@@ -197,6 +207,7 @@ pub fn run_cell(
                 epochs,
                 spans: recording.sidecar.ops.clone(),
                 base: Arc::new(base),
+                disk,
             };
             (subject, recording.sidecar)
         }
@@ -211,6 +222,34 @@ pub fn run_cell(
     if cancel.load(std::sync::atomic::Ordering::Relaxed) {
         return Err(check::Error::Interrupted.into());
     }
+    let mut cells = Vec::with_capacity(models.len());
+    for &disk in &models {
+        subject.set_disk(disk);
+        let dir = if models.len() > 1 { cell_dir.join(disk.slug()) } else { cell_dir.clone() };
+        let mut cell =
+            check_model(opts, &subject, &sidecar, &journal, &work, &dir, progress, cancel)?;
+        cell.seconds = started.elapsed().as_secs_f64();
+        cells.push(cell);
+    }
+    drop(journal);
+    let _ = std::fs::remove_dir_all(&run_dir);
+    Ok(cells)
+}
+
+/// Generates, checks and summarizes the crash states of `subject` under its disk model,
+/// writing the witness into `dir`; the journal (shared by the cell's disk models) skips
+/// what an earlier model already mounted.
+#[allow(clippy::too_many_arguments)]
+fn check_model(
+    opts: &RunOptions,
+    subject: &Subject,
+    sidecar: &crate::trace::sidecar::Sidecar,
+    journal: &check::Journal,
+    work: &WorkDir,
+    dir: &Path,
+    progress: &dyn Progress,
+    cancel: &AtomicBool,
+) -> Result<Cell, Error> {
     let generated =
         crash::generate(&subject.trace, &subject.epochs, &opts.strategies, &opts.limits);
     // Positions in the full list, kept through sharding so witnesses compare across shards.
@@ -231,17 +270,17 @@ pub fn run_cell(
         work_dir: work.path().to_owned(),
     };
     let results = check::run_states_journaled(
-        &subject,
+        subject,
         &check::Judge::Oracle,
         &states,
         &engine,
         &|d, t| progress.state_done(d, t),
         cancel,
-        &journal,
+        journal,
     )?;
-    drop(journal);
     let (mut cell, witness_index) =
         Cell::of_results(opts.config.name, opts.property.name(), &results);
+    cell.disk_model = subject.disk;
     cell.shard = opts.shard.map(|(i, n)| format!("{}/{}", i + 1, n));
     cell.scenarios = report::summarize_scenarios(&results, &positions);
     cell.other_reorderings =
@@ -250,11 +289,10 @@ pub fn run_cell(
         report::BesideFindings::of(&results, Some(&positions), workloads::Family::Durability);
     if let Some(i) = witness_index {
         let r = &results[i];
-        let replayed = confirm(&subject, &r.state, opts, &work)?;
+        let replayed = confirm(subject, &r.state, opts, work)?;
         cell.confirmed = Some(replayed == r.check.outcome.name());
-        let dir = cell_dir.clone();
-        let record = witness::StateRecord::of(r, &subject, Some(opts.property.name().into()));
-        witness::write(&dir, &subject, &sidecar, &record, &r.check)?;
+        let record = witness::StateRecord::of(r, subject, Some(opts.property.name().into()));
+        witness::write(dir, subject, sidecar, &record, &r.check)?;
         cell.witness = Some(dir.display().to_string());
         cell.story = Some(format!("{} (state {})", record.story, record.id));
         cell.witness_state = Some(record.id);
@@ -271,12 +309,10 @@ pub fn run_cell(
         else {
             continue;
         };
-        let again = confirm_check(&subject, &results[i].state, opts, &work)?;
+        let again = confirm_check(subject, &results[i].state, opts, work)?;
         sc.confirmed =
             Some(again.scenarios.iter().any(|m| m.scenario == sc.scenario && !m.silent.is_empty()));
     }
-    cell.seconds = started.elapsed().as_secs_f64();
-    let _ = std::fs::remove_dir_all(&run_dir);
     Ok(cell)
 }
 
@@ -315,7 +351,7 @@ fn confirm_check(
     crate::image::CrashView::new(subject.base.clone(), subject.trace.clone(), overlay)
         .materialize(&image)
         .map_err(|source| Error::Io { path: image.clone(), source })?;
-    let durable = subject.durable_ops(state.id.epoch as usize);
+    let durable = subject.durable_ops(&state.id);
     let checked = check::check_image(subject, &image, &mnt, durable, &opts.timeouts)?;
     let _ = std::fs::remove_file(&image);
     Ok(checked)

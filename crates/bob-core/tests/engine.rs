@@ -174,7 +174,7 @@ proptest! {
     ) {
         let small = small_base(base_seed, DISK_SECTORS);
         let trace = Arc::new(build_trace(&reqs));
-        let epochs = crash::epochs(&trace);
+        let epochs = crash::epochs(&trace, &crash::DiskModel::STUDY);
         let limits = Limits { max_states: Some(120), seed: state_seed, exhaustive_max_writes: 5 };
         let states = crash::generate(&trace, &epochs, crash::Strategy::ALL, &limits).states;
         prop_assert!(!states.is_empty());
@@ -209,7 +209,7 @@ fn recovery_writes_stay_in_their_view() {
         Req::Discard { sector: 40, len: 4 },
     ];
     let trace = Arc::new(build_trace(&reqs));
-    let epochs = crash::epochs(&trace);
+    let epochs = crash::epochs(&trace, &crash::DiskModel::STUDY);
     let states =
         crash::generate(&trace, &epochs, crash::Strategy::DEFAULT, &Limits::default()).states;
     assert!(states.len() >= 3, "{states:?}");
@@ -280,7 +280,7 @@ fn record(config: &str, property: Property) -> Recorded {
     })
     .expect("record");
     let trace = Arc::new(recording.trace);
-    let epochs = crash::epochs(&trace);
+    let epochs = crash::epochs(&trace, &crash::DiskModel::STUDY);
     let states =
         crash::generate(&trace, &epochs, crash::Strategy::DEFAULT, &Limits::default()).states;
     let subject = Subject {
@@ -291,6 +291,7 @@ fn record(config: &str, property: Property) -> Recorded {
         epochs,
         spans: recording.sidecar.ops.clone(),
         base: Arc::new(BaseImage::open(&recording.base_image).expect("base")),
+        disk: crash::DiskModel::STUDY,
     };
     Recorded { dir, subject, states }
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use workloads::{CrashContext, Observed, Snapshot, Workload};
 
-use crate::crash::{CrashState, Epoch, OverlayBuilder, StateId};
+use crate::crash::{CrashState, DiskModel, Epoch, OverlayBuilder, StateId};
 use crate::device::fusedisk::DiskServer;
 use crate::device::loopdev::LoopDevice;
 use crate::device::{cmd, mount};
@@ -265,15 +265,28 @@ pub struct Subject {
     pub spans: Vec<OpSpan>,
     /// The base image.
     pub base: Arc<BaseImage>,
+    /// The disk model the epochs (and so every state id) are cut under.
+    pub disk: DiskModel,
 }
 
 impl Subject {
-    /// Persistence-point ops (fsync, fdatasync, sync, ...) whose completing flush is
-    /// durable when the crash happens in epoch `epoch`: the op's completing flush is the
-    /// last flush before its end mark, and it is durable once the crash epoch starts
-    /// after it.
-    pub fn durable_ops(&self, epoch: usize) -> Vec<usize> {
-        let Some(start) = self.epochs.get(epoch).map(|e| e.start_entry) else {
+    /// Cuts the trace again under another disk model (state ids change meaning with it).
+    pub fn set_disk(&mut self, disk: DiskModel) {
+        if disk != self.disk || self.epochs.is_empty() {
+            self.epochs = crate::crash::epochs(&self.trace, &disk);
+            self.disk = disk;
+        }
+    }
+
+    /// Persistence-point ops (fsync, fdatasync, sync, ...) whose completion is durable in
+    /// crash state `id`. An op's completing barrier is the last flush or FUA write before
+    /// its end mark. A flush (or a FUA write that closes an epoch, under the `barrier` FUA
+    /// model) is durable once the crash epoch starts after it. Under the `real` FUA model
+    /// a FUA write is durable in any later epoch, and in its own epoch in the states that
+    /// apply it whole (a state that lacks it was cut before it completed, so before the
+    /// op returned).
+    pub fn durable_ops(&self, id: &StateId) -> Vec<usize> {
+        let Some(crash) = self.epochs.get(id.epoch as usize) else {
             return Vec::new();
         };
         let is_barrier = |i: usize| match self.trace.entries[i].kind() {
@@ -281,10 +294,20 @@ impl Subject {
             EntryKind::Write { fua, .. } => fua,
             _ => false,
         };
+        let durable = |b: usize| -> bool {
+            if b < crash.start_entry {
+                return true;
+            }
+            // A FUA write inside the crash epoch (real FUA): durable if applied whole.
+            crash.writes.iter().position(|&w| w == b).is_some_and(|p| {
+                crash.fua_writes.contains(&(p as u32))
+                    && id.applied.iter().any(|a| a.write == p as u32 && a.sectors.is_none())
+            })
+        };
         self.spans
             .iter()
             .filter(|s| self.workload.ops.get(s.index).is_some_and(|op| op.is_persistence_point()))
-            .filter(|s| (0..s.end_entry).rev().find(|&i| is_barrier(i)).is_some_and(|f| f < start))
+            .filter(|s| (0..s.end_entry).rev().find(|&i| is_barrier(i)).is_some_and(durable))
             .map(|s| s.index)
             .collect()
     }
@@ -650,9 +673,25 @@ fn oracle_verdict(
     }
 }
 
+/// The key a state is checked (and journaled) under: its content digest, and the
+/// persistence points due in it when there are any.
+fn check_key(digest: &[u8; 32], durable_ops: &[usize]) -> [u8; 32] {
+    if durable_ops.is_empty() {
+        return *digest;
+    }
+    let mut h = blake3::Hasher::new();
+    h.update(b"bob check key v1\0");
+    h.update(digest);
+    for op in durable_ops {
+        h.update(&(*op as u64).to_le_bytes());
+    }
+    *h.finalize().as_bytes()
+}
+
 /// Results of a cell already reached, and where new ones go, so that a killed run
 /// resumes without losing a verdict (`--resume`). One JSON line per mounted state, keyed
-/// by the state's content digest (which does not depend on state order or sharding).
+/// by the state's content digest and the promises due in it (neither depends on state
+/// order or sharding).
 #[derive(Default)]
 pub struct Journal {
     /// Checks already done, by content digest.
@@ -752,9 +791,17 @@ pub fn run_states_journaled(
     let builder = OverlayBuilder::new(&subject.trace, &subject.epochs);
     let digests: Vec<[u8; 32]> =
         states.iter().map(|s| builder.state(&s.id).digest(&subject.trace)).collect();
+    // Two states are checked once when their blocks are identical and the same promises
+    // are due in them: the same disk right before and right after a flush owes different
+    // fsyncs, and sharing one verdict would skip the promises of the later.
+    let keys: Vec<[u8; 32]> = states
+        .iter()
+        .zip(&digests)
+        .map(|(s, d)| check_key(d, &subject.durable_ops(&s.id)))
+        .collect();
     let mut first_of: HashMap<[u8; 32], usize> = HashMap::new();
     let mounted_as: Vec<usize> =
-        digests.iter().enumerate().map(|(i, d)| *first_of.entry(*d).or_insert(i)).collect();
+        keys.iter().enumerate().map(|(i, d)| *first_of.entry(*d).or_insert(i)).collect();
     let unique: Vec<usize> = (0..states.len()).filter(|&i| mounted_as[i] == i).collect();
 
     let fuse_dir = options.work_dir.join("states-disk");
@@ -793,8 +840,8 @@ pub fn run_states_journaled(
 
     std::thread::scope(|scope| {
         for worker in 0..jobs {
-            let (server, builder, unique, store, next, done, first_error, digests) =
-                (&server, &builder, &unique, &store, &next, &done, &first_error, &digests);
+            let (server, builder, unique, store, next, done, first_error, keys) =
+                (&server, &builder, &unique, &store, &next, &done, &first_error, &keys);
             scope.spawn(move || {
                 let mnt = options.work_dir.join(format!("mnt-{worker}"));
                 if let Err(source) = std::fs::create_dir_all(&mnt) {
@@ -810,7 +857,7 @@ pub fn run_states_journaled(
                     }
                     let k = next.fetch_add(1, Ordering::Relaxed);
                     let Some(&index) = unique.get(k) else { return };
-                    if let Some(c) = journal.prior.get(&digests[index]) {
+                    if let Some(c) = journal.prior.get(&keys[index]) {
                         store(index, c.clone());
                         let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                         progress(n, unique.len());
@@ -825,7 +872,7 @@ pub fn run_states_journaled(
                     let name = format!("state-{index}.img");
                     let file = server.add(&name, view.clone());
                     let epoch = state.id.epoch as usize;
-                    let durable = subject.durable_ops(epoch);
+                    let durable = subject.durable_ops(&state.id);
                     let acked = match judge {
                         Judge::Oracle => Vec::new(),
                         Judge::Checker(_) => subject.acked_marks(epoch),
@@ -846,7 +893,7 @@ pub fn run_states_journaled(
                             if c.outcome == Outcome::Held {
                                 c.snapshot = None;
                             }
-                            journal.record(&digests[index], &c);
+                            journal.record(&keys[index], &c);
                             store(index, c);
                             let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                             progress(n, unique.len());

@@ -9,11 +9,13 @@
 //! * an empty flush: closes the current epoch;
 //! * a write with REQ_PREFLUSH: its flush closes the current epoch, then the write joins
 //!   the next one;
-//! * a write with FUA: joins the current epoch and then closes it. FUA makes only that
-//!   write durable on completion, not the rest of the cache, so this is conservative (it
-//!   loses crash states where earlier writes of the epoch are missing after the FUA write
-//!   completed), exactly as CrashMonkey treats it. On bob's recording disk FUA arrives as
-//!   write + flush anyway.
+//! * a write with FUA, under the `barrier` FUA model only: joins the current epoch and
+//!   then closes it (conservative: it loses crash states where earlier writes of the
+//!   epoch are missing after the FUA write completed, exactly as CrashMonkey treats it).
+//!   Under the `real` model (the default, see [`super::disk`]) a FUA write stays inside
+//!   its epoch and only constrains it: a state that applies any later write of the epoch
+//!   was cut after the FUA write completed, so it must apply the FUA write whole
+//!   ([`Epoch::allows`]). On bob's recording disk FUA arrives as write + flush anyway.
 //!
 //! Marks belong to no epoch. Write or discard entries addressing zero sectors change
 //! nothing on the disk and are left out of every epoch (a zero-sector FUA write is not a
@@ -24,6 +26,8 @@
 //! the last barrier) is always kept, even without writes, so that the state "everything
 //! applied" exists; a trace without entries has exactly one, empty, epoch.
 
+use super::disk::{DiskModel, FuaModel};
+use super::id::StateId;
 use crate::trace::{EntryKind, Trace};
 
 /// One flush-delimited run of writes.
@@ -41,9 +45,26 @@ pub struct Epoch {
     /// epoch's last write) or a preflush write (the first write of the next epoch).
     /// `None` for the last epoch.
     pub end_flush: Option<usize>,
+    /// 512-byte sectors per atomic write unit of the disk model: a tear keeps or drops
+    /// whole units.
+    pub unit_sectors: u64,
+    /// Positions (in `writes`) of FUA writes that do not close the epoch (the `real` FUA
+    /// model): each is durable once a later write of the epoch was issued.
+    pub fua_writes: Vec<u32>,
 }
 
 impl Epoch {
+    /// Whether a state of this epoch is legal under the FUA model: a FUA write that
+    /// completed before a write the state applies (any write at a later position) must be
+    /// applied whole.
+    pub fn allows(&self, id: &StateId) -> bool {
+        let Some(last) = id.applied.last().map(|a| a.write) else { return true };
+        self.fua_writes
+            .iter()
+            .filter(|&&f| f < last)
+            .all(|&f| id.applied.iter().any(|a| a.write == f && a.sectors.is_none()))
+    }
+
     /// The end of the epoch's entry range (exclusive): the closing flush or preflush
     /// write is not part of it, a closing FUA write is.
     pub fn end_entry(&self, trace: &Trace) -> usize {
@@ -86,19 +107,29 @@ pub enum Barrier {
     Fua,
 }
 
-/// Cuts `trace` into its epochs (see the module documentation for the rules).
-pub fn epochs(trace: &Trace) -> Vec<Epoch> {
+/// Cuts `trace` into its epochs under the disk model `disk` (see the module documentation
+/// for the rules).
+pub fn epochs(trace: &Trace, disk: &DiskModel) -> Vec<Epoch> {
+    let real_fua = disk.fua == FuaModel::Real;
+    let unit_sectors = disk.unit_sectors();
     let mut out = Vec::new();
     let mut writes = Vec::new();
+    let mut fua_writes: Vec<u32> = Vec::new();
     let mut start_entry = 0;
     // Closes the current epoch at barrier `at`; a write-less epoch is dropped.
-    let close = |out: &mut Vec<Epoch>, writes: &mut Vec<usize>, start: usize, at: usize| {
+    let close = |out: &mut Vec<Epoch>,
+                 writes: &mut Vec<usize>,
+                 fua_writes: &mut Vec<u32>,
+                 start: usize,
+                 at: usize| {
         if !writes.is_empty() {
             out.push(Epoch {
                 index: out.len(),
                 writes: std::mem::take(writes),
                 start_entry: start,
                 end_flush: Some(at),
+                unit_sectors,
+                fua_writes: std::mem::take(fua_writes),
             });
         }
     };
@@ -106,7 +137,7 @@ pub fn epochs(trace: &Trace) -> Vec<Epoch> {
         match entry.kind() {
             EntryKind::Mark => {}
             EntryKind::Flush => {
-                close(&mut out, &mut writes, start_entry, i);
+                close(&mut out, &mut writes, &mut fua_writes, start_entry, i);
                 start_entry = i + 1;
             }
             EntryKind::Discard => {
@@ -116,19 +147,28 @@ pub fn epochs(trace: &Trace) -> Vec<Epoch> {
             }
             EntryKind::Write { preflush, fua } => {
                 if preflush {
-                    close(&mut out, &mut writes, start_entry, i);
+                    close(&mut out, &mut writes, &mut fua_writes, start_entry, i);
                     start_entry = i;
                 }
                 if entry.nr_sectors > 0 {
                     writes.push(i);
-                    if fua {
-                        close(&mut out, &mut writes, start_entry, i);
+                    if fua && real_fua {
+                        fua_writes.push(writes.len() as u32 - 1);
+                    } else if fua {
+                        close(&mut out, &mut writes, &mut fua_writes, start_entry, i);
                         start_entry = i + 1;
                     }
                 }
             }
         }
     }
-    out.push(Epoch { index: out.len(), writes, start_entry, end_flush: None });
+    out.push(Epoch {
+        index: out.len(),
+        writes,
+        start_entry,
+        end_flush: None,
+        unit_sectors,
+        fua_writes,
+    });
     out
 }

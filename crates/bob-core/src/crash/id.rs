@@ -141,6 +141,29 @@ impl StateId {
                     applied.write
                 )));
             }
+            // Under the disk model, a tear keeps or drops whole atomic units.
+            let units =
+                super::disk::request_units(entry.sector, entry.nr_sectors, epoch.unit_sectors);
+            let starts_unit = |s: u64| units.iter().any(|u| u.0 == s);
+            let ends_unit = |s: u64| units.iter().any(|u| u.1 == s);
+            if let Some(&(a, b)) = ranges
+                .iter()
+                .find(|(a, b)| !starts_unit(u64::from(*a)) || !ends_unit(u64::from(*b)))
+            {
+                return Err(bad(format!(
+                    "the tear {a}-{b} of write {} splits an atomic write unit of {} bytes; \
+                     this disk model persists whole units only",
+                    applied.write,
+                    epoch.unit_sectors * 512
+                )));
+            }
+        }
+        if !epoch.allows(self) {
+            return Err(bad(
+                "a FUA write of the epoch completed before a later write the state applies, \
+                 so it must be applied whole (real FUA)"
+                    .to_owned(),
+            ));
         }
         Ok(())
     }

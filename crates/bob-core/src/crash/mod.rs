@@ -1,11 +1,13 @@
 //! Crash states: the disk contents a crash may legally leave behind.
 //!
 //! The recorded disk has a volatile write cache: between two flush barriers it may persist
-//! any subset of the writes it acknowledged, and tear a write at 512-byte sectors. This
+//! any subset of the writes it acknowledged, and tear a write at its atomic write unit. This
 //! module turns a [`Trace`](crate::trace::Trace) into those states, without touching any
 //! image:
 //!
-//! * [`epochs`] cuts the trace at its barriers ([`epoch`]);
+//! * a [`DiskModel`] says what the disk may do: its atomic write unit and what FUA means
+//!   ([`disk`]);
+//! * [`epochs`] cuts the trace at its barriers under that model ([`epoch`]);
 //! * a [`StateId`] names one state compactly and printably, `e3:0-4,6,7[0-3]`, and parses
 //!   back ([`id`]);
 //! * [`generate`] lists the states of the chosen [`Strategy`]s within [`Limits`], and
@@ -15,14 +17,14 @@
 //!   ([`overlay`](mod@overlay)).
 //!
 //! ```
-//! use bob_core::crash::{self, Limits, Strategy};
+//! use bob_core::crash::{self, DiskModel, Limits, Strategy};
 //! use bob_core::trace::{Entry, Trace};
 //!
 //! let trace = Trace::new(
 //!     512,
 //!     vec![Entry::write(0, vec![1; 512]), Entry::write(8, vec![2; 1024]), Entry::flush()],
 //! );
-//! let epochs = crash::epochs(&trace);
+//! let epochs = crash::epochs(&trace, &DiskModel::default());
 //! let states = crash::generate(&trace, &epochs, Strategy::ORIGINAL, &Limits::default());
 //! let id = &states.states[2].id;
 //! assert_eq!(id.to_string(), "e0:0-1");
@@ -30,6 +32,7 @@
 //! assert_eq!(builder.state(id).len(), 3);
 //! ```
 
+pub mod disk;
 pub mod epoch;
 pub mod id;
 pub mod overlay;
@@ -38,6 +41,7 @@ pub mod strategy;
 #[cfg(test)]
 mod tests;
 
+pub use disk::{DiskModel, FuaModel};
 pub use epoch::{epochs, Barrier, Epoch};
 pub use id::{Applied, StateId};
 pub use overlay::{overlay, Overlay, OverlayBuilder, SectorSource};

@@ -15,11 +15,17 @@
 //! | `random`             | seeded random subsets with random tears, up to the budget         |
 //! | `drop-role`          | every write but those of one role, and of each pair of roles: `g + g(g-1)/2` for `g` roles present |
 //!
-//! The tears of `torn` for a request of `L` sectors: the first `L/2` sectors, the other
-//! `L - L/2`, the even sectors, the odd sectors and, when `L <= 16`, each set of all
-//! sectors but one; coinciding sets count once (so `L = 2` gives 2, `L = 3` gives 5,
-//! `4 <= L <= 16` gives `4 + L`, `L > 16` gives 4). Block boundaries are those of the disk
-//! (sector numbers multiple of 8), not of the request.
+//! Tears are made of the disk model's atomic units (see [`super::disk`]): a request
+//! touching `L` units (aligned to the disk, the first and last possibly partial) tears
+//! into the first `L/2` units, the other `L - L/2`, the even units, the odd units and,
+//! when `L <= 16`, each set of all units but one; coinciding sets count once (so `L = 2`
+//! gives 2, `L = 3` gives 5, `4 <= L <= 16` gives `4 + L`, `L > 16` gives 4). A request
+//! within one unit never tears. Block boundaries are those of the disk (sector numbers
+//! multiple of 8), not of the request.
+//!
+//! Under the `real` FUA model, a state that applies a write after a FUA write of its epoch
+//! without applying the FUA write whole is illegal, and no strategy lists it
+//! ([`Epoch::allows`]).
 //!
 //! A state two strategies produce is listed once, under the first strategy of the list;
 //! `random` only draws states no other strategy produced. States are listed by epoch,
@@ -38,8 +44,8 @@ use crate::trace::{Trace, SECTOR_SIZE};
 /// The block size `block-prefix` splits requests at.
 pub const BLOCK_SIZE: u64 = 4096;
 
-/// `torn` adds the "all sectors but one" tears only for requests of at most this many
-/// sectors, which bounds it to 20 states per request.
+/// `torn` adds the "all units but one" tears only for requests of at most this many
+/// atomic units, which bounds it to 20 states per request.
 pub const TORN_ALL_BUT_ONE_MAX_SECTORS: u64 = 16;
 
 /// `exhaustive` never enumerates epochs of more writes than this (2^16 states each),
@@ -216,7 +222,9 @@ pub fn generate(
         let mut set = EpochStates::new(order.len());
         for (k, &s) in order.iter().enumerate() {
             deterministic(s, trace, epoch, e as u32, limits, &mut |id| {
-                set.insert(k, id);
+                if epoch.allows(&id) {
+                    set.insert(k, id);
+                }
             });
         }
         sets.push(set);
@@ -240,7 +248,7 @@ pub fn generate(
                     .enumerate()
                     .map(|(e, epoch)| RandomDraw::new(limits.seed, e as u32, epoch, trace))
                     .collect();
-                fill_random(&mut draws, &mut sets, slot, budget);
+                fill_random(&mut draws, &mut sets, epochs, slot, budget);
             }
         }
     }
@@ -353,9 +361,23 @@ impl EpochStates {
     }
 }
 
-/// Number of sectors of write `r` of `epoch`.
-fn sectors_of(trace: &Trace, epoch: &Epoch, r: usize) -> u64 {
-    epoch.writes.get(r).and_then(|&i| trace.entries.get(i)).map_or(0, |e| e.nr_sectors)
+/// The atomic units of write `r` of `epoch`, as inclusive sector ranges within the
+/// request (see [`super::disk::request_units`]); empty for a request too large to name.
+fn units_of(trace: &Trace, epoch: &Epoch, r: usize) -> Vec<(u64, u64)> {
+    match epoch.writes.get(r).and_then(|&i| trace.entries.get(i)) {
+        Some(entry) if entry.nr_sectors <= u64::from(u32::MAX) => {
+            super::disk::request_units(entry.sector, entry.nr_sectors, epoch.unit_sectors)
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Inclusive ranges of unit indices as inclusive sector ranges within the request.
+fn unit_ranges_to_sectors(units: &[(u64, u64)], unit_ranges: &[(u32, u32)]) -> Vec<(u32, u32)> {
+    unit_ranges
+        .iter()
+        .map(|&(a, b)| (units[a as usize].0 as u32, units[b as usize].1 as u32))
+        .collect()
 }
 
 /// Writes `0..r` whole, then `r` torn to `ranges`.
@@ -407,12 +429,12 @@ fn deterministic(
         }
         Strategy::Torn => {
             for r in 0..n {
-                let len = sectors_of(trace, epoch, r);
-                if len < 2 || len > u64::from(u32::MAX) {
+                let units = units_of(trace, epoch, r);
+                if units.len() < 2 || units.len() > u32::MAX as usize {
                     continue;
                 }
-                for ranges in tears(len as u32) {
-                    out(on_prefix(e, r, ranges));
+                for unit_ranges in tears(units.len() as u32) {
+                    out(on_prefix(e, r, unit_ranges_to_sectors(&units, &unit_ranges)));
                 }
             }
         }
@@ -505,8 +527,8 @@ impl SplitMix64 {
 struct RandomDraw {
     rng: SplitMix64,
     epoch: u32,
-    /// Sector counts of the epoch's writes.
-    lens: Vec<u64>,
+    /// The atomic units of each of the epoch's writes (sector ranges within the request).
+    units: Vec<Vec<(u64, u64)>>,
     exhausted: bool,
 }
 
@@ -515,22 +537,23 @@ const RANDOM_ATTEMPTS: usize = 64;
 
 impl RandomDraw {
     fn new(seed: u64, epoch: u32, e: &Epoch, trace: &Trace) -> Self {
-        let lens = (0..e.writes.len()).map(|r| sectors_of(trace, e, r)).collect();
+        let units = (0..e.writes.len()).map(|r| units_of(trace, e, r)).collect();
         let stream = seed ^ u64::from(epoch).wrapping_mul(0xD1B5_4A32_D192_ED03);
-        RandomDraw { rng: SplitMix64(stream), epoch, lens, exhausted: false }
+        RandomDraw { rng: SplitMix64(stream), epoch, units, exhausted: false }
     }
 
     /// One random state: each write applied with probability 1/2, an applied write of
-    /// several sectors torn with probability 1/4, the tear a random proper prefix or a
-    /// random sector subset.
+    /// several atomic units torn with probability 1/4, the tear a random proper prefix or
+    /// a random subset of its units.
     fn one(&mut self) -> StateId {
         let mut applied = Vec::new();
-        for (r, &len) in self.lens.iter().enumerate() {
+        for (r, units) in self.units.iter().enumerate() {
             if self.rng.next() & 1 == 0 {
                 continue;
             }
             let r = r as u32;
-            if len < 2 || len > u64::from(u32::MAX) || self.rng.below(4) != 0 {
+            let len = units.len() as u64;
+            if len < 2 || self.rng.below(4) != 0 {
                 applied.push(Applied::whole(r));
                 continue;
             }
@@ -544,19 +567,20 @@ impl RandomDraw {
             match ranges.as_slice() {
                 [] => {}
                 [(0, b)] if u64::from(*b) + 1 == len => applied.push(Applied::whole(r)),
-                _ => applied.push(Applied::torn(r, ranges)),
+                _ => applied.push(Applied::torn(r, unit_ranges_to_sectors(units, &ranges))),
             }
         }
         StateId { epoch: self.epoch, applied }
     }
 
     /// Adds a state `set` lacks to its group `slot`; false once none turns up.
-    fn draw(&mut self, set: &mut EpochStates, slot: usize) -> bool {
+    fn draw(&mut self, set: &mut EpochStates, slot: usize, epoch: &Epoch) -> bool {
         if self.exhausted {
             return false;
         }
         for _ in 0..RANDOM_ATTEMPTS {
-            if set.insert(slot, self.one()) {
+            let id = self.one();
+            if epoch.allows(&id) && set.insert(slot, id) {
                 return true;
             }
         }
@@ -583,6 +607,7 @@ fn to_ranges(keep: &[bool]) -> Vec<(u32, u32)> {
 fn fill_random(
     draws: &mut [RandomDraw],
     sets: &mut [EpochStates],
+    epochs: &[Epoch],
     slot: usize,
     budget: Option<usize>,
 ) {
@@ -590,11 +615,11 @@ fn fill_random(
     let mut round = 0;
     while left > 0 && (budget.is_some() || round < RANDOM_PER_EPOCH) {
         let mut progress = false;
-        for (draw, set) in draws.iter_mut().zip(sets.iter_mut()) {
+        for ((draw, set), epoch) in draws.iter_mut().zip(sets.iter_mut()).zip(epochs) {
             if left == 0 {
                 break;
             }
-            if draw.draw(set, slot) {
+            if draw.draw(set, slot, epoch) {
                 left -= 1;
                 progress = true;
             }

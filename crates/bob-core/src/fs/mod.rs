@@ -290,6 +290,13 @@ impl FsConfig {
         }
     }
 
+    /// The file system's block size: the largest atomic write unit a disk model may have
+    /// for it. Every configuration bob makes uses 4096-byte blocks (mke2fs `-b 4096`, the
+    /// xfs and btrfs defaults, researchfs's block).
+    pub fn block_size(&self) -> u64 {
+        4096
+    }
+
     /// Whether the kernel has this file system (per /proc/filesystems); for a research
     /// design, whether FUSE is there.
     pub fn kernel_supports(&self) -> bool {

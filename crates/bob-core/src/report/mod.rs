@@ -63,6 +63,10 @@ pub struct Cell {
     pub config: String,
     /// Property name.
     pub property: String,
+    /// The disk model the crash states were generated under (tables written before disk
+    /// models were chosen used the study's: 512-byte units, FUA as a barrier).
+    #[serde(default = "crate::crash::DiskModel::study")]
+    pub disk_model: crate::crash::DiskModel,
     /// The verdict.
     pub verdict: CellVerdict,
     /// Crash states covered (every state generated, duplicates included).
@@ -139,8 +143,7 @@ impl BesideFindings {
             (None, Some(b)) => *a = Some(b.clone()),
             (Some(x), Some(y)) => {
                 let count = x.count + y.count;
-                if y.first_position.unwrap_or(usize::MAX) < x.first_position.unwrap_or(usize::MAX)
-                {
+                if y.first_position.unwrap_or(usize::MAX) < x.first_position.unwrap_or(usize::MAX) {
                     *x = y.clone();
                 }
                 x.count = count;
@@ -164,7 +167,9 @@ impl BesideFindings {
                     out = Some(BesideFindings {
                         count: 1,
                         first_state: r.state.id.to_string(),
-                        first_position: Some(positions.and_then(|p| p.get(i).copied()).unwrap_or(i)),
+                        first_position: Some(
+                            positions.and_then(|p| p.get(i).copied()).unwrap_or(i),
+                        ),
                         first_story: f.story.clone(),
                         pair: f.pair.clone(),
                     })
@@ -311,6 +316,7 @@ impl Cell {
         let cell = Cell {
             config: config.into(),
             property: property.into(),
+            disk_model: crate::crash::DiskModel::default(),
             verdict,
             states_explored: results.len(),
             states_unique: results.iter().enumerate().filter(|(i, r)| r.mounted_as == *i).count(),
@@ -335,9 +341,10 @@ impl Cell {
     /// Human-readable lines for the terminal.
     pub fn to_text(&self) -> String {
         let mut s = format!(
-            "{} / {}: {} ({} states explored, {} unique, {:.1}s)\n",
+            "{} / {} [{}]: {} ({} states explored, {} unique, {:.1}s)\n",
             self.config,
             self.property,
+            self.disk_model,
             self.verdict.name().to_uppercase(),
             self.states_explored,
             self.states_unique,
@@ -361,10 +368,16 @@ impl Cell {
             ));
         }
         if let Some(o) = &self.other_reorderings {
-            s.push_str(&format!("  beside:  other reorderings (not this row's pair): {}\n", o.to_text()));
+            s.push_str(&format!(
+                "  beside:  other reorderings (not this row's pair): {}\n",
+                o.to_text()
+            ));
         }
         if let Some(o) = &self.other_durability {
-            s.push_str(&format!("  beside:  durability failures (the durability rows'): {}\n", o.to_text()));
+            s.push_str(&format!(
+                "  beside:  durability failures (the durability rows'): {}\n",
+                o.to_text()
+            ));
         }
         if let Some(w) = &self.witness {
             let confirmed = match self.confirmed {

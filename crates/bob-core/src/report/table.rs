@@ -118,10 +118,10 @@ impl Grid {
     pub fn merge(grids: Vec<Grid>) -> Result<Grid, MergeError> {
         let mut iter = grids.into_iter();
         let mut out = iter.next().ok_or(MergeError::Empty)?;
-        let mut index: BTreeMap<(String, String), usize> = BTreeMap::new();
+        let mut index: BTreeMap<(String, String, crate::crash::DiskModel), usize> = BTreeMap::new();
         let mut cells: Vec<Cell> = Vec::new();
         let mut add = |cell: Cell, cells: &mut Vec<Cell>| {
-            let key = (cell.config.clone(), cell.property.clone());
+            let key = (cell.config.clone(), cell.property.clone(), cell.disk_model);
             match index.get(&key) {
                 Some(&i) => merge_cell(&mut cells[i], &cell),
                 None => {
@@ -166,6 +166,72 @@ impl Grid {
         self.cells.iter().find(|c| c.config == config && c.property == property)
     }
 
+    /// The disk models of the cells, in the order they first appear.
+    pub fn disk_models(&self) -> Vec<crate::crash::DiskModel> {
+        let mut out = Vec::new();
+        for c in &self.cells {
+            if !out.contains(&c.disk_model) {
+                out.push(c.disk_model);
+            }
+        }
+        out
+    }
+
+    /// The table of one disk model: the same header, only that model's cells.
+    pub fn for_model(&self, model: crate::crash::DiskModel) -> Grid {
+        Grid {
+            cells: self.cells.iter().filter(|c| c.disk_model == model).cloned().collect(),
+            ..self.clone()
+        }
+    }
+
+    /// "Disk model: 4096 B atomic writes, real FUA." for a table of one model.
+    fn model_line(&self) -> String {
+        match self.disk_models().as_slice() {
+            [m] => format!(" Disk model: {m}."),
+            _ => String::new(),
+        }
+    }
+
+    /// Cells whose verdict differs between disk models, each with the state that makes
+    /// the difference (the witness of the model where it failed): what tearing changes.
+    pub fn model_differences(&self) -> Vec<String> {
+        let models = self.disk_models();
+        let mut out = Vec::new();
+        for p in &self.properties {
+            for c in &self.configs {
+                let cells: Vec<&Cell> = models
+                    .iter()
+                    .filter_map(|m| {
+                        self.cells
+                            .iter()
+                            .find(|x| &x.config == c && &x.property == p && x.disk_model == *m)
+                    })
+                    .collect();
+                if cells.len() < 2 || cells.iter().all(|x| x.verdict == cells[0].verdict) {
+                    continue;
+                }
+                let verdicts: Vec<String> = cells
+                    .iter()
+                    .map(|x| format!("{} B: {}", x.disk_model.atomic_write_unit, x.verdict.name()))
+                    .collect();
+                let why: Vec<String> = cells
+                    .iter()
+                    .filter(|x| x.witness.is_some())
+                    .map(|x| {
+                        format!(
+                            "under {} B, {}",
+                            x.disk_model.atomic_write_unit,
+                            x.story.as_deref().unwrap_or("")
+                        )
+                    })
+                    .collect();
+                out.push(format!("{p} / {c}: {} — {}", verdicts.join(", "), why.join("; ")));
+            }
+        }
+        out
+    }
+
     /// Crosses and other failures, in table order, numbered as the table's footnotes.
     fn failures(&self) -> Vec<&Cell> {
         let mut v = Vec::new();
@@ -189,14 +255,43 @@ impl Grid {
     }
 
     /// The table as Markdown: properties as rows, configurations as columns; each cell
-    /// shows its symbol and `unique/explored` states, each failure a footnote number.
+    /// shows its symbol and `unique/explored` states, each failure a footnote number. With
+    /// cells of several disk models, one table per model, then what tearing changes.
     pub fn to_markdown(&self) -> String {
+        let models = self.disk_models();
+        if models.len() <= 1 {
+            return self.model_markdown();
+        }
+        let mut s = String::new();
+        for m in models {
+            s.push_str(&format!("## Disk model: {m}\n\n"));
+            s.push_str(&self.for_model(m).model_markdown());
+            s.push('\n');
+        }
+        s.push_str("## What the disk model changes\n\n");
+        let diffs = self.model_differences();
+        if diffs.is_empty() {
+            s.push_str("No cell's verdict differs between the disk models.\n");
+        }
+        for d in diffs {
+            s.push_str(&format!("- {d}\n"));
+        }
+        s
+    }
+
+    /// [`Grid::to_markdown`] of a table of one disk model.
+    fn model_markdown(&self) -> String {
         let failures = self.failures();
         let note_of = |cell: &Cell| {
             failures.iter().position(|f| f.config == cell.config && f.property == cell.property)
         };
         let mut s = String::new();
-        s.push_str(&format!("Kernel {}, bob {}.\n\n", self.kernel, self.tool_version));
+        s.push_str(&format!(
+            "Kernel {}, bob {}.{}\n\n",
+            self.kernel,
+            self.tool_version,
+            self.model_line()
+        ));
         for n in &self.notes {
             s.push_str(&format!("- {n}\n"));
         }
@@ -399,8 +494,39 @@ impl Grid {
         s
     }
 
-    /// One self-contained HTML page: the table, each failure a link to its story below.
+    /// One self-contained HTML page: the table, each failure a link to its story below;
+    /// with cells of several disk models, one page section per model, each headed by it,
+    /// then what the disk model changes.
     pub fn to_html(&self) -> String {
+        let models = self.disk_models();
+        if models.len() <= 1 {
+            return self.model_html();
+        }
+        let mut sections = String::new();
+        for m in &models {
+            let page = self.for_model(*m).model_html();
+            let body = page
+                .split_once("<body>\n")
+                .map(|(_, b)| b.trim_end_matches("</body></html>\n"))
+                .unwrap_or("");
+            sections.push_str(&format!(
+                "<section><h1>Disk model: {}</h1>\n{}</section>\n",
+                esc(&m.to_string()),
+                body.replacen("<h1>", "<h2>", 1).replacen("</h1>", "</h2>", 1)
+            ));
+        }
+        let mut diffs = String::from("<h1>What the disk model changes</h1><ul>\n");
+        for d in self.model_differences() {
+            diffs.push_str(&format!("<li>{}</li>\n", esc(&d)));
+        }
+        diffs.push_str("</ul>\n");
+        let page = self.for_model(models[0]).model_html();
+        let head = page.split_once("<body>\n").map(|(h, _)| h).unwrap_or("");
+        format!("{head}<body>\n{sections}{diffs}</body></html>\n")
+    }
+
+    /// [`Grid::to_html`] of a table of one disk model.
+    fn model_html(&self) -> String {
         let failures = self.failures();
         let mut s = String::from(
             "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
@@ -414,9 +540,10 @@ impl Grid {
              </style></head><body>\n",
         );
         s.push_str(&format!(
-            "<h1>Persistence properties</h1><p>Kernel {}, bob {}.</p>\n",
+            "<h1>Persistence properties</h1><p>Kernel {}, bob {}.{}</p>\n",
             esc(&self.kernel),
-            esc(&self.tool_version)
+            esc(&self.tool_version),
+            esc(&self.model_line())
         ));
         if !self.notes.is_empty() {
             s.push_str("<ul>");
@@ -614,6 +741,32 @@ mod tests {
             );
         }
         insta::assert_snapshot!("table_html", html);
+    }
+
+    #[test]
+    fn two_disk_models_give_two_tables_and_what_tearing_changes() {
+        let sector = crate::crash::DiskModel::study();
+        let mut cells = sample().cells;
+        let mut torn = cell("ext4-ordered", "single-block-append", CellVerdict::Violated, Some(2));
+        torn.disk_model = sector;
+        torn.story = Some("/A/log size grew but the new block is a mix (state e3:0[0-3])".into());
+        cells.push(torn);
+        let g = grid(cells);
+        assert_eq!(g.disk_models().len(), 2);
+        let md = g.to_markdown();
+        assert!(md.contains("## Disk model: 4096 B atomic writes, real FUA"), "{md}");
+        assert!(md.contains("## Disk model: 512 B atomic writes, barrier FUA"), "{md}");
+        let diffs = g.model_differences();
+        assert_eq!(diffs.len(), 1, "{diffs:?}");
+        assert!(diffs[0]
+            .starts_with("single-block-append / ext4-ordered: 4096 B: held, 512 B: violated"));
+        assert!(diffs[0].contains("state e3:0[0-3]"));
+        let html = g.to_html();
+        assert_eq!(html.matches("<html").count(), 1);
+        assert!(html.contains("What the disk model changes"));
+        // Merging keeps cells of different models apart.
+        let merged = Grid::merge(vec![g.clone(), g]).unwrap();
+        assert_eq!(merged.cells.len(), 6);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::check::{StateCheck, Subject};
-use crate::crash::{epochs, OverlayBuilder};
+use crate::crash::{epochs, DiskModel, OverlayBuilder};
 use crate::image::{copy_sparse, BaseImage, CrashView};
 use crate::trace::sidecar::Sidecar;
 use crate::trace::TraceDir;
@@ -53,6 +53,10 @@ pub struct StateRecord {
     pub config: String,
     /// Property, if any.
     pub property: Option<String>,
+    /// The disk model the state is legal under (witnesses written before disk models were
+    /// chosen used the study's: 512-byte units, FUA as a barrier).
+    #[serde(default = "DiskModel::study")]
+    pub disk_model: DiskModel,
     /// For an ordering violation: the earlier op of the property's pair (not persisted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub earlier_op: Option<workloads::OpRef>,
@@ -77,6 +81,7 @@ impl StateRecord {
             digest: result.digest.iter().map(|b| format!("{b:02x}")).collect(),
             config: subject.config.name.into(),
             property,
+            disk_model: subject.disk,
             earlier_op: result.check.pair.as_ref().map(|p| p.earlier_op.clone()),
             later_op: result.check.pair.as_ref().map(|p| p.later_op.clone()),
         }
@@ -129,7 +134,8 @@ pub struct Loaded {
 }
 
 /// Loads a trace directory (trace.log, trace.json, base image) as a [`Subject`] ready to
-/// have its crash states rebuilt or checked.
+/// have its crash states rebuilt or checked, under the default disk model (change it with
+/// [`Subject::set_disk`]).
 pub fn load_subject(dir: &Path) -> Result<(Subject, Sidecar), Error> {
     let trace_dir = TraceDir::open(dir)
         .map_err(|e| Error::Invalid { path: dir.to_owned(), message: e.to_string() })?;
@@ -156,7 +162,8 @@ pub fn load_subject(dir: &Path) -> Result<(Subject, Sidecar), Error> {
         ));
     }
     let trace = trace_dir.trace;
-    let epochs = epochs(&trace);
+    let disk = DiskModel::default();
+    let epochs = epochs(&trace, &disk);
     let subject = Subject {
         config,
         workload,
@@ -165,6 +172,7 @@ pub fn load_subject(dir: &Path) -> Result<(Subject, Sidecar), Error> {
         epochs,
         spans: sidecar.ops.clone(),
         base: Arc::new(base),
+        disk,
     };
     Ok((subject, sidecar))
 }
@@ -184,11 +192,12 @@ pub fn save_trace(dir: &Path, subject: &Subject, sidecar: &Sidecar) -> Result<()
 
 /// Loads a witness (a trace directory with a `state.json`).
 pub fn load(dir: &Path) -> Result<Loaded, Error> {
-    let (subject, sidecar) = load_subject(dir)?;
+    let (mut subject, sidecar) = load_subject(dir)?;
     let state_path = dir.join("state.json");
     let text = std::fs::read_to_string(&state_path).map_err(io(&state_path))?;
     let record: StateRecord = serde_json::from_str(&text)
         .map_err(|e| Error::Invalid { path: state_path.clone(), message: e.to_string() })?;
+    subject.set_disk(record.disk_model);
     Ok(Loaded { subject, sidecar, record })
 }
 
