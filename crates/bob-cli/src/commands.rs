@@ -185,7 +185,9 @@ fn exit_code(verdict: CellVerdict) -> u8 {
         CellVerdict::Violated
         | CellVerdict::MountFailed
         | CellVerdict::FsckFailed
-        | CellVerdict::Timeout => exit::VIOLATION,
+        | CellVerdict::Timeout
+        // A property not exercised is no pass: the run did not show it holds.
+        | CellVerdict::NotExercised => exit::VIOLATION,
         CellVerdict::Unavailable => exit::ERROR,
     }
 }

@@ -323,3 +323,90 @@ fn resume_after_sigkill_reuses_the_journal() {
     });
     assert_no_leaks(&scratch);
 }
+
+/// Issue 11: an ordering row judges its own pair. On ext4-ordered, appends to other
+/// files reorder with later renames (delalloc), but the replace-via-rename idiom holds
+/// (auto_da_alloc): the cell must not be crossed for the unrelated reordering, and must
+/// report it beside the verdict with both ops named.
+#[test]
+fn an_ordering_cell_is_not_crossed_by_a_reordering_of_unrelated_ops() {
+    let dir = Dir::new();
+    let (code, cell) = run_cell(&dir, "ext4-ordered", "append-then-rename", &[]);
+    if cell["verdict"] == "violated" {
+        // A cross must be the row's own pair: an append to f, then a rename of f.
+        assert_eq!(cell["earlier_op"]["kind"], "append", "{cell}");
+        assert_eq!(cell["later_op"]["kind"], "rename", "{cell}");
+        assert_eq!(cell["earlier_op"]["paths"][0], cell["later_op"]["paths"][0], "{cell}");
+        return;
+    }
+    assert_eq!(code, 0, "{cell}");
+    let other = &cell["other_reorderings"];
+    assert!(other["count"].as_u64().unwrap_or(0) > 0, "no reordering reported beside: {cell}");
+    let earlier = &other["pair"]["earlier_op"];
+    let later = &other["pair"]["later_op"];
+    assert_ne!(earlier["paths"][0], later["paths"][0], "{cell}");
+    assert!(earlier["index"].as_u64() < later["index"].as_u64(), "{cell}");
+    assert_eq!(cell["disk_model"]["atomic_write_unit"], 4096);
+}
+
+/// Issue 11: the disk model decides what a torn write is. One run under 512 B and 4 KiB
+/// units: the 4 KiB overwrite of one block tears only on the 512n disk, and every cell
+/// states its model.
+#[test]
+fn atomic_write_units_512_and_4096_in_one_run() {
+    let dir = Dir::new();
+    let (code, cells) = run_cell(
+        &dir,
+        "ext4-ordered",
+        "single-block-overwrite",
+        &["--atomic-write-unit", "512,4096"],
+    );
+    let cells = cells.as_array().cloned().unwrap_or_else(|| panic!("two cells: {cells}"));
+    assert_eq!(cells.len(), 2);
+    let (sector, block) = (&cells[0], &cells[1]);
+    assert_eq!(sector["disk_model"]["atomic_write_unit"], 512);
+    assert_eq!(block["disk_model"]["atomic_write_unit"], 4096);
+    // 512 B: a mix of old and new sectors in the block, from a torn write.
+    assert_eq!(sector["verdict"], "violated", "{sector}");
+    assert_eq!(code, 1);
+    let state = sector["witness_state"].as_str().unwrap();
+    assert!(state.contains('['), "the 512-byte cross is a torn write: {state}");
+    assert!(sector["story"].as_str().unwrap().contains("mix"), "{sector}");
+    // 4 KiB: no state tears inside a block, so the overwrite is never a mix.
+    assert_ne!(block["verdict"], "violated", "{block}");
+    assert!(block["states_explored"].as_u64() < sector["states_explored"].as_u64());
+    // The witness replays under its own model.
+    let witness = sector["witness"].as_str().unwrap();
+    let img = dir.path().join("crash.img");
+    let out =
+        run(&["replay", witness, "--to", img.to_str().unwrap(), "--check", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["reproduced"], true, "{v}");
+    // A bad unit is a usage error naming the flag.
+    let out = run(&[
+        "run",
+        "--fs",
+        "ext4-ordered",
+        "--property",
+        "single-block-overwrite",
+        "--atomic-write-unit",
+        "1000",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--atomic-write-unit"));
+}
+
+/// Issue 11: every durability promise is judged in some crash state after its call
+/// returned, and the cell says in how many.
+#[test]
+fn every_fsync_promise_is_judged_after_it_returned() {
+    let dir = Dir::new();
+    let (_, cell) = run_cell(&dir, "ext4-ordered", "fsync-durable", &[]);
+    let promises = cell["promises"].as_array().unwrap_or_else(|| panic!("{cell}"));
+    assert_eq!(promises.len(), 2, "{cell}");
+    for p in promises {
+        assert_eq!(p["op"]["kind"], "fsync");
+        assert!(p["states"].as_u64().unwrap() > 0, "{p}");
+    }
+    assert_ne!(cell["verdict"], "not-exercised");
+}

@@ -287,6 +287,10 @@ fn check_model(
         report::BesideFindings::of(&results, Some(&positions), workloads::Family::Ordering);
     cell.other_durability =
         report::BesideFindings::of(&results, Some(&positions), workloads::Family::Durability);
+    cell.promises = report::PromiseCoverage::of(&subject.workload, &results, |r| {
+        subject.durable_ops(&r.state.id)
+    });
+    cell.apply_promise_coverage();
     if let Some(i) = witness_index {
         let r = &results[i];
         let replayed = confirm(subject, &r.state, opts, work)?;

@@ -443,3 +443,43 @@ fn interrupted_runs_leave_nothing_behind() {
     assert_eq!(ok.len(), total);
     assert_nothing_left(rec.dir.path(), "a complete run");
 }
+
+/// Issue 11: a fsynced file whose durable name vanished is a violation, not a skipped
+/// check. The state is built by hand from a real recording: the last crash state of
+/// fsync-durable on ext4-ordered (everything applied, every fsync durable), with /A/f0
+/// (a name of the base image, fsynced by op 1) unlinked through a real mount.
+#[test]
+fn a_fsynced_file_whose_name_vanished_is_a_violation() {
+    use bob_core::device::{loopdev::LoopDevice, mount};
+    let rec = record("ext4-ordered", Property::FsyncDurable);
+    let subject = &rec.subject;
+    let last = StateId::whole(
+        (subject.epochs.len() - 1) as u32,
+        0..subject.epochs.last().unwrap().writes.len() as u32,
+    );
+    let durable = subject.durable_ops(&last);
+    assert!(durable.contains(&1), "fsync /A/f0 is durable at the end: {durable:?}");
+    let image = rec.dir.path().join("vanished.img");
+    let overlay = OverlayBuilder::new(&subject.trace, &subject.epochs).state(&last);
+    CrashView::new(subject.base.clone(), subject.trace.clone(), overlay)
+        .materialize(&image)
+        .unwrap();
+    let mnt = rec.dir.path().join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    // The untouched state holds.
+    let held =
+        check::check_image(subject, &image, &mnt, durable.clone(), &Timeouts::default()).unwrap();
+    assert_eq!(held.outcome.name(), "held", "{:?}", held.outcome);
+    {
+        let dev = LoopDevice::attach_free(&image).unwrap();
+        let m = mount::mount(dev.path(), &mnt, "ext4", "").unwrap();
+        std::fs::remove_file(mnt.join("A/f0")).unwrap();
+        m.unmount().unwrap();
+        dev.detach().unwrap();
+    }
+    let checked = check::check_image(subject, &image, &mnt, durable, &Timeouts::default()).unwrap();
+    assert_eq!(checked.outcome.name(), "violated", "{:?}", checked.outcome);
+    let story = checked.outcome.detail();
+    assert!(story.contains("fsync /A/f0 (op 1) is durable here"), "{story}");
+    assert!(story.contains("found under none of its names"), "{story}");
+}

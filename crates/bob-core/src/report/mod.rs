@@ -23,6 +23,9 @@ pub enum CellVerdict {
     FsckFailed,
     /// Some external step hung.
     Timeout,
+    /// Nothing failed, but the workload did not exercise what the property is about (a
+    /// durability promise with no crash state after it returned): never a silent pass.
+    NotExercised,
     /// The configuration cannot run here.
     Unavailable,
 }
@@ -36,6 +39,7 @@ impl CellVerdict {
             CellVerdict::MountFailed => "mount-failed",
             CellVerdict::FsckFailed => "fsck-failed",
             CellVerdict::Timeout => "timeout",
+            CellVerdict::NotExercised => "not-exercised",
             CellVerdict::Unavailable => "unavailable",
         }
     }
@@ -116,6 +120,82 @@ pub struct Cell {
     /// (e.g. the O_SYNC creat of append-then-dir-op): the durability rows' business.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub other_durability: Option<BesideFindings>,
+    /// Each promise of the workload (fsync, fdatasync, sync, synchronous creat) and in how
+    /// many explored crash states it was due (its call had returned): a promise due in
+    /// none was not judged, and a durability cell says so (`not-exercised`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub promises: Vec<PromiseCoverage>,
+}
+
+/// One promise of a workload and how often it was judged.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PromiseCoverage {
+    /// The op that made the promise.
+    pub op: workloads::OpRef,
+    /// Explored states in which it was due.
+    pub states: usize,
+}
+
+impl PromiseCoverage {
+    /// The promises of `results`' workload and the states each was due in;
+    /// `durable_ops(i)` gives the promises due in `results[i]`.
+    pub fn of(
+        workload: &workloads::Workload,
+        results: &[StateResult],
+        durable_ops: impl Fn(&StateResult) -> Vec<usize>,
+    ) -> Vec<PromiseCoverage> {
+        let mut out: Vec<PromiseCoverage> = workload
+            .ops
+            .iter()
+            .enumerate()
+            .filter(|(_, op)| op.is_persistence_point())
+            .map(|(i, op)| PromiseCoverage { op: op.op_ref(i), states: 0 })
+            .collect();
+        for r in results {
+            for d in durable_ops(r) {
+                if let Some(p) = out.iter_mut().find(|p| p.op.index == d) {
+                    p.states += 1;
+                }
+            }
+        }
+        out
+    }
+
+    /// Folds another shard's coverage of the same workload into `a`.
+    pub fn merge(a: &mut Vec<PromiseCoverage>, b: &[PromiseCoverage]) {
+        for p in b {
+            match a.iter_mut().find(|x| x.op.index == p.op.index) {
+                Some(x) => x.states += p.states,
+                None => a.push(p.clone()),
+            }
+        }
+    }
+}
+
+impl Cell {
+    /// A held durability cell with a promise due in no state is `not-exercised`: its
+    /// "held" would say nothing about that promise.
+    pub fn apply_promise_coverage(&mut self) {
+        let durability = self
+            .property
+            .parse::<workloads::Property>()
+            .is_ok_and(|p| p.family() == workloads::Family::Durability);
+        if durability
+            && self.verdict == CellVerdict::Held
+            && self.promises.iter().any(|p| p.states == 0)
+        {
+            self.verdict = CellVerdict::NotExercised;
+        }
+    }
+
+    /// Promises due in no explored state, as text ("fsync /A/f0 (op 1)").
+    pub fn unexercised_promises(&self) -> Vec<String> {
+        self.promises
+            .iter()
+            .filter(|p| p.states == 0)
+            .map(|p| format!("{} {} (op {})", p.op.kind.name(), p.op.paths.join(" "), p.op.index))
+            .collect()
+    }
 }
 
 /// Findings of other rows seen in a cell's states: how many states, and the first.
@@ -334,6 +414,7 @@ impl Cell {
             later_op: None,
             other_reorderings: BesideFindings::of(results, None, workloads::Family::Ordering),
             other_durability: BesideFindings::of(results, None, workloads::Family::Durability),
+            promises: Vec::new(),
         };
         (cell, witness_index)
     }
@@ -365,6 +446,13 @@ impl Cell {
                 a.kind.name(),
                 b.index,
                 b.kind.name(),
+            ));
+        }
+        let unexercised = self.unexercised_promises();
+        if !unexercised.is_empty() {
+            s.push_str(&format!(
+                "  not exercised: no crash state after {} returned\n",
+                unexercised.join(", ")
             ));
         }
         if let Some(o) = &self.other_reorderings {

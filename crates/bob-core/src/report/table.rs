@@ -43,6 +43,7 @@ fn symbol(v: CellVerdict) -> &'static str {
         CellVerdict::MountFailed => "M",
         CellVerdict::FsckFailed => "F",
         CellVerdict::Timeout => "T",
+        CellVerdict::NotExercised => "N",
         CellVerdict::Unavailable => "n/a",
     }
 }
@@ -83,6 +84,8 @@ fn merge_cell(a: &mut Cell, b: &Cell) {
     a.states_unique += b.states_unique;
     a.seconds += b.seconds;
     a.verdict = verdict_of(&a.counts);
+    super::PromiseCoverage::merge(&mut a.promises, &b.promises);
+    a.apply_promise_coverage();
     super::BesideFindings::merge(&mut a.other_reorderings, &b.other_reorderings);
     super::BesideFindings::merge(&mut a.other_durability, &b.other_durability);
     for sc in &b.scenarios {
@@ -767,6 +770,29 @@ mod tests {
         // Merging keeps cells of different models apart.
         let merged = Grid::merge(vec![g.clone(), g]).unwrap();
         assert_eq!(merged.cells.len(), 6);
+    }
+
+    #[test]
+    fn a_durability_promise_due_in_no_state_is_not_exercised_never_held() {
+        let promise = |states| crate::report::PromiseCoverage {
+            op: workloads::Op::Fsync { path: "/A/f0".into() }.op_ref(1),
+            states,
+        };
+        let mut a = cell("ext2", "fsync-durable", CellVerdict::Held, None);
+        a.promises = vec![promise(0)];
+        a.apply_promise_coverage();
+        assert_eq!(a.verdict, CellVerdict::NotExercised);
+        assert!(a.to_text().contains("not exercised: no crash state after fsync /A/f0 (op 1)"));
+        // Another shard's states exercised it: merged, the cell is judged.
+        let mut b = cell("ext2", "fsync-durable", CellVerdict::Held, None);
+        b.promises = vec![promise(3)];
+        merge_cell(&mut a, &b);
+        assert_eq!(a.verdict, CellVerdict::Held);
+        // Only durability rows turn into not-exercised.
+        let mut c = cell("ext2", "append-then-dir-op", CellVerdict::Held, None);
+        c.promises = vec![promise(0)];
+        c.apply_promise_coverage();
+        assert_eq!(c.verdict, CellVerdict::Held);
     }
 
     #[test]
