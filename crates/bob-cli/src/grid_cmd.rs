@@ -215,12 +215,24 @@ pub(crate) fn write_doc(path: &Path, grid: &Grid) -> Result<()> {
     if grid.properties != all_properties {
         command.push_str(&format!(" --property {}", grid.properties.join(",")));
     }
+    let models = grid.disk_models();
+    if models != [bob_core::crash::DiskModel::default()] {
+        let units: Vec<String> = models.iter().map(|m| m.atomic_write_unit.to_string()).collect();
+        command.push_str(&format!(" --atomic-write-unit {}", units.join(",")));
+        if models.iter().any(|m| m.fua == bob_core::crash::FuaModel::Barrier) {
+            command.push_str(" --fua barrier");
+        }
+    }
     let mut grid = grid.clone();
     for cell in &mut grid.cells {
         if cell.witness.is_some() {
+            // As run::cell_dir and run_cell lay witnesses out under --out.
             let mut rel = format!("{}/{}", cell.config, cell.property);
             if let Some(shard) = &cell.shard {
                 rel.push_str(&format!("/shard-{}", shard.replace('/', "-of-")));
+            }
+            if models.len() > 1 {
+                rel.push_str(&format!("/{}", cell.disk_model.slug()));
             }
             cell.witness = Some(rel);
         }
@@ -377,6 +389,9 @@ pub fn explain(args: ExplainArgs) -> Result<ExitCode> {
         "where": record.description,
         "writes_applied_in_crash_epoch": writes,
         "earlier_epochs_applied": id.epoch,
+        "disk_model": record.disk_model,
+        "earlier_op": record.earlier_op,
+        "later_op": record.later_op,
         "ops": ops,
         "wrong_bytes": bad,
     });
@@ -391,7 +406,19 @@ pub fn explain(args: ExplainArgs) -> Result<ExitCode> {
                 record.id
             );
             println!("  {}", record.story);
-            println!("\nThe crash: {}", record.description);
+            if let (Some(a), Some(b)) = (&record.earlier_op, &record.later_op) {
+                println!(
+                    "  the property's pair: op {} ({} {}) did not persist, op {} ({} {}) did",
+                    a.index,
+                    a.kind.name(),
+                    a.paths.join(" "),
+                    b.index,
+                    b.kind.name(),
+                    b.paths.join(" ")
+                );
+            }
+            println!("\nThe disk: {}.", record.disk_model);
+            println!("The crash: {}", record.description);
             println!(
                 "  every write of epochs 0..{} reached the disk; of epoch {}:",
                 id.epoch, id.epoch
