@@ -345,7 +345,11 @@ impl View<'_> {
             } else {
                 Ok(())
             }),
-            Op::Fsync { .. } | Op::Fdatasync { .. } | Op::Sync => None,
+            Op::Fsync { .. }
+            | Op::Fdatasync { .. }
+            | Op::Sync
+            | Op::Syncfs
+            | Op::WritebackStart { .. } => None,
         }
     }
 
@@ -605,7 +609,7 @@ impl View<'_> {
                     .then(|| self.name_desc(path, id))
                     .and_then(fail)
             }
-            Op::Sync => {
+            Op::Sync | Op::Syncfs => {
                 for (p, &id) in s.names.iter().filter(|(p, _)| *p != DRAIN_FILE) {
                     let n = &s.nodes[&id];
                     let why = if n.kind == NodeKind::Dir {

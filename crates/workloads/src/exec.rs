@@ -229,5 +229,33 @@ fn run_op(op: &Op, root: &Path, id: u32, stamp_op: u32, gen: u32) -> Result<(), 
             unsafe { libc::sync() };
             Ok(())
         }
+        Op::Syncfs => {
+            // syncfs(2) on the mount: this file system only (the `syncfs` drain schedule).
+            let f = File::open(root).map_err(io(root))?;
+            // SAFETY: a valid open descriptor, owned by `f` for the call.
+            if unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&f)) } != 0 {
+                return Err(RunError::Io(root.to_path_buf(), std::io::Error::last_os_error()));
+            }
+            Ok(())
+        }
+        Op::WritebackStart { path } => {
+            // Starts writeback of the whole file and returns without waiting for it or
+            // for any metadata: the `writeback-commit` drain schedule's first step.
+            let p = hp(path);
+            let f = File::open(&p).map_err(io(&p))?;
+            // SAFETY: a valid open descriptor; offset 0 and length 0 mean the whole file.
+            let rc = unsafe {
+                libc::sync_file_range(
+                    std::os::fd::AsRawFd::as_raw_fd(&f),
+                    0,
+                    0,
+                    libc::SYNC_FILE_RANGE_WRITE,
+                )
+            };
+            if rc != 0 {
+                return Err(RunError::Io(p, std::io::Error::last_os_error()));
+            }
+            Ok(())
+        }
     }
 }

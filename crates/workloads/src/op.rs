@@ -44,6 +44,11 @@ pub enum Op {
     Fdatasync { path: String },
     /// sync(): everything.
     Sync,
+    /// syncfs(2) on the mount: everything of this file system (a drain schedule).
+    Syncfs,
+    /// sync_file_range(path, 0, 0, SYNC_FILE_RANGE_WRITE): start writeback of the file's
+    /// dirty data without waiting for it or committing metadata (a drain schedule).
+    WritebackStart { path: String },
 }
 
 impl Op {
@@ -52,14 +57,26 @@ impl Op {
     pub fn is_persistence_point(&self) -> bool {
         matches!(
             self,
-            Op::Fsync { .. } | Op::Fdatasync { .. } | Op::Sync | Op::Creat { sync: true, .. }
+            Op::Fsync { .. }
+                | Op::Fdatasync { .. }
+                | Op::Sync
+                | Op::Syncfs
+                | Op::Creat { sync: true, .. }
         )
     }
 
-    /// Whether the op changes the file-system state (everything but fsync, fdatasync
-    /// and sync); these are the ops the atomicity and ordering checks judge.
+    /// Whether the op changes the file-system state (everything but fsync, fdatasync,
+    /// sync, syncfs and writeback); these are the ops the atomicity and ordering checks
+    /// judge.
     pub fn has_effect(&self) -> bool {
-        !matches!(self, Op::Fsync { .. } | Op::Fdatasync { .. } | Op::Sync)
+        !matches!(
+            self,
+            Op::Fsync { .. }
+                | Op::Fdatasync { .. }
+                | Op::Sync
+                | Op::Syncfs
+                | Op::WritebackStart { .. }
+        )
     }
 
     /// Every path the op names, in order.
@@ -73,9 +90,10 @@ impl Op {
             | Op::OtruncWrite { path, .. }
             | Op::Unlink { path }
             | Op::Fsync { path }
-            | Op::Fdatasync { path } => vec![path],
+            | Op::Fdatasync { path }
+            | Op::WritebackStart { path } => vec![path],
             Op::Link { from, to } | Op::Rename { from, to } => vec![from, to],
-            Op::Sync => vec![],
+            Op::Sync | Op::Syncfs => vec![],
         }
     }
 
@@ -107,6 +125,8 @@ impl fmt::Display for Op {
             Op::Fsync { path } => write!(f, "fsync {path}"),
             Op::Fdatasync { path } => write!(f, "fdatasync {path}"),
             Op::Sync => write!(f, "sync"),
+            Op::Syncfs => write!(f, "syncfs"),
+            Op::WritebackStart { path } => write!(f, "writeback-start {path}"),
         }
     }
 }
