@@ -133,6 +133,11 @@ pub struct RunArgs {
     /// Save the recorded trace directory here (log, sidecar, base image).
     #[arg(long)]
     pub save_trace: Option<PathBuf>,
+    /// Drain schedules to record the workload under, comma-separated: sync, syncfs,
+    /// writeback-commit, or all. Each is its own recording; the states of all are checked
+    /// and each cross names the schedule that produced it.
+    #[arg(long, default_value = "all", value_name = "LIST")]
+    pub schedules: String,
     /// Exploration options.
     #[command(flatten)]
     pub explore: ExploreArgs,
@@ -165,6 +170,11 @@ pub struct TableArgs {
     /// each failure's story) to this Markdown file.
     #[arg(long)]
     pub doc: Option<PathBuf>,
+    /// Drain schedules to record the workload under, comma-separated: sync, syncfs,
+    /// writeback-commit, or all. Each is its own recording; the states of all are checked
+    /// and each cross names the schedule that produced it.
+    #[arg(long, default_value = "all", value_name = "LIST")]
+    pub schedules: String,
     /// Exploration options.
     #[command(flatten)]
     pub explore: ExploreArgs,

@@ -13,7 +13,7 @@ use bob_core::report::{witness, Cell, CellVerdict};
 use bob_core::run::{self, Progress, RunOptions};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
-use workloads::Property;
+use workloads::{Property, Schedule};
 
 use crate::cli::{Backend, Cli, Command, ExploreArgs, Format, ListArgs, ReplayArgs, RunArgs};
 use crate::exit;
@@ -183,6 +183,8 @@ pub(crate) fn exit_for(verdict: CellVerdict) -> ExitCode {
         | CellVerdict::FsckFailed
         | CellVerdict::Timeout => exit::VIOLATION,
         CellVerdict::Unavailable => exit::ERROR,
+        // Nothing was shown to hold; nothing was shown to fail either.
+        CellVerdict::NotExercised => exit::VIOLATION,
     })
 }
 
@@ -199,6 +201,7 @@ pub(crate) fn run_options(
     config: FsConfig,
     property: Property,
     explore: &ExploreArgs,
+    schedules: &[Schedule],
 ) -> Result<RunOptions> {
     let jobs = explore
         .jobs
@@ -225,7 +228,13 @@ pub(crate) fn run_options(
         shard,
         workload: None,
         resume: explore.resume,
+        schedules: schedules.to_vec(),
     })
+}
+
+/// Parses `--schedules LIST`.
+pub(crate) fn parse_schedules(text: &str) -> Result<Vec<Schedule>> {
+    Schedule::parse_list(text).map_err(|e| usage(format!("--schedules: {e}")))
 }
 
 fn run_cmd(args: RunArgs) -> Result<ExitCode> {
@@ -250,7 +259,8 @@ fn run_cmd(args: RunArgs) -> Result<ExitCode> {
         }
     }
     check_environment(&config)?;
-    let mut options = run_options(config, property, &args.explore)?;
+    let schedules = parse_schedules(&args.schedules)?;
+    let mut options = run_options(config, property, &args.explore, &schedules)?;
     options.device = args.device;
     options.trace = args.trace;
     options.save_trace = args.save_trace;
@@ -266,17 +276,26 @@ fn run_cmd(args: RunArgs) -> Result<ExitCode> {
 
 fn replay_cmd(args: ReplayArgs) -> Result<ExitCode> {
     let mut loaded = witness::load(&args.witness)?;
-    if let Some(id) = args.state.as_deref().filter(|id| *id != loaded.record.id) {
-        // Another state of the same trace: nothing was recorded about it but its id.
+    // Ids compare with their schedule prefix (`syncfs/e3:0-4`); a bare id means the
+    // witness's own schedule.
+    let recorded = loaded.subject.state_id(&loaded.record.id).map(|id| loaded.subject.qualify(&id));
+    if let Some(id) = &args.state {
         let state =
             loaded.subject.state_id(id).map_err(|e| bob_core::report::witness::Error::Invalid {
                 path: "--state".into(),
                 message: e.to_string(),
             })?;
-        loaded.record.description = state.describe(&loaded.subject.trace, &loaded.subject.epochs);
-        loaded.record.id = id.to_owned();
-        loaded.record.outcome = "unknown".into();
-        loaded.record.story = "(not the witness's recorded state)".into();
+        let qualified = loaded.subject.qualify(&state);
+        if recorded.as_ref().is_ok_and(|r| *r == qualified) {
+            loaded.record.id = qualified;
+        } else {
+            // Another state of the same trace: nothing was recorded about it but its id.
+            loaded.record.description =
+                state.describe(&loaded.subject.trace, &loaded.subject.epochs);
+            loaded.record.id = qualified;
+            loaded.record.outcome = "unknown".into();
+            loaded.record.story = "(not the witness's recorded state)".into();
+        }
     }
     witness::replay(&loaded, &args.to)?;
     let record = &loaded.record;
@@ -284,6 +303,7 @@ fn replay_cmd(args: ReplayArgs) -> Result<ExitCode> {
         "witness": args.witness.display().to_string(),
         "image": args.to.display().to_string(),
         "state": record.id,
+        "schedule": loaded.sidecar.schedule,
         "description": record.description,
         "recorded_outcome": record.outcome,
         "recorded_story": record.story,

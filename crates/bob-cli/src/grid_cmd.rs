@@ -77,6 +77,7 @@ pub fn table(args: TableArgs) -> Result<ExitCode> {
     } else {
         args.property.iter().map(|n| property_named(n)).collect::<Result<_>>()?
     };
+    let schedules = crate::commands::parse_schedules(&args.schedules)?;
     if let Some(c) = configs.iter().find(|c| unavailable_here(c).is_none()) {
         crate::commands::check_environment(c)?;
     }
@@ -108,7 +109,7 @@ pub fn table(args: TableArgs) -> Result<ExitCode> {
             let cell = match &reason {
                 Some(why) => run::unavailable_cell(config, property, why),
                 None => {
-                    let opts = run_options(config.clone(), property, &args.explore)?;
+                    let opts = run_options(config.clone(), property, &args.explore, &schedules)?;
                     // Each finished cell is kept as cell.json, so `--resume` after a kill
                     // redoes only unfinished cells (and those resume from their journal).
                     let saved = run::cell_dir(&opts).join("cell.json");
@@ -353,6 +354,7 @@ pub fn explain(args: ExplainArgs) -> Result<ExitCode> {
         "config": record.config,
         "property": record.property,
         "state": record.id,
+        "schedule": loaded.sidecar.schedule,
         "outcome": record.outcome,
         "story": record.story,
         "where": record.description,
@@ -372,6 +374,11 @@ pub fn explain(args: ExplainArgs) -> Result<ExitCode> {
                 record.id
             );
             println!("  {}", record.story);
+            if let Some(schedule) = &loaded.sidecar.schedule {
+                let summary =
+                    schedule.parse::<workloads::Schedule>().map(|s| s.summary()).unwrap_or("");
+                println!("\nRecorded under the {schedule} drain schedule ({summary}).");
+            }
             println!("\nThe crash: {}", record.description);
             println!(
                 "  every write of epochs 0..{} reached the disk; of epoch {}:",
@@ -400,7 +407,11 @@ pub fn explain(args: ExplainArgs) -> Result<ExitCode> {
                     println!("  {b}");
                 }
             }
-            println!("\nSee it: bob replay {} --to crash.img --check", args.witness.display());
+            println!(
+                "\nSee it: bob replay {} --state {} --to crash.img --check",
+                args.witness.display(),
+                record.id
+            );
         }
     }
     Ok(ExitCode::from(exit::HELD))

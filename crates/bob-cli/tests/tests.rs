@@ -295,7 +295,7 @@ fn resume_after_sigkill_reuses_the_journal() {
         util::run_command(&dir, "ext4-ordered", "multi-block-append", extra, Some(&state_dir))
     };
     let mut child = run(&[]).spawn().unwrap();
-    let journal = out_dir.join("ext4-ordered/multi-block-append/run/results.jsonl");
+    let journal = out_dir.join("ext4-ordered/multi-block-append/run/sync/results.jsonl");
     let lines =
         |p: &std::path::Path| std::fs::read_to_string(p).map(|t| t.lines().count()).unwrap_or(0);
     util::wait_until(Duration::from_secs(120), Duration::from_millis(20), || lines(&journal) >= 20);

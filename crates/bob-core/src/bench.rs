@@ -688,6 +688,7 @@ pub fn run(
         trace,
         epochs,
         spans: recording.sidecar.ops.clone(),
+        schedule: None,
         base: Arc::new(base),
     };
     let states =

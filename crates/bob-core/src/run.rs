@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
 
-use workloads::Property;
+use workloads::{Property, Schedule};
 
 use crate::check::{self, EngineOptions, Subject};
 use crate::crash::{self, Limits, Strategy};
@@ -14,7 +14,7 @@ use crate::device::registry;
 use crate::fs::{FsConfig, Timeouts};
 use crate::image::BaseImage;
 use crate::record::{self, RecordRequest};
-use crate::report::{self, witness, Cell, CellVerdict};
+use crate::report::{self, witness, Cell, CellVerdict, ScheduleCell};
 
 /// Errors of a run: the environment or bob failed, not the file system under test.
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +28,16 @@ pub enum Error {
     /// Writing the witness failed.
     #[error(transparent)]
     Witness(#[from] witness::Error),
+    /// None of the asked drain schedules applies to the configuration.
+    #[error("{config}: none of the drain schedules {asked} applies (it supports {supported})")]
+    NoSchedule {
+        /// Configuration name.
+        config: String,
+        /// The schedules asked for.
+        asked: String,
+        /// The schedules it supports.
+        supported: String,
+    },
     /// bob's scratch directory.
     #[error("{path}: {source}")]
     Io {
@@ -69,6 +79,9 @@ pub struct RunOptions {
     pub workload: Option<workloads::Workload>,
     /// Continue an interrupted run of this cell from its journal (`--resume`).
     pub resume: bool,
+    /// Drain schedules to record the workload under (each its own recording); those the
+    /// configuration does not support are skipped (see [`FsConfig::schedules`]).
+    pub schedules: Vec<Schedule>,
 }
 
 /// Parses `I/N` (1-based I, as CI matrices number jobs) into a 0-based shard.
@@ -147,8 +160,27 @@ impl Drop for WorkDir {
     }
 }
 
-/// Records (or loads), explores and checks one cell; writes the witness of the first
-/// failure.
+/// One drain schedule's recording of a cell, checked: its subject, its states' results
+/// and their positions in its full (unsharded) state list.
+struct Part {
+    subject: Subject,
+    sidecar: crate::trace::sidecar::Sidecar,
+    results: Vec<check::StateResult>,
+    positions: Vec<usize>,
+    /// Length of its full state list (before sharding).
+    generated: usize,
+    trace_digest: String,
+}
+
+/// The schedules a cell records: those asked for that the configuration supports, in
+/// [`Schedule::ALL`]'s order.
+pub fn cell_schedules(config: &FsConfig, asked: &[Schedule]) -> Vec<Schedule> {
+    let supported = config.schedules();
+    Schedule::ALL.iter().copied().filter(|s| asked.contains(s) && supported.contains(s)).collect()
+}
+
+/// Records (or loads), explores and checks one cell, once per drain schedule, and writes
+/// the witness of the first failure over the union of their states.
 pub fn run_cell(
     opts: &RunOptions,
     progress: &dyn Progress,
@@ -160,31 +192,159 @@ pub fn run_cell(
         source,
     })?;
 
-    // The cell's journal: its trace and every result as it is reached, so that a killed
-    // run resumes (`--resume`) without recording again or losing a verdict. Removed when
-    // the cell completes.
+    // The cell's journal: per schedule, its trace and every result as it is reached, so
+    // that a killed run resumes (`--resume`) without recording again or losing a verdict.
+    // Removed when the cell completes.
     let cell_dir = cell_dir(opts);
     let run_dir = cell_dir.join("run");
-    let resuming = opts.resume && run_dir.join("trace.json").exists() && opts.trace.is_none();
-    if !resuming {
+    if !opts.resume || opts.trace.is_some() {
         let _ = std::fs::remove_dir_all(&run_dir);
     }
-    let trace_source = if resuming { Some(run_dir.clone()) } else { opts.trace.clone() };
+    let schedules: Vec<Option<Schedule>> = if opts.trace.is_some() {
+        // A saved trace is one recording, under whatever schedule its sidecar names.
+        vec![None]
+    } else {
+        let s = cell_schedules(&opts.config, &opts.schedules);
+        if s.is_empty() {
+            return Err(Error::NoSchedule {
+                config: opts.config.name.into(),
+                asked: opts.schedules.iter().map(|s| s.name()).collect::<Vec<_>>().join(","),
+                supported: opts
+                    .config
+                    .schedules()
+                    .iter()
+                    .map(|s| s.name())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            });
+        }
+        s.into_iter().map(Some).collect()
+    };
+    let mut parts = Vec::new();
+    for schedule in schedules {
+        parts.push(run_schedule(opts, schedule, &work, &run_dir, progress, cancel)?);
+    }
+
+    // The union: results in schedule order, each state's position offset by the full
+    // lists of the schedules before it (the same in every shard).
+    let mut results: Vec<check::StateResult> = Vec::new();
+    let mut positions: Vec<usize> = Vec::new();
+    let mut owner: Vec<usize> = Vec::new();
+    let mut position_base = 0;
+    for (k, part) in parts.iter().enumerate() {
+        let result_base = results.len();
+        for (r, &p) in part.results.iter().zip(&part.positions) {
+            let mut r = r.clone();
+            r.mounted_as += result_base;
+            results.push(r);
+            positions.push(position_base + p);
+            owner.push(k);
+        }
+        position_base += part.generated;
+    }
+    let (mut cell, witness_index) =
+        Cell::of_results(opts.config.name, opts.property.name(), &results);
+    cell.shard = opts.shard.map(|(i, n)| format!("{}/{}", i + 1, n));
+    cell.scenarios = report::summarize_scenarios(&results, &positions);
+    for sc in &mut cell.scenarios {
+        if let Some(i) = sc.witness_position.and_then(|p| positions.iter().position(|&q| q == p)) {
+            sc.witness_state = Some(parts[owner[i]].subject.qualify(&results[i].state.id));
+        }
+    }
+    let mut barriers: Option<(usize, Option<String>)> = None;
+    for part in &parts {
+        let mut share = Cell::of_results(opts.config.name, opts.property.name(), &part.results);
+        let exercised = exercise(opts.property, &part.subject);
+        let schedule = part.subject.schedule.map(|s| s.name().to_owned());
+        if let (Some(schedule), (c, first)) = (schedule, &mut share) {
+            cell.schedules.push(ScheduleCell {
+                schedule,
+                trace_digest: part.trace_digest.clone(),
+                verdict: c.verdict,
+                states_explored: c.states_explored,
+                states_unique: c.states_unique,
+                counts: c.counts.clone(),
+                first_state: first.map(|i| part.subject.qualify(&part.results[i].state.id)),
+                op_barriers: exercised.as_ref().map(|e| e.0),
+            });
+        }
+        if let Some((n, why)) = exercised {
+            if barriers.as_ref().is_none_or(|(m, _)| n > *m) {
+                barriers = Some((n, why));
+            }
+        }
+    }
+    if let Some((n, why)) = barriers {
+        cell.apply_exercise(Some(n), why);
+    }
+    if let Some(i) = witness_index {
+        let part = &parts[owner[i]];
+        let r = &results[i];
+        let replayed = confirm(&part.subject, &r.state, opts, &work)?;
+        cell.confirmed = Some(replayed == r.check.outcome.name());
+        let dir = cell_dir.clone();
+        let record = witness::StateRecord::of(r, &part.subject, Some(opts.property.name().into()));
+        witness::write(&dir, &part.subject, &part.sidecar, &record, &r.check)?;
+        cell.witness = Some(dir.display().to_string());
+        cell.story = Some(format!("{} (state {})", record.story, record.id));
+        cell.witness_state = Some(record.id);
+        cell.witness_position = Some(positions[i]);
+        cell.witness_schedule = part.subject.schedule.map(|s| s.name().to_owned());
+    }
+    // Each scenario's first silent state is replayed independently too: the per-scenario
+    // table prints only crosses that reproduce.
+    for sc in &mut cell.scenarios {
+        let Some(i) = sc.witness_position.and_then(|p| positions.iter().position(|&q| q == p))
+        else {
+            continue;
+        };
+        let again = confirm_check(&parts[owner[i]].subject, &results[i].state, opts, &work)?;
+        sc.confirmed =
+            Some(again.scenarios.iter().any(|m| m.scenario == sc.scenario && !m.silent.is_empty()));
+    }
+    cell.seconds = started.elapsed().as_secs_f64();
+    let _ = std::fs::remove_dir_all(&run_dir);
+    Ok(cell)
+}
+
+/// Records (or loads from the journal, or from `--trace`) the cell's workload under one
+/// drain schedule, generates its crash states and checks them (this shard's).
+fn run_schedule(
+    opts: &RunOptions,
+    schedule: Option<Schedule>,
+    work: &WorkDir,
+    run_dir: &Path,
+    progress: &dyn Progress,
+    cancel: &AtomicBool,
+) -> Result<Part, Error> {
+    let name = schedule.map(|s| s.name()).unwrap_or("trace");
+    // Each schedule its own scratch (base image, mounts) and journal.
+    let scratch = work.path().join(name);
+    std::fs::create_dir_all(&scratch)
+        .map_err(|source| Error::Io { path: scratch.clone(), source })?;
+    let journal_dir = run_dir.join(name);
+    let resuming = opts.resume && journal_dir.join("trace.json").exists() && opts.trace.is_none();
+    let trace_source = if resuming { Some(journal_dir.clone()) } else { opts.trace.clone() };
     let (subject, sidecar) = match &trace_source {
         Some(dir) => witness::load_subject(dir)?,
         None => {
-            let workload = match &opts.workload {
+            let base_workload = match &opts.workload {
                 Some(w) => w.clone(),
                 None => workloads::workload_for(opts.property, &opts.config.workload_params()),
             };
-            progress.phase("recording", 0);
-            let recording = record::record(&RecordRequest {
+            let workload = match schedule {
+                Some(s) => s.apply(&base_workload),
+                None => base_workload,
+            };
+            progress.phase(&format!("recording {name}"), 0);
+            let mut recording = record::record(&RecordRequest {
                 config: &opts.config,
                 workload: &workload,
                 device: opts.device.as_deref(),
-                work_dir: work.path(),
+                work_dir: &scratch,
                 timeouts: opts.timeouts,
             })?;
+            recording.sidecar.schedule = schedule.map(|s| s.name().to_owned());
             let base = BaseImage::open(&recording.base_image)
                 .map_err(|source| Error::Io { path: recording.base_image.clone(), source })?;
             let trace = Arc::new(recording.trace);
@@ -196,23 +356,31 @@ pub fn run_cell(
                 trace,
                 epochs,
                 spans: recording.sidecar.ops.clone(),
+                schedule,
                 base: Arc::new(base),
             };
             (subject, recording.sidecar)
         }
     };
     if let Some(dir) = &opts.save_trace {
-        witness::save_trace(dir, &subject, &sidecar)?;
+        // One schedule saves where asked; several save one directory each below it.
+        let dir = match schedule {
+            Some(s) if opts.schedules.len() > 1 => dir.join(s.name()),
+            _ => dir.clone(),
+        };
+        witness::save_trace(&dir, &subject, &sidecar)?;
     }
     if !resuming {
-        witness::save_trace(&run_dir, &subject, &sidecar)?;
+        witness::save_trace(&journal_dir, &subject, &sidecar)?;
     }
-    let journal = check::Journal::open(&run_dir.join("results.jsonl"))?;
+    let journal = check::Journal::open(&journal_dir.join("results.jsonl"))?;
     if cancel.load(std::sync::atomic::Ordering::Relaxed) {
         return Err(check::Error::Interrupted.into());
     }
+    let trace_digest = subject.trace.digest();
     let generated =
         crash::generate(&subject.trace, &subject.epochs, &opts.strategies, &opts.limits);
+    let total = generated.states.len();
     // Positions in the full list, kept through sharding so witnesses compare across shards.
     let mut states: Vec<(usize, crash::CrashState)> =
         generated.states.into_iter().enumerate().collect();
@@ -224,12 +392,9 @@ pub fn run_cell(
     }
     let (positions, states): (Vec<usize>, Vec<crash::CrashState>) = states.into_iter().unzip();
 
-    progress.phase("checking", states.len());
-    let engine = EngineOptions {
-        jobs: opts.jobs,
-        timeouts: opts.timeouts,
-        work_dir: work.path().to_owned(),
-    };
+    progress.phase(&format!("checking {name}"), states.len());
+    let engine =
+        EngineOptions { jobs: opts.jobs, timeouts: opts.timeouts, work_dir: scratch.clone() };
     let results = check::run_states_journaled(
         &subject,
         &check::Judge::Oracle,
@@ -240,36 +405,47 @@ pub fn run_cell(
         &journal,
     )?;
     drop(journal);
-    let (mut cell, witness_index) =
-        Cell::of_results(opts.config.name, opts.property.name(), &results);
-    cell.shard = opts.shard.map(|(i, n)| format!("{}/{}", i + 1, n));
-    cell.scenarios = report::summarize_scenarios(&results, &positions);
-    if let Some(i) = witness_index {
-        let r = &results[i];
-        let replayed = confirm(&subject, &r.state, opts, &work)?;
-        cell.confirmed = Some(replayed == r.check.outcome.name());
-        let dir = cell_dir.clone();
-        let record = witness::StateRecord::of(r, &subject, Some(opts.property.name().into()));
-        witness::write(&dir, &subject, &sidecar, &record, &r.check)?;
-        cell.witness = Some(dir.display().to_string());
-        cell.story = Some(format!("{} (state {})", record.story, record.id));
-        cell.witness_state = Some(record.id);
-        cell.witness_position = Some(positions[i]);
+    Ok(Part { subject, sidecar, results, positions, generated: total, trace_digest })
+}
+
+/// For the properties that claim to test an op crossing commits (the multi-block ones):
+/// how many barriers the judged ops' own writes spanned in `subject`'s trace (the least
+/// over those ops), and when that is none, which op and why. `None` for other properties.
+pub fn exercise(property: Property, subject: &Subject) -> Option<(usize, Option<String>)> {
+    if !matches!(property, Property::MultiBlockAppend | Property::MultiBlockPrefixAppend) {
+        return None;
     }
-    // Each scenario's first silent state is replayed independently too: the per-scenario
-    // table prints only crosses that reproduce.
-    for sc in &mut cell.scenarios {
-        let Some(i) = sc.witness_position.and_then(|p| positions.iter().position(|&q| q == p))
-        else {
+    let gen = subject.workload.gen();
+    let mut least: Option<(usize, Option<String>)> = None;
+    for (k, op) in subject.workload.ops.iter().enumerate() {
+        if op.data_range().is_none() {
             continue;
+        }
+        let found = crash::op_epochs(&subject.trace, &subject.epochs, gen, k as u32);
+        let (n, why) = match found {
+            Some(e) if e.barriers() > 0 => (e.barriers(), None),
+            Some(e) => (
+                0,
+                Some(format!(
+                    "op {k} ({op}): its {} write(s) all fell into epoch {} of {}; it crossed \
+                     no commit, so the crash states cannot test it",
+                    e.writes,
+                    e.first,
+                    subject.epochs.len()
+                )),
+            ),
+            None => (
+                0,
+                Some(format!(
+                    "op {k} ({op}): no write of the trace carries its data; it crossed no commit"
+                )),
+            ),
         };
-        let again = confirm_check(&subject, &results[i].state, opts, &work)?;
-        sc.confirmed =
-            Some(again.scenarios.iter().any(|m| m.scenario == sc.scenario && !m.silent.is_empty()));
+        if least.as_ref().is_none_or(|(m, _)| n < *m) {
+            least = Some((n, why));
+        }
     }
-    cell.seconds = started.elapsed().as_secs_f64();
-    let _ = std::fs::remove_dir_all(&run_dir);
-    Ok(cell)
+    least
 }
 
 /// Where a cell's witness and journal live: `<out>/<config>/<property>[/shard-I-of-N]`.

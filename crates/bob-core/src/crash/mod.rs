@@ -38,7 +38,7 @@ pub mod strategy;
 #[cfg(test)]
 mod tests;
 
-pub use epoch::{epochs, Barrier, Epoch};
+pub use epoch::{epochs, op_epochs, Barrier, Epoch, OpEpochs};
 pub use id::{Applied, StateId};
 pub use overlay::{overlay, Overlay, OverlayBuilder, SectorSource};
 pub use strategy::{

@@ -282,6 +282,20 @@ impl FsConfig {
         params
     }
 
+    /// The drain schedules this configuration is recorded under. Kernel file systems:
+    /// all of them. The research designs run in bob's process and every write reaches
+    /// the device when its call returns: there is no page cache whose writeback
+    /// `writeback-commit` could start early, so that schedule records what `sync` does
+    /// and is left out; `sync` and `syncfs` are both recorded.
+    pub fn schedules(&self) -> Vec<workloads::Schedule> {
+        use workloads::Schedule;
+        if self.design().is_some() {
+            vec![Schedule::Sync, Schedule::Syncfs]
+        } else {
+            Schedule::ALL.to_vec()
+        }
+    }
+
     /// The researchfs design, when this is one.
     pub fn design(&self) -> Option<researchfs::Design> {
         match self.driver {

@@ -37,14 +37,7 @@ pub enum MergeError {
 }
 
 fn symbol(v: CellVerdict) -> &'static str {
-    match v {
-        CellVerdict::Violated => "x",
-        CellVerdict::Held => "",
-        CellVerdict::MountFailed => "M",
-        CellVerdict::FsckFailed => "F",
-        CellVerdict::Timeout => "T",
-        CellVerdict::Unavailable => "n/a",
-    }
+    v.letter()
 }
 
 fn merge_counts(a: &mut OutcomeCounts, b: &OutcomeCounts) {
@@ -56,17 +49,7 @@ fn merge_counts(a: &mut OutcomeCounts, b: &OutcomeCounts) {
 }
 
 fn verdict_of(c: &OutcomeCounts) -> CellVerdict {
-    if c.violated > 0 {
-        CellVerdict::Violated
-    } else if c.mount_failed > 0 {
-        CellVerdict::MountFailed
-    } else if c.fsck_failed > 0 {
-        CellVerdict::FsckFailed
-    } else if c.timeout > 0 {
-        CellVerdict::Timeout
-    } else {
-        CellVerdict::Held
-    }
+    super::verdict_of_counts(c)
 }
 
 /// Merges two results for the same cell (two shards of it, or a rerun).
@@ -83,6 +66,25 @@ fn merge_cell(a: &mut Cell, b: &Cell) {
     a.states_unique += b.states_unique;
     a.seconds += b.seconds;
     a.verdict = verdict_of(&a.counts);
+    for sc in &b.schedules {
+        match a.schedules.iter_mut().find(|x| x.schedule == sc.schedule) {
+            Some(x) => x.merge(sc),
+            None => a.schedules.push(sc.clone()),
+        }
+    }
+    // Shards of one cell share its traces, so the op spanned the same barriers in each.
+    a.op_barriers = match (a.op_barriers, b.op_barriers) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, y) => x.or(y),
+    };
+    if a.op_barriers.unwrap_or(1) > 0 {
+        a.not_exercised = None;
+    } else {
+        a.not_exercised = a.not_exercised.take().or_else(|| b.not_exercised.clone());
+        if a.verdict == CellVerdict::Held {
+            a.verdict = CellVerdict::NotExercised;
+        }
+    }
     for sc in &b.scenarios {
         match a.scenarios.iter_mut().find(|x| x.scenario == sc.scenario) {
             Some(x) => x.merge(sc),
@@ -104,6 +106,7 @@ fn merge_cell(a: &mut Cell, b: &Cell) {
         a.witness_state = best.witness_state;
         a.witness_position = best.witness_position;
         a.confirmed = best.confirmed;
+        a.witness_schedule = best.witness_schedule;
     }
     a.shard = None;
 }
@@ -168,7 +171,7 @@ impl Grid {
         for p in &self.properties {
             for c in &self.configs {
                 if let Some(cell) = self.cell(c, p) {
-                    if cell.witness.is_some() {
+                    if cell.witness.is_some() || cell.verdict == CellVerdict::NotExercised {
                         v.push(cell);
                     }
                 }
@@ -228,20 +231,27 @@ impl Grid {
             "\nx = a crash state that bob found and can replay violates the property; \
              M = no state violated it, but some crash state failed to mount (recovery \
              failed); F = no violation, but fsck complained; T = no violation, but a step \
-             hung; empty = held in every state explored. Numbers: states mounted / states \
+             hung; N = not exercised: no violation, but the judged op never crossed a \
+             commit, so the cell cannot say the property held; empty = held in every state \
+             explored. Numbers: states mounted / states \
              explored. Totals: {e} states explored, {u} mounted, {secs:.0} s.\n"
         ));
         if !failures.is_empty() {
             s.push('\n');
             for (i, cell) in failures.iter().enumerate() {
+                let what = match (&cell.witness, &cell.not_exercised) {
+                    (Some(w), _) => {
+                        format!("{} — witness `{w}`", cell.story.as_deref().unwrap_or(""))
+                    }
+                    (None, Some(why)) => why.clone(),
+                    (None, None) => String::new(),
+                };
                 s.push_str(&format!(
-                    "{}. {} / {} ({}): {} — witness `{}`\n",
+                    "{}. {} / {} ({}): {what}\n",
                     i + 1,
                     cell.property,
                     cell.config,
                     cell.verdict.name(),
-                    cell.story.as_deref().unwrap_or(""),
-                    cell.witness.as_deref().unwrap_or("")
                 ));
             }
         }
@@ -544,6 +554,10 @@ mod tests {
             counts,
             unavailable: (verdict == CellVerdict::Unavailable).then(|| "gone".into()),
             scenarios: Vec::new(),
+            witness_schedule: None,
+            schedules: Vec::new(),
+            op_barriers: None,
+            not_exercised: None,
         }
     }
 

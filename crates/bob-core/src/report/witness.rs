@@ -63,7 +63,7 @@ impl StateRecord {
         property: Option<String>,
     ) -> StateRecord {
         StateRecord {
-            id: result.state.id.to_string(),
+            id: subject.qualify(&result.state.id),
             strategy: result.state.strategy.to_string(),
             description: result.state.id.describe(&subject.trace, &subject.epochs),
             outcome: result.check.outcome.name().into(),
@@ -156,6 +156,12 @@ pub fn load_subject(dir: &Path) -> Result<(Subject, Sidecar), Error> {
         trace: Arc::new(trace),
         epochs,
         spans: sidecar.ops.clone(),
+        schedule: match &sidecar.schedule {
+            Some(name) => Some(name.parse().map_err(|e: workloads::ParseScheduleError| {
+                invalid(&sidecar_path, e.to_string())
+            })?),
+            None => None,
+        },
         base: Arc::new(base),
     };
     Ok((subject, sidecar))
