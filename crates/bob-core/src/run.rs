@@ -412,16 +412,26 @@ fn run_schedule(
 /// how many barriers the judged ops' own writes spanned in `subject`'s trace (the least
 /// over those ops), and when that is none, which op and why. `None` for other properties.
 pub fn exercise(property: Property, subject: &Subject) -> Option<(usize, Option<String>)> {
+    exercise_of(property, &subject.workload, &subject.trace, &subject.epochs)
+}
+
+/// [`exercise`] of a workload's trace and its epochs.
+pub fn exercise_of(
+    property: Property,
+    workload: &workloads::Workload,
+    trace: &crate::trace::Trace,
+    epochs: &[crash::Epoch],
+) -> Option<(usize, Option<String>)> {
     if !matches!(property, Property::MultiBlockAppend | Property::MultiBlockPrefixAppend) {
         return None;
     }
-    let gen = subject.workload.gen();
+    let gen = workload.gen();
     let mut least: Option<(usize, Option<String>)> = None;
-    for (k, op) in subject.workload.ops.iter().enumerate() {
+    for (k, op) in workload.ops.iter().enumerate() {
         if op.data_range().is_none() {
             continue;
         }
-        let found = crash::op_epochs(&subject.trace, &subject.epochs, gen, k as u32);
+        let found = crash::op_epochs(trace, epochs, gen, k as u32);
         let (n, why) = match found {
             Some(e) if e.barriers() > 0 => (e.barriers(), None),
             Some(e) => (
@@ -431,7 +441,7 @@ pub fn exercise(property: Property, subject: &Subject) -> Option<(usize, Option<
                      no commit, so the crash states cannot test it",
                     e.writes,
                     e.first,
-                    subject.epochs.len()
+                    epochs.len()
                 )),
             ),
             None => (
@@ -512,5 +522,104 @@ pub fn unavailable_cell(config: &FsConfig, property: Property, reason: &str) -> 
         verdict: CellVerdict::Unavailable,
         unavailable: Some(reason.into()),
         ..Cell::of_results(config.name, property.name(), &[]).0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{Entry, Trace};
+    use workloads::{Params, Property};
+
+    /// A stamped write of op `op`'s data: `len` bytes of file 7 at byte `offset`.
+    fn op_write(w: &workloads::Workload, sector: u64, op: u32, offset: u64, len: usize) -> Entry {
+        let mut buf = vec![0u8; len];
+        workloads::stamp::fill(&mut buf, 7, offset, op, w.gen());
+        Entry::write(sector, buf)
+    }
+
+    fn held_cell() -> Cell {
+        Cell::of_results("ext4-ordered", "multi-block-prefix-append", &[]).0
+    }
+
+    #[test]
+    fn an_op_whose_writes_fall_in_one_epoch_is_not_exercised() {
+        let p = Property::MultiBlockPrefixAppend;
+        let w = workloads::workload_for(p, &Params::default());
+        // The append's data in two requests, then unrelated writes, all before the first
+        // flush: the op never crossed a barrier.
+        let trace = Trace::new(
+            512,
+            vec![
+                Entry::mark("op 0 begin"),
+                op_write(&w, 1000, 0, 40960, 8192),
+                op_write(&w, 1016, 0, 49152, 4096),
+                Entry::write(8, vec![1; 4096]),
+                Entry::mark("op 0 end"),
+                Entry::flush(),
+                Entry::write(16, vec![2; 4096]),
+                Entry::flush(),
+            ],
+        );
+        let epochs = crash::epochs(&trace);
+        let (n, why) = exercise_of(p, &w, &trace, &epochs).expect("a multi-block property");
+        assert_eq!(n, 0);
+        let why = why.expect("a reason");
+        assert!(
+            why.contains("op 0") && why.contains("2 write(s)") && why.contains("epoch 0"),
+            "{why}"
+        );
+        let mut cell = held_cell();
+        assert_eq!(cell.verdict, CellVerdict::Held);
+        cell.apply_exercise(Some(n), Some(why.clone()));
+        assert_eq!(cell.verdict, CellVerdict::NotExercised, "never held");
+        assert_eq!(cell.verdict.name(), "not-exercised");
+        assert_eq!(cell.verdict.letter(), "N");
+        assert_eq!(cell.op_barriers, Some(0));
+        assert_eq!(cell.not_exercised.as_deref(), Some(why.as_str()));
+        let json = serde_json::to_value(&cell).unwrap();
+        assert_eq!(json["verdict"], "not-exercised");
+        assert_eq!(json["op_barriers"], 0);
+        assert!(cell.to_text().contains("not exercised: op 0"), "{}", cell.to_text());
+
+        // A violation found anyway stays a violation.
+        let mut violated = held_cell();
+        violated.verdict = CellVerdict::Violated;
+        violated.apply_exercise(Some(0), None);
+        assert_eq!(violated.verdict, CellVerdict::Violated);
+    }
+
+    #[test]
+    fn an_op_across_barriers_counts_them() {
+        let p = Property::MultiBlockPrefixAppend;
+        let w = workloads::workload_for(p, &Params::default());
+        let trace = Trace::new(
+            512,
+            vec![
+                op_write(&w, 1000, 0, 40960, 4096),
+                Entry::flush(),
+                Entry::write(8, vec![1; 4096]),
+                Entry::flush(),
+                op_write(&w, 1008, 0, 45056, 4096),
+                Entry::flush(),
+                // Another op's and the setup's data do not count.
+                op_write(&w, 1016, 1, 0, 4096),
+                Entry::flush(),
+                op_write(&w, 1024, workloads::stamp::SETUP_OP, 0, 4096),
+            ],
+        );
+        let epochs = crash::epochs(&trace);
+        let found = crash::op_epochs(&trace, &epochs, w.gen(), 0).unwrap();
+        assert_eq!((found.first, found.last, found.epochs, found.writes), (0, 2, 2, 2));
+        assert_eq!(exercise_of(p, &w, &trace, &epochs), Some((2, None)));
+        let mut cell = held_cell();
+        cell.apply_exercise(Some(2), None);
+        assert_eq!(cell.verdict, CellVerdict::Held);
+        assert_eq!(cell.op_barriers, Some(2));
+        // Another generation's stamps (another workload's data) are not this op's.
+        assert_eq!(crash::op_epochs(&trace, &epochs, w.gen() ^ 1, 0), None);
+        // Properties that claim no multi-block op are not judged this way.
+        let other = workloads::workload_for(Property::SingleBlockAppend, &Params::default());
+        assert_eq!(exercise_of(Property::SingleBlockAppend, &other, &trace, &epochs), None);
     }
 }

@@ -105,7 +105,8 @@ pub fn execute(
         let id =
             next.apply(op, stamp_op).map_err(|source| ExecError::Model { phase, index, source })?;
         on_op(OpEvent::Begin { index, op });
-        run_op(op, root, id.unwrap_or(0), stamp_op, gen).map_err(|e| match e {
+        let midway = phase == Phase::Workload && w.commit_midway.contains(&index);
+        run_op(op, root, id.unwrap_or(0), stamp_op, gen, midway).map_err(|e| match e {
             RunError::Io(path, source) => {
                 ExecError::Io { phase, index, op: op.to_string(), path, source }
             }
@@ -156,7 +157,14 @@ enum RunError {
     Size(String, u64, u64),
 }
 
-fn run_op(op: &Op, root: &Path, id: u32, stamp_op: u32, gen: u32) -> Result<(), RunError> {
+fn run_op(
+    op: &Op,
+    root: &Path,
+    id: u32,
+    stamp_op: u32,
+    gen: u32,
+    commit_midway: bool,
+) -> Result<(), RunError> {
     let hp = |p: &str| host_path(root, p);
     let io = |p: &Path| {
         let p = p.to_path_buf();
@@ -194,6 +202,19 @@ fn run_op(op: &Op, root: &Path, id: u32, stamp_op: u32, gen: u32) -> Result<(), 
                 if size != *offset {
                     return Err(RunError::Size(path.clone(), size, *offset));
                 }
+            }
+            if commit_midway && *len >= 1024 {
+                // Two halves (the first a whole number of blocks where it can be), and
+                // a sync(2) between them: the commit meets the op in flight.
+                let half = match (*len / 2) / 4096 * 4096 {
+                    0 => (*len / 2) / 512 * 512,
+                    h => h,
+                };
+                f.write_all_at(&stamped(*offset, half), *offset).map_err(io(&p))?;
+                // SAFETY: sync(2) takes no arguments and cannot fail.
+                unsafe { libc::sync() };
+                let rest = *offset + half;
+                return f.write_all_at(&stamped(rest, *len - half), rest).map_err(io(&p));
             }
             // One pwrite for the whole range (write_all_at only loops on a short write).
             f.write_all_at(&stamped(*offset, *len), *offset).map_err(io(&p))
