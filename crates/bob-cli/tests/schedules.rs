@@ -140,3 +140,51 @@ fn syncfs_exposes_a_lost_append_that_sync_does_not() {
     }
     panic!("ten syncfs recordings never lost the append: the race never went that way");
 }
+
+/// A multi-block cell says how many barriers its op's own writes spanned: the op must
+/// cross commits for the cell to test what it claims (else it is `not-exercised`).
+fn multi_block_spans_barriers(fs: &str) {
+    let dir = Dir::new();
+    let (_, cell) = run_cell(
+        &dir,
+        fs,
+        "multi-block-prefix-append",
+        &["--schedules", "sync,syncfs", "--max-states", "25", "--strategy", "original"],
+    );
+    let barriers = cell["op_barriers"].as_u64().expect("the cell reports op_barriers");
+    assert!(barriers >= 2, "{fs}: the append spanned {barriers} barrier(s): {cell}");
+    assert_ne!(cell["verdict"], "not-exercised", "{cell}");
+    assert!(cell.get("not_exercised").is_none(), "{cell}");
+    for s in cell["schedules"].as_array().unwrap() {
+        assert!(s["op_barriers"].as_u64().unwrap() >= 1, "{fs}: every schedule's op spans: {s}");
+    }
+    // The text form says it too.
+    let out = run(&[
+        "run",
+        "--fs",
+        fs,
+        "--property",
+        "multi-block-prefix-append",
+        "--schedules",
+        "sync",
+        "--max-states",
+        "5",
+        "--scratch",
+        dir.scratch().to_str().unwrap(),
+        "--out",
+        dir.out().to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("op barriers: the judged op's writes spanned"), "{text}");
+    assert!(text.contains("schedule sync"), "{text}");
+}
+
+#[test]
+fn multi_block_reports_barriers_on_ext4_ordered() {
+    multi_block_spans_barriers("ext4-ordered");
+}
+
+#[test]
+fn multi_block_reports_barriers_on_xfs() {
+    multi_block_spans_barriers("xfs");
+}
