@@ -127,10 +127,12 @@ pub struct RunArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
-    /// Check this recorded trace directory (from --save-trace) instead of recording.
+    /// Check this recorded trace directory (from --save-trace) instead of recording: one
+    /// trace directory, or one holding a directory per drain schedule.
     #[arg(long, conflicts_with = "device")]
     pub trace: Option<PathBuf>,
-    /// Save the recorded trace directory here (log, sidecar, base image).
+    /// Save the recorded trace directory here (log, sidecar, base image); with several
+    /// drain schedules, one directory per schedule below it (`DIR/syncfs`, ...).
     #[arg(long)]
     pub save_trace: Option<PathBuf>,
     /// Drain schedules to record the workload under, comma-separated: sync, syncfs,

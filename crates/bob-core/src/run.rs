@@ -200,9 +200,27 @@ pub fn run_cell(
     if !opts.resume || opts.trace.is_some() {
         let _ = std::fs::remove_dir_all(&run_dir);
     }
-    let schedules: Vec<Option<Schedule>> = if opts.trace.is_some() {
-        // A saved trace is one recording, under whatever schedule its sidecar names.
-        vec![None]
+    // Each schedule with the saved trace to load instead of recording, if any.
+    let schedules: Vec<(Option<Schedule>, Option<PathBuf>)> = if let Some(dir) = &opts.trace {
+        if dir.join("trace.json").exists() {
+            // A saved trace is one recording, under whatever schedule its sidecar names.
+            vec![(None, Some(dir.clone()))]
+        } else {
+            // What `--save-trace` writes for several schedules: one directory each.
+            let found: Vec<(Option<Schedule>, Option<PathBuf>)> =
+                cell_schedules(&opts.config, &opts.schedules)
+                    .into_iter()
+                    .map(|s| (s, dir.join(s.name())))
+                    .filter(|(_, d)| d.join("trace.json").exists())
+                    .map(|(s, d)| (Some(s), Some(d)))
+                    .collect();
+            if found.is_empty() {
+                // Let loading the directory itself say what is missing.
+                vec![(None, Some(dir.clone()))]
+            } else {
+                found
+            }
+        }
     } else {
         let s = cell_schedules(&opts.config, &opts.schedules);
         if s.is_empty() {
@@ -218,11 +236,13 @@ pub fn run_cell(
                     .join(","),
             });
         }
-        s.into_iter().map(Some).collect()
+        s.into_iter().map(|s| (Some(s), None)).collect()
     };
+    let several = schedules.len() > 1;
     let mut parts = Vec::new();
-    for schedule in schedules {
-        parts.push(run_schedule(opts, schedule, &work, &run_dir, progress, cancel)?);
+    for (schedule, saved) in schedules {
+        let part = run_schedule(opts, schedule, saved, several, &work, &run_dir, progress, cancel)?;
+        parts.push(part);
     }
 
     // The union: results in schedule order, each state's position offset by the full
@@ -307,11 +327,16 @@ pub fn run_cell(
     Ok(cell)
 }
 
-/// Records (or loads from the journal, or from `--trace`) the cell's workload under one
-/// drain schedule, generates its crash states and checks them (this shard's).
+/// Records (or loads from the journal, or from `saved`, a `--trace` directory) the cell's
+/// workload under one drain schedule, generates its crash states and checks them (this
+/// shard's). `several`: the cell has more than one schedule (`--save-trace` then writes
+/// one directory per schedule).
+#[allow(clippy::too_many_arguments)]
 fn run_schedule(
     opts: &RunOptions,
     schedule: Option<Schedule>,
+    saved: Option<PathBuf>,
+    several: bool,
     work: &WorkDir,
     run_dir: &Path,
     progress: &dyn Progress,
@@ -323,10 +348,23 @@ fn run_schedule(
     std::fs::create_dir_all(&scratch)
         .map_err(|source| Error::Io { path: scratch.clone(), source })?;
     let journal_dir = run_dir.join(name);
-    let resuming = opts.resume && journal_dir.join("trace.json").exists() && opts.trace.is_none();
-    let trace_source = if resuming { Some(journal_dir.clone()) } else { opts.trace.clone() };
+    let resuming = opts.resume && journal_dir.join("trace.json").exists() && saved.is_none();
+    let trace_source = if resuming { Some(journal_dir.clone()) } else { saved };
     let (subject, sidecar) = match &trace_source {
-        Some(dir) => witness::load_subject(dir)?,
+        Some(dir) => {
+            let (subject, sidecar) = witness::load_subject(dir)?;
+            // The directory name chose the schedule; the sidecar must agree.
+            if let (Some(s), Some(named)) = (schedule, subject.schedule) {
+                if s != named {
+                    return Err(witness::Error::Invalid {
+                        path: dir.join("trace.json"),
+                        message: format!("recorded under the {named} schedule, not {s}"),
+                    }
+                    .into());
+                }
+            }
+            (subject, sidecar)
+        }
         None => {
             let base_workload = match &opts.workload {
                 Some(w) => w.clone(),
@@ -365,7 +403,7 @@ fn run_schedule(
     if let Some(dir) = &opts.save_trace {
         // One schedule saves where asked; several save one directory each below it.
         let dir = match schedule {
-            Some(s) if opts.schedules.len() > 1 => dir.join(s.name()),
+            Some(s) if several => dir.join(s.name()),
             _ => dir.clone(),
         };
         witness::save_trace(&dir, &subject, &sidecar)?;
