@@ -158,7 +158,7 @@ pub fn table(args: TableArgs) -> Result<ExitCode> {
         tool_version: env!("CARGO_PKG_VERSION").into(),
         configs: configs.iter().map(|c| c.name.to_owned()).collect(),
         properties: properties.iter().map(|p| p.name().to_owned()).collect(),
-        notes: run::table_notes(&configs),
+        notes: run::table_notes_with(&configs, &schedules),
         cells,
     };
     let out = &args.explore.out;

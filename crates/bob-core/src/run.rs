@@ -539,7 +539,26 @@ fn confirm_check(
 
 /// Header notes every table carries.
 pub fn table_notes(configs: &[FsConfig]) -> Vec<String> {
+    table_notes_with(configs, &[])
+}
+
+/// [`table_notes`], saying which drain schedules each cell's states came from.
+pub fn table_notes_with(configs: &[FsConfig], schedules: &[Schedule]) -> Vec<String> {
     let mut notes = Vec::new();
+    if !schedules.is_empty() {
+        let names: Vec<&str> = schedules.iter().map(|s| s.name()).collect();
+        let research = if configs.iter().any(|c| c.design().is_some()) {
+            " The research designs record sync and syncfs only (no page cache to write back)."
+        } else {
+            ""
+        };
+        notes.push(format!(
+            "Each cell is the union of the crash states of its workload recorded under the \
+             drain schedules {} (each its own recording; a state id names its schedule, \
+             `syncfs/e3:0-4`; see docs/schedules.md).{research}",
+            names.join(", ")
+        ));
+    }
     if configs.iter().any(|c| matches!(c.fstype, "ext2" | "ext3")) {
         notes.push(
             "ext2 and ext3 are served by the ext4 driver on this kernel (CONFIG_EXT4_USE_FOR_EXT2)."

@@ -372,6 +372,13 @@ impl Cell {
         if let Some(why) = &self.not_exercised {
             s.push_str(&format!("  not exercised: {why}\n"));
         }
+        if self.schedules.len() > 1 && self.counts.violated == 0 {
+            let names: Vec<&str> = self.schedules.iter().map(|s| s.schedule.as_str()).collect();
+            s.push_str(&format!(
+                "  no drain schedule ({}) produced a violation\n",
+                names.join(", ")
+            ));
+        }
         for sc in &self.schedules {
             let c = &sc.counts;
             s.push_str(&format!(
