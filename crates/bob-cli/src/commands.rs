@@ -275,7 +275,7 @@ fn run_cmd(args: RunArgs) -> Result<ExitCode> {
 }
 
 fn replay_cmd(args: ReplayArgs) -> Result<ExitCode> {
-    let mut loaded = witness::load(&args.witness)?;
+    let mut loaded = witness::load_for(&args.witness, args.state.as_deref())?;
     // Ids compare with their schedule prefix (`syncfs/e3:0-4`); a bare id means the
     // witness's own schedule.
     let recorded = loaded.subject.state_id(&loaded.record.id).map(|id| loaded.subject.qualify(&id));

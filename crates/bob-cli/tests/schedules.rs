@@ -52,6 +52,28 @@ fn every_schedule_is_its_own_recording_and_names_its_states() {
         assert!(SCHEDULES.contains(&schedule), "{cell}");
         assert!(state.starts_with(&format!("{schedule}/e")), "{cell}");
         assert!(cell["story"].as_str().unwrap().contains(state), "{cell}");
+        // Every schedule's first failing state replays from the witness, which keeps the
+        // trace of each schedule that has one.
+        let witness = cell["witness"].as_str().unwrap();
+        let img = dir.path().join("replayed.img");
+        for s in schedules {
+            let Some(first) = s["first_state"].as_str() else { continue };
+            let out = run(&[
+                "replay",
+                witness,
+                "--state",
+                first,
+                "--to",
+                img.to_str().unwrap(),
+                "--check",
+                "--format",
+                "json",
+            ]);
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("replay json");
+            assert_eq!(v["state"], first, "{v}");
+            assert_eq!(v["schedule"], s["schedule"], "{v}");
+            assert_eq!(v["outcome"], s["verdict"], "{first} replays to its outcome: {v}");
+        }
     }
 }
 

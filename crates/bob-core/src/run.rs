@@ -311,6 +311,30 @@ pub fn run_cell(
         cell.witness_position = Some(positions[i]);
         cell.witness_schedule = part.subject.schedule.map(|s| s.name().to_owned());
     }
+    // The witness keeps the traces of the other schedules with a failing state of their
+    // own (a schedule's first state, a scenario's first silent state), so that each
+    // replays from it with `--state`.
+    let _ = std::fs::remove_dir_all(cell_dir.join("schedules"));
+    if let Some(own) = cell.witness.as_ref().and(cell.witness_schedule.clone()) {
+        let mut wanted: Vec<&str> = cell
+            .schedules
+            .iter()
+            .filter(|s| s.first_state.is_some())
+            .map(|s| s.schedule.as_str())
+            .collect();
+        for sc in &cell.scenarios {
+            if let Some((Some(name), _)) = sc.witness_state.as_deref().map(check::split_schedule) {
+                wanted.push(name);
+            }
+        }
+        for part in &parts {
+            let Some(s) = part.subject.schedule else { continue };
+            if s.name() != own && wanted.contains(&s.name()) {
+                let dir = witness::schedule_dir(&cell_dir, s.name());
+                witness::save_trace(&dir, &part.subject, &part.sidecar)?;
+            }
+        }
+    }
     // Each scenario's first silent state is replayed independently too: the per-scenario
     // table prints only crosses that reproduce.
     for sc in &mut cell.scenarios {

@@ -190,6 +190,28 @@ pub fn load(dir: &Path) -> Result<Loaded, Error> {
     Ok(Loaded { subject, sidecar, record })
 }
 
+/// Where a witness keeps the traces of its cell's other drain schedules (those with a
+/// failing state of their own to replay): `<witness>/schedules/<name>/`.
+pub fn schedule_dir(witness: &Path, schedule: &str) -> PathBuf {
+    witness.join("schedules").join(schedule)
+}
+
+/// Loads the witness in `dir` to rebuild state `id`: with its own trace, or, when `id`
+/// names another drain schedule (`syncfs/e3:0-4`) whose trace the witness keeps (see
+/// [`schedule_dir`]), with that one. The state record stays the witness's own.
+pub fn load_for(dir: &Path, id: Option<&str>) -> Result<Loaded, Error> {
+    let mut loaded = load(dir)?;
+    if let Some((Some(name), _)) = id.map(crate::check::split_schedule) {
+        let other = schedule_dir(dir, name);
+        if loaded.sidecar.schedule.as_deref() != Some(name) && other.join("trace.json").exists() {
+            let (subject, sidecar) = load_subject(&other)?;
+            loaded.subject = subject;
+            loaded.sidecar = sidecar;
+        }
+    }
+    Ok(loaded)
+}
+
 /// Rebuilds the witness's crash image (before recovery) into the file `to`.
 pub fn replay(loaded: &Loaded, to: &Path) -> Result<(), Error> {
     replay_state(loaded, &loaded.record.id, to)
