@@ -78,7 +78,7 @@ pub struct ExploreArgs {
     /// `original`, `default`).
     #[arg(long, value_delimiter = ',', default_value = "default")]
     pub strategy: Vec<String>,
-    /// At most this many crash states per cell (spread over epochs).
+    /// At most this many crash states per cell and drain schedule (spread over epochs).
     #[arg(long)]
     pub max_states: Option<usize>,
     /// Seed for sampled strategies.
