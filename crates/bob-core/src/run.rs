@@ -671,6 +671,42 @@ mod tests {
     }
 
     #[test]
+    fn state_ids_name_their_schedule_and_bare_ids_mean_the_traces_own() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().join("base.img");
+        std::fs::write(&base, vec![0u8; 1 << 16]).unwrap();
+        let trace = Arc::new(Trace::new(
+            512,
+            vec![Entry::write(0, vec![1; 1024]), Entry::flush(), Entry::write(8, vec![2; 512])],
+        ));
+        let p = Property::SingleBlockAppend;
+        let subject = |schedule| Subject {
+            config: crate::fs::by_name("ext4-ordered").unwrap(),
+            workload: workloads::workload_for(p, &Params::default()),
+            observed: Default::default(),
+            epochs: crash::epochs(&trace),
+            trace: trace.clone(),
+            spans: Vec::new(),
+            schedule,
+            base: Arc::new(BaseImage::open(&base).unwrap()),
+        };
+        let syncfs = subject(Some(Schedule::Syncfs));
+        let id = syncfs.state_id("syncfs/e0:0").unwrap();
+        assert_eq!(id, crash::StateId::whole(0, [0]));
+        assert_eq!(syncfs.qualify(&id), "syncfs/e0:0");
+        assert_eq!(syncfs.state_id("e0:0").unwrap(), id, "a bare id is the trace's own");
+        let other = syncfs.state_id("sync/e0:0").unwrap_err().to_string();
+        assert!(other.contains("syncfs") && other.contains("sync/e0:0"), "{other}");
+        assert!(syncfs.state_id("fsync/e0:0").is_err());
+        assert!(syncfs.state_id("syncfs/e5:0").is_err(), "still validated against the trace");
+        // A trace without a schedule (bob record, imports, old witnesses) prints bare ids.
+        let none = subject(None);
+        assert_eq!(none.qualify(&id), "e0:0");
+        assert_eq!(none.state_id("e0:0").unwrap(), id);
+        assert!(none.state_id("syncfs/e0:0").is_err());
+    }
+
+    #[test]
     fn an_op_across_barriers_counts_them() {
         let p = Property::MultiBlockPrefixAppend;
         let w = workloads::workload_for(p, &Params::default());
