@@ -285,6 +285,7 @@ pub fn run_cell(
                 states_unique: c.states_unique,
                 counts: c.counts.clone(),
                 first_state: first.map(|i| part.subject.qualify(&part.results[i].state.id)),
+                first_position: first.map(|i| part.positions[i]),
                 op_barriers: exercised.as_ref().map(|e| e.0),
             });
         }

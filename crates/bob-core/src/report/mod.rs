@@ -76,6 +76,10 @@ pub struct ScheduleCell {
     /// The first state of its verdict's outcome (`syncfs/e3:0-4`), if not held.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_state: Option<String>,
+    /// That state's position in the schedule's full (unsharded) state list, so that
+    /// merged shards name the state an unsharded run would.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_position: Option<usize>,
     /// For the multi-block properties: barriers (epoch boundaries) the judged op's own
     /// writes spanned in this trace (the least over the judged ops).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -95,8 +99,18 @@ impl ScheduleCell {
         c.timeout += b.counts.timeout;
         let own = self.verdict;
         self.verdict = verdict_of_counts(&self.counts);
-        if self.verdict != own && b.verdict == self.verdict {
+        let b_earlier = match (self.first_position, b.first_position) {
+            (_, None) => false,
+            (None, Some(_)) => true,
+            (Some(a), Some(p)) => p < a,
+        };
+        let take = b.verdict == self.verdict && (own != self.verdict || b_earlier);
+        if take {
             self.first_state = b.first_state.clone();
+            self.first_position = b.first_position;
+        } else if own != self.verdict {
+            self.first_state = None;
+            self.first_position = None;
         }
     }
 }
@@ -438,5 +452,40 @@ pub fn scenario_text(sc: &ScenarioCell) -> String {
         format!("detected: an access returned an error in {} state(s)", sc.error_states)
     } else {
         "nothing wrong".to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn share(held: usize, violated: usize, first: Option<(&str, usize)>) -> ScheduleCell {
+        let counts = OutcomeCounts { held, violated, ..Default::default() };
+        ScheduleCell {
+            schedule: "syncfs".into(),
+            trace_digest: "ab".repeat(32),
+            verdict: verdict_of_counts(&counts),
+            states_explored: held + violated,
+            states_unique: held + violated,
+            counts,
+            first_state: first.map(|f| f.0.to_owned()),
+            first_position: first.map(|f| f.1),
+            op_barriers: Some(3),
+        }
+    }
+
+    #[test]
+    fn schedule_shares_of_shards_merge_to_the_unsharded_share() {
+        // Shard 1 saw only held states; shards 2 and 3 violations at positions 9 and 4.
+        let mut a = share(10, 0, None);
+        a.merge(&share(5, 2, Some(("syncfs/e3:1", 9))));
+        assert_eq!(a.verdict, CellVerdict::Violated);
+        assert_eq!(a.first_state.as_deref(), Some("syncfs/e3:1"));
+        a.merge(&share(6, 1, Some(("syncfs/e2:0", 4))));
+        assert_eq!((a.states_explored, a.counts.violated), (24, 3));
+        assert_eq!(a.first_state.as_deref(), Some("syncfs/e2:0"), "the earliest state");
+        assert_eq!(a.first_position, Some(4));
+        a.merge(&share(3, 0, None));
+        assert_eq!(a.first_position, Some(4));
     }
 }
