@@ -388,7 +388,7 @@ impl Grid {
              table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:.3em .6em;text-align:center}\
              th.p,td.p{text-align:left;font-family:monospace}\
              .violated{background:#f8d0d0}.mount-failed{background:#f8e8c0}.fsck-failed{background:#f0f0b0}\
-             .timeout{background:#e0d0f0}.unavailable{color:#999}.n{color:#777;font-size:.8em}\
+             .timeout{background:#e0d0f0}.not-exercised{background:#e4e4e4}.unavailable{color:#999}.n{color:#777;font-size:.8em}\
              a{color:#900;font-weight:bold;text-decoration:none}li{margin:.4em 0}code{background:#f4f4f4}\
              </style></head><body>\n",
         );
