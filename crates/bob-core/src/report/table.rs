@@ -438,7 +438,7 @@ impl Grid {
             }
             s.push_str("</tr>\n");
         }
-        s.push_str("</table>\n<p class=\"n\">x: violated in a replayable crash state; M: no violation, but a state failed to mount; F: no violation, but fsck complained; T: no violation, but a step hung; empty: held. Numbers: states mounted / explored.</p>\n");
+        s.push_str("</table>\n<p class=\"n\">x: violated in a replayable crash state; M: no violation, but a state failed to mount; F: no violation, but fsck complained; T: no violation, but a step hung; N: not exercised (the judged op crossed no commit); empty: held. Numbers: states mounted / explored.</p>\n");
         if !failures.is_empty() {
             s.push_str("<h2>Witnesses</h2><ol>\n");
             for (i, cell) in failures.iter().enumerate() {
