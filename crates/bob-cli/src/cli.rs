@@ -78,7 +78,7 @@ pub struct ExploreArgs {
     /// `original`, `default`).
     #[arg(long, value_delimiter = ',', default_value = "default")]
     pub strategy: Vec<String>,
-    /// At most this many crash states per cell (spread over epochs).
+    /// At most this many crash states per cell and drain schedule (spread over epochs).
     #[arg(long)]
     pub max_states: Option<usize>,
     /// Seed for sampled strategies.
@@ -155,12 +155,19 @@ pub struct RunArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
-    /// Check this recorded trace directory (from --save-trace) instead of recording.
+    /// Check this recorded trace directory (from --save-trace) instead of recording: one
+    /// trace directory, or one holding a directory per drain schedule.
     #[arg(long, conflicts_with = "device")]
     pub trace: Option<PathBuf>,
-    /// Save the recorded trace directory here (log, sidecar, base image).
+    /// Save the recorded trace directory here (log, sidecar, base image); with several
+    /// drain schedules, one directory per schedule below it (`DIR/syncfs`, ...).
     #[arg(long)]
     pub save_trace: Option<PathBuf>,
+    /// Drain schedules to record the workload under, comma-separated: sync, syncfs,
+    /// writeback-commit, or all. Each is its own recording; the states of all are checked
+    /// and each cross names the schedule that produced it.
+    #[arg(long, default_value = "all", value_name = "LIST")]
+    pub schedules: String,
     /// Exploration options.
     #[command(flatten)]
     pub explore: ExploreArgs,
@@ -193,6 +200,11 @@ pub struct TableArgs {
     /// each failure's story) to this Markdown file.
     #[arg(long)]
     pub doc: Option<PathBuf>,
+    /// Drain schedules to record the workload under, comma-separated: sync, syncfs,
+    /// writeback-commit, or all. Each is its own recording; the states of all are checked
+    /// and each cross names the schedule that produced it.
+    #[arg(long, default_value = "all", value_name = "LIST")]
+    pub schedules: String,
     /// Exploration options.
     #[command(flatten)]
     pub explore: ExploreArgs,

@@ -13,7 +13,7 @@ use bob_core::report::{witness, Cell, CellVerdict};
 use bob_core::run::{self, Progress, RunOptions};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
-use workloads::Property;
+use workloads::{Property, Schedule};
 
 use crate::cli::{Backend, Cli, Command, ExploreArgs, Format, ListArgs, ReplayArgs, RunArgs};
 use crate::exit;
@@ -205,6 +205,7 @@ pub(crate) fn run_options(
     config: FsConfig,
     property: Property,
     explore: &ExploreArgs,
+    schedules: &[Schedule],
 ) -> Result<RunOptions> {
     let jobs = explore
         .jobs
@@ -233,6 +234,7 @@ pub(crate) fn run_options(
         workload: None,
         resume: explore.resume,
         disk_models: disk_models(explore, &config_block_size)?,
+        schedules: schedules.to_vec(),
     })
 }
 
@@ -243,6 +245,11 @@ pub(crate) fn disk_models(
 ) -> Result<Vec<bob_core::crash::DiskModel>> {
     bob_core::crash::DiskModel::list(&explore.atomic_write_unit, explore.fua.into(), *block_size)
         .map_err(|e| usage(format!("--atomic-write-unit: {e}")))
+}
+
+/// Parses `--schedules LIST`.
+pub(crate) fn parse_schedules(text: &str) -> Result<Vec<Schedule>> {
+    Schedule::parse_list(text).map_err(|e| usage(format!("--schedules: {e}")))
 }
 
 fn run_cmd(args: RunArgs) -> Result<ExitCode> {
@@ -267,7 +274,8 @@ fn run_cmd(args: RunArgs) -> Result<ExitCode> {
         }
     }
     check_environment(&config)?;
-    let mut options = run_options(config, property, &args.explore)?;
+    let schedules = parse_schedules(&args.schedules)?;
+    let mut options = run_options(config, property, &args.explore, &schedules)?;
     options.device = args.device;
     options.trace = args.trace;
     options.save_trace = args.save_trace;
@@ -288,18 +296,27 @@ fn run_cmd(args: RunArgs) -> Result<ExitCode> {
 }
 
 fn replay_cmd(args: ReplayArgs) -> Result<ExitCode> {
-    let mut loaded = witness::load(&args.witness)?;
-    if let Some(id) = args.state.as_deref().filter(|id| *id != loaded.record.id) {
-        // Another state of the same trace: nothing was recorded about it but its id.
+    let mut loaded = witness::load_for(&args.witness, args.state.as_deref())?;
+    // Ids compare with their schedule prefix (`syncfs/e3:0-4`); a bare id means the
+    // witness's own schedule.
+    let recorded = loaded.subject.state_id(&loaded.record.id).map(|id| loaded.subject.qualify(&id));
+    if let Some(id) = &args.state {
         let state =
             loaded.subject.state_id(id).map_err(|e| bob_core::report::witness::Error::Invalid {
                 path: "--state".into(),
                 message: e.to_string(),
             })?;
-        loaded.record.description = state.describe(&loaded.subject.trace, &loaded.subject.epochs);
-        loaded.record.id = id.to_owned();
-        loaded.record.outcome = "unknown".into();
-        loaded.record.story = "(not the witness's recorded state)".into();
+        let qualified = loaded.subject.qualify(&state);
+        if recorded.as_ref().is_ok_and(|r| *r == qualified) {
+            loaded.record.id = qualified;
+        } else {
+            // Another state of the same trace: nothing was recorded about it but its id.
+            loaded.record.description =
+                state.describe(&loaded.subject.trace, &loaded.subject.epochs);
+            loaded.record.id = qualified;
+            loaded.record.outcome = "unknown".into();
+            loaded.record.story = "(not the witness's recorded state)".into();
+        }
     }
     witness::replay(&loaded, &args.to)?;
     let record = &loaded.record;
@@ -307,6 +324,7 @@ fn replay_cmd(args: ReplayArgs) -> Result<ExitCode> {
         "witness": args.witness.display().to_string(),
         "image": args.to.display().to_string(),
         "state": record.id,
+        "schedule": loaded.sidecar.schedule,
         "description": record.description,
         "recorded_outcome": record.outcome,
         "recorded_story": record.story,

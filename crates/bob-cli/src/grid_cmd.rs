@@ -77,6 +77,7 @@ pub fn table(args: TableArgs) -> Result<ExitCode> {
     } else {
         args.property.iter().map(|n| property_named(n)).collect::<Result<_>>()?
     };
+    let schedules = crate::commands::parse_schedules(&args.schedules)?;
     if let Some(c) = configs.iter().find(|c| unavailable_here(c).is_none()) {
         crate::commands::check_environment(c)?;
     }
@@ -117,7 +118,7 @@ pub fn table(args: TableArgs) -> Result<ExitCode> {
                         .collect()
                 }
                 None => {
-                    let opts = run_options(config.clone(), property, &args.explore)?;
+                    let opts = run_options(config.clone(), property, &args.explore, &schedules)?;
                     // Each finished cell is kept as cells.json (one cell per disk model), so
                     // `--resume` after a kill redoes only unfinished cells (and those
                     // resume from their journal).
@@ -176,7 +177,7 @@ pub fn table(args: TableArgs) -> Result<ExitCode> {
         tool_version: env!("CARGO_PKG_VERSION").into(),
         configs: configs.iter().map(|c| c.name.to_owned()).collect(),
         properties: properties.iter().map(|p| p.name().to_owned()).collect(),
-        notes: run::table_notes(&configs),
+        notes: run::table_notes_with(&configs, &schedules),
         cells,
     };
     let out = &args.explore.out;
@@ -384,6 +385,7 @@ pub fn explain(args: ExplainArgs) -> Result<ExitCode> {
         "config": record.config,
         "property": record.property,
         "state": record.id,
+        "schedule": loaded.sidecar.schedule,
         "outcome": record.outcome,
         "story": record.story,
         "where": record.description,
@@ -417,6 +419,11 @@ pub fn explain(args: ExplainArgs) -> Result<ExitCode> {
                     b.paths.join(" ")
                 );
             }
+            if let Some(schedule) = &loaded.sidecar.schedule {
+                let summary =
+                    schedule.parse::<workloads::Schedule>().map(|s| s.summary()).unwrap_or("");
+                println!("\nRecorded under the {schedule} drain schedule ({summary}).");
+            }
             println!("\nThe disk: {}.", record.disk_model);
             println!("The crash: {}", record.description);
             println!(
@@ -446,7 +453,11 @@ pub fn explain(args: ExplainArgs) -> Result<ExitCode> {
                     println!("  {b}");
                 }
             }
-            println!("\nSee it: bob replay {} --to crash.img --check", args.witness.display());
+            println!(
+                "\nSee it: bob replay {} --state {} --to crash.img --check",
+                args.witness.display(),
+                record.id
+            );
         }
     }
     Ok(ExitCode::from(exit::HELD))

@@ -275,6 +275,7 @@ pub fn import(args: ImportArgs) -> Result {
         base_image,
         ops: Vec::new(),
         roles: Vec::new(),
+        schedule: None,
     };
     TraceDir::write(out, &trace, &sidecar)?;
     let mut s = summary(&trace);

@@ -122,6 +122,16 @@ fn merged_shards_equal_the_unsharded_run() {
     ] {
         assert_eq!(m[key], again[key], "{key}: merged {m} vs unsharded {again}");
     }
+    // Per drain schedule too: the saved traces (one directory per schedule) load back as
+    // the same recordings, and the shards' shares add up to each schedule's.
+    let schedules = again["schedules"].as_array().unwrap();
+    assert_eq!(schedules.len(), 3, "{again}");
+    assert_eq!(whole["schedules"], again["schedules"], "the same traces, the same states");
+    for (a, b) in schedules.iter().zip(m["schedules"].as_array().unwrap()) {
+        for key in ["schedule", "trace_digest", "states_explored", "states_unique", "counts"] {
+            assert_eq!(a[key], b[key], "{key}: merged {b} vs unsharded {a}");
+        }
+    }
     assert_no_leaks(&scratch);
 }
 

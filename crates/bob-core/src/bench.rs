@@ -689,6 +689,7 @@ pub fn run(
         trace,
         epochs,
         spans: recording.sidecar.ops.clone(),
+        schedule: None,
         base: Arc::new(base),
         disk,
     };

@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
 
-use workloads::Property;
+use workloads::{Property, Schedule};
 
 use crate::check::{self, EngineOptions, Subject};
 use crate::crash::{self, Limits, Strategy};
@@ -14,7 +14,7 @@ use crate::device::registry;
 use crate::fs::{FsConfig, Timeouts};
 use crate::image::BaseImage;
 use crate::record::{self, RecordRequest};
-use crate::report::{self, witness, Cell, CellVerdict};
+use crate::report::{self, witness, Cell, CellVerdict, ScheduleCell};
 
 /// Errors of a run: the environment or bob failed, not the file system under test.
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +28,16 @@ pub enum Error {
     /// Writing the witness failed.
     #[error(transparent)]
     Witness(#[from] witness::Error),
+    /// None of the asked drain schedules applies to the configuration.
+    #[error("{config}: none of the drain schedules {asked} applies (it supports {supported})")]
+    NoSchedule {
+        /// Configuration name.
+        config: String,
+        /// The schedules asked for.
+        asked: String,
+        /// The schedules it supports.
+        supported: String,
+    },
     /// bob's scratch directory.
     #[error("{path}: {source}")]
     Io {
@@ -69,9 +79,12 @@ pub struct RunOptions {
     pub workload: Option<workloads::Workload>,
     /// Continue an interrupted run of this cell from its journal (`--resume`).
     pub resume: bool,
+    /// Drain schedules to record the workload under (each its own recording); those the
+    /// configuration does not support are skipped (see [`FsConfig::schedules`]).
+    pub schedules: Vec<Schedule>,
     /// The disk models to judge the cell under (at least one; all with the same FUA
-    /// model): one cell each, from one recording, with states common to several models
-    /// mounted once.
+    /// model): one cell each, from the same recordings, with states common to several
+    /// models mounted once.
     pub disk_models: Vec<crash::DiskModel>,
 }
 
@@ -151,8 +164,36 @@ impl Drop for WorkDir {
     }
 }
 
-/// Records (or loads), explores and checks one cell under each of `opts.disk_models`;
-/// writes the witness of each model's first failure. One cell per disk model, in order.
+/// One drain schedule's recording of a cell: its subject (cut under the disk model being
+/// judged), its journal and its scratch directory.
+struct Recorded {
+    subject: Subject,
+    sidecar: crate::trace::sidecar::Sidecar,
+    journal: check::Journal,
+    scratch: PathBuf,
+    name: &'static str,
+    trace_digest: String,
+}
+
+/// One recording's crash states under one disk model, checked: the results and their
+/// positions in its full (unsharded) state list.
+struct Part {
+    results: Vec<check::StateResult>,
+    positions: Vec<usize>,
+    /// Length of its full state list (before sharding).
+    generated: usize,
+}
+
+/// The schedules a cell records: those asked for that the configuration supports, in
+/// [`Schedule::ALL`]'s order.
+pub fn cell_schedules(config: &FsConfig, asked: &[Schedule]) -> Vec<Schedule> {
+    let supported = config.schedules();
+    Schedule::ALL.iter().copied().filter(|s| asked.contains(s) && supported.contains(s)).collect()
+}
+
+/// Records (or loads), explores and checks one cell, once per drain schedule, under each
+/// of `opts.disk_models`, and writes the witness of each model's first failure over the
+/// union of the schedules' states. One cell per disk model, in order.
 pub fn run_cell(
     opts: &RunOptions,
     progress: &dyn Progress,
@@ -169,35 +210,269 @@ pub fn run_cell(
         source,
     })?;
 
-    // The cell's journal: its trace and every result as it is reached, so that a killed
-    // run resumes (`--resume`) without recording again or losing a verdict. Removed when
-    // the cell completes.
+    // The cell's journal: per schedule, its trace and every result as it is reached, so
+    // that a killed run resumes (`--resume`) without recording again or losing a verdict.
+    // Removed when the cell completes.
     let cell_dir = cell_dir(opts);
     let run_dir = cell_dir.join("run");
-    let resuming = opts.resume && run_dir.join("trace.json").exists() && opts.trace.is_none();
-    if !resuming {
+    if !opts.resume || opts.trace.is_some() {
         let _ = std::fs::remove_dir_all(&run_dir);
     }
-    let trace_source = if resuming { Some(run_dir.clone()) } else { opts.trace.clone() };
+    // Each schedule with the saved trace to load instead of recording, if any.
+    let schedules: Vec<(Option<Schedule>, Option<PathBuf>)> = if let Some(dir) = &opts.trace {
+        if dir.join("trace.json").exists() {
+            // A saved trace is one recording, under whatever schedule its sidecar names.
+            vec![(None, Some(dir.clone()))]
+        } else {
+            // What `--save-trace` writes for several schedules: one directory each.
+            let found: Vec<(Option<Schedule>, Option<PathBuf>)> =
+                cell_schedules(&opts.config, &opts.schedules)
+                    .into_iter()
+                    .map(|s| (s, dir.join(s.name())))
+                    .filter(|(_, d)| d.join("trace.json").exists())
+                    .map(|(s, d)| (Some(s), Some(d)))
+                    .collect();
+            if found.is_empty() {
+                // Let loading the directory itself say what is missing.
+                vec![(None, Some(dir.clone()))]
+            } else {
+                found
+            }
+        }
+    } else {
+        let s = cell_schedules(&opts.config, &opts.schedules);
+        if s.is_empty() {
+            return Err(Error::NoSchedule {
+                config: opts.config.name.into(),
+                asked: opts.schedules.iter().map(|s| s.name()).collect::<Vec<_>>().join(","),
+                supported: opts
+                    .config
+                    .schedules()
+                    .iter()
+                    .map(|s| s.name())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            });
+        }
+        s.into_iter().map(|s| (Some(s), None)).collect()
+    };
+    let several = schedules.len() > 1;
+    let mut recs = Vec::new();
+    for (schedule, saved) in schedules {
+        recs.push(record_schedule(
+            opts, schedule, saved, several, models[0], &work, &run_dir, progress, cancel,
+        )?);
+    }
+    let mut cells = Vec::with_capacity(models.len());
+    for &disk in &models {
+        let mut parts = Vec::with_capacity(recs.len());
+        for rec in &mut recs {
+            rec.subject.set_disk(disk);
+            parts.push(check_schedule(opts, rec, progress, cancel)?);
+        }
+        let dir = if models.len() > 1 { cell_dir.join(disk.slug()) } else { cell_dir.clone() };
+        let mut cell = assemble(opts, &recs, &parts, &dir, &work)?;
+        cell.seconds = started.elapsed().as_secs_f64();
+        cells.push(cell);
+    }
+    drop(recs);
+    let _ = std::fs::remove_dir_all(&run_dir);
+    Ok(cells)
+}
+
+/// One cell from the checked parts of its recordings under one disk model (`recs[k]`'s
+/// subject is cut under it): the union's verdict and counts, each schedule's share, what
+/// was seen beside the verdict, the promises judged, and the witness written into `dir`.
+fn assemble(
+    opts: &RunOptions,
+    recs: &[Recorded],
+    parts: &[Part],
+    dir: &Path,
+    work: &WorkDir,
+) -> Result<Cell, Error> {
+    // The union: results in schedule order, each state's position offset by the full
+    // lists of the schedules before it (the same in every shard).
+    let mut results: Vec<check::StateResult> = Vec::new();
+    let mut positions: Vec<usize> = Vec::new();
+    let mut owner: Vec<usize> = Vec::new();
+    let mut position_base = 0;
+    for (k, part) in parts.iter().enumerate() {
+        let result_base = results.len();
+        for (r, &p) in part.results.iter().zip(&part.positions) {
+            let mut r = r.clone();
+            r.mounted_as += result_base;
+            results.push(r);
+            positions.push(position_base + p);
+            owner.push(k);
+        }
+        position_base += part.generated;
+    }
+    let (mut cell, witness_index) =
+        Cell::of_results(opts.config.name, opts.property.name(), &results);
+    cell.disk_model = recs.first().map(|r| r.subject.disk).unwrap_or_default();
+    cell.other_reorderings =
+        report::BesideFindings::of(&results, Some(&positions), workloads::Family::Ordering);
+    cell.other_durability =
+        report::BesideFindings::of(&results, Some(&positions), workloads::Family::Durability);
+    for (k, (rec, part)) in recs.iter().zip(parts).enumerate() {
+        let due = report::PromiseCoverage::of(&rec.subject.workload, &part.results, |r| {
+            rec.subject.durable_ops(&r.state.id)
+        });
+        if k == 0 {
+            cell.promises = due;
+        } else {
+            report::PromiseCoverage::merge(&mut cell.promises, &due);
+        }
+    }
+    cell.apply_promise_coverage();
+    cell.shard = opts.shard.map(|(i, n)| format!("{}/{}", i + 1, n));
+    cell.scenarios = report::summarize_scenarios(&results, &positions);
+    for sc in &mut cell.scenarios {
+        if let Some(i) = sc.witness_position.and_then(|p| positions.iter().position(|&q| q == p)) {
+            sc.witness_state = Some(recs[owner[i]].subject.qualify(&results[i].state.id));
+        }
+    }
+    let mut barriers: Option<(usize, Option<String>)> = None;
+    for (rec, part) in recs.iter().zip(parts) {
+        let mut share = Cell::of_results(opts.config.name, opts.property.name(), &part.results);
+        let exercised = exercise(opts.property, &rec.subject);
+        let schedule = rec.subject.schedule.map(|s| s.name().to_owned());
+        if let (Some(schedule), (c, first)) = (schedule, &mut share) {
+            cell.schedules.push(ScheduleCell {
+                schedule,
+                trace_digest: rec.trace_digest.clone(),
+                verdict: c.verdict,
+                states_explored: c.states_explored,
+                states_unique: c.states_unique,
+                counts: c.counts.clone(),
+                first_state: first.map(|i| rec.subject.qualify(&part.results[i].state.id)),
+                first_position: first.map(|i| part.positions[i]),
+                op_barriers: exercised.as_ref().map(|e| e.0),
+            });
+        }
+        if let Some((n, why)) = exercised {
+            if barriers.as_ref().is_none_or(|(m, _)| n > *m) {
+                barriers = Some((n, why));
+            }
+        }
+    }
+    if let Some((n, why)) = barriers {
+        cell.apply_exercise(Some(n), why);
+    }
+    if let Some(i) = witness_index {
+        let rec = &recs[owner[i]];
+        let r = &results[i];
+        let replayed = confirm(&rec.subject, &r.state, opts, work)?;
+        cell.confirmed = Some(replayed == r.check.outcome.name());
+        let record = witness::StateRecord::of(r, &rec.subject, Some(opts.property.name().into()));
+        witness::write(dir, &rec.subject, &rec.sidecar, &record, &r.check)?;
+        cell.witness = Some(dir.display().to_string());
+        cell.story = Some(format!("{} (state {})", record.story, record.id));
+        cell.witness_state = Some(record.id);
+        cell.witness_position = Some(positions[i]);
+        cell.witness_schedule = rec.subject.schedule.map(|s| s.name().to_owned());
+        if let Some(pair) = &r.check.pair {
+            cell.earlier_op = Some(pair.earlier_op.clone());
+            cell.later_op = Some(pair.later_op.clone());
+        }
+    }
+    // The witness keeps the traces of the other schedules with a failing state of their
+    // own (a schedule's first state, a scenario's first silent state), so that each
+    // replays from it with `--state`.
+    let _ = std::fs::remove_dir_all(dir.join("schedules"));
+    if let Some(own) = cell.witness.as_ref().and(cell.witness_schedule.clone()) {
+        let mut wanted: Vec<&str> = cell
+            .schedules
+            .iter()
+            .filter(|s| s.first_state.is_some())
+            .map(|s| s.schedule.as_str())
+            .collect();
+        for sc in &cell.scenarios {
+            if let Some((Some(name), _)) = sc.witness_state.as_deref().map(check::split_schedule) {
+                wanted.push(name);
+            }
+        }
+        for rec in recs {
+            let Some(s) = rec.subject.schedule else { continue };
+            if s.name() != own && wanted.contains(&s.name()) {
+                let to = witness::schedule_dir(dir, s.name());
+                witness::save_trace(&to, &rec.subject, &rec.sidecar)?;
+            }
+        }
+    }
+    // Each scenario's first silent state is replayed independently too: the per-scenario
+    // table prints only crosses that reproduce.
+    for sc in &mut cell.scenarios {
+        let Some(i) = sc.witness_position.and_then(|p| positions.iter().position(|&q| q == p))
+        else {
+            continue;
+        };
+        let again = confirm_check(&recs[owner[i]].subject, &results[i].state, opts, work)?;
+        sc.confirmed =
+            Some(again.scenarios.iter().any(|m| m.scenario == sc.scenario && !m.silent.is_empty()));
+    }
+    Ok(cell)
+}
+
+/// Records (or loads from the journal, or from `saved`, a `--trace` directory) the cell's
+/// workload under one drain schedule, cut under `disk`. `several`: the cell has more than
+/// one schedule (`--save-trace` then writes one directory per schedule).
+#[allow(clippy::too_many_arguments)]
+fn record_schedule(
+    opts: &RunOptions,
+    schedule: Option<Schedule>,
+    saved: Option<PathBuf>,
+    several: bool,
+    disk: crash::DiskModel,
+    work: &WorkDir,
+    run_dir: &Path,
+    progress: &dyn Progress,
+    cancel: &AtomicBool,
+) -> Result<Recorded, Error> {
+    let name = schedule.map(|s| s.name()).unwrap_or("trace");
+    // Each schedule its own scratch (base image, mounts) and journal.
+    let scratch = work.path().join(name);
+    std::fs::create_dir_all(&scratch)
+        .map_err(|source| Error::Io { path: scratch.clone(), source })?;
+    let journal_dir = run_dir.join(name);
+    let resuming = opts.resume && journal_dir.join("trace.json").exists() && saved.is_none();
+    let trace_source = if resuming { Some(journal_dir.clone()) } else { saved };
     let (mut subject, sidecar) = match &trace_source {
-        Some(dir) => witness::load_subject(dir)?,
+        Some(dir) => {
+            let (subject, sidecar) = witness::load_subject(dir)?;
+            // The directory name chose the schedule; the sidecar must agree.
+            if let (Some(s), Some(named)) = (schedule, subject.schedule) {
+                if s != named {
+                    return Err(witness::Error::Invalid {
+                        path: dir.join("trace.json"),
+                        message: format!("recorded under the {named} schedule, not {s}"),
+                    }
+                    .into());
+                }
+            }
+            (subject, sidecar)
+        }
         None => {
-            let workload = match &opts.workload {
+            let base_workload = match &opts.workload {
                 Some(w) => w.clone(),
                 None => workloads::workload_for(opts.property, &opts.config.workload_params()),
             };
-            progress.phase("recording", 0);
-            let recording = record::record(&RecordRequest {
+            let workload = match schedule {
+                Some(s) => s.apply(&base_workload),
+                None => base_workload,
+            };
+            progress.phase(&format!("recording {name}"), 0);
+            let mut recording = record::record(&RecordRequest {
                 config: &opts.config,
                 workload: &workload,
                 device: opts.device.as_deref(),
-                work_dir: work.path(),
+                work_dir: &scratch,
                 timeouts: opts.timeouts,
             })?;
+            recording.sidecar.schedule = schedule.map(|s| s.name().to_owned());
             let base = BaseImage::open(&recording.base_image)
                 .map_err(|source| Error::Io { path: recording.base_image.clone(), source })?;
             let trace = Arc::new(recording.trace);
-            let disk = models[0];
             let epochs = crash::epochs(&trace, &disk);
             let subject = Subject {
                 config: opts.config.clone(),
@@ -206,6 +481,7 @@ pub fn run_cell(
                 trace,
                 epochs,
                 spans: recording.sidecar.ops.clone(),
+                schedule,
                 base: Arc::new(base),
                 disk,
             };
@@ -213,45 +489,38 @@ pub fn run_cell(
         }
     };
     if let Some(dir) = &opts.save_trace {
-        witness::save_trace(dir, &subject, &sidecar)?;
+        // One schedule saves where asked; several save one directory each below it.
+        let dir = match schedule {
+            Some(s) if several => dir.join(s.name()),
+            _ => dir.clone(),
+        };
+        witness::save_trace(&dir, &subject, &sidecar)?;
     }
     if !resuming {
-        witness::save_trace(&run_dir, &subject, &sidecar)?;
+        witness::save_trace(&journal_dir, &subject, &sidecar)?;
     }
-    let journal = check::Journal::open(&run_dir.join("results.jsonl"))?;
+    subject.set_disk(disk);
+    let journal = check::Journal::open(&journal_dir.join("results.jsonl"))?;
     if cancel.load(std::sync::atomic::Ordering::Relaxed) {
         return Err(check::Error::Interrupted.into());
     }
-    let mut cells = Vec::with_capacity(models.len());
-    for &disk in &models {
-        subject.set_disk(disk);
-        let dir = if models.len() > 1 { cell_dir.join(disk.slug()) } else { cell_dir.clone() };
-        let mut cell =
-            check_model(opts, &subject, &sidecar, &journal, &work, &dir, progress, cancel)?;
-        cell.seconds = started.elapsed().as_secs_f64();
-        cells.push(cell);
-    }
-    drop(journal);
-    let _ = std::fs::remove_dir_all(&run_dir);
-    Ok(cells)
+    let trace_digest = subject.trace.digest();
+    Ok(Recorded { subject, sidecar, journal, scratch, name, trace_digest })
 }
 
-/// Generates, checks and summarizes the crash states of `subject` under its disk model,
-/// writing the witness into `dir`; the journal (shared by the cell's disk models) skips
-/// what an earlier model already mounted.
-#[allow(clippy::too_many_arguments)]
-fn check_model(
+/// Generates the crash states of one recording under its subject's disk model and checks
+/// them (this shard's); its journal skips what an earlier disk model already mounted.
+fn check_schedule(
     opts: &RunOptions,
-    subject: &Subject,
-    sidecar: &crate::trace::sidecar::Sidecar,
-    journal: &check::Journal,
-    work: &WorkDir,
-    dir: &Path,
+    rec: &Recorded,
     progress: &dyn Progress,
     cancel: &AtomicBool,
-) -> Result<Cell, Error> {
+) -> Result<Part, Error> {
+    let (subject, name) = (&rec.subject, rec.name);
+
     let generated =
         crash::generate(&subject.trace, &subject.epochs, &opts.strategies, &opts.limits);
+    let total = generated.states.len();
     // Positions in the full list, kept through sharding so witnesses compare across shards.
     let mut states: Vec<(usize, crash::CrashState)> =
         generated.states.into_iter().enumerate().collect();
@@ -263,12 +532,9 @@ fn check_model(
     }
     let (positions, states): (Vec<usize>, Vec<crash::CrashState>) = states.into_iter().unzip();
 
-    progress.phase("checking", states.len());
-    let engine = EngineOptions {
-        jobs: opts.jobs,
-        timeouts: opts.timeouts,
-        work_dir: work.path().to_owned(),
-    };
+    progress.phase(&format!("checking {name}"), states.len());
+    let engine =
+        EngineOptions { jobs: opts.jobs, timeouts: opts.timeouts, work_dir: rec.scratch.clone() };
     let results = check::run_states_journaled(
         subject,
         &check::Judge::Oracle,
@@ -276,48 +542,59 @@ fn check_model(
         &engine,
         &|d, t| progress.state_done(d, t),
         cancel,
-        journal,
+        &rec.journal,
     )?;
-    let (mut cell, witness_index) =
-        Cell::of_results(opts.config.name, opts.property.name(), &results);
-    cell.disk_model = subject.disk;
-    cell.shard = opts.shard.map(|(i, n)| format!("{}/{}", i + 1, n));
-    cell.scenarios = report::summarize_scenarios(&results, &positions);
-    cell.other_reorderings =
-        report::BesideFindings::of(&results, Some(&positions), workloads::Family::Ordering);
-    cell.other_durability =
-        report::BesideFindings::of(&results, Some(&positions), workloads::Family::Durability);
-    cell.promises = report::PromiseCoverage::of(&subject.workload, &results, |r| {
-        subject.durable_ops(&r.state.id)
-    });
-    cell.apply_promise_coverage();
-    if let Some(i) = witness_index {
-        let r = &results[i];
-        let replayed = confirm(subject, &r.state, opts, work)?;
-        cell.confirmed = Some(replayed == r.check.outcome.name());
-        let record = witness::StateRecord::of(r, subject, Some(opts.property.name().into()));
-        witness::write(dir, subject, sidecar, &record, &r.check)?;
-        cell.witness = Some(dir.display().to_string());
-        cell.story = Some(format!("{} (state {})", record.story, record.id));
-        cell.witness_state = Some(record.id);
-        cell.witness_position = Some(positions[i]);
-        if let Some(pair) = &r.check.pair {
-            cell.earlier_op = Some(pair.earlier_op.clone());
-            cell.later_op = Some(pair.later_op.clone());
+    Ok(Part { results, positions, generated: total })
+}
+
+/// For the properties that claim to test an op crossing commits (the multi-block ones):
+/// how many barriers the judged ops' own writes spanned in `subject`'s trace (the least
+/// over those ops), and when that is none, which op and why. `None` for other properties.
+pub fn exercise(property: Property, subject: &Subject) -> Option<(usize, Option<String>)> {
+    exercise_of(property, &subject.workload, &subject.trace, &subject.epochs)
+}
+
+/// [`exercise`] of a workload's trace and its epochs.
+pub fn exercise_of(
+    property: Property,
+    workload: &workloads::Workload,
+    trace: &crate::trace::Trace,
+    epochs: &[crash::Epoch],
+) -> Option<(usize, Option<String>)> {
+    if !matches!(property, Property::MultiBlockAppend | Property::MultiBlockPrefixAppend) {
+        return None;
+    }
+    let gen = workload.gen();
+    let mut least: Option<(usize, Option<String>)> = None;
+    for (k, op) in workload.ops.iter().enumerate() {
+        if op.data_range().is_none() {
+            continue;
+        }
+        let found = crash::op_epochs(trace, epochs, gen, k as u32);
+        let (n, why) = match found {
+            Some(e) if e.barriers() > 0 => (e.barriers(), None),
+            Some(e) => (
+                0,
+                Some(format!(
+                    "op {k} ({op}): its {} write(s) all fell into epoch {} of {}; it crossed \
+                     no commit, so the crash states cannot test it",
+                    e.writes,
+                    e.first,
+                    epochs.len()
+                )),
+            ),
+            None => (
+                0,
+                Some(format!(
+                    "op {k} ({op}): no write of the trace carries its data; it crossed no commit"
+                )),
+            ),
+        };
+        if least.as_ref().is_none_or(|(m, _)| n < *m) {
+            least = Some((n, why));
         }
     }
-    // Each scenario's first silent state is replayed independently too: the per-scenario
-    // table prints only crosses that reproduce.
-    for sc in &mut cell.scenarios {
-        let Some(i) = sc.witness_position.and_then(|p| positions.iter().position(|&q| q == p))
-        else {
-            continue;
-        };
-        let again = confirm_check(subject, &results[i].state, opts, work)?;
-        sc.confirmed =
-            Some(again.scenarios.iter().any(|m| m.scenario == sc.scenario && !m.silent.is_empty()));
-    }
-    Ok(cell)
+    least
 }
 
 /// Where a cell's witness and journal live: `<out>/<config>/<property>[/shard-I-of-N]`.
@@ -363,7 +640,26 @@ fn confirm_check(
 
 /// Header notes every table carries.
 pub fn table_notes(configs: &[FsConfig]) -> Vec<String> {
+    table_notes_with(configs, &[])
+}
+
+/// [`table_notes`], saying which drain schedules each cell's states came from.
+pub fn table_notes_with(configs: &[FsConfig], schedules: &[Schedule]) -> Vec<String> {
     let mut notes = Vec::new();
+    if !schedules.is_empty() {
+        let names: Vec<&str> = schedules.iter().map(|s| s.name()).collect();
+        let research = if configs.iter().any(|c| c.design().is_some()) {
+            " The research designs record sync and syncfs only (no page cache to write back)."
+        } else {
+            ""
+        };
+        notes.push(format!(
+            "Each cell is the union of the crash states of its workload recorded under the \
+             drain schedules {} (each its own recording; a state id names its schedule, \
+             `syncfs/e3:0-4`; see docs/schedules.md).{research}",
+            names.join(", ")
+        ));
+    }
     if configs.iter().any(|c| matches!(c.fstype, "ext2" | "ext3")) {
         notes.push(
             "ext2 and ext3 are served by the ext4 driver on this kernel (CONFIG_EXT4_USE_FOR_EXT2)."
@@ -384,5 +680,141 @@ pub fn unavailable_cell(config: &FsConfig, property: Property, reason: &str) -> 
         verdict: CellVerdict::Unavailable,
         unavailable: Some(reason.into()),
         ..Cell::of_results(config.name, property.name(), &[]).0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{Entry, Trace};
+    use workloads::{Params, Property};
+
+    /// A stamped write of op `op`'s data: `len` bytes of file 7 at byte `offset`.
+    fn op_write(w: &workloads::Workload, sector: u64, op: u32, offset: u64, len: usize) -> Entry {
+        let mut buf = vec![0u8; len];
+        workloads::stamp::fill(&mut buf, 7, offset, op, w.gen());
+        Entry::write(sector, buf)
+    }
+
+    fn held_cell() -> Cell {
+        Cell::of_results("ext4-ordered", "multi-block-prefix-append", &[]).0
+    }
+
+    #[test]
+    fn an_op_whose_writes_fall_in_one_epoch_is_not_exercised() {
+        let p = Property::MultiBlockPrefixAppend;
+        let w = workloads::workload_for(p, &Params::default());
+        // The append's data in two requests, then unrelated writes, all before the first
+        // flush: the op never crossed a barrier.
+        let trace = Trace::new(
+            512,
+            vec![
+                Entry::mark("op 0 begin"),
+                op_write(&w, 1000, 0, 40960, 8192),
+                op_write(&w, 1016, 0, 49152, 4096),
+                Entry::write(8, vec![1; 4096]),
+                Entry::mark("op 0 end"),
+                Entry::flush(),
+                Entry::write(16, vec![2; 4096]),
+                Entry::flush(),
+            ],
+        );
+        let epochs = crash::epochs(&trace, &crash::DiskModel::STUDY);
+        let (n, why) = exercise_of(p, &w, &trace, &epochs).expect("a multi-block property");
+        assert_eq!(n, 0);
+        let why = why.expect("a reason");
+        assert!(
+            why.contains("op 0") && why.contains("2 write(s)") && why.contains("epoch 0"),
+            "{why}"
+        );
+        let mut cell = held_cell();
+        assert_eq!(cell.verdict, CellVerdict::Held);
+        cell.apply_exercise(Some(n), Some(why.clone()));
+        assert_eq!(cell.verdict, CellVerdict::NotExercised, "never held");
+        assert_eq!(cell.verdict.name(), "not-exercised");
+        assert_eq!(cell.verdict.letter(), "N");
+        assert_eq!(cell.op_barriers, Some(0));
+        assert_eq!(cell.not_exercised.as_deref(), Some(why.as_str()));
+        let json = serde_json::to_value(&cell).unwrap();
+        assert_eq!(json["verdict"], "not-exercised");
+        assert_eq!(json["op_barriers"], 0);
+        assert!(cell.to_text().contains("not exercised: op 0"), "{}", cell.to_text());
+
+        // A violation found anyway stays a violation.
+        let mut violated = held_cell();
+        violated.verdict = CellVerdict::Violated;
+        violated.apply_exercise(Some(0), None);
+        assert_eq!(violated.verdict, CellVerdict::Violated);
+    }
+
+    #[test]
+    fn state_ids_name_their_schedule_and_bare_ids_mean_the_traces_own() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().join("base.img");
+        std::fs::write(&base, vec![0u8; 1 << 16]).unwrap();
+        let trace = Arc::new(Trace::new(
+            512,
+            vec![Entry::write(0, vec![1; 1024]), Entry::flush(), Entry::write(8, vec![2; 512])],
+        ));
+        let p = Property::SingleBlockAppend;
+        let subject = |schedule| Subject {
+            config: crate::fs::by_name("ext4-ordered").unwrap(),
+            workload: workloads::workload_for(p, &Params::default()),
+            observed: Default::default(),
+            epochs: crash::epochs(&trace, &crash::DiskModel::STUDY),
+            trace: trace.clone(),
+            spans: Vec::new(),
+            schedule,
+            disk: crash::DiskModel::STUDY,
+            base: Arc::new(BaseImage::open(&base).unwrap()),
+        };
+        let syncfs = subject(Some(Schedule::Syncfs));
+        let id = syncfs.state_id("syncfs/e0:0").unwrap();
+        assert_eq!(id, crash::StateId::whole(0, [0]));
+        assert_eq!(syncfs.qualify(&id), "syncfs/e0:0");
+        assert_eq!(syncfs.state_id("e0:0").unwrap(), id, "a bare id is the trace's own");
+        let other = syncfs.state_id("sync/e0:0").unwrap_err().to_string();
+        assert!(other.contains("syncfs") && other.contains("sync/e0:0"), "{other}");
+        assert!(syncfs.state_id("fsync/e0:0").is_err());
+        assert!(syncfs.state_id("syncfs/e5:0").is_err(), "still validated against the trace");
+        // A trace without a schedule (bob record, imports, old witnesses) prints bare ids.
+        let none = subject(None);
+        assert_eq!(none.qualify(&id), "e0:0");
+        assert_eq!(none.state_id("e0:0").unwrap(), id);
+        assert!(none.state_id("syncfs/e0:0").is_err());
+    }
+
+    #[test]
+    fn an_op_across_barriers_counts_them() {
+        let p = Property::MultiBlockPrefixAppend;
+        let w = workloads::workload_for(p, &Params::default());
+        let trace = Trace::new(
+            512,
+            vec![
+                op_write(&w, 1000, 0, 40960, 4096),
+                Entry::flush(),
+                Entry::write(8, vec![1; 4096]),
+                Entry::flush(),
+                op_write(&w, 1008, 0, 45056, 4096),
+                Entry::flush(),
+                // Another op's and the setup's data do not count.
+                op_write(&w, 1016, 1, 0, 4096),
+                Entry::flush(),
+                op_write(&w, 1024, workloads::stamp::SETUP_OP, 0, 4096),
+            ],
+        );
+        let epochs = crash::epochs(&trace, &crash::DiskModel::STUDY);
+        let found = crash::op_epochs(&trace, &epochs, w.gen(), 0).unwrap();
+        assert_eq!((found.first, found.last, found.epochs, found.writes), (0, 2, 2, 2));
+        assert_eq!(exercise_of(p, &w, &trace, &epochs), Some((2, None)));
+        let mut cell = held_cell();
+        cell.apply_exercise(Some(2), None);
+        assert_eq!(cell.verdict, CellVerdict::Held);
+        assert_eq!(cell.op_barriers, Some(2));
+        // Another generation's stamps (another workload's data) are not this op's.
+        assert_eq!(crash::op_epochs(&trace, &epochs, w.gen() ^ 1, 0), None);
+        // Properties that claim no multi-block op are not judged this way.
+        let other = workloads::workload_for(Property::SingleBlockAppend, &Params::default());
+        assert_eq!(exercise_of(Property::SingleBlockAppend, &other, &trace, &epochs), None);
     }
 }

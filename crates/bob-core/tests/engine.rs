@@ -290,6 +290,7 @@ fn record(config: &str, property: Property) -> Recorded {
         trace,
         epochs,
         spans: recording.sidecar.ops.clone(),
+        schedule: None,
         base: Arc::new(BaseImage::open(&recording.base_image).expect("base")),
         disk: crash::DiskModel::STUDY,
     };

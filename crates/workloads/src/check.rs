@@ -460,7 +460,11 @@ impl View<'_> {
             } else {
                 Ok(())
             }),
-            Op::Fsync { .. } | Op::Fdatasync { .. } | Op::Sync => None,
+            Op::Fsync { .. }
+            | Op::Fdatasync { .. }
+            | Op::Sync
+            | Op::Syncfs
+            | Op::WritebackStart { .. } => None,
         }
     }
 
@@ -729,7 +733,7 @@ impl View<'_> {
         durable.iter().filter(|&&q| q <= d).any(|&q| {
             let s = &self.states()[q + 1];
             match &self.w().ops[q] {
-                Op::Sync => s.nodes.contains_key(&id),
+                Op::Sync | Op::Syncfs => s.nodes.contains_key(&id),
                 Op::Fsync { path } | Op::Fdatasync { path } | Op::Creat { path, sync: true } => {
                     s.id(path) == Some(id)
                 }
@@ -748,7 +752,7 @@ impl View<'_> {
                     let s = &self.states()[q + 1];
                     s.id(p) == Some(id)
                         && match &self.w().ops[q] {
-                            Op::Sync => true,
+                            Op::Sync | Op::Syncfs => true,
                             Op::Fsync { path } => path == parent(p),
                             Op::Creat { path, sync: true } => path == p,
                             _ => false,
@@ -790,7 +794,7 @@ impl View<'_> {
                     .then(|| self.name_desc(path, id))
                     .and_then(fail)
             }
-            Op::Sync => {
+            Op::Sync | Op::Syncfs => {
                 for (p, &id) in s.names.iter().filter(|(p, _)| *p != DRAIN_FILE) {
                     let n = &s.nodes[&id];
                     let why = if n.kind == NodeKind::Dir {

@@ -105,7 +105,8 @@ pub fn execute(
         let id =
             next.apply(op, stamp_op).map_err(|source| ExecError::Model { phase, index, source })?;
         on_op(OpEvent::Begin { index, op });
-        run_op(op, root, id.unwrap_or(0), stamp_op, gen).map_err(|e| match e {
+        let midway = phase == Phase::Workload && w.commit_midway.contains(&index);
+        run_op(op, root, id.unwrap_or(0), stamp_op, gen, midway).map_err(|e| match e {
             RunError::Io(path, source) => {
                 ExecError::Io { phase, index, op: op.to_string(), path, source }
             }
@@ -156,7 +157,14 @@ enum RunError {
     Size(String, u64, u64),
 }
 
-fn run_op(op: &Op, root: &Path, id: u32, stamp_op: u32, gen: u32) -> Result<(), RunError> {
+fn run_op(
+    op: &Op,
+    root: &Path,
+    id: u32,
+    stamp_op: u32,
+    gen: u32,
+    commit_midway: bool,
+) -> Result<(), RunError> {
     let hp = |p: &str| host_path(root, p);
     let io = |p: &Path| {
         let p = p.to_path_buf();
@@ -195,6 +203,19 @@ fn run_op(op: &Op, root: &Path, id: u32, stamp_op: u32, gen: u32) -> Result<(), 
                     return Err(RunError::Size(path.clone(), size, *offset));
                 }
             }
+            if commit_midway && *len >= 1024 {
+                // Two halves (the first a whole number of blocks where it can be), and
+                // a sync(2) between them: the commit meets the op in flight.
+                let half = match (*len / 2) / 4096 * 4096 {
+                    0 => (*len / 2) / 512 * 512,
+                    h => h,
+                };
+                f.write_all_at(&stamped(*offset, half), *offset).map_err(io(&p))?;
+                // SAFETY: sync(2) takes no arguments and cannot fail.
+                unsafe { libc::sync() };
+                let rest = *offset + half;
+                return f.write_all_at(&stamped(rest, *len - half), rest).map_err(io(&p));
+            }
             // One pwrite for the whole range (write_all_at only loops on a short write).
             f.write_all_at(&stamped(*offset, *len), *offset).map_err(io(&p))
         }
@@ -227,6 +248,34 @@ fn run_op(op: &Op, root: &Path, id: u32, stamp_op: u32, gen: u32) -> Result<(), 
             // reclaims those first (device::registry aborts their connections).
             // SAFETY: sync(2) takes no arguments and cannot fail.
             unsafe { libc::sync() };
+            Ok(())
+        }
+        Op::Syncfs => {
+            // syncfs(2) on the mount: this file system only (the `syncfs` drain schedule).
+            let f = File::open(root).map_err(io(root))?;
+            // SAFETY: a valid open descriptor, owned by `f` for the call.
+            if unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&f)) } != 0 {
+                return Err(RunError::Io(root.to_path_buf(), std::io::Error::last_os_error()));
+            }
+            Ok(())
+        }
+        Op::WritebackStart { path } => {
+            // Starts writeback of the whole file and returns without waiting for it or
+            // for any metadata: the `writeback-commit` drain schedule's first step.
+            let p = hp(path);
+            let f = File::open(&p).map_err(io(&p))?;
+            // SAFETY: a valid open descriptor; offset 0 and length 0 mean the whole file.
+            let rc = unsafe {
+                libc::sync_file_range(
+                    std::os::fd::AsRawFd::as_raw_fd(&f),
+                    0,
+                    0,
+                    libc::SYNC_FILE_RANGE_WRITE,
+                )
+            };
+            if rc != 0 {
+                return Err(RunError::Io(p, std::io::Error::last_os_error()));
+            }
             Ok(())
         }
     }

@@ -114,6 +114,7 @@ pub fn random_synced(seed: u64, n_ops: usize, params: &Params) -> Workload {
         setup: base.setup,
         ops,
         drain: base.drain,
+        commit_midway: Vec::new(),
     }
 }
 

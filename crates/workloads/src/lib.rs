@@ -22,6 +22,7 @@ mod generate;
 mod model;
 mod op;
 mod property;
+mod schedule;
 mod snapshot;
 pub mod stamp;
 mod workload;
@@ -33,6 +34,7 @@ pub use generate::random_synced;
 pub use model::{model_states, ModelError, ModelNode, ModelState};
 pub use op::{Op, OpKind, OpRef};
 pub use property::{Family, ParsePropertyError, Property};
+pub use schedule::{ParseScheduleError, Schedule};
 pub use snapshot::{take_snapshot, Content, Node, NodeKind, SectorClass, Snapshot};
 pub use workload::{
     detection_scenario, workload_for, Params, Workload, DETECTION_SCENARIOS, DRAIN_FILE,

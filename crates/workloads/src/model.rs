@@ -219,7 +219,8 @@ impl ModelState {
             }
             Op::Fsync { path } => need(self, path, None).map(Some),
             Op::Fdatasync { path } => need(self, path, Some(NodeKind::File)).map(Some),
-            Op::Sync => Ok(None),
+            Op::Sync | Op::Syncfs => Ok(None),
+            Op::WritebackStart { path } => need(self, path, Some(NodeKind::File)).map(Some),
         }
     }
 

@@ -44,6 +44,11 @@ pub enum Op {
     Fdatasync { path: String },
     /// sync(): everything.
     Sync,
+    /// syncfs(2) on the mount: everything of this file system (a drain schedule).
+    Syncfs,
+    /// sync_file_range(path, 0, 0, SYNC_FILE_RANGE_WRITE): start writeback of the file's
+    /// dirty data without waiting for it or committing metadata (a drain schedule).
+    WritebackStart { path: String },
 }
 
 /// What kind of operation an op is, for every source of workloads (the property
@@ -78,6 +83,10 @@ pub enum OpKind {
     Fdatasync,
     /// sync(2).
     Sync,
+    /// syncfs(2).
+    Syncfs,
+    /// sync_file_range(SYNC_FILE_RANGE_WRITE): writeback started, nothing waited for.
+    WritebackStart,
 }
 
 impl OpKind {
@@ -97,6 +106,8 @@ impl OpKind {
             OpKind::Fsync => "fsync",
             OpKind::Fdatasync => "fdatasync",
             OpKind::Sync => "sync",
+            OpKind::Syncfs => "syncfs",
+            OpKind::WritebackStart => "writeback-start",
         }
     }
 
@@ -143,6 +154,8 @@ impl Op {
             Op::Fsync { .. } => OpKind::Fsync,
             Op::Fdatasync { .. } => OpKind::Fdatasync,
             Op::Sync => OpKind::Sync,
+            Op::Syncfs => OpKind::Syncfs,
+            Op::WritebackStart { .. } => OpKind::WritebackStart,
         }
     }
 
@@ -160,14 +173,26 @@ impl Op {
     pub fn is_persistence_point(&self) -> bool {
         matches!(
             self,
-            Op::Fsync { .. } | Op::Fdatasync { .. } | Op::Sync | Op::Creat { sync: true, .. }
+            Op::Fsync { .. }
+                | Op::Fdatasync { .. }
+                | Op::Sync
+                | Op::Syncfs
+                | Op::Creat { sync: true, .. }
         )
     }
 
-    /// Whether the op changes the file-system state (everything but fsync, fdatasync
-    /// and sync); these are the ops the atomicity and ordering checks judge.
+    /// Whether the op changes the file-system state (everything but fsync, fdatasync,
+    /// sync, syncfs and writeback); these are the ops the atomicity and ordering checks
+    /// judge.
     pub fn has_effect(&self) -> bool {
-        !matches!(self, Op::Fsync { .. } | Op::Fdatasync { .. } | Op::Sync)
+        !matches!(
+            self,
+            Op::Fsync { .. }
+                | Op::Fdatasync { .. }
+                | Op::Sync
+                | Op::Syncfs
+                | Op::WritebackStart { .. }
+        )
     }
 
     /// Every path the op names, in order.
@@ -181,9 +206,10 @@ impl Op {
             | Op::OtruncWrite { path, .. }
             | Op::Unlink { path }
             | Op::Fsync { path }
-            | Op::Fdatasync { path } => vec![path],
+            | Op::Fdatasync { path }
+            | Op::WritebackStart { path } => vec![path],
             Op::Link { from, to } | Op::Rename { from, to } => vec![from, to],
-            Op::Sync => vec![],
+            Op::Sync | Op::Syncfs => vec![],
         }
     }
 
@@ -215,6 +241,8 @@ impl fmt::Display for Op {
             Op::Fsync { path } => write!(f, "fsync {path}"),
             Op::Fdatasync { path } => write!(f, "fdatasync {path}"),
             Op::Sync => write!(f, "sync"),
+            Op::Syncfs => write!(f, "syncfs"),
+            Op::WritebackStart { path } => write!(f, "writeback-start {path}"),
         }
     }
 }

@@ -33,6 +33,13 @@ pub struct Params {
     pub multi_block_bytes: u64,
     /// Seed of the random overwrite offsets.
     pub seed: u64,
+    /// Whether the multi-block ops meet a commit while in flight: their data is written
+    /// in two halves with a sync(2) between them (see [`Workload::commit_midway`]).
+    /// Needed wherever the journal does not carry file data (ext data=ordered/writeback,
+    /// ext2, xfs, btrfs): there a single large write's data reaches the disk in one epoch
+    /// whatever the journal's size, and the op never crosses a commit.
+    #[serde(default)]
+    pub commit_midway: bool,
 }
 
 impl Default for Params {
@@ -44,6 +51,7 @@ impl Default for Params {
             large_file_bytes: 4 << 20,
             multi_block_bytes: 2 << 20,
             seed: 0x0b0b_2014,
+            commit_midway: false,
         }
     }
 }
@@ -56,6 +64,12 @@ pub struct Workload {
     pub setup: Vec<Op>,
     pub ops: Vec<Op>,
     pub drain: Vec<Op>,
+    /// Indices of data ops (write, append) whose data is written in two halves with a
+    /// sync(2) between them, inside the op: the commit a large write may meet while it is
+    /// in flight (writeback under memory pressure, another process's sync), made
+    /// deterministic. The op is still one op to the model and the checks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commit_midway: Vec<usize>,
 }
 
 impl Workload {
@@ -291,7 +305,20 @@ pub fn workload_for(p: Property, params: &Params) -> Workload {
         ],
         DetectsInconsistency => return detection_workload(params),
     };
-    Workload { name: p.name().to_string(), property: Some(p), setup, ops, drain: drain_ops(params) }
+    let commit_midway =
+        if params.commit_midway && matches!(p, MultiBlockAppend | MultiBlockPrefixAppend) {
+            (0..ops.len()).filter(|&k| ops[k].data_range().is_some()).collect()
+        } else {
+            Vec::new()
+        };
+    Workload {
+        name: p.name().to_string(),
+        property: Some(p),
+        setup,
+        ops,
+        drain: drain_ops(params),
+        commit_midway,
+    }
 }
 
 /// The scenarios of the thesis' reliability table as `(name, first op, op count)` within
@@ -357,6 +384,7 @@ fn detection_workload(params: &Params) -> Workload {
         setup,
         ops,
         drain: drain_ops(params),
+        commit_midway: Vec::new(),
     }
 }
 

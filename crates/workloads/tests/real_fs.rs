@@ -80,6 +80,7 @@ fn paths_outside_root_are_refused() {
         setup: vec![Op::Creat { path: "/../escape".into(), sync: false }],
         ops: vec![],
         drain: vec![],
+        commit_midway: vec![],
     };
     let err =
         execute(&w, Phase::Setup, dir.path(), &mut Observed::default(), &mut |_| {}).unwrap_err();

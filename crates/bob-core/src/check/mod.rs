@@ -263,6 +263,9 @@ pub struct Subject {
     pub epochs: Vec<Epoch>,
     /// Op positions in the trace.
     pub spans: Vec<OpSpan>,
+    /// The drain schedule the trace was recorded under, if it was a property recording
+    /// that knows it: state ids of this trace print with it as a prefix (`syncfs/e3:0-4`).
+    pub schedule: Option<workloads::Schedule>,
     /// The base image.
     pub base: Arc<BaseImage>,
     /// The disk model the epochs (and so every state id) are cut under.
@@ -326,12 +329,58 @@ impl Subject {
             .collect()
     }
 
-    /// Parses and validates a state id against this trace.
+    /// Parses and validates a state id against this trace. The id may name the trace's
+    /// schedule as a prefix (`syncfs/e3:0-4`); a bare id (`e3:0-4`, as witnesses from
+    /// before schedules have) means this trace's own. A prefix naming another schedule is
+    /// an error: that state is a state of another recording.
     pub fn state_id(&self, text: &str) -> Result<StateId, Error> {
         let bad = |reason: String| Error::BadState { id: text.to_owned(), reason };
-        let id: StateId = text.parse().map_err(|e: crate::crash::Error| bad(e.to_string()))?;
+        let (schedule, bare) = split_schedule(text);
+        if let Some(name) = schedule {
+            let named: workloads::Schedule =
+                name.parse().map_err(|e: workloads::ParseScheduleError| bad(e.to_string()))?;
+            match self.schedule {
+                Some(own) if own == named => {}
+                Some(own) => {
+                    return Err(bad(format!(
+                        "this trace was recorded under the {own} drain schedule, not {named}; \
+                         a {named} state replays from a witness of that schedule"
+                    )))
+                }
+                None => {
+                    return Err(bad(format!(
+                        "this trace names no drain schedule; give the bare id {bare}"
+                    )))
+                }
+            }
+        }
+        let id: StateId = bare.parse().map_err(|e: crate::crash::Error| bad(e.to_string()))?;
         id.validate(&self.epochs, &self.trace).map_err(|e| bad(e.to_string()))?;
         Ok(id)
+    }
+}
+
+impl Subject {
+    /// The printable id of a state of this trace: prefixed with its schedule where the
+    /// trace has one (`syncfs/e3:0-4`), bare otherwise.
+    pub fn qualify(&self, id: &StateId) -> String {
+        qualified_id(self.schedule, id)
+    }
+}
+
+/// `schedule/id`, or the bare id without a schedule.
+pub fn qualified_id(schedule: Option<workloads::Schedule>, id: &StateId) -> String {
+    match schedule {
+        Some(s) => format!("{s}/{id}"),
+        None => id.to_string(),
+    }
+}
+
+/// Splits `syncfs/e3:0-4` into its schedule prefix and the bare id.
+pub fn split_schedule(text: &str) -> (Option<&str>, &str) {
+    match text.split_once('/') {
+        Some((schedule, bare)) => (Some(schedule), bare),
+        None => (None, text),
     }
 }
 

@@ -172,3 +172,60 @@ pub fn epochs(trace: &Trace, disk: &DiskModel) -> Vec<Epoch> {
     });
     out
 }
+
+/// Where one workload op's own writes fell in a trace: the epochs holding a write that
+/// carries a sector stamped by that op (see `workloads::stamp`). Stamps find the op's data
+/// wherever the kernel wrote it: inside the op's marks, or later at writeback (delayed
+/// allocation), or through the journal (data=journal).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpEpochs {
+    /// The first epoch holding one of its writes.
+    pub first: usize,
+    /// The last such epoch.
+    pub last: usize,
+    /// How many distinct epochs hold its writes.
+    pub epochs: usize,
+    /// How many write requests carry its data.
+    pub writes: usize,
+}
+
+impl OpEpochs {
+    /// Barriers (epoch boundaries: flushes, FUA writes) between the op's first and last
+    /// write: 0 when all of them fell into one epoch.
+    pub fn barriers(&self) -> usize {
+        self.last - self.first
+    }
+}
+
+/// The epochs of `epochs` (of `trace`) holding a write with a sector stamped by op `op` of
+/// the workload of generation `gen`; `None` if no write carries its data.
+pub fn op_epochs(trace: &Trace, epochs: &[Epoch], gen: u32, op: u32) -> Option<OpEpochs> {
+    let mut found: Option<OpEpochs> = None;
+    for epoch in epochs {
+        let mut writes = 0;
+        for &i in &epoch.writes {
+            let Some(entry) = trace.entries.get(i) else { continue };
+            if !matches!(entry.kind(), EntryKind::Write { .. }) {
+                continue;
+            }
+            let ours = entry.data.chunks(workloads::stamp::SECTOR).any(|s| {
+                workloads::stamp::Stamp::decode(s).is_some_and(|st| st.op == op && st.gen == gen)
+            });
+            if ours {
+                writes += 1;
+            }
+        }
+        if writes > 0 {
+            let f = found.get_or_insert(OpEpochs {
+                first: epoch.index,
+                last: epoch.index,
+                epochs: 0,
+                writes: 0,
+            });
+            f.last = epoch.index;
+            f.epochs += 1;
+            f.writes += writes;
+        }
+    }
+    found
+}

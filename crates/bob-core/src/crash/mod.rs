@@ -42,7 +42,7 @@ pub mod strategy;
 mod tests;
 
 pub use disk::{DiskModel, FuaModel};
-pub use epoch::{epochs, Barrier, Epoch};
+pub use epoch::{epochs, op_epochs, Barrier, Epoch, OpEpochs};
 pub use id::{Applied, StateId};
 pub use overlay::{overlay, Overlay, OverlayBuilder, SectorSource};
 pub use strategy::{

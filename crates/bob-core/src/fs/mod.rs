@@ -279,7 +279,27 @@ impl FsConfig {
         if let Some(journal) = self.journal_bytes {
             params.multi_block_bytes = params.multi_block_bytes.max(journal / 4 * 2);
         }
+        // Only a journal that carries file data (data=journal) splits a large write into
+        // several commits by its size (measured: a 2 MiB append spans 6 barriers on
+        // ext4-journal). Everywhere else the write's data goes out in one epoch at
+        // writeback, whatever the journal or log size (measured: one epoch on
+        // ext4-ordered, xfs and btrfs), so the op meets a sync(2) halfway instead.
+        params.commit_midway = !self.mount_options.contains("data=journal");
         params
+    }
+
+    /// The drain schedules this configuration is recorded under. Kernel file systems:
+    /// all of them. The research designs run in bob's process and every write reaches
+    /// the device when its call returns: there is no page cache whose writeback
+    /// `writeback-commit` could start early, so that schedule records what `sync` does
+    /// and is left out; `sync` and `syncfs` are both recorded.
+    pub fn schedules(&self) -> Vec<workloads::Schedule> {
+        use workloads::Schedule;
+        if self.design().is_some() {
+            vec![Schedule::Sync, Schedule::Syncfs]
+        } else {
+            Schedule::ALL.to_vec()
+        }
     }
 
     /// The researchfs design, when this is one.

@@ -283,6 +283,7 @@ fn command_sidecar(
         },
         ops: Vec::new(),
         roles: Vec::new(),
+        schedule: None,
     })
 }
 

@@ -599,6 +599,8 @@ fn finish(
             .into_iter()
             .map(|(entry, role)| RoleNote { entry, role: role.name().into() })
             .collect(),
+        // The caller that chose a drain schedule for the workload names it.
+        schedule: None,
     };
     Ok(Recording { trace, sidecar, observed, base_image: base_path })
 }

@@ -23,11 +23,13 @@ pub enum CellVerdict {
     FsckFailed,
     /// Some external step hung.
     Timeout,
-    /// Nothing failed, but the workload did not exercise what the property is about (a
-    /// durability promise with no crash state after it returned): never a silent pass.
-    NotExercised,
     /// The configuration cannot run here.
     Unavailable,
+    /// No state violated the property, but the recording did not exercise what the
+    /// property claims to test (a multi-block op whose writes all fell into one epoch, a
+    /// durability promise with no crash state after it returned): never reported as held.
+    /// The cell's `not_exercised` (or `promises`) says why.
+    NotExercised,
 }
 
 impl CellVerdict {
@@ -39,9 +41,95 @@ impl CellVerdict {
             CellVerdict::MountFailed => "mount-failed",
             CellVerdict::FsckFailed => "fsck-failed",
             CellVerdict::Timeout => "timeout",
-            CellVerdict::NotExercised => "not-exercised",
             CellVerdict::Unavailable => "unavailable",
+            CellVerdict::NotExercised => "not-exercised",
         }
+    }
+
+    /// The table's letter for the verdict (empty for held).
+    pub fn letter(self) -> &'static str {
+        match self {
+            CellVerdict::Violated => "x",
+            CellVerdict::Held => "",
+            CellVerdict::MountFailed => "M",
+            CellVerdict::FsckFailed => "F",
+            CellVerdict::Timeout => "T",
+            CellVerdict::Unavailable => "n/a",
+            CellVerdict::NotExercised => "N",
+        }
+    }
+}
+
+/// One drain schedule's share of a cell: its own recording, trace and states.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScheduleCell {
+    /// The schedule (`sync`, `syncfs`, `writeback-commit`).
+    pub schedule: String,
+    /// blake3 of the schedule's recorded trace (see `Trace::digest`).
+    pub trace_digest: String,
+    /// Its verdict over its own states (the cell's is over the union).
+    pub verdict: CellVerdict,
+    /// Crash states generated from its trace (within this shard, if sharded).
+    pub states_explored: usize,
+    /// Distinct states of its trace mounted.
+    pub states_unique: usize,
+    /// Outcome counts over its states.
+    pub counts: OutcomeCounts,
+    /// The first state of its verdict's outcome (`syncfs/e3:0-4`), if not held.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_state: Option<String>,
+    /// That state's position in the schedule's full (unsharded) state list, so that
+    /// merged shards name the state an unsharded run would.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_position: Option<usize>,
+    /// For the multi-block properties: barriers (epoch boundaries) the judged op's own
+    /// writes spanned in this trace (the least over the judged ops).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op_barriers: Option<usize>,
+}
+
+impl ScheduleCell {
+    /// Folds another shard's share of the same schedule into this one.
+    pub fn merge(&mut self, b: &ScheduleCell) {
+        self.states_explored += b.states_explored;
+        self.states_unique += b.states_unique;
+        let c = &mut self.counts;
+        c.held += b.counts.held;
+        c.violated += b.counts.violated;
+        c.mount_failed += b.counts.mount_failed;
+        c.fsck_failed += b.counts.fsck_failed;
+        c.timeout += b.counts.timeout;
+        let own = self.verdict;
+        self.verdict = verdict_of_counts(&self.counts);
+        let b_earlier = match (self.first_position, b.first_position) {
+            (_, None) => false,
+            (None, Some(_)) => true,
+            (Some(a), Some(p)) => p < a,
+        };
+        let take = b.verdict == self.verdict && (own != self.verdict || b_earlier);
+        if take {
+            self.first_state = b.first_state.clone();
+            self.first_position = b.first_position;
+        } else if own != self.verdict {
+            self.first_state = None;
+            self.first_position = None;
+        }
+    }
+}
+
+/// The verdict of outcome counts (precedence: violated, mount-failed, fsck-failed,
+/// timeout, held).
+pub fn verdict_of_counts(counts: &OutcomeCounts) -> CellVerdict {
+    if counts.violated > 0 {
+        CellVerdict::Violated
+    } else if counts.mount_failed > 0 {
+        CellVerdict::MountFailed
+    } else if counts.fsck_failed > 0 {
+        CellVerdict::FsckFailed
+    } else if counts.timeout > 0 {
+        CellVerdict::Timeout
+    } else {
+        CellVerdict::Held
     }
 }
 
@@ -125,6 +213,22 @@ pub struct Cell {
     /// none was not judged, and a durability cell says so (`not-exercised`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub promises: Vec<PromiseCoverage>,
+    /// The drain schedule whose recording produced the witness (its state id carries it
+    /// as a prefix too).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub witness_schedule: Option<String>,
+    /// Per drain schedule: its trace digest, states and outcome counts (they add up to
+    /// the cell's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schedules: Vec<ScheduleCell>,
+    /// For the multi-block properties: how many barriers the judged op's own writes
+    /// spanned (the most over the schedules; each schedule's is in `schedules`). Below 1
+    /// the op never crossed a commit and the cell is `not-exercised`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op_barriers: Option<usize>,
+    /// Why the cell is `not-exercised`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_exercised: Option<String>,
 }
 
 /// One promise of a workload and how often it was judged.
@@ -366,17 +470,7 @@ pub fn summarize(results: &[StateResult]) -> (CellVerdict, OutcomeCounts, Option
             Outcome::Timeout { .. } => counts.timeout += 1,
         }
     }
-    let verdict = if counts.violated > 0 {
-        CellVerdict::Violated
-    } else if counts.mount_failed > 0 {
-        CellVerdict::MountFailed
-    } else if counts.fsck_failed > 0 {
-        CellVerdict::FsckFailed
-    } else if counts.timeout > 0 {
-        CellVerdict::Timeout
-    } else {
-        CellVerdict::Held
-    };
+    let verdict = verdict_of_counts(&counts);
     let witness = results
         .iter()
         .position(|r| r.check.outcome.name() == verdict.name() && verdict != CellVerdict::Held);
@@ -415,8 +509,26 @@ impl Cell {
             other_reorderings: BesideFindings::of(results, None, workloads::Family::Ordering),
             other_durability: BesideFindings::of(results, None, workloads::Family::Durability),
             promises: Vec::new(),
+            witness_schedule: None,
+            schedules: Vec::new(),
+            op_barriers: None,
+            not_exercised: None,
         };
         (cell, witness_index)
+    }
+
+    /// Applies what the recording exercised: `op_barriers` is how many barriers the judged
+    /// op's writes spanned (`None`: the property makes no such claim). A cell whose op
+    /// spanned none cannot have tested what it claims, so a `held` becomes
+    /// `not-exercised`, with `why`; a violation found anyway stays one.
+    pub fn apply_exercise(&mut self, op_barriers: Option<usize>, why: Option<String>) {
+        self.op_barriers = op_barriers;
+        if op_barriers == Some(0) {
+            self.not_exercised = why.or_else(|| Some("the op's writes fell into one epoch".into()));
+            if self.verdict == CellVerdict::Held {
+                self.verdict = CellVerdict::NotExercised;
+            }
+        }
     }
 
     /// Human-readable lines for the terminal.
@@ -467,14 +579,51 @@ impl Cell {
                 o.to_text()
             ));
         }
+        if let Some(n) = self.op_barriers {
+            s.push_str(&format!("  op barriers: the judged op's writes spanned {n} barrier(s)\n"));
+        }
+        if let Some(why) = &self.not_exercised {
+            s.push_str(&format!("  not exercised: {why}\n"));
+        }
+        if self.schedules.len() > 1 && self.counts.violated == 0 {
+            let names: Vec<&str> = self.schedules.iter().map(|s| s.schedule.as_str()).collect();
+            s.push_str(&format!(
+                "  no drain schedule ({}) produced a violation\n",
+                names.join(", ")
+            ));
+        }
+        for sc in &self.schedules {
+            let c = &sc.counts;
+            s.push_str(&format!(
+                "  schedule {:<16} {:<13} {} explored, {} unique: {} held, {} violated, \
+                 {} mount-failed, {} fsck-failed, {} timeout{}{} (trace {})\n",
+                sc.schedule,
+                sc.verdict.name(),
+                sc.states_explored,
+                sc.states_unique,
+                c.held,
+                c.violated,
+                c.mount_failed,
+                c.fsck_failed,
+                c.timeout,
+                sc.first_state.as_deref().map(|f| format!(", first {f}")).unwrap_or_default(),
+                sc.op_barriers.map(|b| format!(", op barriers {b}")).unwrap_or_default(),
+                &sc.trace_digest[..sc.trace_digest.len().min(12)],
+            ));
+        }
         if let Some(w) = &self.witness {
             let confirmed = match self.confirmed {
                 Some(true) => " (confirmed by an independent replay)",
                 Some(false) => " (NOT confirmed: an independent replay reached another outcome)",
                 None => "",
             };
+            let state = self
+                .witness_state
+                .as_deref()
+                .map(|id| format!(" --state {id}"))
+                .unwrap_or_default();
             s.push_str(&format!(
-                "  witness: {w}{confirmed}\n  replay:  bob replay {w} --to crash.img --check\n"
+                "  witness: {w}{confirmed}\n  replay:  bob replay {w}{state} --to crash.img --check\n"
             ));
         }
         if let Some(u) = &self.unavailable {
@@ -502,5 +651,40 @@ pub fn scenario_text(sc: &ScenarioCell) -> String {
         format!("detected: an access returned an error in {} state(s)", sc.error_states)
     } else {
         "nothing wrong".to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn share(held: usize, violated: usize, first: Option<(&str, usize)>) -> ScheduleCell {
+        let counts = OutcomeCounts { held, violated, ..Default::default() };
+        ScheduleCell {
+            schedule: "syncfs".into(),
+            trace_digest: "ab".repeat(32),
+            verdict: verdict_of_counts(&counts),
+            states_explored: held + violated,
+            states_unique: held + violated,
+            counts,
+            first_state: first.map(|f| f.0.to_owned()),
+            first_position: first.map(|f| f.1),
+            op_barriers: Some(3),
+        }
+    }
+
+    #[test]
+    fn schedule_shares_of_shards_merge_to_the_unsharded_share() {
+        // Shard 1 saw only held states; shards 2 and 3 violations at positions 9 and 4.
+        let mut a = share(10, 0, None);
+        a.merge(&share(5, 2, Some(("syncfs/e3:1", 9))));
+        assert_eq!(a.verdict, CellVerdict::Violated);
+        assert_eq!(a.first_state.as_deref(), Some("syncfs/e3:1"));
+        a.merge(&share(6, 1, Some(("syncfs/e2:0", 4))));
+        assert_eq!((a.states_explored, a.counts.violated), (24, 3));
+        assert_eq!(a.first_state.as_deref(), Some("syncfs/e2:0"), "the earliest state");
+        assert_eq!(a.first_position, Some(4));
+        a.merge(&share(3, 0, None));
+        assert_eq!(a.first_position, Some(4));
     }
 }

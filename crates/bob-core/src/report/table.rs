@@ -37,15 +37,7 @@ pub enum MergeError {
 }
 
 fn symbol(v: CellVerdict) -> &'static str {
-    match v {
-        CellVerdict::Violated => "x",
-        CellVerdict::Held => "",
-        CellVerdict::MountFailed => "M",
-        CellVerdict::FsckFailed => "F",
-        CellVerdict::Timeout => "T",
-        CellVerdict::NotExercised => "N",
-        CellVerdict::Unavailable => "n/a",
-    }
+    v.letter()
 }
 
 fn merge_counts(a: &mut OutcomeCounts, b: &OutcomeCounts) {
@@ -57,17 +49,7 @@ fn merge_counts(a: &mut OutcomeCounts, b: &OutcomeCounts) {
 }
 
 fn verdict_of(c: &OutcomeCounts) -> CellVerdict {
-    if c.violated > 0 {
-        CellVerdict::Violated
-    } else if c.mount_failed > 0 {
-        CellVerdict::MountFailed
-    } else if c.fsck_failed > 0 {
-        CellVerdict::FsckFailed
-    } else if c.timeout > 0 {
-        CellVerdict::Timeout
-    } else {
-        CellVerdict::Held
-    }
+    super::verdict_of_counts(c)
 }
 
 /// Merges two results for the same cell (two shards of it, or a rerun).
@@ -88,6 +70,25 @@ fn merge_cell(a: &mut Cell, b: &Cell) {
     a.apply_promise_coverage();
     super::BesideFindings::merge(&mut a.other_reorderings, &b.other_reorderings);
     super::BesideFindings::merge(&mut a.other_durability, &b.other_durability);
+    for sc in &b.schedules {
+        match a.schedules.iter_mut().find(|x| x.schedule == sc.schedule) {
+            Some(x) => x.merge(sc),
+            None => a.schedules.push(sc.clone()),
+        }
+    }
+    // Shards of one cell share its traces, so the op spanned the same barriers in each.
+    a.op_barriers = match (a.op_barriers, b.op_barriers) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, y) => x.or(y),
+    };
+    if a.op_barriers.unwrap_or(1) > 0 {
+        a.not_exercised = None;
+    } else {
+        a.not_exercised = a.not_exercised.take().or_else(|| b.not_exercised.clone());
+        if a.verdict == CellVerdict::Held {
+            a.verdict = CellVerdict::NotExercised;
+        }
+    }
     for sc in &b.scenarios {
         match a.scenarios.iter_mut().find(|x| x.scenario == sc.scenario) {
             Some(x) => x.merge(sc),
@@ -111,6 +112,7 @@ fn merge_cell(a: &mut Cell, b: &Cell) {
         a.confirmed = best.confirmed;
         a.earlier_op = best.earlier_op;
         a.later_op = best.later_op;
+        a.witness_schedule = best.witness_schedule;
     }
     a.shard = None;
 }
@@ -241,7 +243,7 @@ impl Grid {
         for p in &self.properties {
             for c in &self.configs {
                 if let Some(cell) = self.cell(c, p) {
-                    if cell.witness.is_some() {
+                    if cell.witness.is_some() || cell.verdict == CellVerdict::NotExercised {
                         v.push(cell);
                     }
                 }
@@ -330,20 +332,27 @@ impl Grid {
             "\nx = a crash state that bob found and can replay violates the property; \
              M = no state violated it, but some crash state failed to mount (recovery \
              failed); F = no violation, but fsck complained; T = no violation, but a step \
-             hung; empty = held in every state explored. Numbers: states mounted / states \
+             hung; N = not exercised: no violation, but the judged op never crossed a \
+             commit, so the cell cannot say the property held; empty = held in every state \
+             explored. Numbers: states mounted / states \
              explored. Totals: {e} states explored, {u} mounted, {secs:.0} s.\n"
         ));
         if !failures.is_empty() {
             s.push('\n');
             for (i, cell) in failures.iter().enumerate() {
+                let what = match (&cell.witness, &cell.not_exercised) {
+                    (Some(w), _) => {
+                        format!("{} — witness `{w}`", cell.story.as_deref().unwrap_or(""))
+                    }
+                    (None, Some(why)) => why.clone(),
+                    (None, None) => String::new(),
+                };
                 s.push_str(&format!(
-                    "{}. {} / {} ({}): {} — witness `{}`\n",
+                    "{}. {} / {} ({}): {what}\n",
                     i + 1,
                     cell.property,
                     cell.config,
                     cell.verdict.name(),
-                    cell.story.as_deref().unwrap_or(""),
-                    cell.witness.as_deref().unwrap_or("")
                 ));
             }
         }
@@ -538,7 +547,7 @@ impl Grid {
              table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:.3em .6em;text-align:center}\
              th.p,td.p{text-align:left;font-family:monospace}\
              .violated{background:#f8d0d0}.mount-failed{background:#f8e8c0}.fsck-failed{background:#f0f0b0}\
-             .timeout{background:#e0d0f0}.unavailable{color:#999}.n{color:#777;font-size:.8em}\
+             .timeout{background:#e0d0f0}.not-exercised{background:#e4e4e4}.unavailable{color:#999}.n{color:#777;font-size:.8em}\
              a{color:#900;font-weight:bold;text-decoration:none}li{margin:.4em 0}code{background:#f4f4f4}\
              </style></head><body>\n",
         );
@@ -589,7 +598,7 @@ impl Grid {
             }
             s.push_str("</tr>\n");
         }
-        s.push_str("</table>\n<p class=\"n\">x: violated in a replayable crash state; M: no violation, but a state failed to mount; F: no violation, but fsck complained; T: no violation, but a step hung; empty: held. Numbers: states mounted / explored.</p>\n");
+        s.push_str("</table>\n<p class=\"n\">x: violated in a replayable crash state; M: no violation, but a state failed to mount; F: no violation, but fsck complained; T: no violation, but a step hung; N: not exercised (the judged op crossed no commit); empty: held. Numbers: states mounted / explored.</p>\n");
         if !failures.is_empty() {
             s.push_str("<h2>Witnesses</h2><ol>\n");
             for (i, cell) in failures.iter().enumerate() {

@@ -73,7 +73,7 @@ impl StateRecord {
         property: Option<String>,
     ) -> StateRecord {
         StateRecord {
-            id: result.state.id.to_string(),
+            id: subject.qualify(&result.state.id),
             strategy: result.state.strategy.to_string(),
             description: result.state.id.describe(&subject.trace, &subject.epochs),
             outcome: result.check.outcome.name().into(),
@@ -171,6 +171,12 @@ pub fn load_subject(dir: &Path) -> Result<(Subject, Sidecar), Error> {
         trace: Arc::new(trace),
         epochs,
         spans: sidecar.ops.clone(),
+        schedule: match &sidecar.schedule {
+            Some(name) => Some(name.parse().map_err(|e: workloads::ParseScheduleError| {
+                invalid(&sidecar_path, e.to_string())
+            })?),
+            None => None,
+        },
         base: Arc::new(base),
         disk,
     };
@@ -199,6 +205,28 @@ pub fn load(dir: &Path) -> Result<Loaded, Error> {
         .map_err(|e| Error::Invalid { path: state_path.clone(), message: e.to_string() })?;
     subject.set_disk(record.disk_model);
     Ok(Loaded { subject, sidecar, record })
+}
+
+/// Where a witness keeps the traces of its cell's other drain schedules (those with a
+/// failing state of their own to replay): `<witness>/schedules/<name>/`.
+pub fn schedule_dir(witness: &Path, schedule: &str) -> PathBuf {
+    witness.join("schedules").join(schedule)
+}
+
+/// Loads the witness in `dir` to rebuild state `id`: with its own trace, or, when `id`
+/// names another drain schedule (`syncfs/e3:0-4`) whose trace the witness keeps (see
+/// [`schedule_dir`]), with that one. The state record stays the witness's own.
+pub fn load_for(dir: &Path, id: Option<&str>) -> Result<Loaded, Error> {
+    let mut loaded = load(dir)?;
+    if let Some((Some(name), _)) = id.map(crate::check::split_schedule) {
+        let other = schedule_dir(dir, name);
+        if loaded.sidecar.schedule.as_deref() != Some(name) && other.join("trace.json").exists() {
+            let (subject, sidecar) = load_subject(&other)?;
+            loaded.subject = subject;
+            loaded.sidecar = sidecar;
+        }
+    }
+    Ok(loaded)
 }
 
 /// Rebuilds the witness's crash image (before recovery) into the file `to`.

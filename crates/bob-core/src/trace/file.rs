@@ -479,6 +479,7 @@ mod tests {
             base_image: BaseImageInfo { file: String::new(), size_bytes: 0, blake3: String::new() },
             ops: Vec::new(),
             roles: Vec::new(),
+            schedule: None,
         }
     }
 

@@ -142,6 +142,22 @@ impl Trace {
     pub fn new(sector_size: u32, entries: Vec<Entry>) -> Self {
         Trace { sector_size, entries, file: None }
     }
+
+    /// blake3 of the entries (sector, length, flags and data of each, in order), lowercase
+    /// hex: equal for equal traces wherever their payloads live, so that two recordings
+    /// (say, of one workload under two drain schedules) can be told apart or matched.
+    pub fn digest(&self) -> String {
+        let mut h = blake3::Hasher::new();
+        h.update(&self.sector_size.to_le_bytes());
+        for e in &self.entries {
+            h.update(&e.sector.to_le_bytes());
+            h.update(&e.nr_sectors.to_le_bytes());
+            h.update(&e.flags.to_le_bytes());
+            h.update(&(e.data.len() as u64).to_le_bytes());
+            h.update(&e.data);
+        }
+        h.finalize().to_hex().to_string()
+    }
 }
 
 /// Two traces are equal when their sector sizes and entries are (payloads compared by

@@ -35,6 +35,11 @@ pub struct Sidecar {
     /// (see `fs::roles`), where the permuter reads them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roles: Vec<RoleNote>,
+    /// The drain schedule the workload was recorded under (`sync`, `syncfs`,
+    /// `writeback-commit`); absent for traces recorded before schedules and for traces
+    /// of other programs (`bob record`, imports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
 }
 
 /// What one write of the log holds.
@@ -164,6 +169,7 @@ mod tests {
             },
             ops: vec![OpSpan { index: 0, text: "creat /a".into(), begin_entry: 0, end_entry: 3 }],
             roles: vec![RoleNote { entry: 2, role: "inode".into() }],
+            schedule: Some("syncfs".into()),
         }
     }
 
