@@ -263,8 +263,11 @@ pub fn run_cell(
             opts, schedule, saved, several, models[0], &work, &run_dir, progress, cancel,
         )?);
     }
+    // A cell's time: the recordings (shared) and its own model's checking.
+    let recorded = started.elapsed();
     let mut cells = Vec::with_capacity(models.len());
     for &disk in &models {
+        let checking = Instant::now();
         let mut parts = Vec::with_capacity(recs.len());
         for rec in &mut recs {
             rec.subject.set_disk(disk);
@@ -272,7 +275,7 @@ pub fn run_cell(
         }
         let dir = if models.len() > 1 { cell_dir.join(disk.slug()) } else { cell_dir.clone() };
         let mut cell = assemble(opts, &recs, &parts, &dir, &work)?;
-        cell.seconds = started.elapsed().as_secs_f64();
+        cell.seconds = (recorded + checking.elapsed()).as_secs_f64();
         cells.push(cell);
     }
     drop(recs);
@@ -310,10 +313,18 @@ fn assemble(
     let (mut cell, witness_index) =
         Cell::of_results(opts.config.name, opts.property.name(), &results);
     cell.disk_model = recs.first().map(|r| r.subject.disk).unwrap_or_default();
-    cell.other_reorderings =
-        report::BesideFindings::of(&results, Some(&positions), workloads::Family::Ordering);
-    cell.other_durability =
-        report::BesideFindings::of(&results, Some(&positions), workloads::Family::Durability);
+    for (slot, family) in [
+        (&mut cell.other_reorderings, workloads::Family::Ordering),
+        (&mut cell.other_durability, workloads::Family::Durability),
+    ] {
+        *slot = report::BesideFindings::of(&results, Some(&positions), family);
+        // Name the first state with its schedule, as every state id of a cell is named.
+        if let Some(b) = slot.as_mut() {
+            if let Some(i) = positions.iter().position(|&p| Some(p) == b.first_position) {
+                b.first_state = recs[owner[i]].subject.qualify(&results[i].state.id);
+            }
+        }
+    }
     for (k, (rec, part)) in recs.iter().zip(parts).enumerate() {
         let due = report::PromiseCoverage::of(&rec.subject.workload, &part.results, |r| {
             rec.subject.durable_ops(&r.state.id)
