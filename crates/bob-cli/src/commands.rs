@@ -175,14 +175,14 @@ impl Progress for Bar {
     }
 }
 
+/// The exit code of a command that ran one cell: the outcome table's
+/// ([`bob_core::check::OutcomeKind::exit_code`]), except that a single cell that could not
+/// run here at all is an environment error.
 pub(crate) fn exit_for(verdict: CellVerdict) -> ExitCode {
     ExitCode::from(match verdict {
-        CellVerdict::Held => exit::HELD,
-        CellVerdict::Violated
-        | CellVerdict::MountFailed
-        | CellVerdict::FsckFailed
-        | CellVerdict::Timeout => exit::VIOLATION,
         CellVerdict::Unavailable => exit::ERROR,
+        v if v.is_failure() => exit::VIOLATION,
+        _ => exit::HELD,
     })
 }
 
@@ -307,13 +307,14 @@ fn replay_cmd(args: ReplayArgs) -> Result<ExitCode> {
         witness::replay(&loaded, &args.to)?;
         out["outcome"] = checked.outcome.name().into();
         out["story"] = checked.outcome.detail().into();
-        if record.outcome != "unknown" {
-            out["reproduced"] = (checked.outcome.name() == record.outcome).into();
+        // Records of schema 1 name outcomes the table has since renamed (mount-failed).
+        if let Some(recorded) = bob_core::check::OutcomeKind::from_name(&record.outcome) {
+            out["reproduced"] = (checked.outcome.kind() == recorded).into();
         }
         if !checked.scenarios.is_empty() {
             out["scenarios"] = serde_json::to_value(&checked.scenarios)?;
         }
-        if checked.outcome.name() != "held" {
+        if checked.outcome.kind().is_failure() {
             code = ExitCode::from(exit::VIOLATION);
         }
     }

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use bob_core::device::cmd;
 use bob_core::fs::{self, FsConfig};
 use bob_core::report::table::Grid;
-use bob_core::report::{witness, Cell, CellVerdict};
+use bob_core::report::{witness, Cell};
 use bob_core::run;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use workloads::{Property, SectorClass, Snapshot};
@@ -58,10 +58,7 @@ fn render(grid: &Grid, format: TableFormat) -> Result<String> {
 }
 
 fn grid_exit(grid: &Grid) -> ExitCode {
-    let failed = grid
-        .cells
-        .iter()
-        .any(|c| !matches!(c.verdict, CellVerdict::Held | CellVerdict::Unavailable));
+    let failed = grid.cells.iter().any(|c| c.verdict.is_failure());
     ExitCode::from(if failed { exit::VIOLATION } else { exit::HELD })
 }
 
@@ -153,6 +150,7 @@ pub fn table(args: TableArgs) -> Result<ExitCode> {
     progress.states.finish_and_clear();
 
     let grid = Grid {
+        schema_version: bob_core::report::SCHEMA_VERSION,
         kernel: bob_core::record::kernel_release(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
         configs: configs.iter().map(|c| c.name.to_owned()).collect(),

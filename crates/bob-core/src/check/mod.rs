@@ -15,6 +15,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use workloads::{CrashContext, Observed, Snapshot, Verdict, Workload};
 
+pub mod outcome;
+
+pub use outcome::OutcomeKind;
+
 use crate::crash::{CrashState, Epoch, OverlayBuilder, StateId};
 use crate::device::fusedisk::DiskServer;
 use crate::device::loopdev::LoopDevice;
@@ -57,15 +61,33 @@ pub enum Error {
 pub enum Outcome {
     /// Recovered, fsck clean, property held.
     Held,
-    /// The property failed; the story says how.
+    /// The property failed; the story says how (and, when the state needed repair first,
+    /// after which repair step: "after xfs_repair -L: ...").
     Violated {
         /// One line a person understands.
         story: String,
     },
-    /// Recovery (repairing fsck or mount) failed, or the recovered tree could not be read.
-    MountFailed {
-        /// What failed.
+    /// The kernel would not mount the state; a step of the configuration's repair ladder
+    /// made it mountable, and the property held in the repaired state.
+    NeedsRepair {
+        /// The kernel's answer to the first mount.
         message: String,
+        /// The repair step after which it mounted (`e2fsck -f -y`).
+        repaired_by: String,
+    },
+    /// The state does not mount, even after the repair ladder. Journals of schema 1
+    /// called it `mount-failed`.
+    #[serde(alias = "mount-failed")]
+    Unrecoverable {
+        /// The kernel's answer to the first mount (or what the routine fsck said).
+        message: String,
+    },
+    /// The state mounted, but reading it failed: the file system detected damage.
+    ReadError {
+        /// The path whose read failed (empty when the walk of the tree failed).
+        path: String,
+        /// The error (with its errno).
+        error: String,
     },
     /// The property held but the read-only fsck found damage.
     FsckFailed {
@@ -80,25 +102,50 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Its row of the outcome table.
+    pub fn kind(&self) -> OutcomeKind {
+        match self {
+            Outcome::Held => OutcomeKind::Held,
+            Outcome::Violated { .. } => OutcomeKind::Violated,
+            Outcome::NeedsRepair { .. } => OutcomeKind::NeedsRepair,
+            Outcome::Unrecoverable { .. } => OutcomeKind::Unrecoverable,
+            Outcome::ReadError { .. } => OutcomeKind::ReadError,
+            Outcome::FsckFailed { .. } => OutcomeKind::FsckFailed,
+            Outcome::Timeout { .. } => OutcomeKind::Timeout,
+        }
+    }
     /// Short kebab-case name.
     pub fn name(&self) -> &'static str {
-        match self {
-            Outcome::Held => "held",
-            Outcome::Violated { .. } => "violated",
-            Outcome::MountFailed { .. } => "mount-failed",
-            Outcome::FsckFailed { .. } => "fsck-failed",
-            Outcome::Timeout { .. } => "timeout",
-        }
+        self.kind().name()
     }
     /// The one-line explanation (story, error, step).
-    pub fn detail(&self) -> &str {
+    pub fn detail(&self) -> String {
         match self {
-            Outcome::Held => "",
-            Outcome::Violated { story } => story,
-            Outcome::MountFailed { message } | Outcome::FsckFailed { message } => message,
-            Outcome::Timeout { step } => step,
+            Outcome::Held => String::new(),
+            Outcome::Violated { story } => story.clone(),
+            Outcome::NeedsRepair { message, repaired_by } => {
+                format!("{message}; mounted after {repaired_by}, the property held")
+            }
+            Outcome::Unrecoverable { message } | Outcome::FsckFailed { message } => message.clone(),
+            Outcome::ReadError { path, error } if path.is_empty() => {
+                format!("reading the recovered tree: {error}")
+            }
+            Outcome::ReadError { path, error } => format!("reading {path}: {error}"),
+            Outcome::Timeout { step } => step.clone(),
         }
     }
+}
+
+/// What the repair ladder did to a state the kernel would not mount.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Repair {
+    /// The kernel's answer to the first mount.
+    pub mount_error: String,
+    /// Each step run, in order, with its exit code: `xfs_repair (exit 2)`.
+    pub steps: Vec<String>,
+    /// The step after which the state mounted; `None` when it never did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_by: Option<String>,
 }
 
 /// The full result of checking one state.
@@ -112,6 +159,13 @@ pub struct StateCheck {
     pub fsck: Option<String>,
     /// Sectors recovery wrote (journal replay, repair).
     pub recovery_writes: usize,
+    /// Whether the state mounted (by itself or after repair). Absent in journals of
+    /// schema 1, read as mounted unless the outcome says otherwise.
+    #[serde(default = "mounted_default")]
+    pub mounted: bool,
+    /// The repair ladder's work, when the kernel would not mount the state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repair: Option<Repair>,
     /// What a user checker printed (stdout and stderr, the last 16 KiB), when the judge is
     /// a [`Judge::Checker`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -120,6 +174,10 @@ pub struct StateCheck {
     /// the kinds returned silently and the accesses that returned an error.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scenarios: Vec<workloads::ScenarioMark>,
+}
+
+fn mounted_default() -> bool {
+    true
 }
 
 impl StateCheck {
@@ -131,9 +189,39 @@ impl StateCheck {
             snapshot: None,
             fsck: None,
             recovery_writes: 0,
+            mounted: false,
+            repair: None,
             checker_output: None,
             scenarios: Vec::new(),
         }
+    }
+
+    /// Whether the state mounted (by itself or after repair).
+    pub fn mounted(&self) -> bool {
+        self.mounted && self.outcome.kind() != OutcomeKind::Unrecoverable
+    }
+
+    /// This check of a state that mounted only after `repair`: a property that held
+    /// there makes it `needs-repair`, a violation's story names the step first, and the
+    /// repair is kept.
+    fn after_repair(mut self, repair: Option<Repair>) -> StateCheck {
+        let Some(repair) = repair else { return self };
+        let fixed = repair.fixed_by.clone().unwrap_or_default();
+        self.outcome = match self.outcome {
+            Outcome::Held => Outcome::NeedsRepair {
+                message: repair.mount_error.clone(),
+                repaired_by: fixed.clone(),
+            },
+            Outcome::Violated { story } => {
+                Outcome::Violated { story: format!("after {fixed}: {story}") }
+            }
+            Outcome::FsckFailed { message } => {
+                Outcome::FsckFailed { message: format!("after {fixed}: {message}") }
+            }
+            other => other,
+        };
+        self.repair = Some(repair);
+        self
     }
 }
 
@@ -380,10 +468,12 @@ pub fn check_image_with(
         let mut args = fsck[1..].to_vec();
         args.push(&dev_str);
         match cmd::run(fsck[0], &args, timeouts.recovery) {
-            // e2fsck: 0 clean, 1 fixed, 2 fixed + reboot; 4 and up: errors left.
+            // e2fsck: 0 clean, 1 fixed, 2 fixed + reboot; 4 and up: errors left. The
+            // configuration's own recovery failed: its repair tool is this same program,
+            // so there is no ladder left to climb.
             Ok(out) if out.code.is_some_and(|c| c < 4) => {}
             Ok(out) => {
-                return done(Outcome::MountFailed {
+                return done(Outcome::Unrecoverable {
                     message: format!("{} exit {:?}: {}", fsck.join(" "), out.code, out.last_line()),
                 })
             }
@@ -394,34 +484,93 @@ pub fn check_image_with(
         }
     }
     let options = config.check_mount_options();
-    let fs_mount = match mount_with_timeout(&dev, mnt, config.fstype, &options, timeouts.recovery) {
-        Ok(Ok(m)) => m,
-        Ok(Err(e)) => {
+    let try_mount =
+        || match mount_with_timeout(&dev, mnt, config.fstype, &options, timeouts.recovery) {
+            Ok(Ok(m)) => Ok(m),
             // The story names the options and the kernel's answer, not bob's scratch paths,
             // so that it reads the same in every report and on every machine.
-            let message = match &e {
-                crate::device::Error::Mount { source, .. } => format!(
-                    "mount -t {} -o {}: {source}",
-                    config.fstype,
-                    if options.is_empty() { "defaults" } else { &options }
-                ),
-                other => other.to_string(),
-            };
-            return done(Outcome::MountFailed { message });
-        }
-        Err(()) => {
-            // The hung mount still holds the device; dropping our handle asks the kernel to
-            // unbind it (autoclear) once that mount lets go.
-            drop(loopdev);
-            return done(Outcome::Timeout {
+            Ok(Err(crate::device::Error::Mount { source, .. })) => Err(Some(format!(
+                "mount -t {} -o {}: {source}",
+                config.fstype,
+                if options.is_empty() { "defaults" } else { &options }
+            ))),
+            Ok(Err(other)) => Err(Some(other.to_string())),
+            Err(()) => Err(None),
+        };
+    let mount_timeout = |loopdev: LoopDevice, repair: Option<Repair>| {
+        // The hung mount still holds the device; dropping our handle asks the kernel to
+        // unbind it (autoclear) once that mount lets go.
+        drop(loopdev);
+        Ok(StateCheck {
+            repair,
+            ..StateCheck::failed(Outcome::Timeout {
                 step: format!("recovery: mount -t {}", config.fstype),
-            });
+            })
+        })
+    };
+    let mut repair: Option<Repair> = None;
+    let fs_mount = match try_mount() {
+        Ok(m) => m,
+        Err(None) => return mount_timeout(loopdev, None),
+        Err(Some(message)) => {
+            // What an administrator would do: the configuration's repair ladder, one step
+            // at a time, mounting again after each. Its writes go to the state's private
+            // overlay like recovery's, so no other state sees them.
+            let mut rep =
+                Repair { mount_error: message.clone(), steps: Vec::new(), fixed_by: None };
+            let mut previous_exit: Option<i32> = None;
+            let mut mounted = None;
+            for step in config.repair {
+                if step.only_after_exit.is_some() && step.only_after_exit != previous_exit {
+                    continue;
+                }
+                let mut args = step.argv[1..].to_vec();
+                args.push(&dev_str);
+                match cmd::run(step.argv[0], &args, timeouts.fsck) {
+                    Ok(out) => {
+                        previous_exit = out.code;
+                        let code = out.code.map_or("signal".to_owned(), |c| c.to_string());
+                        rep.steps.push(format!("{} (exit {code})", step.text()));
+                    }
+                    Err(cmd::CmdError::Timeout { .. }) => {
+                        return Ok(StateCheck {
+                            repair: Some(rep),
+                            ..StateCheck::failed(Outcome::Timeout {
+                                step: format!("repair: {}", step.text()),
+                            })
+                        })
+                    }
+                    Err(e) => return Err(crate::device::Error::from(e).into()),
+                }
+                match try_mount() {
+                    Ok(m) => {
+                        rep.fixed_by = Some(step.text());
+                        mounted = Some(m);
+                        break;
+                    }
+                    Err(None) => return mount_timeout(loopdev, Some(rep)),
+                    Err(Some(_)) => {}
+                }
+            }
+            match mounted {
+                Some(m) => {
+                    repair = Some(rep);
+                    m
+                }
+                None => {
+                    return Ok(StateCheck {
+                        repair: Some(rep),
+                        ..StateCheck::failed(Outcome::Unrecoverable { message })
+                    })
+                }
+            }
         }
     };
     if let Judge::Checker(checker) = judge {
         let run = run_checker(checker, mnt, acked_marks);
         fs_mount.unmount()?;
         return finish_checked(subject, &dev_str, run?, checker, timeouts)
+            .map(|c| c.after_repair(repair))
             .and_then(|c| loopdev.detach().map(|()| c).map_err(Error::from));
     }
     let snapshot = workloads::take_snapshot(mnt, &subject.workload);
@@ -429,9 +578,14 @@ pub fn check_image_with(
     let snapshot = match snapshot {
         Ok(s) => s,
         Err(e) => {
-            return done(Outcome::MountFailed {
-                message: format!("reading the recovered tree: {e}"),
-            })
+            let check = StateCheck {
+                mounted: true,
+                ..StateCheck::failed(Outcome::ReadError {
+                    path: String::new(),
+                    error: e.to_string(),
+                })
+            };
+            return Ok(check.after_repair(repair));
         }
     };
 
@@ -443,13 +597,19 @@ pub fn check_image_with(
             Some(format!("{} exit {:?}: {}", config.fsck.join(" "), out.code, out.last_line()))
         }
         Err(cmd::CmdError::Timeout { .. }) => {
-            return done(Outcome::Timeout { step: format!("fsck: {}", config.fsck.join(" ")) })
+            let check = StateCheck {
+                mounted: true,
+                ..StateCheck::failed(Outcome::Timeout {
+                    step: format!("fsck: {}", config.fsck.join(" ")),
+                })
+            };
+            return Ok(check.after_repair(repair));
         }
         Err(e) => return Err(crate::device::Error::from(e).into()),
     };
     loopdev.detach()?;
 
-    Ok(oracle_verdict(subject, snapshot, fsck, durable_ops))
+    Ok(oracle_verdict(subject, snapshot, fsck, durable_ops).after_repair(repair))
 }
 
 /// A crash state of a research design, as [`check_research`] gets it.
@@ -490,7 +650,7 @@ fn check_research(
     let mounted = match rx.recv_timeout(timeouts.recovery) {
         Ok(Ok(m)) => m,
         Ok(Err(e)) => {
-            return done(Outcome::MountFailed { message: format!("researchfs {design}: {e}") })
+            return done(Outcome::Unrecoverable { message: format!("researchfs {design}: {e}") })
         }
         Err(_) => {
             return done(Outcome::Timeout { step: format!("recovery: researchfs {design} mount") })
@@ -517,15 +677,24 @@ fn check_research(
             }
         };
         let checker_output = (outcome != Outcome::Held).then_some(run.output);
-        return Ok(StateCheck { fsck, checker_output, ..StateCheck::failed(outcome) });
+        return Ok(StateCheck {
+            fsck,
+            checker_output,
+            mounted: true,
+            ..StateCheck::failed(outcome)
+        });
     }
     let snapshot = workloads::take_snapshot(st.mnt, &subject.workload);
     unmount(mounted)?;
     let snapshot = match snapshot {
         Ok(s) => s,
         Err(e) => {
-            return done(Outcome::MountFailed {
-                message: format!("reading the recovered tree: {e}"),
+            return Ok(StateCheck {
+                mounted: true,
+                ..StateCheck::failed(Outcome::ReadError {
+                    path: String::new(),
+                    error: e.to_string(),
+                })
             })
         }
     };
@@ -576,6 +745,7 @@ fn finish_checked(
         Err(cmd::CmdError::Timeout { .. }) => {
             return Ok(StateCheck {
                 checker_output: Some(run.output),
+                mounted: true,
                 ..StateCheck::failed(Outcome::Timeout {
                     step: format!("fsck: {}", config.fsck.join(" ")),
                 })
@@ -606,7 +776,7 @@ fn finish_checked(
     };
     // Memory stays flat over many states: only failures keep what the checker said.
     let checker_output = (outcome != Outcome::Held).then_some(run.output);
-    Ok(StateCheck { fsck, checker_output, ..StateCheck::failed(outcome) })
+    Ok(StateCheck { fsck, checker_output, mounted: true, ..StateCheck::failed(outcome) })
 }
 
 /// The oracle's verdict on a recovered snapshot, with the read-only fsck's complaint (if
@@ -621,16 +791,29 @@ fn oracle_verdict(
     let ctx = CrashContext { durable_ops };
     let verdict = oracle.check(&subject.observed, &snapshot, &ctx);
     let scenarios = oracle.scenario_marks(&subject.observed, &snapshot, &ctx);
-    let outcome = match (verdict, &fsck) {
-        (Verdict::Violated { story }, _) => Outcome::Violated { story },
-        (Verdict::Held, Some(msg)) => Outcome::FsckFailed { message: msg.clone() },
-        (Verdict::Held, None) => Outcome::Held,
+    // A read that failed is the file system detecting damage: its own outcome, unless
+    // the oracle found a violation (a promise broken loudly is still broken). The
+    // detection workloads judge such errors themselves (as detections).
+    let detection =
+        subject.workload.property.map(|p| p.family()) == Some(workloads::Family::Detection);
+    let read_error = (!detection)
+        .then(|| {
+            snapshot.entries.iter().find_map(|(p, n)| Some((p.clone(), n.read_error.clone()?)))
+        })
+        .flatten();
+    let outcome = match (verdict, read_error, &fsck) {
+        (Verdict::Violated { story }, _, _) => Outcome::Violated { story },
+        (Verdict::Held, Some((path, error)), _) => Outcome::ReadError { path, error },
+        (Verdict::Held, None, Some(msg)) => Outcome::FsckFailed { message: msg.clone() },
+        (Verdict::Held, None, None) => Outcome::Held,
     };
     StateCheck {
         outcome,
         snapshot: Some(snapshot),
         fsck,
         recovery_writes: 0,
+        mounted: true,
+        repair: None,
         checker_output: None,
         scenarios,
     }
@@ -648,6 +831,8 @@ pub struct Journal {
 
 #[derive(Serialize, Deserialize)]
 struct JournalLine {
+    #[serde(default = "crate::report::schema_v1")]
+    schema_version: u32,
     digest: String,
     check: StateCheck,
 }
@@ -689,7 +874,11 @@ impl Journal {
     fn record(&self, digest: &[u8; 32], check: &StateCheck) {
         use std::io::Write;
         if let Some(sink) = &self.sink {
-            let line = JournalLine { digest: hex(digest), check: check.clone() };
+            let line = JournalLine {
+                schema_version: crate::report::SCHEMA_VERSION,
+                digest: hex(digest),
+                check: check.clone(),
+            };
             if let Ok(text) = serde_json::to_string(&line) {
                 let mut f = sink.lock().unwrap_or_else(|p| p.into_inner());
                 let _ = f.write_all(format!("{text}\n").as_bytes());

@@ -6,39 +6,26 @@ pub mod witness;
 
 use serde::{Deserialize, Serialize};
 
-use crate::check::{Outcome, StateResult};
+pub use crate::check::OutcomeKind;
+use crate::check::{Outcome, StateResult, Subject};
+use crate::crash::StateId;
+use crate::fs::regions::{RegionRole, Regions};
 
-/// A cell's verdict; each failure category stays its own.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum CellVerdict {
-    /// Some explored state violates the property.
-    Violated,
-    /// The property held in every state explored.
-    Held,
-    /// Some state could not be recovered (and none violated the property).
-    MountFailed,
-    /// Some state recovered with fsck complaints (and none violated or failed to mount).
-    FsckFailed,
-    /// Some external step hung.
-    Timeout,
-    /// The configuration cannot run here.
-    Unavailable,
+/// The version of every JSON document bob writes (cells, tables, witnesses' state
+/// records, journals). 2: outcomes from [`OutcomeKind`] (`mount-failed` became
+/// `unrecoverable`, with `needs-repair` and `read-error` beside it), per-cell causes
+/// (`mount_failures`, `read_errors`) and `states_mounted`. Documents without the field
+/// are version 1 and still read.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// What documents without `schema_version` are.
+pub(crate) fn schema_v1() -> u32 {
+    1
 }
 
-impl CellVerdict {
-    /// kebab-case name.
-    pub fn name(self) -> &'static str {
-        match self {
-            CellVerdict::Violated => "violated",
-            CellVerdict::Held => "held",
-            CellVerdict::MountFailed => "mount-failed",
-            CellVerdict::FsckFailed => "fsck-failed",
-            CellVerdict::Timeout => "timeout",
-            CellVerdict::Unavailable => "unavailable",
-        }
-    }
-}
+/// A cell's verdict: a row of the one outcome table ([`OutcomeKind`]), the first in
+/// precedence order that any of its states reached.
+pub type CellVerdict = OutcomeKind;
 
 /// How many explored states ended in each outcome.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,17 +34,226 @@ pub struct OutcomeCounts {
     pub held: usize,
     /// Violated.
     pub violated: usize,
-    /// Mount (recovery) failed.
-    pub mount_failed: usize,
+    /// Mounted only after repair, and the property held.
+    #[serde(default)]
+    pub needs_repair: usize,
+    /// Did not mount even after repair (schema 1: `mount_failed`).
+    #[serde(default, alias = "mount_failed")]
+    pub unrecoverable: usize,
+    /// Mounted, but a read failed.
+    #[serde(default)]
+    pub read_error: usize,
     /// fsck complained.
     pub fsck_failed: usize,
     /// Timed out.
     pub timeout: usize,
 }
 
+impl OutcomeCounts {
+    fn slot(&mut self, kind: OutcomeKind) -> Option<&mut usize> {
+        Some(match kind {
+            OutcomeKind::Held => &mut self.held,
+            OutcomeKind::Violated => &mut self.violated,
+            OutcomeKind::NeedsRepair => &mut self.needs_repair,
+            OutcomeKind::Unrecoverable => &mut self.unrecoverable,
+            OutcomeKind::ReadError => &mut self.read_error,
+            OutcomeKind::FsckFailed => &mut self.fsck_failed,
+            OutcomeKind::Timeout => &mut self.timeout,
+            OutcomeKind::NotExercised | OutcomeKind::NotApplicable | OutcomeKind::Unavailable => {
+                return None
+            }
+        })
+    }
+
+    /// Adds `n` states of `kind` (kinds no state can have are ignored).
+    pub fn add(&mut self, kind: OutcomeKind, n: usize) {
+        if let Some(slot) = self.slot(kind) {
+            *slot += n;
+        }
+    }
+
+    /// States of `kind`.
+    pub fn get(&self, kind: OutcomeKind) -> usize {
+        self.clone().slot(kind).map_or(0, |s| *s)
+    }
+
+    /// Adds another shard's counts.
+    pub fn merge(&mut self, other: &OutcomeCounts) {
+        for k in OutcomeKind::STATE {
+            self.add(k, other.get(k));
+        }
+    }
+
+    /// The verdict these counts make: the first kind in precedence order with a state.
+    pub fn verdict(&self) -> OutcomeKind {
+        OutcomeKind::worst(OutcomeKind::STATE.into_iter().filter(|&k| self.get(k) > 0))
+    }
+
+    /// The counts as `3 held, 1 needs-repair`, every state kind, in precedence order.
+    pub fn text(&self) -> String {
+        OutcomeKind::ALL
+            .into_iter()
+            .filter(|k| OutcomeKind::STATE.contains(k))
+            .map(|k| format!("{} {}", self.get(k), k.name()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// States whose kernel mount failed, grouped by the kernel's error, what repaired them
+/// and what their torn write hit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MountFailure {
+    /// The kernel's answer to the first mount.
+    pub error: String,
+    /// The repair step after which the states mounted; absent: they never did
+    /// (unrecoverable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repaired_by: Option<String>,
+    /// Explored states in this group.
+    pub count: usize,
+    /// Id of the first of them (in the cell's full state order).
+    pub first_state: String,
+    /// Its position in the cell's full state list (merging shards keeps the earliest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_position: Option<usize>,
+    /// What the states' torn write tore, when it tore a superblock, a journal superblock
+    /// or the log's start; absent when no write was torn there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torn_write_role: Option<RegionRole>,
+}
+
+/// States that mounted but where a read failed, grouped by path and error.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadErrorCause {
+    /// The path whose read failed (empty: the walk of the tree).
+    pub path: String,
+    /// The error, with its errno.
+    pub error: String,
+    /// Explored states in this group.
+    pub count: usize,
+    /// Id of the first of them.
+    pub first_state: String,
+    /// Its position in the cell's full state list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_position: Option<usize>,
+}
+
+/// Keeps the earlier of two (state, position) firsts.
+fn earlier(pos: Option<usize>, than: Option<usize>) -> bool {
+    match (pos, than) {
+        (Some(a), Some(b)) => a < b,
+        (Some(_), None) => true,
+        _ => false,
+    }
+}
+
+/// Folds `b`'s mount-failure groups into `a` (shards of one cell).
+pub fn merge_mount_failures(a: &mut Vec<MountFailure>, b: &[MountFailure]) {
+    for f in b {
+        match a.iter_mut().find(|x| {
+            x.error == f.error
+                && x.repaired_by == f.repaired_by
+                && x.torn_write_role == f.torn_write_role
+        }) {
+            Some(x) => {
+                x.count += f.count;
+                if earlier(f.first_position, x.first_position) {
+                    x.first_state = f.first_state.clone();
+                    x.first_position = f.first_position;
+                }
+            }
+            None => a.push(f.clone()),
+        }
+    }
+}
+
+/// Folds `b`'s read-error groups into `a`.
+pub fn merge_read_errors(a: &mut Vec<ReadErrorCause>, b: &[ReadErrorCause]) {
+    for f in b {
+        match a.iter_mut().find(|x| x.path == f.path && x.error == f.error) {
+            Some(x) => {
+                x.count += f.count;
+                if earlier(f.first_position, x.first_position) {
+                    x.first_state = f.first_state.clone();
+                    x.first_position = f.first_position;
+                }
+            }
+            None => a.push(f.clone()),
+        }
+    }
+}
+
+/// The role of the region (superblock, journal superblock, ...) that `id`'s torn write
+/// tore, if any.
+pub fn torn_write_role(subject: &Subject, regions: &Regions, id: &StateId) -> Option<RegionRole> {
+    let epoch = subject.epochs.get(id.epoch as usize)?;
+    id.applied
+        .iter()
+        .filter(|a| a.sectors.is_some())
+        .filter_map(|a| {
+            let entry = subject.trace.entries.get(*epoch.writes.get(a.write as usize)?)?;
+            regions.torn_role(entry.sector, entry.nr_sectors, |k| a.has_sector(k as u32))
+        })
+        .min()
+}
+
+/// Per cause, over `results` (explored states, duplicates included; `positions[i]` is
+/// `results[i]`'s position in the cell's full list): the states whose kernel mount failed
+/// (repaired or not) by kernel error, repair step and torn region, and the states with a
+/// read error by path and error.
+pub fn summarize_causes(
+    results: &[StateResult],
+    positions: &[usize],
+    subject: &Subject,
+    regions: &Regions,
+) -> (Vec<MountFailure>, Vec<ReadErrorCause>) {
+    let mut mounts: Vec<MountFailure> = Vec::new();
+    let mut reads: Vec<ReadErrorCause> = Vec::new();
+    for (i, r) in results.iter().enumerate() {
+        let position = Some(positions.get(i).copied().unwrap_or(i));
+        let first_state = r.state.id.to_string();
+        let mount_error = match (&r.check.repair, &r.check.outcome) {
+            (Some(rep), _) => Some((rep.mount_error.clone(), rep.fixed_by.clone())),
+            (None, Outcome::Unrecoverable { message }) => Some((message.clone(), None)),
+            _ => None,
+        };
+        if let Some((error, repaired_by)) = mount_error {
+            let torn_write_role = torn_write_role(subject, regions, &r.state.id);
+            merge_mount_failures(
+                &mut mounts,
+                &[MountFailure {
+                    error,
+                    repaired_by,
+                    count: 1,
+                    first_state: first_state.clone(),
+                    first_position: position,
+                    torn_write_role,
+                }],
+            );
+        }
+        if let Outcome::ReadError { path, error } = &r.check.outcome {
+            merge_read_errors(
+                &mut reads,
+                &[ReadErrorCause {
+                    path: path.clone(),
+                    error: error.clone(),
+                    count: 1,
+                    first_state,
+                    first_position: position,
+                }],
+            );
+        }
+    }
+    (mounts, reads)
+}
+
 /// One configuration x property result, as `bob run` and `bob table` print it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Cell {
+    /// [`SCHEMA_VERSION`] of the document.
+    #[serde(default = "schema_v1")]
+    pub schema_version: u32,
     /// Configuration name.
     pub config: String,
     /// Property name.
@@ -66,8 +262,11 @@ pub struct Cell {
     pub verdict: CellVerdict,
     /// Crash states covered (every state generated, duplicates included).
     pub states_explored: usize,
-    /// Distinct states actually mounted (after content dedup).
+    /// Distinct states (after content dedup), whether they mounted or not.
     pub states_unique: usize,
+    /// Distinct states that mounted (by themselves or after repair).
+    #[serde(default)]
+    pub states_mounted: usize,
     /// Wall time of the cell, recording included.
     pub seconds: f64,
     /// Witness directory of the first violation (or first failure), if any.
@@ -90,6 +289,12 @@ pub struct Cell {
     pub shard: Option<String>,
     /// Outcome counts over explored states.
     pub counts: OutcomeCounts,
+    /// States whose kernel mount failed, by cause (repaired or not).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mount_failures: Vec<MountFailure>,
+    /// States that mounted but where a read failed, by path and error.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read_errors: Vec<ReadErrorCause>,
     /// Why the configuration is unavailable, if it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unavailable: Option<String>,
@@ -191,28 +396,12 @@ pub fn summarize_scenarios(results: &[StateResult], positions: &[usize]) -> Vec<
 pub fn summarize(results: &[StateResult]) -> (CellVerdict, OutcomeCounts, Option<usize>) {
     let mut counts = OutcomeCounts::default();
     for r in results {
-        match r.check.outcome {
-            Outcome::Held => counts.held += 1,
-            Outcome::Violated { .. } => counts.violated += 1,
-            Outcome::MountFailed { .. } => counts.mount_failed += 1,
-            Outcome::FsckFailed { .. } => counts.fsck_failed += 1,
-            Outcome::Timeout { .. } => counts.timeout += 1,
-        }
+        counts.add(r.check.outcome.kind(), 1);
     }
-    let verdict = if counts.violated > 0 {
-        CellVerdict::Violated
-    } else if counts.mount_failed > 0 {
-        CellVerdict::MountFailed
-    } else if counts.fsck_failed > 0 {
-        CellVerdict::FsckFailed
-    } else if counts.timeout > 0 {
-        CellVerdict::Timeout
-    } else {
-        CellVerdict::Held
-    };
+    let verdict = counts.verdict();
     let witness = results
         .iter()
-        .position(|r| r.check.outcome.name() == verdict.name() && verdict != CellVerdict::Held);
+        .position(|r| r.check.outcome.kind() == verdict && verdict != CellVerdict::Held);
     (verdict, counts, witness)
 }
 
@@ -226,12 +415,19 @@ impl Cell {
         results: &[StateResult],
     ) -> (Cell, Option<usize>) {
         let (verdict, counts, witness_index) = summarize(results);
+        let distinct = |i: usize, r: &StateResult| r.mounted_as == i;
         let cell = Cell {
+            schema_version: SCHEMA_VERSION,
             config: config.into(),
             property: property.into(),
             verdict,
             states_explored: results.len(),
-            states_unique: results.iter().enumerate().filter(|(i, r)| r.mounted_as == *i).count(),
+            states_unique: results.iter().enumerate().filter(|&(i, r)| distinct(i, r)).count(),
+            states_mounted: results
+                .iter()
+                .enumerate()
+                .filter(|&(i, r)| distinct(i, r) && r.check.mounted())
+                .count(),
             seconds: 0.0,
             witness: None,
             story: None,
@@ -240,6 +436,8 @@ impl Cell {
             confirmed: None,
             shard: None,
             counts,
+            mount_failures: Vec::new(),
+            read_errors: Vec::new(),
             unavailable: None,
             scenarios: Vec::new(),
         };
@@ -249,19 +447,37 @@ impl Cell {
     /// Human-readable lines for the terminal.
     pub fn to_text(&self) -> String {
         let mut s = format!(
-            "{} / {}: {} ({} states explored, {} unique, {:.1}s)\n",
+            "{} / {}: {} ({} states mounted / {} distinct / {} explored, {:.1}s)\n",
             self.config,
             self.property,
             self.verdict.name().to_uppercase(),
-            self.states_explored,
+            self.states_mounted,
             self.states_unique,
+            self.states_explored,
             self.seconds
         );
-        let c = &self.counts;
-        s.push_str(&format!(
-            "  outcomes: {} held, {} violated, {} mount-failed, {} fsck-failed, {} timeout\n",
-            c.held, c.violated, c.mount_failed, c.fsck_failed, c.timeout
-        ));
+        s.push_str(&format!("  outcomes: {}\n", self.counts.text()));
+        for f in &self.mount_failures {
+            let fate = match &f.repaired_by {
+                Some(step) => format!("mounted after {step}"),
+                None => "unrecoverable".into(),
+            };
+            let torn =
+                f.torn_write_role.map(|r| format!(", torn {}", r.name())).unwrap_or_default();
+            s.push_str(&format!(
+                "  mount failed in {} state(s) ({fate}{torn}; first {}): {}\n",
+                f.count, f.first_state, f.error
+            ));
+        }
+        for f in &self.read_errors {
+            s.push_str(&format!(
+                "  read error in {} state(s) (first {}): {}: {}\n",
+                f.count,
+                f.first_state,
+                if f.path.is_empty() { "the tree" } else { &f.path },
+                f.error
+            ));
+        }
         if let Some(story) = &self.story {
             s.push_str(&format!("  story:   {story}\n"));
         }

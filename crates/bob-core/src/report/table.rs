@@ -5,11 +5,14 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Cell, CellVerdict, OutcomeCounts};
+use super::{merge_mount_failures, merge_read_errors, Cell, CellVerdict, OutcomeKind};
 
 /// A whole table, as `bob table --format json` prints it and `bob merge` reads it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Grid {
+    /// [`super::SCHEMA_VERSION`] of the document.
+    #[serde(default = "super::schema_v1")]
+    pub schema_version: u32,
     /// `uname -r` of the machine that ran it.
     pub kernel: String,
     /// bob's version.
@@ -37,37 +40,47 @@ pub enum MergeError {
 }
 
 fn symbol(v: CellVerdict) -> &'static str {
-    match v {
-        CellVerdict::Violated => "x",
-        CellVerdict::Held => "",
-        CellVerdict::MountFailed => "M",
-        CellVerdict::FsckFailed => "F",
-        CellVerdict::Timeout => "T",
-        CellVerdict::Unavailable => "n/a",
-    }
+    v.letter()
 }
 
-fn merge_counts(a: &mut OutcomeCounts, b: &OutcomeCounts) {
-    a.held += b.held;
-    a.violated += b.violated;
-    a.mount_failed += b.mount_failed;
-    a.fsck_failed += b.fsck_failed;
-    a.timeout += b.timeout;
+/// The small note beside a cell's numbers: states that needed repair (`r3`) and states
+/// that stayed unmountable (`u1`), counted by cause; empty when there were none.
+fn repair_note(cell: &Cell) -> String {
+    let repaired: usize =
+        cell.mount_failures.iter().filter(|f| f.repaired_by.is_some()).map(|f| f.count).sum();
+    let lost: usize =
+        cell.mount_failures.iter().filter(|f| f.repaired_by.is_none()).map(|f| f.count).sum();
+    // Cells of schema 1 have counts but no causes.
+    let lost = lost.max(cell.counts.unrecoverable);
+    let repaired = repaired.max(cell.counts.needs_repair);
+    let mut parts = Vec::new();
+    if repaired > 0 {
+        parts.push(format!("r{repaired}"));
+    }
+    if lost > 0 {
+        parts.push(format!("u{lost}"));
+    }
+    parts.join(" ")
 }
 
-fn verdict_of(c: &OutcomeCounts) -> CellVerdict {
-    if c.violated > 0 {
-        CellVerdict::Violated
-    } else if c.mount_failed > 0 {
-        CellVerdict::MountFailed
-    } else if c.fsck_failed > 0 {
-        CellVerdict::FsckFailed
-    } else if c.timeout > 0 {
-        CellVerdict::Timeout
-    } else {
-        CellVerdict::Held
-    }
+/// The legend under a table: every letter that can appear, from the outcome table.
+fn legend() -> String {
+    OutcomeKind::ALL
+        .into_iter()
+        .map(|k| {
+            let letter = if k.letter().is_empty() { "empty" } else { k.letter() };
+            format!("{letter} = {}", k.legend())
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
+
+/// What the numbers of a cell are.
+const NUMBERS: &str =
+    "Numbers: states mounted / distinct / explored (mounted: distinct states that \
+     mounted, by themselves or after repair; distinct: after merging states with identical \
+     contents; explored: every crash state generated); rN: N states mounted only after \
+     repair; uN: N states never mounted.";
 
 /// Merges two results for the same cell (two shards of it, or a rerun).
 fn merge_cell(a: &mut Cell, b: &Cell) {
@@ -78,11 +91,14 @@ fn merge_cell(a: &mut Cell, b: &Cell) {
         *a = b.clone();
         return;
     }
-    merge_counts(&mut a.counts, &b.counts);
+    a.counts.merge(&b.counts);
     a.states_explored += b.states_explored;
     a.states_unique += b.states_unique;
+    a.states_mounted += b.states_mounted;
     a.seconds += b.seconds;
-    a.verdict = verdict_of(&a.counts);
+    a.verdict = a.counts.verdict();
+    merge_mount_failures(&mut a.mount_failures, &b.mount_failures);
+    merge_read_errors(&mut a.read_errors, &b.read_errors);
     for sc in &b.scenarios {
         match a.scenarios.iter_mut().find(|x| x.scenario == sc.scenario) {
             Some(x) => x.merge(sc),
@@ -114,6 +130,7 @@ impl Grid {
     pub fn merge(grids: Vec<Grid>) -> Result<Grid, MergeError> {
         let mut iter = grids.into_iter();
         let mut out = iter.next().ok_or(MergeError::Empty)?;
+        out.schema_version = super::SCHEMA_VERSION;
         let mut index: BTreeMap<(String, String), usize> = BTreeMap::new();
         let mut cells: Vec<Cell> = Vec::new();
         let mut add = |cell: Cell, cells: &mut Vec<Cell>| {
@@ -177,11 +194,16 @@ impl Grid {
         v
     }
 
-    /// Totals over all cells: (explored, unique, seconds).
+    /// Totals over all cells: (explored, distinct, seconds).
     pub fn totals(&self) -> (usize, usize, f64) {
         self.cells.iter().fold((0, 0, 0.0), |(e, u, s), c| {
             (e + c.states_explored, u + c.states_unique, s + c.seconds)
         })
+    }
+
+    /// Distinct states that mounted, over all cells.
+    pub fn total_mounted(&self) -> usize {
+        self.cells.iter().map(|c| c.states_mounted).sum()
     }
 
     /// The table as Markdown: properties as rows, configurations as columns; each cell
@@ -211,11 +233,14 @@ impl Grid {
                             if cell.confirmed == Some(false) { "x?" } else { symbol(cell.verdict) };
                         let note =
                             note_of(cell).map(|i| format!(" [{}]", i + 1)).unwrap_or_default();
+                        let repairs = repair_note(cell);
                         format!(
-                            "{mark}{}{}/{}{note}",
+                            "{mark}{}{}/{}/{}{}{repairs}{note}",
                             if mark.is_empty() { "" } else { " " },
+                            cell.states_mounted,
                             cell.states_unique,
-                            cell.states_explored
+                            cell.states_explored,
+                            if repairs.is_empty() { "" } else { " " },
                         )
                     }
                 };
@@ -225,11 +250,9 @@ impl Grid {
         }
         let (e, u, secs) = self.totals();
         s.push_str(&format!(
-            "\nx = a crash state that bob found and can replay violates the property; \
-             M = no state violated it, but some crash state failed to mount (recovery \
-             failed); F = no violation, but fsck complained; T = no violation, but a step \
-             hung; empty = held in every state explored. Numbers: states mounted / states \
-             explored. Totals: {e} states explored, {u} mounted, {secs:.0} s.\n"
+            "\n{}. {NUMBERS} Totals: {} states mounted, {u} distinct, {e} explored, {secs:.0} s.\n",
+            legend(),
+            self.total_mounted()
         ));
         if !failures.is_empty() {
             s.push('\n');
@@ -377,8 +400,8 @@ impl Grid {
              body{font-family:system-ui,sans-serif;margin:2em;color:#222}\
              table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:.3em .6em;text-align:center}\
              th.p,td.p{text-align:left;font-family:monospace}\
-             .violated{background:#f8d0d0}.mount-failed{background:#f8e8c0}.fsck-failed{background:#f0f0b0}\
-             .timeout{background:#e0d0f0}.unavailable{color:#999}.n{color:#777;font-size:.8em}\
+             .violated{background:#f8d0d0}.unrecoverable{background:#f8e8c0}.needs-repair{background:#fff4dc}\
+             .read-error{background:#f8dcc8}.fsck-failed{background:#f0f0b0}.timeout{background:#e0d0f0}.unavailable{color:#999}.n{color:#777;font-size:.8em}\
              a{color:#900;font-weight:bold;text-decoration:none}li{margin:.4em 0}code{background:#f4f4f4}\
              </style></head><body>\n",
         );
@@ -417,18 +440,25 @@ impl Grid {
                             ),
                             None => esc(symbol(cell.verdict)),
                         };
+                        let repairs = repair_note(cell);
                         s.push_str(&format!(
-                            "<td class=\"{}\">{mark}<span class=\"n\">{}/{}</span></td>",
+                            "<td class=\"{}\">{mark}<span class=\"n\">{}/{}/{}</span>{}</td>",
                             cell.verdict.name(),
+                            cell.states_mounted,
                             cell.states_unique,
-                            cell.states_explored
+                            cell.states_explored,
+                            if repairs.is_empty() {
+                                String::new()
+                            } else {
+                                format!(" <small class=\"n\">{repairs}</small>")
+                            }
                         ));
                     }
                 }
             }
             s.push_str("</tr>\n");
         }
-        s.push_str("</table>\n<p class=\"n\">x: violated in a replayable crash state; M: no violation, but a state failed to mount; F: no violation, but fsck complained; T: no violation, but a step hung; empty: held. Numbers: states mounted / explored.</p>\n");
+        s.push_str(&format!("</table>\n<p class=\"n\">{}. {}</p>\n", esc(&legend()), esc(NUMBERS)));
         if !failures.is_empty() {
             s.push_str("<h2>Witnesses</h2><ol>\n");
             for (i, cell) in failures.iter().enumerate() {
@@ -517,7 +547,7 @@ fn esc(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::ScenarioCell;
+    use super::super::{OutcomeCounts, ScenarioCell};
     use super::*;
 
     fn cell(config: &str, property: &str, verdict: CellVerdict, pos: Option<usize>) -> Cell {
@@ -525,15 +555,17 @@ mod tests {
         let mut counts = OutcomeCounts { held: 10, ..Default::default() };
         match verdict {
             CellVerdict::Violated => counts.violated = 2,
-            CellVerdict::MountFailed => counts.mount_failed = 1,
+            CellVerdict::Unrecoverable => counts.unrecoverable = 1,
             _ => {}
         }
         Cell {
+            schema_version: super::super::SCHEMA_VERSION,
             config: config.into(),
             property: property.into(),
             verdict,
-            states_explored: counts.held + counts.violated + counts.mount_failed,
+            states_explored: counts.held + counts.violated + counts.unrecoverable,
             states_unique: 9,
+            states_mounted: 8,
             seconds: 1.5,
             witness: failed.then(|| format!("out/{config}/{property}")),
             story: failed.then(|| format!("story of {config} {property}")),
@@ -542,6 +574,8 @@ mod tests {
             shard: None,
             confirmed: failed.then_some(true),
             counts,
+            mount_failures: Vec::new(),
+            read_errors: Vec::new(),
             unavailable: (verdict == CellVerdict::Unavailable).then(|| "gone".into()),
             scenarios: Vec::new(),
         }
@@ -549,6 +583,7 @@ mod tests {
 
     fn grid(cells: Vec<Cell>) -> Grid {
         Grid {
+            schema_version: super::super::SCHEMA_VERSION,
             kernel: "6.18.0-test".into(),
             tool_version: "0.1.0".into(),
             configs: vec!["ext2".into(), "ext4-ordered".into(), "reiserfs".into()],
@@ -564,7 +599,7 @@ mod tests {
             cell("ext4-ordered", "single-block-append", CellVerdict::Held, None),
             cell("reiserfs", "single-block-append", CellVerdict::Unavailable, None),
             cell("ext2", "append-then-rename", CellVerdict::Violated, Some(1)),
-            cell("ext4-ordered", "append-then-rename", CellVerdict::MountFailed, Some(7)),
+            cell("ext4-ordered", "append-then-rename", CellVerdict::Unrecoverable, Some(7)),
         ])
     }
 

@@ -37,6 +37,9 @@ pub enum Error {
 /// `state.json`: which state this witness is and what was found in it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StateRecord {
+    /// [`super::SCHEMA_VERSION`] of the document.
+    #[serde(default = "super::schema_v1")]
+    pub schema_version: u32,
     /// Printable state id (`e3:0-4,6`).
     pub id: String,
     /// Strategy that generated it.
@@ -63,11 +66,12 @@ impl StateRecord {
         property: Option<String>,
     ) -> StateRecord {
         StateRecord {
+            schema_version: super::SCHEMA_VERSION,
             id: result.state.id.to_string(),
             strategy: result.state.strategy.to_string(),
             description: result.state.id.describe(&subject.trace, &subject.epochs),
             outcome: result.check.outcome.name().into(),
-            story: result.check.outcome.detail().into(),
+            story: result.check.outcome.detail(),
             digest: result.digest.iter().map(|b| format!("{b:02x}")).collect(),
             config: subject.config.name.into(),
             property,
