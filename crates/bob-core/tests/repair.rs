@@ -1,0 +1,215 @@
+//! The repair ladder on real images, with the real kernel, mkfs and repair tools (root):
+//!
+//! * a crash state whose only persisted write is a torn superblock (built explicitly from
+//!   a real ext4 recording, whatever the default strategies tear) does not mount, mounts
+//!   after `e2fsck -f -y`, and its property is still judged there: `needs-repair` (or a
+//!   violation whose story names the repair), with the cause saying the tear hit the
+//!   superblock;
+//! * an image whose every superblock is zeroed stays unmountable after the ladder:
+//!   `unrecoverable`, with the kernel's error kept.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use bob_core::check::{self, EngineOptions, Outcome, OutcomeKind, Subject};
+use bob_core::crash::{self, Applied, CrashState, StateId, Strategy};
+use bob_core::fs::regions::{RegionRole, Regions};
+use bob_core::fs::{self, Timeouts};
+use bob_core::image::{BaseImage, CrashView};
+use bob_core::record::{self, RecordRequest};
+use bob_core::report;
+use workloads::Property;
+
+fn require_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "these tests bind loop devices and mount images: run them as root (scripts/test.sh)"
+    );
+}
+
+/// One real recording of `property` on `config`, in a private scratch directory.
+fn record(dir: &std::path::Path, config: &str, property: Property) -> Subject {
+    require_root();
+    let config = fs::by_name(config).expect("config");
+    let work = dir.join("record");
+    std::fs::create_dir_all(&work).unwrap();
+    let workload = workloads::workload_for(property, &config.workload_params());
+    let recording = record::record(&RecordRequest {
+        config: &config,
+        workload: &workload,
+        device: None,
+        work_dir: &work,
+        timeouts: Timeouts::default(),
+    })
+    .expect("record");
+    let trace = Arc::new(recording.trace);
+    let epochs = crash::epochs(&trace);
+    Subject {
+        config,
+        workload,
+        observed: recording.observed,
+        trace,
+        epochs,
+        spans: recording.sidecar.ops.clone(),
+        base: Arc::new(BaseImage::open(&recording.base_image).expect("base")),
+    }
+}
+
+/// Crash states whose one persisted write is a write of the primary superblock (bytes
+/// 1024..2048) torn so that only the superblock's first sector is new: a 512 B tear
+/// inside a 1 KiB superblock whose checksum lives in its second sector.
+fn torn_superblock_states(subject: &Subject) -> Vec<CrashState> {
+    let mut out = Vec::new();
+    for epoch in &subject.epochs {
+        for (w, &entry) in epoch.writes.iter().enumerate() {
+            let e = &subject.trace.entries[entry];
+            let (first, count) = (e.sector, e.nr_sectors);
+            if e.data.is_empty() || first > 2 || first + count < 4 {
+                continue;
+            }
+            let k = (2 - first) as u32;
+            out.push(CrashState {
+                id: StateId {
+                    epoch: epoch.index as u32,
+                    applied: vec![Applied::torn(w as u32, vec![(k, k)])],
+                },
+                strategy: Strategy::Torn,
+            });
+        }
+    }
+    out
+}
+
+#[test]
+fn a_torn_ext4_superblock_needs_repair_and_the_property_is_judged_after_it() {
+    let dir = tempfile::Builder::new().prefix("bob-repair-test-").tempdir().unwrap();
+    let subject = record(dir.path(), "ext4-ordered", Property::SingleBlockAppend);
+    let regions = Regions::of_image(&subject.config, subject.base.path(), Timeouts::default().fsck);
+    let role_at = |byte: u64| {
+        regions.regions.iter().find(|r| r.start <= byte && byte < r.end).map(|r| r.role)
+    };
+    assert_eq!(role_at(1024), Some(RegionRole::Superblock), "{regions:?}");
+    assert!(
+        regions.regions.iter().any(|r| r.role == RegionRole::JournalSuperblock),
+        "the journal superblock (first block of inode 8) is known: {regions:?}"
+    );
+
+    let states = torn_superblock_states(&subject);
+    assert!(!states.is_empty(), "ext4 writes its superblock while the workload runs");
+    for s in &states {
+        s.id.validate(&subject.epochs, &subject.trace).expect("a valid state id");
+    }
+    let work_dir = dir.path().join("check");
+    std::fs::create_dir_all(&work_dir).unwrap();
+    let options = EngineOptions { jobs: 1, timeouts: Timeouts::default(), work_dir };
+    let results =
+        check::run_states(&subject, &states, &options, &|_, _| {}, &AtomicBool::new(false))
+            .expect("check");
+
+    // Every such state failed the kernel mount, was repaired by e2fsck, and was judged.
+    let repaired: Vec<_> = results.iter().filter(|r| r.check.repair.is_some()).collect();
+    assert!(
+        !repaired.is_empty(),
+        "some torn superblock stops the mount: {:?}",
+        results
+            .iter()
+            .map(|r| (r.state.id.to_string(), r.check.outcome.clone()))
+            .collect::<Vec<_>>()
+    );
+    for r in &repaired {
+        let rep = r.check.repair.as_ref().unwrap();
+        assert!(rep.mount_error.starts_with("mount -t ext4"), "{rep:?}");
+        assert_eq!(rep.fixed_by.as_deref(), Some("e2fsck -f -y"), "{rep:?}");
+        assert!(r.check.mounted());
+        match &r.check.outcome {
+            Outcome::NeedsRepair { repaired_by, message } => {
+                assert_eq!(repaired_by, "e2fsck -f -y");
+                assert_eq!(message, &rep.mount_error);
+            }
+            Outcome::Violated { story } => {
+                assert!(story.starts_with("after e2fsck -f -y: "), "{story}")
+            }
+            other => panic!("a repaired state is judged, not {other:?}"),
+        }
+    }
+    assert!(
+        repaired.iter().any(|r| r.check.outcome.kind() == OutcomeKind::NeedsRepair),
+        "single-block-append holds in some repaired state"
+    );
+    // The kernel's error is the checksum's: EBADMSG.
+    assert!(
+        repaired.iter().any(|r| r
+            .check
+            .repair
+            .as_ref()
+            .unwrap()
+            .mount_error
+            .contains("Bad message")),
+        "{:?}",
+        repaired.iter().map(|r| &r.check.repair).collect::<Vec<_>>()
+    );
+
+    // The cell's causes group them by the kernel's error and say the tear hit the
+    // superblock.
+    let positions: Vec<usize> = (0..results.len()).collect();
+    let (mounts, _) = report::summarize_causes(&results, &positions, &subject, &regions);
+    let needing: usize = mounts.iter().filter(|f| f.repaired_by.is_some()).map(|f| f.count).sum();
+    assert_eq!(needing, repaired.len(), "{mounts:?}");
+    assert!(mounts.iter().all(|f| f.torn_write_role == Some(RegionRole::Superblock)), "{mounts:?}");
+    let (cell, _) = report::Cell::of_results("ext4-ordered", "single-block-append", &results);
+    assert!(cell.states_mounted >= repaired.len(), "repaired states mounted: {cell:?}");
+    assert_eq!(
+        cell.counts.needs_repair
+            + cell.counts.violated
+            + cell.counts.held
+            + cell.counts.unrecoverable
+            + cell.counts.read_error
+            + cell.counts.fsck_failed
+            + cell.counts.timeout,
+        results.len()
+    );
+}
+
+#[test]
+fn an_image_without_any_superblock_is_unrecoverable_and_keeps_the_kernels_error() {
+    let dir = tempfile::Builder::new().prefix("bob-repair-test-").tempdir().unwrap();
+    let subject = record(dir.path(), "ext4-ordered", Property::SingleBlockAppend);
+    let regions = Regions::of_image(&subject.config, subject.base.path(), Timeouts::default().fsck);
+    // The state after the last epoch, written out as a plain image file.
+    let last = subject.epochs.len() - 1;
+    let id = StateId::whole(last as u32, 0..subject.epochs[last].writes.len() as u32);
+    let overlay = crash::OverlayBuilder::new(&subject.trace, &subject.epochs).state(&id);
+    let image = dir.path().join("no-superblock.img");
+    CrashView::new(subject.base.clone(), subject.trace.clone(), overlay)
+        .materialize(&image)
+        .unwrap();
+    // Zero the primary superblock and every backup.
+    let sbs: Vec<_> = regions
+        .regions
+        .iter()
+        .filter(|r| matches!(r.role, RegionRole::Superblock | RegionRole::BackupSuperblock))
+        .collect();
+    assert!(!sbs.is_empty());
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&image).unwrap();
+        for r in &sbs {
+            f.write_all_at(&vec![0u8; (r.end - r.start) as usize], r.start).unwrap();
+        }
+        f.sync_all().unwrap();
+    }
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let checked = check::check_image(&subject, &image, &mnt, Vec::new(), &Timeouts::default())
+        .expect("check");
+    let Outcome::Unrecoverable { message } = &checked.outcome else {
+        panic!("no superblock anywhere: {checked:?}")
+    };
+    assert!(message.starts_with("mount -t ext4"), "the kernel's error is kept: {message}");
+    assert!(!checked.mounted());
+    let rep = checked.repair.as_ref().expect("the ladder ran");
+    assert_eq!(rep.fixed_by, None);
+    assert_eq!(rep.steps.len(), 1, "e2fsck -f -y, once: {rep:?}");
+    assert!(rep.steps[0].starts_with("e2fsck -f -y (exit "), "{rep:?}");
+    assert_eq!(checked.outcome.kind().exit_code(), 1);
+}
