@@ -518,3 +518,87 @@ pub fn scenario_text(sc: &ScenarioCell) -> String {
         "nothing wrong".to_owned()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_schema_1_cell_reads_with_mount_failed_as_unrecoverable() {
+        let old = r#"{"config":"ext4-ordered","property":"single-block-append",
+            "verdict":"mount-failed","states_explored":12,"states_unique":9,"seconds":1.0,
+            "witness":null,"story":null,
+            "counts":{"held":10,"violated":0,"mount_failed":2,"fsck_failed":0,"timeout":0}}"#;
+        let cell: Cell = serde_json::from_str(old).unwrap();
+        assert_eq!(cell.schema_version, 1);
+        assert_eq!(cell.verdict, OutcomeKind::Unrecoverable);
+        assert_eq!(cell.counts.unrecoverable, 2);
+        assert_eq!(cell.counts.verdict(), OutcomeKind::Unrecoverable);
+        let again = serde_json::to_value(Cell { schema_version: SCHEMA_VERSION, ..cell }).unwrap();
+        assert_eq!(again["schema_version"], SCHEMA_VERSION);
+        assert_eq!(again["verdict"], "unrecoverable");
+        assert_eq!(again["counts"]["unrecoverable"], 2);
+    }
+
+    #[test]
+    fn a_schema_1_state_check_reads_with_mount_failed_as_unrecoverable() {
+        let old = r#"{"outcome":{"outcome":"mount-failed","message":"mount -t ext4: Bad message"},
+            "snapshot":null,"fsck":null,"recovery_writes":0}"#;
+        let c: crate::check::StateCheck = serde_json::from_str(old).unwrap();
+        assert_eq!(c.outcome.kind(), OutcomeKind::Unrecoverable);
+        assert!(!c.mounted());
+    }
+
+    #[test]
+    fn counts_follow_the_outcome_table() {
+        let mut c = OutcomeCounts::default();
+        c.add(OutcomeKind::Held, 5);
+        assert_eq!(c.verdict(), OutcomeKind::Held);
+        c.add(OutcomeKind::NeedsRepair, 2);
+        assert_eq!(c.verdict(), OutcomeKind::NeedsRepair);
+        c.add(OutcomeKind::ReadError, 1);
+        assert_eq!(c.verdict(), OutcomeKind::ReadError);
+        c.add(OutcomeKind::Unrecoverable, 1);
+        assert_eq!(c.verdict(), OutcomeKind::Unrecoverable);
+        c.add(OutcomeKind::Violated, 1);
+        assert_eq!(c.verdict(), OutcomeKind::Violated);
+        c.add(OutcomeKind::Unavailable, 3);
+        let mut d = c.clone();
+        d.merge(&c);
+        assert_eq!(d.get(OutcomeKind::Held), 10);
+        assert_eq!(d.get(OutcomeKind::NeedsRepair), 4);
+        assert_eq!(
+            c.text(),
+            "1 violated, 1 unrecoverable, 1 read-error, 0 fsck-failed, 0 timeout, 2 needs-repair, 5 held"
+        );
+    }
+
+    #[test]
+    fn mount_failure_causes_merge_by_error_repair_and_role_keeping_the_earliest_state() {
+        let f = |error: &str, repaired: Option<&str>, count, state: &str, pos| MountFailure {
+            error: error.into(),
+            repaired_by: repaired.map(Into::into),
+            count,
+            first_state: state.into(),
+            first_position: Some(pos),
+            torn_write_role: Some(RegionRole::Superblock),
+        };
+        let mut a = vec![f("EBADMSG", Some("e2fsck -f -y"), 3, "e5:0[2]", 40)];
+        merge_mount_failures(
+            &mut a,
+            &[
+                f("EBADMSG", Some("e2fsck -f -y"), 2, "e1:0[2]", 7),
+                f("EBADMSG", None, 1, "e9:0[3]", 90),
+            ],
+        );
+        assert_eq!(a.len(), 2);
+        assert_eq!(
+            (a[0].count, a[0].first_state.as_str(), a[0].first_position),
+            (5, "e1:0[2]", Some(7))
+        );
+        assert_eq!(a[1].repaired_by, None);
+        let json = serde_json::to_value(&a[0]).unwrap();
+        assert_eq!(json["torn_write_role"], "superblock");
+        assert_eq!(json["repaired_by"], "e2fsck -f -y");
+    }
+}

@@ -594,8 +594,19 @@ mod tests {
     }
 
     fn sample() -> Grid {
+        // A cross whose cell also had states that needed repair: the table still says so.
+        let mut repaired = cell("ext2", "single-block-append", CellVerdict::Violated, Some(3));
+        repaired.counts.needs_repair = 2;
+        repaired.mount_failures = vec![super::super::MountFailure {
+            error: "mount -t ext2 -o defaults: Bad message (os error 74)".into(),
+            repaired_by: Some("e2fsck -f -y".into()),
+            count: 2,
+            first_state: "e2:0[2]".into(),
+            first_position: Some(5),
+            torn_write_role: Some(crate::fs::regions::RegionRole::Superblock),
+        }];
         grid(vec![
-            cell("ext2", "single-block-append", CellVerdict::Violated, Some(3)),
+            repaired,
             cell("ext4-ordered", "single-block-append", CellVerdict::Held, None),
             cell("reiserfs", "single-block-append", CellVerdict::Unavailable, None),
             cell("ext2", "append-then-rename", CellVerdict::Violated, Some(1)),
