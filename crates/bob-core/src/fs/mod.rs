@@ -146,6 +146,12 @@ const MKFS_EXT4: &[&str] = &[
 const MKFS_XFS: &[&str] = &["mkfs.xfs", "-q", "-f", "-K"];
 const MKFS_BTRFS: &[&str] = &["mkfs.btrfs", "-q", "-f", "-K"];
 
+/// ext image size: 160 MiB, so that with 4 KiB blocks the file system has a second block
+/// group, and in it a backup superblock at block 32768, where `e2fsck` looks for one when
+/// the primary is damaged, as on any real ext4. At 128 MiB it had a single group and no
+/// backup: a torn primary superblock was beyond any repair.
+const EXT_IMAGE_BYTES: u64 = 160 * MIB;
+
 const fn ext(
     name: &'static str,
     description: &'static str,
@@ -165,7 +171,7 @@ const fn ext(
         recovery: if journaled { Recovery::Mount } else { Recovery::FsckThenMount(E2FSCK_YES) },
         fsck: E2FSCK_RO,
         repair: REPAIR_EXT,
-        image_bytes: 128 * MIB,
+        image_bytes: EXT_IMAGE_BYTES,
         journal_bytes: if journaled { Some(4 * MIB) } else { None },
         unavailable: None,
     }
