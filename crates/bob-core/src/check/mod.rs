@@ -23,7 +23,7 @@ use crate::crash::{CrashState, Epoch, OverlayBuilder, StateId};
 use crate::device::fusedisk::DiskServer;
 use crate::device::loopdev::LoopDevice;
 use crate::device::{cmd, mount};
-use crate::fs::{FsConfig, Recovery, Timeouts};
+use crate::fs::{FsConfig, Recovery, RepairStep, Timeouts};
 use crate::image::{BaseImage, CrashView};
 use crate::trace::sidecar::OpSpan;
 use crate::trace::{EntryKind, Trace};
@@ -518,51 +518,33 @@ pub fn check_image_with(
             // overlay like recovery's, so no other state sees them.
             let mut rep =
                 Repair { mount_error: message.clone(), steps: Vec::new(), fixed_by: None };
-            let mut previous_exit: Option<i32> = None;
-            let mut mounted = None;
-            for step in config.repair {
-                if step.only_after_exit.is_some() && step.only_after_exit != previous_exit {
-                    continue;
-                }
+            let run_step = |step: &RepairStep| {
                 let mut args = step.argv[1..].to_vec();
                 args.push(&dev_str);
                 match cmd::run(step.argv[0], &args, timeouts.fsck) {
-                    Ok(out) => {
-                        previous_exit = out.code;
-                        let code = out.code.map_or("signal".to_owned(), |c| c.to_string());
-                        rep.steps.push(format!("{} (exit {code})", step.text()));
-                    }
-                    Err(cmd::CmdError::Timeout { .. }) => {
-                        return Ok(StateCheck {
-                            repair: Some(rep),
-                            ..StateCheck::failed(Outcome::Timeout {
-                                step: format!("repair: {}", step.text()),
-                            })
-                        })
-                    }
-                    Err(e) => return Err(crate::device::Error::from(e).into()),
+                    Ok(out) => Ok(Some(out.code)),
+                    Err(cmd::CmdError::Timeout { .. }) => Ok(None),
+                    Err(e) => Err(Error::from(crate::device::Error::from(e))),
                 }
-                match try_mount() {
-                    Ok(m) => {
-                        rep.fixed_by = Some(step.text());
-                        mounted = Some(m);
-                        break;
-                    }
-                    Err(None) => return mount_timeout(loopdev, Some(rep)),
-                    Err(Some(_)) => {}
-                }
-            }
-            match mounted {
-                Some(m) => {
+            };
+            match climb_ladder(config.repair, &mut rep, run_step, try_mount)? {
+                Climb::Mounted(m) => {
                     repair = Some(rep);
                     m
                 }
-                None => {
+                Climb::Exhausted => {
                     return Ok(StateCheck {
                         repair: Some(rep),
                         ..StateCheck::failed(Outcome::Unrecoverable { message })
                     })
                 }
+                Climb::StepTimedOut(step) => {
+                    return Ok(StateCheck {
+                        repair: Some(rep),
+                        ..StateCheck::failed(Outcome::Timeout { step: format!("repair: {step}") })
+                    })
+                }
+                Climb::MountTimedOut => return mount_timeout(loopdev, Some(rep)),
             }
         }
     };
@@ -610,6 +592,52 @@ pub fn check_image_with(
     loopdev.detach()?;
 
     Ok(oracle_verdict(subject, snapshot, fsck, durable_ops).after_repair(repair))
+}
+
+/// Where climbing the repair ladder ended.
+enum Climb<M> {
+    /// A step made the state mountable; here is the mount.
+    Mounted(M),
+    /// Every step ran and the state still does not mount.
+    Exhausted,
+    /// This step hung and was killed.
+    StepTimedOut(String),
+    /// A mount after a step hung.
+    MountTimedOut,
+}
+
+/// Climbs `steps`: runs each (`run_step` gives its exit code, `None` inside when it was
+/// killed by a signal, or `Ok(None)` when it timed out), then mounts again (`try_mount`:
+/// the mount, or `Err(None)` when the mount hung, `Err(Some(error))` when it failed). A
+/// step with [`RepairStep::only_after_exit`] runs only when the previous step that ran
+/// exited with that code. Records every step run, and the one that fixed it, in `rep`.
+fn climb_ladder<M>(
+    steps: &[RepairStep],
+    rep: &mut Repair,
+    mut run_step: impl FnMut(&RepairStep) -> Result<Option<Option<i32>>, Error>,
+    mut try_mount: impl FnMut() -> Result<M, Option<String>>,
+) -> Result<Climb<M>, Error> {
+    let mut previous_exit: Option<i32> = None;
+    for step in steps {
+        if step.only_after_exit.is_some() && step.only_after_exit != previous_exit {
+            continue;
+        }
+        let Some(code) = run_step(step)? else {
+            return Ok(Climb::StepTimedOut(step.text()));
+        };
+        previous_exit = code;
+        let code = code.map_or("signal".to_owned(), |c| c.to_string());
+        rep.steps.push(format!("{} (exit {code})", step.text()));
+        match try_mount() {
+            Ok(m) => {
+                rep.fixed_by = Some(step.text());
+                return Ok(Climb::Mounted(m));
+            }
+            Err(None) => return Ok(Climb::MountTimedOut),
+            Err(Some(_)) => {}
+        }
+    }
+    Ok(Climb::Exhausted)
 }
 
 /// A crash state of a research design, as [`check_research`] gets it.
@@ -1058,4 +1086,83 @@ pub fn run_states_journaled(
             check: results[&mounted_as[i]].clone(),
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn xfs_ladder() -> &'static [RepairStep] {
+        crate::fs::by_name("xfs").expect("xfs").repair
+    }
+
+    /// Climbs `steps` where step `i` exits with `codes[i]` and the mount succeeds after
+    /// `mounts_after` steps ran (never, when `None`).
+    fn climb(
+        steps: &[RepairStep],
+        codes: &[i32],
+        mounts_after: Option<usize>,
+    ) -> (Repair, Option<String>) {
+        let mut rep = Repair { mount_error: "EUCLEAN".into(), steps: Vec::new(), fixed_by: None };
+        let ran = std::cell::Cell::new(0usize);
+        let result = climb_ladder(
+            steps,
+            &mut rep,
+            |_| {
+                ran.set(ran.get() + 1);
+                Ok(Some(Some(codes[ran.get() - 1])))
+            },
+            || if Some(ran.get()) == mounts_after { Ok(()) } else { Err(Some("still".into())) },
+        )
+        .unwrap();
+        let fixed = match result {
+            Climb::Mounted(()) => rep.fixed_by.clone(),
+            Climb::Exhausted => None,
+            _ => panic!("no timeouts here"),
+        };
+        (rep, fixed)
+    }
+
+    #[test]
+    fn xfs_repair_zeroes_the_log_only_after_reporting_a_dirty_log() {
+        // xfs_repair fixed it: -L never runs.
+        let (rep, fixed) = climb(xfs_ladder(), &[0], Some(1));
+        assert_eq!(rep.steps, vec!["xfs_repair (exit 0)"]);
+        assert_eq!(fixed.as_deref(), Some("xfs_repair"));
+        // xfs_repair ran clean but the mount still fails: -L is not the answer.
+        let (rep, fixed) = climb(xfs_ladder(), &[0], None);
+        assert_eq!(rep.steps, vec!["xfs_repair (exit 0)"]);
+        assert_eq!(fixed, None);
+        // A dirty log it cannot replay (exit 2): then -L.
+        let (rep, fixed) = climb(xfs_ladder(), &[2, 0], Some(2));
+        assert_eq!(rep.steps, vec!["xfs_repair (exit 2)", "xfs_repair -L (exit 0)"]);
+        assert_eq!(fixed.as_deref(), Some("xfs_repair -L"));
+    }
+
+    #[test]
+    fn btrfs_climbs_super_recover_then_zero_log_and_never_check_repair() {
+        let ladder = crate::fs::by_name("btrfs").unwrap().repair;
+        assert!(ladder.iter().all(|s| !s.argv.contains(&"--repair")));
+        let (rep, fixed) = climb(ladder, &[1, 0], Some(2));
+        assert_eq!(
+            rep.steps,
+            vec!["btrfs rescue super-recover -y (exit 1)", "btrfs rescue zero-log (exit 0)"]
+        );
+        assert_eq!(fixed.as_deref(), Some("btrfs rescue zero-log"));
+        let (rep, fixed) = climb(ladder, &[1, 1], None);
+        assert_eq!(rep.steps.len(), 2);
+        assert_eq!(fixed, None);
+    }
+
+    #[test]
+    fn every_kernel_configuration_has_a_ladder_and_research_designs_none() {
+        for c in crate::fs::all().into_iter().filter(|c| c.unavailable.is_none()) {
+            assert!(!c.repair.is_empty(), "{}", c.name);
+        }
+        for c in crate::fs::research() {
+            assert!(c.repair.is_empty(), "{}", c.name);
+        }
+        let ext4 = crate::fs::by_name("ext4-ordered").unwrap();
+        assert_eq!(ext4.repair.iter().map(|s| s.text()).collect::<Vec<_>>(), vec!["e2fsck -f -y"]);
+    }
 }
