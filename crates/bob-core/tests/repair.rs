@@ -108,6 +108,15 @@ fn a_torn_ext4_superblock_needs_repair_and_the_property_is_judged_after_it() {
 
     // Every such state failed the kernel mount, was repaired by e2fsck, and was judged.
     let repaired: Vec<_> = results.iter().filter(|r| r.check.repair.is_some()).collect();
+    eprintln!(
+        "{} torn-superblock states, {} needed repair: {:?}",
+        results.len(),
+        repaired.len(),
+        results
+            .iter()
+            .map(|r| (r.state.id.to_string(), r.check.outcome.name()))
+            .collect::<Vec<_>>()
+    );
     assert!(
         !repaired.is_empty(),
         "some torn superblock stops the mount: {:?}",
