@@ -6,7 +6,9 @@
 //!   violation whose story names the repair), with the cause saying the tear hit the
 //!   superblock;
 //! * an image whose every superblock is zeroed stays unmountable after the ladder:
-//!   `unrecoverable`, with the kernel's error kept.
+//!   `unrecoverable`, with the kernel's error kept;
+//! * a btrfs state whose file data fails its checksum mounts but cannot be read:
+//!   `read-error`, with the path and the errno.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -185,13 +187,8 @@ fn an_image_without_any_superblock_is_unrecoverable_and_keeps_the_kernels_error(
     let subject = record(dir.path(), "ext4-ordered", Property::SingleBlockAppend);
     let regions = Regions::of_image(&subject.config, subject.base.path(), Timeouts::default().fsck);
     // The state after the last epoch, written out as a plain image file.
-    let last = subject.epochs.len() - 1;
-    let id = StateId::whole(last as u32, 0..subject.epochs[last].writes.len() as u32);
-    let overlay = crash::OverlayBuilder::new(&subject.trace, &subject.epochs).state(&id);
     let image = dir.path().join("no-superblock.img");
-    CrashView::new(subject.base.clone(), subject.trace.clone(), overlay)
-        .materialize(&image)
-        .unwrap();
+    last_state_image(&subject, &image);
     // Zero the primary superblock and every backup.
     let sbs: Vec<_> = regions
         .regions
@@ -221,4 +218,76 @@ fn an_image_without_any_superblock_is_unrecoverable_and_keeps_the_kernels_error(
     assert_eq!(rep.steps.len(), 1, "e2fsck -f -y, once: {rep:?}");
     assert!(rep.steps[0].starts_with("e2fsck -f -y (exit "), "{rep:?}");
     assert_eq!(checked.outcome.kind().exit_code(), 1);
+}
+
+/// The last crash state of `subject` (every epoch applied) as a plain image file.
+fn last_state_image(subject: &Subject, path: &std::path::Path) {
+    let last = subject.epochs.len() - 1;
+    let id = StateId::whole(last as u32, 0..subject.epochs[last].writes.len() as u32);
+    let overlay = crash::OverlayBuilder::new(&subject.trace, &subject.epochs).state(&id);
+    CrashView::new(subject.base.clone(), subject.trace.clone(), overlay).materialize(path).unwrap();
+}
+
+fn sh(program: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(program).args(args).output().unwrap();
+    assert!(out.status.success(), "{program} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn a_btrfs_state_whose_data_fails_its_checksum_is_a_read_error_with_path_and_errno() {
+    let dir = tempfile::Builder::new().prefix("bob-repair-test-").tempdir().unwrap();
+    let subject = record(dir.path(), "btrfs", Property::SingleBlockAppend);
+    let workloads::Op::Append { path, .. } = &subject.workload.ops[0] else {
+        panic!("single-block-append appends first: {:?}", subject.workload.ops[0])
+    };
+    let image = dir.path().join("bad-data.img");
+    last_state_image(&subject, &image);
+    let image_str = image.to_str().unwrap();
+
+    // Where the file's first block lives: btrfs's logical address (filefrag, on a
+    // read-only mount), then the device offset (btrfs-map-logical).
+    let mnt = dir.path().join("look");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let mnt_str = mnt.to_str().unwrap();
+    sh("mount", &["-t", "btrfs", "-o", "ro,loop", image_str, mnt_str]);
+    let frag = std::process::Command::new("filefrag")
+        .args(["-v", "-b4096", &format!("{mnt_str}{path}")])
+        .output()
+        .unwrap();
+    sh("umount", &[mnt_str]);
+    let frag = String::from_utf8_lossy(&frag.stdout).into_owned();
+    // " 0:        0..       0:       3328..      3328:      1:"
+    let logical_block: u64 = frag
+        .lines()
+        .find(|l| l.trim_start().starts_with("0:"))
+        .and_then(|l| l.split(':').nth(2))
+        .and_then(|f| f.split("..").next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("filefrag of {path}: {frag}"));
+    let map = sh("btrfs-map-logical", &["-l", &(logical_block * 4096).to_string(), image_str]);
+    let physical: u64 = map
+        .split_whitespace()
+        .skip_while(|w| *w != "physical")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("btrfs-map-logical: {map}"));
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&image).unwrap();
+        f.write_all_at(&[0xAA; 4096], physical).unwrap();
+        f.sync_all().unwrap();
+    }
+
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let checked = check::check_image(&subject, &image, &mnt, Vec::new(), &Timeouts::default())
+        .expect("check");
+    let Outcome::ReadError { path: failed, error } = &checked.outcome else {
+        panic!("a data block that fails its checksum reads as an error: {:?}", checked.outcome)
+    };
+    assert_eq!(failed, path);
+    assert!(error.contains("os error 5"), "EIO: {error}");
+    assert!(checked.mounted());
+    assert_eq!(checked.outcome.kind(), OutcomeKind::ReadError);
 }
