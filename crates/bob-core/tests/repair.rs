@@ -291,3 +291,44 @@ fn a_btrfs_state_whose_data_fails_its_checksum_is_a_read_error_with_path_and_err
     assert!(checked.mounted());
     assert_eq!(checked.outcome.kind(), OutcomeKind::ReadError);
 }
+
+/// A fresh image of `config`, made by its own mkfs.
+fn made_image(dir: &std::path::Path, config: &fs::FsConfig) -> std::path::PathBuf {
+    let image = dir.join(format!("{}.img", config.name));
+    let f = std::fs::File::create(&image).unwrap();
+    f.set_len(config.image_bytes).unwrap();
+    drop(f);
+    let mut args: Vec<&str> = config.mkfs[1..].to_vec();
+    args.push(image.to_str().unwrap());
+    sh(config.mkfs[0], &args);
+    image
+}
+
+#[test]
+fn superblock_and_log_regions_come_from_each_configurations_real_image() {
+    let dir = tempfile::Builder::new().prefix("bob-regions-test-").tempdir().unwrap();
+    let timeout = Timeouts::default().fsck;
+    let role_at = |r: &Regions, byte: u64| {
+        r.regions.iter().find(|x| x.start <= byte && byte < x.end).map(|x| x.role)
+    };
+
+    let ext4 = fs::by_name("ext4-ordered").unwrap();
+    let r = Regions::of_image(&ext4, &made_image(dir.path(), &ext4), timeout);
+    assert_eq!(role_at(&r, 1024), Some(RegionRole::Superblock), "{r:?}");
+    // 160 MiB of 4 KiB blocks: two groups, the backup at block 32768.
+    assert_eq!(role_at(&r, 32768 * 4096), Some(RegionRole::BackupSuperblock), "{r:?}");
+    assert_eq!(r.regions.iter().filter(|x| x.role == RegionRole::JournalSuperblock).count(), 1);
+
+    let xfs = fs::by_name("xfs").unwrap();
+    let r = Regions::of_image(&xfs, &made_image(dir.path(), &xfs), timeout);
+    assert_eq!(role_at(&r, 0), Some(RegionRole::Superblock), "{r:?}");
+    assert!(r.regions.iter().filter(|x| x.role == RegionRole::BackupSuperblock).count() >= 1);
+    let log = r.regions.iter().find(|x| x.role == RegionRole::LogStart).expect("the log");
+    assert!(log.start > 0 && log.end <= xfs.image_bytes, "{r:?}");
+
+    let btrfs = fs::by_name("btrfs").unwrap();
+    let r = Regions::of_image(&btrfs, &made_image(dir.path(), &btrfs), timeout);
+    assert_eq!(role_at(&r, 64 << 10), Some(RegionRole::Superblock), "{r:?}");
+    assert_eq!(role_at(&r, 64 << 20), Some(RegionRole::BackupSuperblock), "{r:?}");
+    assert_eq!(r.regions.len(), 2, "256 GiB is past the image: {r:?}");
+}
