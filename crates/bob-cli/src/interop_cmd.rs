@@ -675,14 +675,9 @@ pub fn check(args: CheckArgs) -> Result {
         None => "fsck only".to_owned(),
     };
     let (mut cell, witness_index) = Cell::of_results(subject.config.name, &label, &results);
-    let regions = bob_core::fs::regions::Regions::of_image(
-        &subject.config,
-        subject.base.path(),
-        Timeouts::default().fsck,
-    );
     let positions: Vec<usize> = (0..results.len()).collect();
     (cell.mount_failures, cell.read_errors) =
-        bob_core::report::summarize_causes(&results, &positions, &subject, &regions);
+        bob_core::report::cell_causes(&results, &positions, &subject, timeouts.fsck);
     let mut witness_info = None;
     if let Some(i) = witness_index {
         let r = &results[i];

@@ -244,13 +244,8 @@ pub fn run_cell(
         Cell::of_results(opts.config.name, opts.property.name(), &results);
     cell.shard = opts.shard.map(|(i, n)| format!("{}/{}", i + 1, n));
     cell.scenarios = report::summarize_scenarios(&results, &positions);
-    let regions = crate::fs::regions::Regions::of_image(
-        &subject.config,
-        subject.base.path(),
-        opts.timeouts.fsck,
-    );
     (cell.mount_failures, cell.read_errors) =
-        report::summarize_causes(&results, &positions, &subject, &regions);
+        report::cell_causes(&results, &positions, &subject, opts.timeouts.fsck);
     if let Some(i) = witness_index {
         let r = &results[i];
         let replayed = confirm(&subject, &r.state, opts, &work)?;

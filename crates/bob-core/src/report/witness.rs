@@ -56,6 +56,9 @@ pub struct StateRecord {
     pub config: String,
     /// Property, if any.
     pub property: Option<String>,
+    /// What the repair ladder did, when the kernel would not mount the state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repair: Option<crate::check::Repair>,
 }
 
 impl StateRecord {
@@ -75,6 +78,7 @@ impl StateRecord {
             digest: result.digest.iter().map(|b| format!("{b:02x}")).collect(),
             config: subject.config.name.into(),
             property,
+            repair: result.check.repair.clone(),
         }
     }
 }
