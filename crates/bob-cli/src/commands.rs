@@ -281,6 +281,7 @@ fn replay_cmd(args: ReplayArgs) -> Result<ExitCode> {
     witness::replay(&loaded, &args.to)?;
     let record = &loaded.record;
     let mut out = serde_json::json!({
+        "schema_version": bob_core::report::SCHEMA_VERSION,
         "witness": args.witness.display().to_string(),
         "image": args.to.display().to_string(),
         "state": record.id,
@@ -355,6 +356,7 @@ fn list_cmd(args: ListArgs) -> Result<ExitCode> {
     match args.format {
         Format::Json => {
             let value = serde_json::json!({
+                "schema_version": bob_core::report::SCHEMA_VERSION,
                 "configs": configs.iter().map(|c| serde_json::json!({
                     "name": c.name,
                     "description": c.description,
@@ -362,6 +364,7 @@ fn list_cmd(args: ListArgs) -> Result<ExitCode> {
                     "mkfs": c.mkfs.join(" "),
                     "mount_options": c.mount_options,
                     "fsck": c.fsck.join(" "),
+                    "repair": c.repair.iter().map(|s| s.text()).collect::<Vec<_>>(),
                     "available": c.unavailable.is_none() && c.kernel_supports(),
                     "unavailable": c.unavailable,
                 })).collect::<Vec<_>>(),

@@ -351,6 +351,7 @@ pub fn explain(args: ExplainArgs) -> Result<ExitCode> {
         .collect();
     let bad = snapshot.as_ref().map(bad_bytes).unwrap_or_default();
     let value = serde_json::json!({
+        "schema_version": bob_core::report::SCHEMA_VERSION,
         "config": record.config,
         "property": record.property,
         "state": record.id,
