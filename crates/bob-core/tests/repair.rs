@@ -131,7 +131,7 @@ fn a_torn_ext4_superblock_needs_repair_and_the_property_is_judged_after_it() {
         let rep = r.check.repair.as_ref().unwrap();
         assert!(rep.mount_error.starts_with("mount -t ext4"), "{rep:?}");
         assert_eq!(rep.fixed_by.as_deref(), Some("e2fsck -f -y"), "{rep:?}");
-        assert!(r.check.mounted());
+        assert!(r.check.did_mount());
         match &r.check.outcome {
             Outcome::NeedsRepair { repaired_by, message } => {
                 assert_eq!(repaired_by, "e2fsck -f -y");
@@ -212,7 +212,7 @@ fn an_image_without_any_superblock_is_unrecoverable_and_keeps_the_kernels_error(
         panic!("no superblock anywhere: {checked:?}")
     };
     assert!(message.starts_with("mount -t ext4"), "the kernel's error is kept: {message}");
-    assert!(!checked.mounted());
+    assert!(!checked.did_mount());
     let rep = checked.repair.as_ref().expect("the ladder ran");
     assert_eq!(rep.fixed_by, None);
     assert_eq!(rep.steps.len(), 1, "e2fsck -f -y, once: {rep:?}");
@@ -288,7 +288,7 @@ fn a_btrfs_state_whose_data_fails_its_checksum_is_a_read_error_with_path_and_err
     };
     assert_eq!(failed, path);
     assert!(error.contains("os error 5"), "EIO: {error}");
-    assert!(checked.mounted());
+    assert!(checked.did_mount());
     assert_eq!(checked.outcome.kind(), OutcomeKind::ReadError);
 }
 
@@ -331,4 +331,56 @@ fn superblock_and_log_regions_come_from_each_configurations_real_image() {
     assert_eq!(role_at(&r, 64 << 10), Some(RegionRole::Superblock), "{r:?}");
     assert_eq!(role_at(&r, 64 << 20), Some(RegionRole::BackupSuperblock), "{r:?}");
     assert_eq!(r.regions.len(), 2, "256 GiB is past the image: {r:?}");
+}
+
+#[test]
+fn an_ext4_state_whose_inode_fails_its_checksum_is_a_read_error_at_that_path() {
+    let dir = tempfile::Builder::new().prefix("bob-repair-test-").tempdir().unwrap();
+    let subject = record(dir.path(), "ext4-ordered", Property::SingleBlockAppend);
+    let workloads::Op::Append { path, .. } = &subject.workload.ops[0] else {
+        panic!("single-block-append appends first: {:?}", subject.workload.ops[0])
+    };
+    let image = dir.path().join("bad-inode.img");
+    last_state_image(&subject, &image);
+    let image_str = image.to_str().unwrap();
+    // Where the file's inode lives (debugfs, read-only), then flip a byte of it
+    // (i_generation) so that its metadata_csum no longer matches.
+    let stat = sh("debugfs", &["-R", &format!("stat {path}"), image_str]);
+    let ino: u64 = stat
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("debugfs stat {path}: {stat}"));
+    let imap = sh("debugfs", &["-R", &format!("imap <{ino}>"), image_str]);
+    // "\tlocated at block 49, offset 0x0b00"
+    let word_after = |key: &str, n: usize| {
+        imap.split_whitespace()
+            .skip_while(|w| *w != key)
+            .nth(n)
+            .map(|w| w.trim_end_matches(','))
+            .unwrap_or_else(|| panic!("debugfs imap: {imap}"))
+            .to_owned()
+    };
+    let block: u64 = word_after("located", 3).parse().unwrap();
+    let offset = u64::from_str_radix(word_after("offset", 1).trim_start_matches("0x"), 16).unwrap();
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().read(true).write(true).open(&image).unwrap();
+        let at = block * 4096 + offset + 0x64; // i_generation
+        let mut b = [0u8; 1];
+        f.read_exact_at(&mut b, at).unwrap();
+        f.write_all_at(&[b[0] ^ 0xff], at).unwrap();
+        f.sync_all().unwrap();
+    }
+
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let checked = check::check_image(&subject, &image, &mnt, Vec::new(), &Timeouts::default())
+        .expect("check");
+    let Outcome::ReadError { path: failed, error } = &checked.outcome else {
+        panic!("an inode that fails its checksum cannot be read: {:?}", checked.outcome)
+    };
+    assert_eq!(failed, path, "{error}");
+    assert!(error.contains("os error 74"), "EBADMSG: {error}");
+    assert!(checked.did_mount());
 }

@@ -84,7 +84,8 @@ pub enum Outcome {
     },
     /// The state mounted, but reading it failed: the file system detected damage.
     ReadError {
-        /// The path whose read failed (empty when the walk of the tree failed).
+        /// The path whose read failed (empty when a failed walk of the tree did not say
+        /// where).
         path: String,
         /// The error (with its errno).
         error: String,
@@ -133,6 +134,18 @@ impl Outcome {
             Outcome::ReadError { path, error } => format!("reading {path}: {error}"),
             Outcome::Timeout { step } => step.clone(),
         }
+    }
+}
+
+/// The outcome of a walk of the recovered tree that failed: `read-error` at the path the
+/// walk names in front of its error (`/A/f0: stat: Bad message (os error 74)`).
+fn walk_failed(e: &std::io::Error) -> Outcome {
+    let text = e.to_string();
+    match text.split_once(": ") {
+        Some((path, error)) if path.starts_with('/') => {
+            Outcome::ReadError { path: path.to_owned(), error: error.to_owned() }
+        }
+        _ => Outcome::ReadError { path: String::new(), error: text },
     }
 }
 
@@ -197,7 +210,7 @@ impl StateCheck {
     }
 
     /// Whether the state mounted (by itself or after repair).
-    pub fn mounted(&self) -> bool {
+    pub fn did_mount(&self) -> bool {
         self.mounted && self.outcome.kind() != OutcomeKind::Unrecoverable
     }
 
@@ -560,13 +573,7 @@ pub fn check_image_with(
     let snapshot = match snapshot {
         Ok(s) => s,
         Err(e) => {
-            let check = StateCheck {
-                mounted: true,
-                ..StateCheck::failed(Outcome::ReadError {
-                    path: String::new(),
-                    error: e.to_string(),
-                })
-            };
+            let check = StateCheck { mounted: true, ..StateCheck::failed(walk_failed(&e)) };
             return Ok(check.after_repair(repair));
         }
     };
@@ -716,15 +723,7 @@ fn check_research(
     unmount(mounted)?;
     let snapshot = match snapshot {
         Ok(s) => s,
-        Err(e) => {
-            return Ok(StateCheck {
-                mounted: true,
-                ..StateCheck::failed(Outcome::ReadError {
-                    path: String::new(),
-                    error: e.to_string(),
-                })
-            })
-        }
+        Err(e) => return Ok(StateCheck { mounted: true, ..StateCheck::failed(walk_failed(&e)) }),
     };
     let fsck = research_fsck(design, dev.as_ref());
     Ok(oracle_verdict(subject, snapshot, fsck, durable_ops))

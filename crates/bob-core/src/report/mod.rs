@@ -446,7 +446,7 @@ impl Cell {
             states_mounted: results
                 .iter()
                 .enumerate()
-                .filter(|&(i, r)| distinct(i, r) && r.check.mounted())
+                .filter(|&(i, r)| distinct(i, r) && r.check.did_mount())
                 .count(),
             seconds: 0.0,
             witness: None,
@@ -566,7 +566,7 @@ mod tests {
             "snapshot":null,"fsck":null,"recovery_writes":0}"#;
         let c: crate::check::StateCheck = serde_json::from_str(old).unwrap();
         assert_eq!(c.outcome.kind(), OutcomeKind::Unrecoverable);
-        assert!(!c.mounted());
+        assert!(!c.did_mount());
     }
 
     #[test]
