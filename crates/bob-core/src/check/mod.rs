@@ -2,6 +2,14 @@
 //! device, run the configuration's recovery under a timeout, take the logical snapshot,
 //! unmount, run the read-only fsck, and ask the oracle for the verdict.
 //!
+//! When the kernel will not mount a state, the configuration's repair ladder
+//! ([`crate::fs::FsConfig::repair`]) runs one step at a time, each followed by another
+//! mount: the state is `needs-repair` when a step made it mountable and the property held
+//! there (a violation found there is `violated`, its story naming the step), and
+//! `unrecoverable` when no step did. A state that mounts but cannot be read is
+//! `read-error`. Every outcome's name, letter, precedence and exit code live in one table,
+//! [`outcome`].
+//!
 //! States with identical resulting block contents are mounted once and the outcome is
 //! counted for all of them. Unique states are checked by `jobs` workers in parallel, each
 //! with its own loop device and mount point, over one multi-threaded FUSE disk.
