@@ -43,8 +43,9 @@ fn symbol(v: CellVerdict) -> &'static str {
     v.letter()
 }
 
-/// The small note beside a cell's numbers: states that needed repair (`r3`) and states
-/// that stayed unmountable (`u1`), counted by cause; empty when there were none.
+/// The small note beside a cell's numbers: states that needed repair (`r3`), states that
+/// stayed unmountable (`u1`) and states that mounted but could not be read (`e2`); empty
+/// when there were none.
 fn repair_note(cell: &Cell) -> String {
     let repaired: usize =
         cell.mount_failures.iter().filter(|f| f.repaired_by.is_some()).map(|f| f.count).sum();
@@ -59,6 +60,9 @@ fn repair_note(cell: &Cell) -> String {
     }
     if lost > 0 {
         parts.push(format!("u{lost}"));
+    }
+    if cell.counts.read_error > 0 {
+        parts.push(format!("e{}", cell.counts.read_error));
     }
     parts.join(" ")
 }
@@ -80,7 +84,7 @@ const NUMBERS: &str =
     "Numbers: states mounted / distinct / explored (mounted: distinct states that \
      mounted, by themselves or after repair; distinct: after merging states with identical \
      contents; explored: every crash state generated); rN: N states mounted only after \
-     repair; uN: N states never mounted.";
+     repair; uN: N states never mounted; eN: N states mounted but a read failed.";
 
 /// Merges two results for the same cell (two shards of it, or a rerun).
 fn merge_cell(a: &mut Cell, b: &Cell) {
