@@ -175,6 +175,10 @@ impl Grid {
                 add(c, &mut cells);
             }
         }
+        // What this bob writes is of its schema, whatever the inputs were.
+        for c in &mut cells {
+            c.schema_version = super::SCHEMA_VERSION;
+        }
         out.cells = cells;
         Ok(out)
     }
