@@ -7,6 +7,8 @@
 //!   superblock;
 //! * an image whose every superblock is zeroed stays unmountable after the ladder:
 //!   `unrecoverable`, with the kernel's error kept;
+//! * a damaged primary superblock on xfs and btrfs is repaired by the ladder's first step
+//!   (xfs_repair, btrfs rescue super-recover) from a backup: `needs-repair`;
 //! * a btrfs state whose file data fails its checksum mounts but cannot be read:
 //!   `read-error`, with the path and the errno.
 
@@ -383,4 +385,45 @@ fn an_ext4_state_whose_inode_fails_its_checksum_is_a_read_error_at_that_path() {
     assert_eq!(failed, path, "{error}");
     assert!(error.contains("os error 74"), "EBADMSG: {error}");
     assert!(checked.did_mount());
+}
+
+/// The last state of a real recording on `config` with its primary superblock damaged
+/// (`len` bytes at `at` overwritten), checked: the ladder's first step repairs it from a
+/// backup, and the property is judged in the repaired state.
+fn damaged_primary_superblock_needs(config: &str, at: u64, len: usize, fixed_by: &str) {
+    let dir = tempfile::Builder::new().prefix("bob-repair-test-").tempdir().unwrap();
+    let subject = record(dir.path(), config, Property::SingleBlockAppend);
+    let image = dir.path().join("bad-sb.img");
+    last_state_image(&subject, &image);
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&image).unwrap();
+        f.write_all_at(&vec![0xff; len], at).unwrap();
+        f.sync_all().unwrap();
+    }
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let checked = check::check_image(&subject, &image, &mnt, Vec::new(), &Timeouts::default())
+        .expect("check");
+    let rep = checked.repair.as_ref().unwrap_or_else(|| panic!("{config}: {checked:?}"));
+    assert_eq!(rep.fixed_by.as_deref(), Some(fixed_by), "{config}: {rep:?}");
+    assert!(rep.mount_error.starts_with(&format!("mount -t {}", subject.config.fstype)), "{rep:?}");
+    assert!(checked.snapshot.is_some(), "{config}: judged in the repaired state");
+    assert!(
+        matches!(&checked.outcome, Outcome::NeedsRepair { repaired_by, .. } if repaired_by == fixed_by),
+        "{config}: single-block-append holds in the last state: {:?}",
+        checked.outcome
+    );
+}
+
+#[test]
+fn a_damaged_xfs_superblock_needs_xfs_repair() {
+    // Bytes 100..108 of AG 0's superblock sector: the checksum no longer matches.
+    damaged_primary_superblock_needs("xfs", 100, 8, "xfs_repair");
+}
+
+#[test]
+fn a_damaged_btrfs_superblock_needs_super_recover() {
+    // The primary superblock at 64 KiB, its checksum area; the mirror at 64 MiB is intact.
+    damaged_primary_superblock_needs("btrfs", 64 << 10, 32, "btrfs rescue super-recover -y");
 }
