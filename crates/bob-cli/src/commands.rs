@@ -175,20 +175,20 @@ impl Progress for Bar {
     }
 }
 
+/// The exit code of a command that ran one cell: the outcome table's
+/// ([`bob_core::check::OutcomeKind::exit_code`]), except that a single cell that could not
+/// run here at all is an environment error.
 pub(crate) fn exit_for(verdict: CellVerdict) -> ExitCode {
     ExitCode::from(exit_code(verdict))
 }
 
+/// The exit code of one verdict, from the outcome table (an unavailable configuration
+/// asked for by name is an environment error).
 fn exit_code(verdict: CellVerdict) -> u8 {
     match verdict {
-        CellVerdict::Held => exit::HELD,
-        CellVerdict::Violated
-        | CellVerdict::MountFailed
-        | CellVerdict::FsckFailed
-        | CellVerdict::Timeout
-        // A property not exercised is no pass: the run did not show it holds.
-        | CellVerdict::NotExercised => exit::VIOLATION,
         CellVerdict::Unavailable => exit::ERROR,
+        v if v.is_failure() => exit::VIOLATION,
+        _ => exit::HELD,
     }
 }
 
@@ -321,6 +321,7 @@ fn replay_cmd(args: ReplayArgs) -> Result<ExitCode> {
     witness::replay(&loaded, &args.to)?;
     let record = &loaded.record;
     let mut out = serde_json::json!({
+        "schema_version": bob_core::report::SCHEMA_VERSION,
         "witness": args.witness.display().to_string(),
         "image": args.to.display().to_string(),
         "state": record.id,
@@ -348,13 +349,14 @@ fn replay_cmd(args: ReplayArgs) -> Result<ExitCode> {
         witness::replay(&loaded, &args.to)?;
         out["outcome"] = checked.outcome.name().into();
         out["story"] = checked.outcome.detail().into();
-        if record.outcome != "unknown" {
-            out["reproduced"] = (checked.outcome.name() == record.outcome).into();
+        // Records of schema 1 name outcomes the table has since renamed (mount-failed).
+        if let Some(recorded) = bob_core::check::OutcomeKind::from_name(&record.outcome) {
+            out["reproduced"] = (checked.outcome.kind() == recorded).into();
         }
         if !checked.scenarios.is_empty() {
             out["scenarios"] = serde_json::to_value(&checked.scenarios)?;
         }
-        if checked.outcome.name() != "held" {
+        if checked.outcome.kind().is_failure() {
             code = ExitCode::from(exit::VIOLATION);
         }
     }
@@ -395,6 +397,7 @@ fn list_cmd(args: ListArgs) -> Result<ExitCode> {
     match args.format {
         Format::Json => {
             let value = serde_json::json!({
+                "schema_version": bob_core::report::SCHEMA_VERSION,
                 "configs": configs.iter().map(|c| serde_json::json!({
                     "name": c.name,
                     "description": c.description,
@@ -402,6 +405,7 @@ fn list_cmd(args: ListArgs) -> Result<ExitCode> {
                     "mkfs": c.mkfs.join(" "),
                     "mount_options": c.mount_options,
                     "fsck": c.fsck.join(" "),
+                    "repair": c.repair.iter().map(|s| s.text()).collect::<Vec<_>>(),
                     "available": c.unavailable.is_none() && c.kernel_supports(),
                     "unavailable": c.unavailable,
                 })).collect::<Vec<_>>(),

@@ -4,7 +4,8 @@ use std::process::ExitCode;
 
 /// Every property held over every state explored.
 pub const HELD: u8 = 0;
-/// A violation (or a mount/fsck failure or timeout of a crash state) was found.
+/// A violation, or a failure of a crash state (needs-repair, unrecoverable, read-error,
+/// fsck-failed, timeout): every kind whose `OutcomeKind::exit_code` is 1.
 pub const VIOLATION: u8 = 1;
 /// Usage or environment error: nothing was concluded about the file system.
 pub const ERROR: u8 = 2;

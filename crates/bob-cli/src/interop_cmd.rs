@@ -685,6 +685,9 @@ pub fn check(args: CheckArgs) -> Result {
     };
     let (mut cell, witness_index) = Cell::of_results(subject.config.name, &label, &results);
     cell.disk_model = subject.disk;
+    let positions: Vec<usize> = (0..results.len()).collect();
+    (cell.mount_failures, cell.read_errors) =
+        bob_core::report::cell_causes(&results, &positions, &subject, timeouts.fsck);
     let mut witness_info = None;
     if let Some(i) = witness_index {
         let r = &results[i];

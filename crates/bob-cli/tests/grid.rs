@@ -28,7 +28,16 @@ fn reduced_grid_covers_every_configuration_and_every_cross_replays() {
         }
         let verdict = cell["verdict"].as_str().unwrap();
         assert!(
-            ["violated", "held", "mount-failed", "fsck-failed", "timeout"].contains(&verdict),
+            [
+                "violated",
+                "held",
+                "needs-repair",
+                "unrecoverable",
+                "read-error",
+                "fsck-failed",
+                "timeout"
+            ]
+            .contains(&verdict),
             "{cell}"
         );
         assert!(cell["states_explored"].as_u64().unwrap() > 0, "{name} explored nothing: {cell}");

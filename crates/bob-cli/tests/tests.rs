@@ -18,6 +18,34 @@ fn replay_confirms(dir: &Dir, cell: &serde_json::Value) {
     assert!(image.metadata().unwrap().len() > 0);
 }
 
+/// What every cell says about itself (issue 11): its schema, states mounted <= distinct <=
+/// explored, counts that add up to the states explored, and every state whose mount
+/// failed (repaired or not) listed by cause.
+fn cell_is_consistent(cell: &serde_json::Value) {
+    assert_eq!(cell["schema_version"], 2, "{cell}");
+    let n = |k: &str| cell[k].as_u64().unwrap_or_else(|| panic!("{k} in {cell}"));
+    let (mounted, distinct, explored) =
+        (n("states_mounted"), n("states_unique"), n("states_explored"));
+    assert!(mounted <= distinct && distinct <= explored, "{cell}");
+    let c = &cell["counts"];
+    let count = |k: &str| c[k].as_u64().unwrap_or_else(|| panic!("counts.{k} in {cell}"));
+    let kinds = [
+        "held",
+        "violated",
+        "needs_repair",
+        "unrecoverable",
+        "read_error",
+        "fsck_failed",
+        "timeout",
+    ];
+    assert_eq!(kinds.iter().map(|k| count(k)).sum::<u64>(), explored, "{cell}");
+    let by_cause = |list: &str| -> u64 {
+        cell[list].as_array().map_or(0, |a| a.iter().map(|f| f["count"].as_u64().unwrap()).sum())
+    };
+    assert!(by_cause("mount_failures") >= count("needs_repair") + count("unrecoverable"), "{cell}");
+    assert_eq!(by_cause("read_errors"), count("read_error"), "{cell}");
+}
+
 fn expect_violation(fs: &str, property: &str) {
     expect_violation_with(fs, property, &[]);
 }
@@ -25,6 +53,7 @@ fn expect_violation(fs: &str, property: &str) {
 fn expect_violation_with(fs: &str, property: &str, extra: &[&str]) {
     let dir = Dir::new();
     let (code, cell) = run_cell(&dir, fs, property, extra);
+    cell_is_consistent(&cell);
     assert_eq!(cell["verdict"], "violated", "{fs} / {property}: {cell}");
     assert_eq!(code, 1);
     assert!(cell["states_explored"].as_u64().unwrap() >= cell["states_unique"].as_u64().unwrap());
@@ -33,7 +62,8 @@ fn expect_violation_with(fs: &str, property: &str, extra: &[&str]) {
 }
 
 /// No crash state violates the property. Other categories may appear (a torn superblock
-/// write makes ext4 unmountable, reported as mount-failed), but never as a violation.
+/// write makes ext4 unmountable until e2fsck repairs it: needs-repair), but never as a
+/// violation.
 fn expect_no_violation(fs: &str, property: &str) {
     expect_no_violation_with(fs, property, &[]);
 }
@@ -41,6 +71,7 @@ fn expect_no_violation(fs: &str, property: &str) {
 fn expect_no_violation_with(fs: &str, property: &str, extra: &[&str]) {
     let dir = Dir::new();
     let (code, cell) = run_cell(&dir, fs, property, extra);
+    cell_is_consistent(&cell);
     assert_eq!(cell["counts"]["violated"], 0, "{fs} / {property}: {cell}");
     assert_ne!(cell["verdict"], "violated");
     assert!(
@@ -328,10 +359,18 @@ fn resume_after_sigkill_reuses_the_journal() {
     let out = run(&["--resume"]).stdout(std::process::Stdio::piped()).output().unwrap();
     let cell: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let c = &cell["counts"];
-    let sum: u64 = ["held", "violated", "mount_failed", "fsck_failed", "timeout"]
-        .iter()
-        .map(|k| c[k].as_u64().unwrap())
-        .sum();
+    let sum: u64 = [
+        "held",
+        "violated",
+        "needs_repair",
+        "unrecoverable",
+        "read_error",
+        "fsck_failed",
+        "timeout",
+    ]
+    .iter()
+    .map(|k| c[k].as_u64().unwrap())
+    .sum();
     assert_eq!(sum, cell["states_explored"].as_u64().unwrap(), "{cell}");
     assert_eq!(
         cell["verdict"], "violated",

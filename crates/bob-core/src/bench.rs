@@ -371,7 +371,7 @@ impl BenchReport {
             s.push('\n');
         };
         line(format!(
-            "bench {} / {} (multi-block {} KiB): {} states, {} mounted after dedup, {} epochs, \
+            "bench {} / {} (multi-block {} KiB): {} states, {} distinct after dedup, {} epochs, \
              {} trace entries ({} KiB written)",
             self.config,
             self.property,
@@ -491,7 +491,7 @@ impl BenchReport {
 /// Whether two outcomes are the same verdict: the same outcome, and for a violation the
 /// same story. Mount and fsck messages name the loop device, so only their kind counts.
 pub fn same_verdict(a: &Outcome, b: &Outcome) -> bool {
-    a.name() == b.name() && (!matches!(a, Outcome::Violated { .. }) || a.detail() == b.detail())
+    a.kind() == b.kind() && (!matches!(a, Outcome::Violated { .. }) || a.detail() == b.detail())
 }
 
 fn describe(o: &Outcome) -> String {

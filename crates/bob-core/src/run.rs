@@ -325,6 +325,24 @@ fn assemble(
             }
         }
     }
+    // Mount failures and read errors by cause, each schedule's against its own image.
+    let mut position_base = 0;
+    for (rec, part) in recs.iter().zip(parts) {
+        let global: Vec<usize> = part.positions.iter().map(|p| position_base + p).collect();
+        let (mut mounts, mut reads) =
+            report::cell_causes(&part.results, &global, &rec.subject, opts.timeouts.fsck);
+        if let Some(s) = rec.subject.schedule {
+            for m in &mut mounts {
+                m.first_state = format!("{s}/{}", m.first_state);
+            }
+            for r in &mut reads {
+                r.first_state = format!("{s}/{}", r.first_state);
+            }
+        }
+        report::merge_mount_failures(&mut cell.mount_failures, &mounts);
+        report::merge_read_errors(&mut cell.read_errors, &reads);
+        position_base += part.generated;
+    }
     for (k, (rec, part)) in recs.iter().zip(parts).enumerate() {
         let due = report::PromiseCoverage::of(&rec.subject.workload, &part.results, |r| {
             rec.subject.durable_ops(&r.state.id)

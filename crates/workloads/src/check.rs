@@ -408,8 +408,11 @@ impl View<'_> {
                 self.ino_text(id)
             )));
         };
-        if let Some(e) = &node.read_error {
-            return Some(Err(format!("reading {name} failed: {e}")));
+        // A file the file system refuses to read (EIO, EBADMSG) cannot be judged here: the
+        // state's outcome is `read-error`, not a reordering. (A durability promise is
+        // different: see `file_promise`.)
+        if node.read_error.is_some() {
+            return None;
         }
         if node.size < offset + len {
             return Some(Err(format!("{name} has size {}, short of {}", node.size, offset + len)));
@@ -591,8 +594,9 @@ impl View<'_> {
         let Some((name, node)) = self.find_file(id) else {
             return Some(format!("{} ({}) is missing", self.first_name(id), self.ino_text(id)));
         };
-        if let Some(e) = &node.read_error {
-            return Some(format!("reading {name} failed: {e}"));
+        // Unreadable: not judgeable as torn or whole; the state's outcome is `read-error`.
+        if node.read_error.is_some() {
+            return None;
         }
         let content = node.content.as_ref()?;
         let sectors = |size: u64| size.div_ceil(SECTOR);
@@ -874,6 +878,8 @@ impl View<'_> {
                 names.join(", ")
             ));
         };
+        // Data an fsync promised that now reads as an error: the promise is broken, if
+        // loudly. A violation, not a read-error.
         if let Some(e) = &node.read_error {
             return Some(format!("reading {name} failed: {e}"));
         }

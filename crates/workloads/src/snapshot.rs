@@ -252,7 +252,7 @@ pub fn take_snapshot(root: &Path, w: &Workload) -> std::io::Result<Snapshot> {
                 snap.entries.insert(path, failed(0, e));
                 continue;
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(at_path(&path, "stat", e)),
         };
         let ft = md.file_type();
         let kind = if ft.is_file() {
@@ -293,7 +293,7 @@ pub fn take_snapshot(root: &Path, w: &Workload) -> std::io::Result<Snapshot> {
                     node.read_error = Some(format!("readdir: {e}"));
                     Vec::new()
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(at_path(&path, "readdir", e)),
             };
             for name in listed {
                 let name = name.to_string_lossy().into_owned();
@@ -307,6 +307,12 @@ pub fn take_snapshot(root: &Path, w: &Workload) -> std::io::Result<Snapshot> {
         snap.entries.insert(path, node);
     }
     Ok(snap)
+}
+
+/// `e` with the path and the call that failed in front ("/A/f0: stat: Bad message (os
+/// error 74)"), keeping its kind: a walk that fails says where.
+fn at_path(path: &str, call: &str, e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), format!("{path}: {call}: {e}"))
 }
 
 fn read_file(path: &Path, size: u64) -> std::io::Result<Vec<u8>> {

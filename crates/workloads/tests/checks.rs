@@ -394,3 +394,31 @@ fn a_fsynced_file_whose_durable_name_vanished_is_a_violation() {
         &["fsync /A (op 3)", "/A/c0 is absent"],
     );
 }
+
+/// Issue 11: a file the file system refuses to read is the state's `read-error` (bob's
+/// outcome), not an atomicity or ordering violation; but data an fsync promised that now
+/// reads as an error is a broken promise, a violation.
+#[test]
+fn issue_11_a_read_error_breaks_a_durability_promise_but_is_no_reordering_or_tear() {
+    let eio = || Some("Input/output error (os error 5)".to_owned());
+    let unreadable = |snap: &mut Snapshot, path: &str| {
+        let n = file_mut(snap, path);
+        n.content = None;
+        n.read_error = eio();
+    };
+    let (w, obs, states) = setup(Property::SingleBlockAppend);
+    let Op::Append { path, .. } = &w.ops[0] else { panic!("{:?}", w.ops[0]) };
+    let mut snap = states[1].to_snapshot(&obs);
+    unreadable(&mut snap, path);
+    assert_eq!(verdict(&w, &obs, &snap, vec![]), Verdict::Held, "no tear to judge");
+
+    let (w, obs, states) = setup(Property::AppendThenRename);
+    let mut snap = states[2].to_snapshot(&obs);
+    unreadable(&mut snap, "/A/dst");
+    assert_eq!(verdict(&w, &obs, &snap, vec![]), Verdict::Held, "no reordering to judge");
+
+    let (w, obs, states) = setup(Property::FsyncDurable);
+    let mut snap = states[2].to_snapshot(&obs);
+    unreadable(&mut snap, "/A/f0");
+    violated(verdict(&w, &obs, &snap, vec![1]), &["fsync /A/f0 (op 1)", "reading /A/f0 failed"]);
+}

@@ -2,6 +2,14 @@
 //! device, run the configuration's recovery under a timeout, take the logical snapshot,
 //! unmount, run the read-only fsck, and ask the oracle for the verdict.
 //!
+//! When the kernel will not mount a state, the configuration's repair ladder
+//! ([`crate::fs::FsConfig::repair`]) runs one step at a time, each followed by another
+//! mount: the state is `needs-repair` when a step made it mountable and the property held
+//! there (a violation found there is `violated`, its story naming the step), and
+//! `unrecoverable` when no step did. A state that mounts but cannot be read is
+//! `read-error`. Every outcome's name, letter, precedence and exit code live in one table,
+//! [`outcome`].
+//!
 //! States with identical resulting block contents are mounted once and the outcome is
 //! counted for all of them. Unique states are checked by `jobs` workers in parallel, each
 //! with its own loop device and mount point, over one multi-threaded FUSE disk.
@@ -15,11 +23,15 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use workloads::{CrashContext, Observed, Snapshot, Workload};
 
+pub mod outcome;
+
+pub use outcome::OutcomeKind;
+
 use crate::crash::{CrashState, DiskModel, Epoch, OverlayBuilder, StateId};
 use crate::device::fusedisk::DiskServer;
 use crate::device::loopdev::LoopDevice;
 use crate::device::{cmd, mount};
-use crate::fs::{FsConfig, Recovery, Timeouts};
+use crate::fs::{FsConfig, Recovery, RepairStep, Timeouts};
 use crate::image::{BaseImage, CrashView};
 use crate::trace::sidecar::OpSpan;
 use crate::trace::{EntryKind, Trace};
@@ -57,15 +69,34 @@ pub enum Error {
 pub enum Outcome {
     /// Recovered, fsck clean, property held.
     Held,
-    /// The property failed; the story says how.
+    /// The property failed; the story says how (and, when the state needed repair first,
+    /// after which repair step: "after xfs_repair -L: ...").
     Violated {
         /// One line a person understands.
         story: String,
     },
-    /// Recovery (repairing fsck or mount) failed, or the recovered tree could not be read.
-    MountFailed {
-        /// What failed.
+    /// The kernel would not mount the state; a step of the configuration's repair ladder
+    /// made it mountable, and the property held in the repaired state.
+    NeedsRepair {
+        /// The kernel's answer to the first mount.
         message: String,
+        /// The repair step after which it mounted (`e2fsck -f -y`).
+        repaired_by: String,
+    },
+    /// The state does not mount, even after the repair ladder. Journals of schema 1
+    /// called it `mount-failed`.
+    #[serde(alias = "mount-failed")]
+    Unrecoverable {
+        /// The kernel's answer to the first mount (or what the routine fsck said).
+        message: String,
+    },
+    /// The state mounted, but reading it failed: the file system detected damage.
+    ReadError {
+        /// The path whose read failed (empty when a failed walk of the tree did not say
+        /// where).
+        path: String,
+        /// The error (with its errno).
+        error: String,
     },
     /// The property held but the read-only fsck found damage.
     FsckFailed {
@@ -80,25 +111,62 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Its row of the outcome table.
+    pub fn kind(&self) -> OutcomeKind {
+        match self {
+            Outcome::Held => OutcomeKind::Held,
+            Outcome::Violated { .. } => OutcomeKind::Violated,
+            Outcome::NeedsRepair { .. } => OutcomeKind::NeedsRepair,
+            Outcome::Unrecoverable { .. } => OutcomeKind::Unrecoverable,
+            Outcome::ReadError { .. } => OutcomeKind::ReadError,
+            Outcome::FsckFailed { .. } => OutcomeKind::FsckFailed,
+            Outcome::Timeout { .. } => OutcomeKind::Timeout,
+        }
+    }
     /// Short kebab-case name.
     pub fn name(&self) -> &'static str {
-        match self {
-            Outcome::Held => "held",
-            Outcome::Violated { .. } => "violated",
-            Outcome::MountFailed { .. } => "mount-failed",
-            Outcome::FsckFailed { .. } => "fsck-failed",
-            Outcome::Timeout { .. } => "timeout",
-        }
+        self.kind().name()
     }
     /// The one-line explanation (story, error, step).
-    pub fn detail(&self) -> &str {
+    pub fn detail(&self) -> String {
         match self {
-            Outcome::Held => "",
-            Outcome::Violated { story } => story,
-            Outcome::MountFailed { message } | Outcome::FsckFailed { message } => message,
-            Outcome::Timeout { step } => step,
+            Outcome::Held => String::new(),
+            Outcome::Violated { story } => story.clone(),
+            Outcome::NeedsRepair { message, repaired_by } => {
+                format!("{message}; mounted after {repaired_by}, the property held")
+            }
+            Outcome::Unrecoverable { message } | Outcome::FsckFailed { message } => message.clone(),
+            Outcome::ReadError { path, error } if path.is_empty() => {
+                format!("reading the recovered tree: {error}")
+            }
+            Outcome::ReadError { path, error } => format!("reading {path}: {error}"),
+            Outcome::Timeout { step } => step.clone(),
         }
     }
+}
+
+/// The outcome of a walk of the recovered tree that failed: `read-error` at the path the
+/// walk names in front of its error (`/A/f0: stat: Bad message (os error 74)`).
+fn walk_failed(e: &std::io::Error) -> Outcome {
+    let text = e.to_string();
+    match text.split_once(": ") {
+        Some((path, error)) if path.starts_with('/') => {
+            Outcome::ReadError { path: path.to_owned(), error: error.to_owned() }
+        }
+        _ => Outcome::ReadError { path: String::new(), error: text },
+    }
+}
+
+/// What the repair ladder did to a state the kernel would not mount.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Repair {
+    /// The kernel's answer to the first mount.
+    pub mount_error: String,
+    /// Each step run, in order, with its exit code: `xfs_repair (exit 2)`.
+    pub steps: Vec<String>,
+    /// The step after which the state mounted; `None` when it never did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_by: Option<String>,
 }
 
 /// The full result of checking one state.
@@ -112,6 +180,13 @@ pub struct StateCheck {
     pub fsck: Option<String>,
     /// Sectors recovery wrote (journal replay, repair).
     pub recovery_writes: usize,
+    /// Whether the state mounted (by itself or after repair). Absent in journals of
+    /// schema 1, read as mounted unless the outcome says otherwise.
+    #[serde(default = "mounted_default")]
+    pub mounted: bool,
+    /// The repair ladder's work, when the kernel would not mount the state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repair: Option<Repair>,
     /// What a user checker printed (stdout and stderr, the last 16 KiB), when the judge is
     /// a [`Judge::Checker`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -131,6 +206,10 @@ pub struct StateCheck {
     pub beside: Vec<workloads::Finding>,
 }
 
+fn mounted_default() -> bool {
+    true
+}
+
 impl StateCheck {
     /// A check with nothing but its outcome: one that ended before there was anything to
     /// snapshot or fsck, or the base of one that adds what it has.
@@ -140,11 +219,41 @@ impl StateCheck {
             snapshot: None,
             fsck: None,
             recovery_writes: 0,
+            mounted: false,
+            repair: None,
             checker_output: None,
             scenarios: Vec::new(),
             pair: None,
             beside: Vec::new(),
         }
+    }
+
+    /// Whether the state mounted (by itself or after repair).
+    pub fn did_mount(&self) -> bool {
+        self.mounted && self.outcome.kind() != OutcomeKind::Unrecoverable
+    }
+
+    /// This check of a state that mounted only after `repair`: a property that held
+    /// there makes it `needs-repair`, a violation's story names the step first, and the
+    /// repair is kept.
+    fn after_repair(mut self, repair: Option<Repair>) -> StateCheck {
+        let Some(repair) = repair else { return self };
+        let fixed = repair.fixed_by.clone().unwrap_or_default();
+        self.outcome = match self.outcome {
+            Outcome::Held => Outcome::NeedsRepair {
+                message: repair.mount_error.clone(),
+                repaired_by: fixed.clone(),
+            },
+            Outcome::Violated { story } => {
+                Outcome::Violated { story: format!("after {fixed}: {story}") }
+            }
+            Outcome::FsckFailed { message } => {
+                Outcome::FsckFailed { message: format!("after {fixed}: {message}") }
+            }
+            other => other,
+        };
+        self.repair = Some(repair);
+        self
     }
 }
 
@@ -463,10 +572,12 @@ pub fn check_image_with(
         let mut args = fsck[1..].to_vec();
         args.push(&dev_str);
         match cmd::run(fsck[0], &args, timeouts.recovery) {
-            // e2fsck: 0 clean, 1 fixed, 2 fixed + reboot; 4 and up: errors left.
+            // e2fsck: 0 clean, 1 fixed, 2 fixed + reboot; 4 and up: errors left. The
+            // configuration's own recovery failed: its repair tool is this same program,
+            // so there is no ladder left to climb.
             Ok(out) if out.code.is_some_and(|c| c < 4) => {}
             Ok(out) => {
-                return done(Outcome::MountFailed {
+                return done(Outcome::Unrecoverable {
                     message: format!("{} exit {:?}: {}", fsck.join(" "), out.code, out.last_line()),
                 })
             }
@@ -477,34 +588,75 @@ pub fn check_image_with(
         }
     }
     let options = config.check_mount_options();
-    let fs_mount = match mount_with_timeout(&dev, mnt, config.fstype, &options, timeouts.recovery) {
-        Ok(Ok(m)) => m,
-        Ok(Err(e)) => {
+    let try_mount =
+        || match mount_with_timeout(&dev, mnt, config.fstype, &options, timeouts.recovery) {
+            Ok(Ok(m)) => Ok(m),
             // The story names the options and the kernel's answer, not bob's scratch paths,
             // so that it reads the same in every report and on every machine.
-            let message = match &e {
-                crate::device::Error::Mount { source, .. } => format!(
-                    "mount -t {} -o {}: {source}",
-                    config.fstype,
-                    if options.is_empty() { "defaults" } else { &options }
-                ),
-                other => other.to_string(),
-            };
-            return done(Outcome::MountFailed { message });
-        }
-        Err(()) => {
-            // The hung mount still holds the device; dropping our handle asks the kernel to
-            // unbind it (autoclear) once that mount lets go.
-            drop(loopdev);
-            return done(Outcome::Timeout {
+            Ok(Err(crate::device::Error::Mount { source, .. })) => Err(Some(format!(
+                "mount -t {} -o {}: {source}",
+                config.fstype,
+                if options.is_empty() { "defaults" } else { &options }
+            ))),
+            Ok(Err(other)) => Err(Some(other.to_string())),
+            Err(()) => Err(None),
+        };
+    let mount_timeout = |loopdev: LoopDevice, repair: Option<Repair>| {
+        // The hung mount still holds the device; dropping our handle asks the kernel to
+        // unbind it (autoclear) once that mount lets go.
+        drop(loopdev);
+        Ok(StateCheck {
+            repair,
+            ..StateCheck::failed(Outcome::Timeout {
                 step: format!("recovery: mount -t {}", config.fstype),
-            });
+            })
+        })
+    };
+    let mut repair: Option<Repair> = None;
+    let fs_mount = match try_mount() {
+        Ok(m) => m,
+        Err(None) => return mount_timeout(loopdev, None),
+        Err(Some(message)) => {
+            // What an administrator would do: the configuration's repair ladder, one step
+            // at a time, mounting again after each. Its writes go to the state's private
+            // overlay like recovery's, so no other state sees them.
+            let mut rep =
+                Repair { mount_error: message.clone(), steps: Vec::new(), fixed_by: None };
+            let run_step = |step: &RepairStep| {
+                let mut args = step.argv[1..].to_vec();
+                args.push(&dev_str);
+                match cmd::run(step.argv[0], &args, timeouts.fsck) {
+                    Ok(out) => Ok(Some(out.code)),
+                    Err(cmd::CmdError::Timeout { .. }) => Ok(None),
+                    Err(e) => Err(Error::from(crate::device::Error::from(e))),
+                }
+            };
+            match climb_ladder(config.repair, &mut rep, run_step, try_mount)? {
+                Climb::Mounted(m) => {
+                    repair = Some(rep);
+                    m
+                }
+                Climb::Exhausted => {
+                    return Ok(StateCheck {
+                        repair: Some(rep),
+                        ..StateCheck::failed(Outcome::Unrecoverable { message })
+                    })
+                }
+                Climb::StepTimedOut(step) => {
+                    return Ok(StateCheck {
+                        repair: Some(rep),
+                        ..StateCheck::failed(Outcome::Timeout { step: format!("repair: {step}") })
+                    })
+                }
+                Climb::MountTimedOut => return mount_timeout(loopdev, Some(rep)),
+            }
         }
     };
     if let Judge::Checker(checker) = judge {
         let run = run_checker(checker, mnt, acked_marks);
         fs_mount.unmount()?;
         return finish_checked(subject, &dev_str, run?, checker, timeouts)
+            .map(|c| c.after_repair(repair))
             .and_then(|c| loopdev.detach().map(|()| c).map_err(Error::from));
     }
     let snapshot = workloads::take_snapshot(mnt, &subject.workload);
@@ -512,9 +664,8 @@ pub fn check_image_with(
     let snapshot = match snapshot {
         Ok(s) => s,
         Err(e) => {
-            return done(Outcome::MountFailed {
-                message: format!("reading the recovered tree: {e}"),
-            })
+            let check = StateCheck { mounted: true, ..StateCheck::failed(walk_failed(&e)) };
+            return Ok(check.after_repair(repair));
         }
     };
 
@@ -526,13 +677,65 @@ pub fn check_image_with(
             Some(format!("{} exit {:?}: {}", config.fsck.join(" "), out.code, out.last_line()))
         }
         Err(cmd::CmdError::Timeout { .. }) => {
-            return done(Outcome::Timeout { step: format!("fsck: {}", config.fsck.join(" ")) })
+            let check = StateCheck {
+                mounted: true,
+                ..StateCheck::failed(Outcome::Timeout {
+                    step: format!("fsck: {}", config.fsck.join(" ")),
+                })
+            };
+            return Ok(check.after_repair(repair));
         }
         Err(e) => return Err(crate::device::Error::from(e).into()),
     };
     loopdev.detach()?;
 
-    Ok(oracle_verdict(subject, snapshot, fsck, durable_ops))
+    Ok(oracle_verdict(subject, snapshot, fsck, durable_ops).after_repair(repair))
+}
+
+/// Where climbing the repair ladder ended.
+enum Climb<M> {
+    /// A step made the state mountable; here is the mount.
+    Mounted(M),
+    /// Every step ran and the state still does not mount.
+    Exhausted,
+    /// This step hung and was killed.
+    StepTimedOut(String),
+    /// A mount after a step hung.
+    MountTimedOut,
+}
+
+/// Climbs `steps`: runs each (`run_step` gives its exit code, `None` inside when it was
+/// killed by a signal, or `Ok(None)` when it timed out), then mounts again (`try_mount`:
+/// the mount, or `Err(None)` when the mount hung, `Err(Some(error))` when it failed). A
+/// step with [`RepairStep::only_after_exit`] runs only when the previous step that ran
+/// exited with that code. Records every step run, and the one that fixed it, in `rep`.
+fn climb_ladder<M>(
+    steps: &[RepairStep],
+    rep: &mut Repair,
+    mut run_step: impl FnMut(&RepairStep) -> Result<Option<Option<i32>>, Error>,
+    mut try_mount: impl FnMut() -> Result<M, Option<String>>,
+) -> Result<Climb<M>, Error> {
+    let mut previous_exit: Option<i32> = None;
+    for step in steps {
+        if step.only_after_exit.is_some() && step.only_after_exit != previous_exit {
+            continue;
+        }
+        let Some(code) = run_step(step)? else {
+            return Ok(Climb::StepTimedOut(step.text()));
+        };
+        previous_exit = code;
+        let code = code.map_or("signal".to_owned(), |c| c.to_string());
+        rep.steps.push(format!("{} (exit {code})", step.text()));
+        match try_mount() {
+            Ok(m) => {
+                rep.fixed_by = Some(step.text());
+                return Ok(Climb::Mounted(m));
+            }
+            Err(None) => return Ok(Climb::MountTimedOut),
+            Err(Some(_)) => {}
+        }
+    }
+    Ok(Climb::Exhausted)
 }
 
 /// A crash state of a research design, as [`check_research`] gets it.
@@ -573,7 +776,7 @@ fn check_research(
     let mounted = match rx.recv_timeout(timeouts.recovery) {
         Ok(Ok(m)) => m,
         Ok(Err(e)) => {
-            return done(Outcome::MountFailed { message: format!("researchfs {design}: {e}") })
+            return done(Outcome::Unrecoverable { message: format!("researchfs {design}: {e}") })
         }
         Err(_) => {
             return done(Outcome::Timeout { step: format!("recovery: researchfs {design} mount") })
@@ -600,17 +803,18 @@ fn check_research(
             }
         };
         let checker_output = (outcome != Outcome::Held).then_some(run.output);
-        return Ok(StateCheck { fsck, checker_output, ..StateCheck::failed(outcome) });
+        return Ok(StateCheck {
+            fsck,
+            checker_output,
+            mounted: true,
+            ..StateCheck::failed(outcome)
+        });
     }
     let snapshot = workloads::take_snapshot(st.mnt, &subject.workload);
     unmount(mounted)?;
     let snapshot = match snapshot {
         Ok(s) => s,
-        Err(e) => {
-            return done(Outcome::MountFailed {
-                message: format!("reading the recovered tree: {e}"),
-            })
-        }
+        Err(e) => return Ok(StateCheck { mounted: true, ..StateCheck::failed(walk_failed(&e)) }),
     };
     let fsck = research_fsck(design, dev.as_ref());
     Ok(oracle_verdict(subject, snapshot, fsck, durable_ops))
@@ -659,6 +863,7 @@ fn finish_checked(
         Err(cmd::CmdError::Timeout { .. }) => {
             return Ok(StateCheck {
                 checker_output: Some(run.output),
+                mounted: true,
                 ..StateCheck::failed(Outcome::Timeout {
                     step: format!("fsck: {}", config.fsck.join(" ")),
                 })
@@ -689,7 +894,7 @@ fn finish_checked(
     };
     // Memory stays flat over many states: only failures keep what the checker said.
     let checker_output = (outcome != Outcome::Held).then_some(run.output);
-    Ok(StateCheck { fsck, checker_output, ..StateCheck::failed(outcome) })
+    Ok(StateCheck { fsck, checker_output, mounted: true, ..StateCheck::failed(outcome) })
 }
 
 /// The oracle's verdict on a recovered snapshot, with the read-only fsck's complaint (if
@@ -706,15 +911,27 @@ fn oracle_verdict(
     let scenarios = oracle.scenario_marks(&subject.observed, &snapshot, &ctx);
     let first = judgement.findings.into_iter().next();
     let pair = first.as_ref().and_then(|f| f.pair.clone());
-    let outcome = match (first, &fsck) {
-        (Some(f), _) => Outcome::Violated { story: f.story },
-        (None, Some(msg)) => Outcome::FsckFailed { message: msg.clone() },
-        (None, None) => Outcome::Held,
+    // A read that failed is the file system detecting damage: its own outcome, unless
+    // the oracle found a violation (a promise broken loudly is still broken). The
+    // detection workloads judge such errors themselves (as detections).
+    let detection =
+        subject.workload.property.map(|p| p.family()) == Some(workloads::Family::Detection);
+    let read_error = (!detection)
+        .then(|| {
+            snapshot.entries.iter().find_map(|(p, n)| Some((p.clone(), n.read_error.clone()?)))
+        })
+        .flatten();
+    let outcome = match (first, read_error, &fsck) {
+        (Some(f), _, _) => Outcome::Violated { story: f.story },
+        (None, Some((path, error)), _) => Outcome::ReadError { path, error },
+        (None, None, Some(msg)) => Outcome::FsckFailed { message: msg.clone() },
+        (None, None, None) => Outcome::Held,
     };
     StateCheck {
         outcome,
         snapshot: Some(snapshot),
         fsck,
+        mounted: true,
         scenarios,
         pair,
         beside: judgement.beside,
@@ -750,6 +967,8 @@ pub struct Journal {
 
 #[derive(Serialize, Deserialize)]
 struct JournalLine {
+    #[serde(default = "crate::report::schema_v1")]
+    schema_version: u32,
     digest: String,
     check: StateCheck,
 }
@@ -791,7 +1010,11 @@ impl Journal {
     fn record(&self, digest: &[u8; 32], check: &StateCheck) {
         use std::io::Write;
         if let Some(sink) = &self.sink {
-            let line = JournalLine { digest: hex(digest), check: check.clone() };
+            let line = JournalLine {
+                schema_version: crate::report::SCHEMA_VERSION,
+                digest: hex(digest),
+                check: check.clone(),
+            };
             if let Ok(text) = serde_json::to_string(&line) {
                 let mut f = sink.lock().unwrap_or_else(|p| p.into_inner());
                 let _ = f.write_all(format!("{text}\n").as_bytes());
@@ -979,4 +1202,83 @@ pub fn run_states_journaled(
             check: results[&mounted_as[i]].clone(),
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn xfs_ladder() -> &'static [RepairStep] {
+        crate::fs::by_name("xfs").expect("xfs").repair
+    }
+
+    /// Climbs `steps` where step `i` exits with `codes[i]` and the mount succeeds after
+    /// `mounts_after` steps ran (never, when `None`).
+    fn climb(
+        steps: &[RepairStep],
+        codes: &[i32],
+        mounts_after: Option<usize>,
+    ) -> (Repair, Option<String>) {
+        let mut rep = Repair { mount_error: "EUCLEAN".into(), steps: Vec::new(), fixed_by: None };
+        let ran = std::cell::Cell::new(0usize);
+        let result = climb_ladder(
+            steps,
+            &mut rep,
+            |_| {
+                ran.set(ran.get() + 1);
+                Ok(Some(Some(codes[ran.get() - 1])))
+            },
+            || if Some(ran.get()) == mounts_after { Ok(()) } else { Err(Some("still".into())) },
+        )
+        .unwrap();
+        let fixed = match result {
+            Climb::Mounted(()) => rep.fixed_by.clone(),
+            Climb::Exhausted => None,
+            _ => panic!("no timeouts here"),
+        };
+        (rep, fixed)
+    }
+
+    #[test]
+    fn xfs_repair_zeroes_the_log_only_after_reporting_a_dirty_log() {
+        // xfs_repair fixed it: -L never runs.
+        let (rep, fixed) = climb(xfs_ladder(), &[0], Some(1));
+        assert_eq!(rep.steps, vec!["xfs_repair (exit 0)"]);
+        assert_eq!(fixed.as_deref(), Some("xfs_repair"));
+        // xfs_repair ran clean but the mount still fails: -L is not the answer.
+        let (rep, fixed) = climb(xfs_ladder(), &[0], None);
+        assert_eq!(rep.steps, vec!["xfs_repair (exit 0)"]);
+        assert_eq!(fixed, None);
+        // A dirty log it cannot replay (exit 2): then -L.
+        let (rep, fixed) = climb(xfs_ladder(), &[2, 0], Some(2));
+        assert_eq!(rep.steps, vec!["xfs_repair (exit 2)", "xfs_repair -L (exit 0)"]);
+        assert_eq!(fixed.as_deref(), Some("xfs_repair -L"));
+    }
+
+    #[test]
+    fn btrfs_climbs_super_recover_then_zero_log_and_never_check_repair() {
+        let ladder = crate::fs::by_name("btrfs").unwrap().repair;
+        assert!(ladder.iter().all(|s| !s.argv.contains(&"--repair")));
+        let (rep, fixed) = climb(ladder, &[1, 0], Some(2));
+        assert_eq!(
+            rep.steps,
+            vec!["btrfs rescue super-recover -y (exit 1)", "btrfs rescue zero-log (exit 0)"]
+        );
+        assert_eq!(fixed.as_deref(), Some("btrfs rescue zero-log"));
+        let (rep, fixed) = climb(ladder, &[1, 1], None);
+        assert_eq!(rep.steps.len(), 2);
+        assert_eq!(fixed, None);
+    }
+
+    #[test]
+    fn every_kernel_configuration_has_a_ladder_and_research_designs_none() {
+        for c in crate::fs::all().into_iter().filter(|c| c.unavailable.is_none()) {
+            assert!(!c.repair.is_empty(), "{}", c.name);
+        }
+        for c in crate::fs::research() {
+            assert!(c.repair.is_empty(), "{}", c.name);
+        }
+        let ext4 = crate::fs::by_name("ext4-ordered").unwrap();
+        assert_eq!(ext4.repair.iter().map(|s| s.text()).collect::<Vec<_>>(), vec!["e2fsck -f -y"]);
+    }
 }

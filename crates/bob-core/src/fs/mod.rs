@@ -9,6 +9,7 @@
 //! a [`researchfs::BlockDevice`] bob implements, so they need no loop device, kernel
 //! driver, mkfs or fsck program. [`Driver`] says which kind a configuration is.
 
+pub mod regions;
 pub mod roles;
 
 use std::time::Duration;
@@ -24,6 +25,41 @@ pub enum Recovery {
     /// Run this repairing fsck first (ext2: `e2fsck -y`), then mount.
     FsckThenMount(&'static [&'static str]),
 }
+
+/// One rung of a configuration's repair ladder: what an administrator runs when the
+/// kernel will not mount the file system, before trying the mount again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct RepairStep {
+    /// Program and arguments; the device is appended.
+    pub argv: &'static [&'static str],
+    /// Run this step only when the previous step exited with this code (`xfs_repair -L`
+    /// only after `xfs_repair` exited 2: a dirty log it cannot replay); `None`: whenever
+    /// the mount still fails.
+    pub only_after_exit: Option<i32>,
+}
+
+impl RepairStep {
+    /// The step as one line (`xfs_repair -L`), without the device.
+    pub fn text(&self) -> String {
+        self.argv.join(" ")
+    }
+}
+
+/// ext2/3/4: a forced, repairing e2fsck.
+const REPAIR_EXT: &[RepairStep] =
+    &[RepairStep { argv: &["e2fsck", "-f", "-y"], only_after_exit: None }];
+/// xfs: `xfs_repair`, and zeroing the log (`-L`, which loses its transactions) only when
+/// it refused because of a dirty log it cannot replay (exit 2).
+const REPAIR_XFS: &[RepairStep] = &[
+    RepairStep { argv: &["xfs_repair"], only_after_exit: None },
+    RepairStep { argv: &["xfs_repair", "-L"], only_after_exit: Some(2) },
+];
+/// btrfs: restore the superblock from a good copy, then clear the tree log. Never
+/// `btrfs check --repair`, which its manual calls dangerous.
+const REPAIR_BTRFS: &[RepairStep] = &[
+    RepairStep { argv: &["btrfs", "rescue", "super-recover", "-y"], only_after_exit: None },
+    RepairStep { argv: &["btrfs", "rescue", "zero-log"], only_after_exit: None },
+];
 
 /// Who implements a configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -59,6 +95,11 @@ pub struct FsConfig {
     pub recovery: Recovery,
     /// Read-only fsck program and arguments; the device is appended.
     pub fsck: &'static [&'static str],
+    /// What an administrator runs, in order, when the kernel will not mount a crash state
+    /// (after each step bob mounts again). Empty for the research designs, which have no
+    /// repair tool. ext2's routine `e2fsck -y` before mounting is its [`Recovery`], not a
+    /// repair.
+    pub repair: &'static [RepairStep],
     /// Image size in bytes.
     pub image_bytes: u64,
     /// Journal bytes (where the configuration has a journal sized by bob), which bounds a
@@ -105,6 +146,12 @@ const MKFS_EXT4: &[&str] = &[
 const MKFS_XFS: &[&str] = &["mkfs.xfs", "-q", "-f", "-K"];
 const MKFS_BTRFS: &[&str] = &["mkfs.btrfs", "-q", "-f", "-K"];
 
+/// ext image size: 160 MiB, so that with 4 KiB blocks the file system has a second block
+/// group, and in it a backup superblock at block 32768, where `e2fsck` looks for one when
+/// the primary is damaged, as on any real ext4. At 128 MiB it had a single group and no
+/// backup: a torn primary superblock was beyond any repair.
+const EXT_IMAGE_BYTES: u64 = 160 * MIB;
+
 const fn ext(
     name: &'static str,
     description: &'static str,
@@ -123,7 +170,8 @@ const fn ext(
         check_mount_extra: "",
         recovery: if journaled { Recovery::Mount } else { Recovery::FsckThenMount(E2FSCK_YES) },
         fsck: E2FSCK_RO,
-        image_bytes: 128 * MIB,
+        repair: REPAIR_EXT,
+        image_bytes: EXT_IMAGE_BYTES,
         journal_bytes: if journaled { Some(4 * MIB) } else { None },
         unavailable: None,
     }
@@ -141,6 +189,7 @@ pub fn all() -> Vec<FsConfig> {
         check_mount_extra: "nouuid",
         recovery: Recovery::Mount,
         fsck: &["xfs_repair", "-n"],
+        repair: REPAIR_XFS,
         // mkfs.xfs refuses file systems under 300 MB.
         image_bytes: 320 * MIB,
         journal_bytes: None,
@@ -178,6 +227,7 @@ pub fn all() -> Vec<FsConfig> {
             check_mount_extra: "",
             recovery: Recovery::Mount,
             fsck: &["btrfs", "check", "--readonly"],
+            repair: REPAIR_BTRFS,
             image_bytes: 256 * MIB,
             journal_bytes: None,
             unavailable: None,
@@ -194,6 +244,7 @@ pub fn all() -> Vec<FsConfig> {
             check_mount_extra: "",
             recovery: Recovery::Mount,
             fsck: &["reiserfsck", "--check"],
+            repair: &[],
             image_bytes: 128 * MIB,
             journal_bytes: None,
             unavailable: Some("reiserfs was removed from Linux in 6.13"),
@@ -228,6 +279,7 @@ pub fn research() -> Vec<FsConfig> {
             check_mount_extra: "",
             recovery: Recovery::Mount,
             fsck: &[],
+            repair: &[],
             image_bytes: RESEARCH_IMAGE_BYTES,
             journal_bytes: None,
             unavailable: None,
@@ -336,6 +388,11 @@ impl FsConfig {
         let mut p = vec![self.mkfs[0], self.fsck[0]];
         if let Recovery::FsckThenMount(cmd) = self.recovery {
             p.push(cmd[0]);
+        }
+        for step in self.repair {
+            if !p.contains(&step.argv[0]) {
+                p.push(step.argv[0]);
+            }
         }
         p.dedup();
         p

@@ -6,59 +6,26 @@ pub mod witness;
 
 use serde::{Deserialize, Serialize};
 
-use crate::check::{Outcome, StateResult};
+pub use crate::check::OutcomeKind;
+use crate::check::{Outcome, StateResult, Subject};
+use crate::crash::StateId;
+use crate::fs::regions::{RegionRole, Regions};
 
-/// A cell's verdict; each failure category stays its own.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum CellVerdict {
-    /// Some explored state violates the property.
-    Violated,
-    /// The property held in every state explored.
-    #[default]
-    Held,
-    /// Some state could not be recovered (and none violated the property).
-    MountFailed,
-    /// Some state recovered with fsck complaints (and none violated or failed to mount).
-    FsckFailed,
-    /// Some external step hung.
-    Timeout,
-    /// The configuration cannot run here.
-    Unavailable,
-    /// No state violated the property, but the recording did not exercise what the
-    /// property claims to test (a multi-block op whose writes all fell into one epoch, a
-    /// durability promise with no crash state after it returned): never reported as held.
-    /// The cell's `not_exercised` (or `promises`) says why.
-    NotExercised,
+/// The version of every JSON document bob writes (cells, tables, witnesses' state
+/// records, journals). 2: outcomes from [`OutcomeKind`] (`mount-failed` became
+/// `unrecoverable`, with `needs-repair` and `read-error` beside it), per-cell causes
+/// (`mount_failures`, `read_errors`) and `states_mounted`. Documents without the field
+/// are version 1 and still read.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// What documents without `schema_version` are.
+pub(crate) fn schema_v1() -> u32 {
+    1
 }
 
-impl CellVerdict {
-    /// kebab-case name.
-    pub fn name(self) -> &'static str {
-        match self {
-            CellVerdict::Violated => "violated",
-            CellVerdict::Held => "held",
-            CellVerdict::MountFailed => "mount-failed",
-            CellVerdict::FsckFailed => "fsck-failed",
-            CellVerdict::Timeout => "timeout",
-            CellVerdict::Unavailable => "unavailable",
-            CellVerdict::NotExercised => "not-exercised",
-        }
-    }
-
-    /// The table's letter for the verdict (empty for held).
-    pub fn letter(self) -> &'static str {
-        match self {
-            CellVerdict::Violated => "x",
-            CellVerdict::Held => "",
-            CellVerdict::MountFailed => "M",
-            CellVerdict::FsckFailed => "F",
-            CellVerdict::Timeout => "T",
-            CellVerdict::Unavailable => "n/a",
-            CellVerdict::NotExercised => "N",
-        }
-    }
-}
+/// A cell's verdict: a row of the one outcome table ([`OutcomeKind`]), the first in
+/// precedence order that any of its states reached.
+pub type CellVerdict = OutcomeKind;
 
 /// One drain schedule's share of a cell: its own recording, trace and states.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -93,14 +60,9 @@ impl ScheduleCell {
     pub fn merge(&mut self, b: &ScheduleCell) {
         self.states_explored += b.states_explored;
         self.states_unique += b.states_unique;
-        let c = &mut self.counts;
-        c.held += b.counts.held;
-        c.violated += b.counts.violated;
-        c.mount_failed += b.counts.mount_failed;
-        c.fsck_failed += b.counts.fsck_failed;
-        c.timeout += b.counts.timeout;
+        self.counts.merge(&b.counts);
         let own = self.verdict;
-        self.verdict = verdict_of_counts(&self.counts);
+        self.verdict = self.counts.verdict();
         let b_earlier = match (self.first_position, b.first_position) {
             (_, None) => false,
             (None, Some(_)) => true,
@@ -117,22 +79,6 @@ impl ScheduleCell {
     }
 }
 
-/// The verdict of outcome counts (precedence: violated, mount-failed, fsck-failed,
-/// timeout, held).
-pub fn verdict_of_counts(counts: &OutcomeCounts) -> CellVerdict {
-    if counts.violated > 0 {
-        CellVerdict::Violated
-    } else if counts.mount_failed > 0 {
-        CellVerdict::MountFailed
-    } else if counts.fsck_failed > 0 {
-        CellVerdict::FsckFailed
-    } else if counts.timeout > 0 {
-        CellVerdict::Timeout
-    } else {
-        CellVerdict::Held
-    }
-}
-
 /// How many explored states ended in each outcome.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutcomeCounts {
@@ -140,17 +86,246 @@ pub struct OutcomeCounts {
     pub held: usize,
     /// Violated.
     pub violated: usize,
-    /// Mount (recovery) failed.
-    pub mount_failed: usize,
+    /// Mounted only after repair, and the property held.
+    #[serde(default)]
+    pub needs_repair: usize,
+    /// Did not mount even after repair (schema 1: `mount_failed`).
+    #[serde(default, alias = "mount_failed")]
+    pub unrecoverable: usize,
+    /// Mounted, but a read failed.
+    #[serde(default)]
+    pub read_error: usize,
     /// fsck complained.
     pub fsck_failed: usize,
     /// Timed out.
     pub timeout: usize,
 }
 
+impl OutcomeCounts {
+    fn slot(&mut self, kind: OutcomeKind) -> Option<&mut usize> {
+        Some(match kind {
+            OutcomeKind::Held => &mut self.held,
+            OutcomeKind::Violated => &mut self.violated,
+            OutcomeKind::NeedsRepair => &mut self.needs_repair,
+            OutcomeKind::Unrecoverable => &mut self.unrecoverable,
+            OutcomeKind::ReadError => &mut self.read_error,
+            OutcomeKind::FsckFailed => &mut self.fsck_failed,
+            OutcomeKind::Timeout => &mut self.timeout,
+            OutcomeKind::NotExercised | OutcomeKind::NotApplicable | OutcomeKind::Unavailable => {
+                return None
+            }
+        })
+    }
+
+    /// Adds `n` states of `kind` (kinds no state can have are ignored).
+    pub fn add(&mut self, kind: OutcomeKind, n: usize) {
+        if let Some(slot) = self.slot(kind) {
+            *slot += n;
+        }
+    }
+
+    /// States of `kind`.
+    pub fn get(&self, kind: OutcomeKind) -> usize {
+        self.clone().slot(kind).map_or(0, |s| *s)
+    }
+
+    /// Adds another shard's counts.
+    pub fn merge(&mut self, other: &OutcomeCounts) {
+        for k in OutcomeKind::STATE {
+            self.add(k, other.get(k));
+        }
+    }
+
+    /// The verdict these counts make: the first kind in precedence order with a state.
+    pub fn verdict(&self) -> OutcomeKind {
+        OutcomeKind::worst(OutcomeKind::STATE.into_iter().filter(|&k| self.get(k) > 0))
+    }
+
+    /// The counts as `3 held, 1 needs-repair`, every state kind, in precedence order.
+    pub fn text(&self) -> String {
+        OutcomeKind::ALL
+            .into_iter()
+            .filter(|k| OutcomeKind::STATE.contains(k))
+            .map(|k| format!("{} {}", self.get(k), k.name()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// States whose kernel mount failed, grouped by the kernel's error, what repaired them
+/// and what their torn write hit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MountFailure {
+    /// The kernel's answer to the first mount.
+    pub error: String,
+    /// The repair step after which the states mounted; absent: they never did
+    /// (unrecoverable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repaired_by: Option<String>,
+    /// Explored states in this group.
+    pub count: usize,
+    /// Id of the first of them (in the cell's full state order).
+    pub first_state: String,
+    /// Its position in the cell's full state list (merging shards keeps the earliest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_position: Option<usize>,
+    /// What the states' torn write tore, when it tore a superblock, a journal superblock
+    /// or the log's start; absent when no write was torn there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torn_write_role: Option<RegionRole>,
+}
+
+/// States that mounted but where a read failed, grouped by path and error.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadErrorCause {
+    /// The path whose read failed (empty: the walk of the tree).
+    pub path: String,
+    /// The error, with its errno.
+    pub error: String,
+    /// Explored states in this group.
+    pub count: usize,
+    /// Id of the first of them.
+    pub first_state: String,
+    /// Its position in the cell's full state list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_position: Option<usize>,
+}
+
+/// Keeps the earlier of two (state, position) firsts.
+fn earlier(pos: Option<usize>, than: Option<usize>) -> bool {
+    match (pos, than) {
+        (Some(a), Some(b)) => a < b,
+        (Some(_), None) => true,
+        _ => false,
+    }
+}
+
+/// Folds `b`'s mount-failure groups into `a` (shards of one cell).
+pub fn merge_mount_failures(a: &mut Vec<MountFailure>, b: &[MountFailure]) {
+    for f in b {
+        match a.iter_mut().find(|x| {
+            x.error == f.error
+                && x.repaired_by == f.repaired_by
+                && x.torn_write_role == f.torn_write_role
+        }) {
+            Some(x) => {
+                x.count += f.count;
+                if earlier(f.first_position, x.first_position) {
+                    x.first_state = f.first_state.clone();
+                    x.first_position = f.first_position;
+                }
+            }
+            None => a.push(f.clone()),
+        }
+    }
+}
+
+/// Folds `b`'s read-error groups into `a`.
+pub fn merge_read_errors(a: &mut Vec<ReadErrorCause>, b: &[ReadErrorCause]) {
+    for f in b {
+        match a.iter_mut().find(|x| x.path == f.path && x.error == f.error) {
+            Some(x) => {
+                x.count += f.count;
+                if earlier(f.first_position, x.first_position) {
+                    x.first_state = f.first_state.clone();
+                    x.first_position = f.first_position;
+                }
+            }
+            None => a.push(f.clone()),
+        }
+    }
+}
+
+/// The role of the region (superblock, journal superblock, ...) that `id`'s torn write
+/// tore, if any.
+pub fn torn_write_role(subject: &Subject, regions: &Regions, id: &StateId) -> Option<RegionRole> {
+    let epoch = subject.epochs.get(id.epoch as usize)?;
+    id.applied
+        .iter()
+        .filter(|a| a.sectors.is_some())
+        .filter_map(|a| {
+            let entry = subject.trace.entries.get(*epoch.writes.get(a.write as usize)?)?;
+            regions.torn_role(entry.sector, entry.nr_sectors, |k| a.has_sector(k as u32))
+        })
+        .min()
+}
+
+/// [`summarize_causes`], finding the image's regions (see [`Regions::of_image`], which
+/// runs `debugfs` or `xfs_db` under `timeout`) once, and only when some state failed to
+/// mount.
+pub fn cell_causes(
+    results: &[StateResult],
+    positions: &[usize],
+    subject: &Subject,
+    timeout: std::time::Duration,
+) -> (Vec<MountFailure>, Vec<ReadErrorCause>) {
+    let any_mount_failure = results
+        .iter()
+        .any(|r| r.check.repair.is_some() || r.check.outcome.kind() == OutcomeKind::Unrecoverable);
+    let regions = if any_mount_failure {
+        Regions::of_image(&subject.config, subject.base.path(), timeout)
+    } else {
+        Regions::default()
+    };
+    summarize_causes(results, positions, subject, &regions)
+}
+
+/// Per cause, over `results` (explored states, duplicates included; `positions[i]` is
+/// `results[i]`'s position in the cell's full list): the states whose kernel mount failed
+/// (repaired or not) by kernel error, repair step and torn region, and the states with a
+/// read error by path and error.
+pub fn summarize_causes(
+    results: &[StateResult],
+    positions: &[usize],
+    subject: &Subject,
+    regions: &Regions,
+) -> (Vec<MountFailure>, Vec<ReadErrorCause>) {
+    let mut mounts: Vec<MountFailure> = Vec::new();
+    let mut reads: Vec<ReadErrorCause> = Vec::new();
+    for (i, r) in results.iter().enumerate() {
+        let position = Some(positions.get(i).copied().unwrap_or(i));
+        let first_state = r.state.id.to_string();
+        let mount_error = match (&r.check.repair, &r.check.outcome) {
+            (Some(rep), _) => Some((rep.mount_error.clone(), rep.fixed_by.clone())),
+            (None, Outcome::Unrecoverable { message }) => Some((message.clone(), None)),
+            _ => None,
+        };
+        if let Some((error, repaired_by)) = mount_error {
+            let torn_write_role = torn_write_role(subject, regions, &r.state.id);
+            merge_mount_failures(
+                &mut mounts,
+                &[MountFailure {
+                    error,
+                    repaired_by,
+                    count: 1,
+                    first_state: first_state.clone(),
+                    first_position: position,
+                    torn_write_role,
+                }],
+            );
+        }
+        if let Outcome::ReadError { path, error } = &r.check.outcome {
+            merge_read_errors(
+                &mut reads,
+                &[ReadErrorCause {
+                    path: path.clone(),
+                    error: error.clone(),
+                    count: 1,
+                    first_state,
+                    first_position: position,
+                }],
+            );
+        }
+    }
+    (mounts, reads)
+}
+
 /// One configuration x property result, as `bob run` and `bob table` print it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Cell {
+    /// [`SCHEMA_VERSION`] of the document.
+    #[serde(default = "schema_v1")]
+    pub schema_version: u32,
     /// Configuration name.
     pub config: String,
     /// Property name.
@@ -163,8 +338,11 @@ pub struct Cell {
     pub verdict: CellVerdict,
     /// Crash states covered (every state generated, duplicates included).
     pub states_explored: usize,
-    /// Distinct states actually mounted (after content dedup).
+    /// Distinct states (after content dedup), whether they mounted or not.
     pub states_unique: usize,
+    /// Distinct states that mounted (by themselves or after repair).
+    #[serde(default)]
+    pub states_mounted: usize,
     /// Wall time of the cell, recording included.
     pub seconds: f64,
     /// Witness directory of the first violation (or first failure), if any.
@@ -187,6 +365,12 @@ pub struct Cell {
     pub shard: Option<String>,
     /// Outcome counts over explored states.
     pub counts: OutcomeCounts,
+    /// States whose kernel mount failed, by cause (repaired or not).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mount_failures: Vec<MountFailure>,
+    /// States that mounted but where a read failed, by path and error.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub read_errors: Vec<ReadErrorCause>,
     /// Why the configuration is unavailable, if it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unavailable: Option<String>,
@@ -462,18 +646,12 @@ pub fn summarize_scenarios(results: &[StateResult], positions: &[usize]) -> Vec<
 pub fn summarize(results: &[StateResult]) -> (CellVerdict, OutcomeCounts, Option<usize>) {
     let mut counts = OutcomeCounts::default();
     for r in results {
-        match r.check.outcome {
-            Outcome::Held => counts.held += 1,
-            Outcome::Violated { .. } => counts.violated += 1,
-            Outcome::MountFailed { .. } => counts.mount_failed += 1,
-            Outcome::FsckFailed { .. } => counts.fsck_failed += 1,
-            Outcome::Timeout { .. } => counts.timeout += 1,
-        }
+        counts.add(r.check.outcome.kind(), 1);
     }
-    let verdict = verdict_of_counts(&counts);
+    let verdict = counts.verdict();
     let witness = results
         .iter()
-        .position(|r| r.check.outcome.name() == verdict.name() && verdict != CellVerdict::Held);
+        .position(|r| r.check.outcome.kind() == verdict && verdict != CellVerdict::Held);
     (verdict, counts, witness)
 }
 
@@ -487,13 +665,20 @@ impl Cell {
         results: &[StateResult],
     ) -> (Cell, Option<usize>) {
         let (verdict, counts, witness_index) = summarize(results);
+        let distinct = |i: usize, r: &StateResult| r.mounted_as == i;
         let cell = Cell {
+            schema_version: SCHEMA_VERSION,
             config: config.into(),
             property: property.into(),
             disk_model: crate::crash::DiskModel::default(),
             verdict,
             states_explored: results.len(),
-            states_unique: results.iter().enumerate().filter(|(i, r)| r.mounted_as == *i).count(),
+            states_unique: results.iter().enumerate().filter(|&(i, r)| distinct(i, r)).count(),
+            states_mounted: results
+                .iter()
+                .enumerate()
+                .filter(|&(i, r)| distinct(i, r) && r.check.did_mount())
+                .count(),
             seconds: 0.0,
             witness: None,
             story: None,
@@ -502,6 +687,8 @@ impl Cell {
             confirmed: None,
             shard: None,
             counts,
+            mount_failures: Vec::new(),
+            read_errors: Vec::new(),
             unavailable: None,
             scenarios: Vec::new(),
             earlier_op: None,
@@ -534,20 +721,38 @@ impl Cell {
     /// Human-readable lines for the terminal.
     pub fn to_text(&self) -> String {
         let mut s = format!(
-            "{} / {} [{}]: {} ({} states explored, {} unique, {:.1}s)\n",
+            "{} / {} [{}]: {} ({} states mounted / {} distinct / {} explored, {:.1}s)\n",
             self.config,
             self.property,
             self.disk_model,
             self.verdict.name().to_uppercase(),
-            self.states_explored,
+            self.states_mounted,
             self.states_unique,
+            self.states_explored,
             self.seconds
         );
-        let c = &self.counts;
-        s.push_str(&format!(
-            "  outcomes: {} held, {} violated, {} mount-failed, {} fsck-failed, {} timeout\n",
-            c.held, c.violated, c.mount_failed, c.fsck_failed, c.timeout
-        ));
+        s.push_str(&format!("  outcomes: {}\n", self.counts.text()));
+        for f in &self.mount_failures {
+            let fate = match &f.repaired_by {
+                Some(step) => format!("mounted after {step}"),
+                None => "unrecoverable".into(),
+            };
+            let torn =
+                f.torn_write_role.map(|r| format!(", torn {}", r.name())).unwrap_or_default();
+            s.push_str(&format!(
+                "  mount failed in {} state(s) ({fate}{torn}; first {}): {}\n",
+                f.count, f.first_state, f.error
+            ));
+        }
+        for f in &self.read_errors {
+            s.push_str(&format!(
+                "  read error in {} state(s) (first {}): {}: {}\n",
+                f.count,
+                f.first_state,
+                if f.path.is_empty() { "the tree" } else { &f.path },
+                f.error
+            ));
+        }
         if let Some(story) = &self.story {
             s.push_str(&format!("  story:   {story}\n"));
         }
@@ -593,19 +798,13 @@ impl Cell {
             ));
         }
         for sc in &self.schedules {
-            let c = &sc.counts;
             s.push_str(&format!(
-                "  schedule {:<16} {:<13} {} explored, {} unique: {} held, {} violated, \
-                 {} mount-failed, {} fsck-failed, {} timeout{}{} (trace {})\n",
+                "  schedule {:<16} {:<13} {} explored, {} distinct: {}{}{} (trace {})\n",
                 sc.schedule,
                 sc.verdict.name(),
                 sc.states_explored,
                 sc.states_unique,
-                c.held,
-                c.violated,
-                c.mount_failed,
-                c.fsck_failed,
-                c.timeout,
+                sc.counts.text(),
                 sc.first_state.as_deref().map(|f| format!(", first {f}")).unwrap_or_default(),
                 sc.op_barriers.map(|b| format!(", op barriers {b}")).unwrap_or_default(),
                 &sc.trace_digest[..sc.trace_digest.len().min(12)],
@@ -663,7 +862,7 @@ mod tests {
         ScheduleCell {
             schedule: "syncfs".into(),
             trace_digest: "ab".repeat(32),
-            verdict: verdict_of_counts(&counts),
+            verdict: counts.verdict(),
             states_explored: held + violated,
             states_unique: held + violated,
             counts,
@@ -686,5 +885,84 @@ mod tests {
         assert_eq!(a.first_position, Some(4));
         a.merge(&share(3, 0, None));
         assert_eq!(a.first_position, Some(4));
+    }
+
+    #[test]
+    fn a_schema_1_cell_reads_with_mount_failed_as_unrecoverable() {
+        let old = r#"{"config":"ext4-ordered","property":"single-block-append",
+            "verdict":"mount-failed","states_explored":12,"states_unique":9,"seconds":1.0,
+            "witness":null,"story":null,
+            "counts":{"held":10,"violated":0,"mount_failed":2,"fsck_failed":0,"timeout":0}}"#;
+        let cell: Cell = serde_json::from_str(old).unwrap();
+        assert_eq!(cell.schema_version, 1);
+        assert_eq!(cell.verdict, OutcomeKind::Unrecoverable);
+        assert_eq!(cell.counts.unrecoverable, 2);
+        assert_eq!(cell.counts.verdict(), OutcomeKind::Unrecoverable);
+        let again = serde_json::to_value(Cell { schema_version: SCHEMA_VERSION, ..cell }).unwrap();
+        assert_eq!(again["schema_version"], SCHEMA_VERSION);
+        assert_eq!(again["verdict"], "unrecoverable");
+        assert_eq!(again["counts"]["unrecoverable"], 2);
+    }
+
+    #[test]
+    fn a_schema_1_state_check_reads_with_mount_failed_as_unrecoverable() {
+        let old = r#"{"outcome":{"outcome":"mount-failed","message":"mount -t ext4: Bad message"},
+            "snapshot":null,"fsck":null,"recovery_writes":0}"#;
+        let c: crate::check::StateCheck = serde_json::from_str(old).unwrap();
+        assert_eq!(c.outcome.kind(), OutcomeKind::Unrecoverable);
+        assert!(!c.did_mount());
+    }
+
+    #[test]
+    fn counts_follow_the_outcome_table() {
+        let mut c = OutcomeCounts::default();
+        c.add(OutcomeKind::Held, 5);
+        assert_eq!(c.verdict(), OutcomeKind::Held);
+        c.add(OutcomeKind::NeedsRepair, 2);
+        assert_eq!(c.verdict(), OutcomeKind::NeedsRepair);
+        c.add(OutcomeKind::ReadError, 1);
+        assert_eq!(c.verdict(), OutcomeKind::ReadError);
+        c.add(OutcomeKind::Unrecoverable, 1);
+        assert_eq!(c.verdict(), OutcomeKind::Unrecoverable);
+        c.add(OutcomeKind::Violated, 1);
+        assert_eq!(c.verdict(), OutcomeKind::Violated);
+        c.add(OutcomeKind::Unavailable, 3);
+        let mut d = c.clone();
+        d.merge(&c);
+        assert_eq!(d.get(OutcomeKind::Held), 10);
+        assert_eq!(d.get(OutcomeKind::NeedsRepair), 4);
+        assert_eq!(
+            c.text(),
+            "1 violated, 1 unrecoverable, 1 read-error, 0 fsck-failed, 0 timeout, 2 needs-repair, 5 held"
+        );
+    }
+
+    #[test]
+    fn mount_failure_causes_merge_by_error_repair_and_role_keeping_the_earliest_state() {
+        let f = |error: &str, repaired: Option<&str>, count, state: &str, pos| MountFailure {
+            error: error.into(),
+            repaired_by: repaired.map(Into::into),
+            count,
+            first_state: state.into(),
+            first_position: Some(pos),
+            torn_write_role: Some(RegionRole::Superblock),
+        };
+        let mut a = vec![f("EBADMSG", Some("e2fsck -f -y"), 3, "e5:0[2]", 40)];
+        merge_mount_failures(
+            &mut a,
+            &[
+                f("EBADMSG", Some("e2fsck -f -y"), 2, "e1:0[2]", 7),
+                f("EBADMSG", None, 1, "e9:0[3]", 90),
+            ],
+        );
+        assert_eq!(a.len(), 2);
+        assert_eq!(
+            (a[0].count, a[0].first_state.as_str(), a[0].first_position),
+            (5, "e1:0[2]", Some(7))
+        );
+        assert_eq!(a[1].repaired_by, None);
+        let json = serde_json::to_value(&a[0]).unwrap();
+        assert_eq!(json["torn_write_role"], "superblock");
+        assert_eq!(json["repaired_by"], "e2fsck -f -y");
     }
 }

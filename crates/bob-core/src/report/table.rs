@@ -5,11 +5,14 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Cell, CellVerdict, OutcomeCounts};
+use super::{merge_mount_failures, merge_read_errors, Cell, CellVerdict, OutcomeKind};
 
 /// A whole table, as `bob table --format json` prints it and `bob merge` reads it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Grid {
+    /// [`super::SCHEMA_VERSION`] of the document.
+    #[serde(default = "super::schema_v1")]
+    pub schema_version: u32,
     /// `uname -r` of the machine that ran it.
     pub kernel: String,
     /// bob's version.
@@ -40,17 +43,48 @@ fn symbol(v: CellVerdict) -> &'static str {
     v.letter()
 }
 
-fn merge_counts(a: &mut OutcomeCounts, b: &OutcomeCounts) {
-    a.held += b.held;
-    a.violated += b.violated;
-    a.mount_failed += b.mount_failed;
-    a.fsck_failed += b.fsck_failed;
-    a.timeout += b.timeout;
+/// The small note beside a cell's numbers: states that needed repair (`r3`), states that
+/// stayed unmountable (`u1`) and states that mounted but could not be read (`e2`); empty
+/// when there were none.
+fn repair_note(cell: &Cell) -> String {
+    let repaired: usize =
+        cell.mount_failures.iter().filter(|f| f.repaired_by.is_some()).map(|f| f.count).sum();
+    let lost: usize =
+        cell.mount_failures.iter().filter(|f| f.repaired_by.is_none()).map(|f| f.count).sum();
+    // Cells of schema 1 have counts but no causes.
+    let lost = lost.max(cell.counts.unrecoverable);
+    let repaired = repaired.max(cell.counts.needs_repair);
+    let mut parts = Vec::new();
+    if repaired > 0 {
+        parts.push(format!("r{repaired}"));
+    }
+    if lost > 0 {
+        parts.push(format!("u{lost}"));
+    }
+    if cell.counts.read_error > 0 {
+        parts.push(format!("e{}", cell.counts.read_error));
+    }
+    parts.join(" ")
 }
 
-fn verdict_of(c: &OutcomeCounts) -> CellVerdict {
-    super::verdict_of_counts(c)
+/// The legend under a table: every letter that can appear, from the outcome table.
+fn legend() -> String {
+    OutcomeKind::ALL
+        .into_iter()
+        .map(|k| {
+            let letter = if k.letter().is_empty() { "empty" } else { k.letter() };
+            format!("{letter} = {}", k.legend())
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
+
+/// What the numbers of a cell are.
+const NUMBERS: &str =
+    "Numbers: states mounted / distinct / explored (mounted: distinct states that \
+     mounted, by themselves or after repair; distinct: after merging states with identical \
+     contents; explored: every crash state generated); rN: N states mounted only after \
+     repair; uN: N states never mounted; eN: N states mounted but a read failed.";
 
 /// Merges two results for the same cell (two shards of it, or a rerun).
 fn merge_cell(a: &mut Cell, b: &Cell) {
@@ -61,11 +95,14 @@ fn merge_cell(a: &mut Cell, b: &Cell) {
         *a = b.clone();
         return;
     }
-    merge_counts(&mut a.counts, &b.counts);
+    a.counts.merge(&b.counts);
     a.states_explored += b.states_explored;
     a.states_unique += b.states_unique;
+    a.states_mounted += b.states_mounted;
     a.seconds += b.seconds;
-    a.verdict = verdict_of(&a.counts);
+    a.verdict = a.counts.verdict();
+    merge_mount_failures(&mut a.mount_failures, &b.mount_failures);
+    merge_read_errors(&mut a.read_errors, &b.read_errors);
     super::PromiseCoverage::merge(&mut a.promises, &b.promises);
     a.apply_promise_coverage();
     super::BesideFindings::merge(&mut a.other_reorderings, &b.other_reorderings);
@@ -123,6 +160,7 @@ impl Grid {
     pub fn merge(grids: Vec<Grid>) -> Result<Grid, MergeError> {
         let mut iter = grids.into_iter();
         let mut out = iter.next().ok_or(MergeError::Empty)?;
+        out.schema_version = super::SCHEMA_VERSION;
         let mut index: BTreeMap<(String, String, crate::crash::DiskModel), usize> = BTreeMap::new();
         let mut cells: Vec<Cell> = Vec::new();
         let mut add = |cell: Cell, cells: &mut Vec<Cell>| {
@@ -162,6 +200,10 @@ impl Grid {
             for c in g.cells {
                 add(c, &mut cells);
             }
+        }
+        // What this bob writes is of its schema, whatever the inputs were.
+        for c in &mut cells {
+            c.schema_version = super::SCHEMA_VERSION;
         }
         out.cells = cells;
         Ok(out)
@@ -252,11 +294,16 @@ impl Grid {
         v
     }
 
-    /// Totals over all cells: (explored, unique, seconds).
+    /// Totals over all cells: (explored, distinct, seconds).
     pub fn totals(&self) -> (usize, usize, f64) {
         self.cells.iter().fold((0, 0, 0.0), |(e, u, s), c| {
             (e + c.states_explored, u + c.states_unique, s + c.seconds)
         })
+    }
+
+    /// Distinct states that mounted, over all cells.
+    pub fn total_mounted(&self) -> usize {
+        self.cells.iter().map(|c| c.states_mounted).sum()
     }
 
     /// The table as Markdown: properties as rows, configurations as columns; each cell
@@ -315,11 +362,14 @@ impl Grid {
                             if cell.confirmed == Some(false) { "x?" } else { symbol(cell.verdict) };
                         let note =
                             note_of(cell).map(|i| format!(" [{}]", i + 1)).unwrap_or_default();
+                        let repairs = repair_note(cell);
                         format!(
-                            "{mark}{}{}/{}{note}",
+                            "{mark}{}{}/{}/{}{}{repairs}{note}",
                             if mark.is_empty() { "" } else { " " },
+                            cell.states_mounted,
                             cell.states_unique,
-                            cell.states_explored
+                            cell.states_explored,
+                            if repairs.is_empty() { "" } else { " " },
                         )
                     }
                 };
@@ -329,13 +379,9 @@ impl Grid {
         }
         let (e, u, secs) = self.totals();
         s.push_str(&format!(
-            "\nx = a crash state that bob found and can replay violates the property; \
-             M = no state violated it, but some crash state failed to mount (recovery \
-             failed); F = no violation, but fsck complained; T = no violation, but a step \
-             hung; N = not exercised: no violation, but the judged op never crossed a \
-             commit, so the cell cannot say the property held; empty = held in every state \
-             explored. Numbers: states mounted / states \
-             explored. Totals: {e} states explored, {u} mounted, {secs:.0} s.\n"
+            "\n{}. {NUMBERS} Totals: {} states mounted, {u} distinct, {e} explored, {secs:.0} s.\n",
+            legend(),
+            self.total_mounted()
         ));
         if !failures.is_empty() {
             s.push('\n');
@@ -546,8 +592,8 @@ impl Grid {
              body{font-family:system-ui,sans-serif;margin:2em;color:#222}\
              table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:.3em .6em;text-align:center}\
              th.p,td.p{text-align:left;font-family:monospace}\
-             .violated{background:#f8d0d0}.mount-failed{background:#f8e8c0}.fsck-failed{background:#f0f0b0}\
-             .timeout{background:#e0d0f0}.not-exercised{background:#e4e4e4}.unavailable{color:#999}.n{color:#777;font-size:.8em}\
+             .violated{background:#f8d0d0}.unrecoverable{background:#f8e8c0}.needs-repair{background:#fff4dc}\
+             .read-error{background:#f8dcc8}.fsck-failed{background:#f0f0b0}.timeout{background:#e0d0f0}.not-exercised{background:#e4e4e4}.unavailable{color:#999}.n{color:#777;font-size:.8em}\
              a{color:#900;font-weight:bold;text-decoration:none}li{margin:.4em 0}code{background:#f4f4f4}\
              </style></head><body>\n",
         );
@@ -587,18 +633,25 @@ impl Grid {
                             ),
                             None => esc(symbol(cell.verdict)),
                         };
+                        let repairs = repair_note(cell);
                         s.push_str(&format!(
-                            "<td class=\"{}\">{mark}<span class=\"n\">{}/{}</span></td>",
+                            "<td class=\"{}\">{mark}<span class=\"n\">{}/{}/{}</span>{}</td>",
                             cell.verdict.name(),
+                            cell.states_mounted,
                             cell.states_unique,
-                            cell.states_explored
+                            cell.states_explored,
+                            if repairs.is_empty() {
+                                String::new()
+                            } else {
+                                format!(" <small class=\"n\">{repairs}</small>")
+                            }
                         ));
                     }
                 }
             }
             s.push_str("</tr>\n");
         }
-        s.push_str("</table>\n<p class=\"n\">x: violated in a replayable crash state; M: no violation, but a state failed to mount; F: no violation, but fsck complained; T: no violation, but a step hung; N: not exercised (the judged op crossed no commit); empty: held. Numbers: states mounted / explored.</p>\n");
+        s.push_str(&format!("</table>\n<p class=\"n\">{}. {}</p>\n", esc(&legend()), esc(NUMBERS)));
         if !failures.is_empty() {
             s.push_str("<h2>Witnesses</h2><ol>\n");
             for (i, cell) in failures.iter().enumerate() {
@@ -687,7 +740,7 @@ fn esc(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::ScenarioCell;
+    use super::super::{OutcomeCounts, ScenarioCell};
     use super::*;
 
     fn cell(config: &str, property: &str, verdict: CellVerdict, pos: Option<usize>) -> Cell {
@@ -695,15 +748,17 @@ mod tests {
         let mut counts = OutcomeCounts { held: 10, ..Default::default() };
         match verdict {
             CellVerdict::Violated => counts.violated = 2,
-            CellVerdict::MountFailed => counts.mount_failed = 1,
+            CellVerdict::Unrecoverable => counts.unrecoverable = 1,
             _ => {}
         }
         Cell {
+            schema_version: super::super::SCHEMA_VERSION,
             config: config.into(),
             property: property.into(),
             verdict,
-            states_explored: counts.held + counts.violated + counts.mount_failed,
+            states_explored: counts.held + counts.violated + counts.unrecoverable,
             states_unique: 9,
+            states_mounted: 8,
             seconds: 1.5,
             witness: failed.then(|| format!("out/{config}/{property}")),
             story: failed.then(|| format!("story of {config} {property}")),
@@ -712,6 +767,8 @@ mod tests {
             shard: None,
             confirmed: failed.then_some(true),
             counts,
+            mount_failures: Vec::new(),
+            read_errors: Vec::new(),
             unavailable: (verdict == CellVerdict::Unavailable).then(|| "gone".into()),
             ..Default::default()
         }
@@ -719,6 +776,7 @@ mod tests {
 
     fn grid(cells: Vec<Cell>) -> Grid {
         Grid {
+            schema_version: super::super::SCHEMA_VERSION,
             kernel: "6.18.0-test".into(),
             tool_version: "0.1.0".into(),
             configs: vec!["ext2".into(), "ext4-ordered".into(), "reiserfs".into()],
@@ -729,12 +787,23 @@ mod tests {
     }
 
     fn sample() -> Grid {
+        // A cross whose cell also had states that needed repair: the table still says so.
+        let mut repaired = cell("ext2", "single-block-append", CellVerdict::Violated, Some(3));
+        repaired.counts.needs_repair = 2;
+        repaired.mount_failures = vec![super::super::MountFailure {
+            error: "mount -t ext2 -o defaults: Bad message (os error 74)".into(),
+            repaired_by: Some("e2fsck -f -y".into()),
+            count: 2,
+            first_state: "e2:0[2]".into(),
+            first_position: Some(5),
+            torn_write_role: Some(crate::fs::regions::RegionRole::Superblock),
+        }];
         grid(vec![
-            cell("ext2", "single-block-append", CellVerdict::Violated, Some(3)),
+            repaired,
             cell("ext4-ordered", "single-block-append", CellVerdict::Held, None),
             cell("reiserfs", "single-block-append", CellVerdict::Unavailable, None),
             cell("ext2", "append-then-rename", CellVerdict::Violated, Some(1)),
-            cell("ext4-ordered", "append-then-rename", CellVerdict::MountFailed, Some(7)),
+            cell("ext4-ordered", "append-then-rename", CellVerdict::Unrecoverable, Some(7)),
         ])
     }
 

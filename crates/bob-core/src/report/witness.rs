@@ -37,6 +37,9 @@ pub enum Error {
 /// `state.json`: which state this witness is and what was found in it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StateRecord {
+    /// [`super::SCHEMA_VERSION`] of the document.
+    #[serde(default = "super::schema_v1")]
+    pub schema_version: u32,
     /// Printable state id (`e3:0-4,6`).
     pub id: String,
     /// Strategy that generated it.
@@ -63,6 +66,9 @@ pub struct StateRecord {
     /// ... and the later op (persisted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub later_op: Option<workloads::OpRef>,
+    /// What the repair ladder did, when the kernel would not mount the state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repair: Option<crate::check::Repair>,
 }
 
 impl StateRecord {
@@ -73,17 +79,19 @@ impl StateRecord {
         property: Option<String>,
     ) -> StateRecord {
         StateRecord {
+            schema_version: super::SCHEMA_VERSION,
             id: subject.qualify(&result.state.id),
             strategy: result.state.strategy.to_string(),
             description: result.state.id.describe(&subject.trace, &subject.epochs),
             outcome: result.check.outcome.name().into(),
-            story: result.check.outcome.detail().into(),
+            story: result.check.outcome.detail(),
             digest: result.digest.iter().map(|b| format!("{b:02x}")).collect(),
             config: subject.config.name.into(),
             property,
             disk_model: subject.disk,
             earlier_op: result.check.pair.as_ref().map(|p| p.earlier_op.clone()),
             later_op: result.check.pair.as_ref().map(|p| p.later_op.clone()),
+            repair: result.check.repair.clone(),
         }
     }
 }

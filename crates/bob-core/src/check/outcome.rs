@@ -1,0 +1,247 @@
+//! The one table of outcomes: every way a crash state, or a cell of the property table,
+//! can end, with its JSON/CLI name, its table letter, its precedence and its exit code.
+//!
+//! A state's [`super::Outcome`] (which carries its data: the story, the kernel's error,
+//! the repair steps) and a cell's verdict both map to an [`OutcomeKind`]; everything that
+//! summarizes, merges, prints or exits asks this table instead of comparing strings. A new
+//! outcome joins by adding a variant here and a row to [`OutcomeKind::ALL`]; the unit tests
+//! below keep names and letters distinct and the precedence total.
+//!
+//! | kind | letter | exit | meaning |
+//! |---|---|---|---|
+//! | `violated` | `x` | 1 | a state violates the property (after repair, if one was needed) |
+//! | `unrecoverable` | `U` | 1 | a state does not mount even after the repair ladder |
+//! | `read-error` | `E` | 1 | a state mounts but reading it fails (the file system detected damage) |
+//! | `fsck-failed` | `F` | 1 | the property held but the read-only fsck found damage |
+//! | `timeout` | `T` | 1 | an external step hung and was killed |
+//! | `needs-repair` | `R` | 1 | the kernel would not mount a state; the repair tool made it mountable and the property held there |
+//! | `not-exercised` | `N` | 0 | no state tested what the property is about (nothing failed, nothing was shown) |
+//! | `held` | (empty) | 0 | held in every state explored |
+//! | `not-applicable` | `-` | 0 | the configuration cannot run this property |
+//! | `unavailable` | `n/a` | 0 | the configuration cannot run on this machine |
+//!
+//! Precedence is the table's row order: a cell whose states differ shows the first kind
+//! any of them reached. Exit codes: 0 when nothing failed (held, and the kinds that say a
+//! cell was not run or not exercised: a table with unavailable configurations is not a
+//! failed run), 1 for a violation or any failure of a crash state. `bob run` of a single
+//! unavailable configuration still exits 2 (an environment error): see the CLI.
+
+use serde::{Deserialize, Serialize};
+
+/// What a crash state, or a cell, came to. Fieldless: the data lives in
+/// [`super::Outcome`] and in the cell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OutcomeKind {
+    /// Some state violates the property.
+    Violated,
+    /// Some state still does not mount after the repair ladder. Tables and journals
+    /// written before schema 2 called it `mount-failed`.
+    #[serde(alias = "mount-failed")]
+    Unrecoverable,
+    /// Some state mounted but a read failed (EIO, EBADMSG, ...).
+    ReadError,
+    /// The property held but the read-only fsck complained.
+    FsckFailed,
+    /// An external step hung.
+    Timeout,
+    /// The kernel mount failed, repair made the state mountable, the property held.
+    NeedsRepair,
+    /// Nothing in the explored states exercised the property.
+    NotExercised,
+    /// Held in every state explored.
+    Held,
+    /// The property cannot be run on this configuration.
+    NotApplicable,
+    /// The configuration cannot run here.
+    Unavailable,
+}
+
+impl OutcomeKind {
+    /// Every kind, in precedence order (the first one a cell's states reached is the
+    /// cell's verdict).
+    pub const ALL: [OutcomeKind; 10] = [
+        OutcomeKind::Violated,
+        OutcomeKind::Unrecoverable,
+        OutcomeKind::ReadError,
+        OutcomeKind::FsckFailed,
+        OutcomeKind::Timeout,
+        OutcomeKind::NeedsRepair,
+        OutcomeKind::NotExercised,
+        OutcomeKind::Held,
+        OutcomeKind::NotApplicable,
+        OutcomeKind::Unavailable,
+    ];
+
+    /// The kinds a single checked crash state can have (the others describe cells).
+    pub const STATE: [OutcomeKind; 7] = [
+        OutcomeKind::Violated,
+        OutcomeKind::Unrecoverable,
+        OutcomeKind::ReadError,
+        OutcomeKind::FsckFailed,
+        OutcomeKind::Timeout,
+        OutcomeKind::NeedsRepair,
+        OutcomeKind::Held,
+    ];
+
+    /// The kebab-case name used in JSON and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            OutcomeKind::Violated => "violated",
+            OutcomeKind::Unrecoverable => "unrecoverable",
+            OutcomeKind::ReadError => "read-error",
+            OutcomeKind::FsckFailed => "fsck-failed",
+            OutcomeKind::Timeout => "timeout",
+            OutcomeKind::NeedsRepair => "needs-repair",
+            OutcomeKind::NotExercised => "not-exercised",
+            OutcomeKind::Held => "held",
+            OutcomeKind::NotApplicable => "not-applicable",
+            OutcomeKind::Unavailable => "unavailable",
+        }
+    }
+
+    /// The kind named `name` (also the names older documents used: `mount-failed`).
+    pub fn from_name(name: &str) -> Option<OutcomeKind> {
+        match name {
+            "mount-failed" => Some(OutcomeKind::Unrecoverable),
+            _ => OutcomeKind::ALL.into_iter().find(|k| k.name() == name),
+        }
+    }
+
+    /// The letter a table cell shows (empty for held).
+    pub fn letter(self) -> &'static str {
+        match self {
+            OutcomeKind::Violated => "x",
+            OutcomeKind::Unrecoverable => "U",
+            OutcomeKind::ReadError => "E",
+            OutcomeKind::FsckFailed => "F",
+            OutcomeKind::Timeout => "T",
+            OutcomeKind::NeedsRepair => "R",
+            OutcomeKind::NotExercised => "N",
+            OutcomeKind::Held => "",
+            OutcomeKind::NotApplicable => "-",
+            OutcomeKind::Unavailable => "n/a",
+        }
+    }
+
+    /// Position in precedence order: lower wins when a cell's states differ.
+    pub fn precedence(self) -> usize {
+        OutcomeKind::ALL.iter().position(|&k| k == self).unwrap_or(usize::MAX)
+    }
+
+    /// The process exit code this kind asks for: 0 when nothing failed, 1 for a violation
+    /// or a failure of a crash state.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            OutcomeKind::Held
+            | OutcomeKind::NotExercised
+            | OutcomeKind::NotApplicable
+            | OutcomeKind::Unavailable => 0,
+            OutcomeKind::Violated
+            | OutcomeKind::Unrecoverable
+            | OutcomeKind::ReadError
+            | OutcomeKind::FsckFailed
+            | OutcomeKind::Timeout
+            | OutcomeKind::NeedsRepair => 1,
+        }
+    }
+
+    /// Whether a cell of this kind counts as failed (its exit code is not 0).
+    pub fn is_failure(self) -> bool {
+        self.exit_code() != 0
+    }
+
+    /// One line for the table's legend.
+    pub fn legend(self) -> &'static str {
+        match self {
+            OutcomeKind::Violated => "a crash state that bob found and can replay violates the property (after repair, if the state needed one)",
+            OutcomeKind::Unrecoverable => "no violation, but a crash state does not mount even after the file system's repair tool",
+            OutcomeKind::ReadError => "no violation, but a crash state mounts and a read fails (the file system detected damage)",
+            OutcomeKind::FsckFailed => "no violation, but the read-only fsck complained",
+            OutcomeKind::Timeout => "no violation, but a step hung",
+            OutcomeKind::NeedsRepair => "the property held, but some crash state mounted only after the file system's repair tool",
+            OutcomeKind::NotExercised => "no explored state exercised the property",
+            OutcomeKind::Held => "held in every state explored",
+            OutcomeKind::NotApplicable => "the property does not apply to this configuration",
+            OutcomeKind::Unavailable => "the configuration cannot run on this machine",
+        }
+    }
+
+    /// The kind a cell shows when its states reached `kinds`: the first in precedence
+    /// order, [`OutcomeKind::Held`] when there are none.
+    pub fn worst(kinds: impl IntoIterator<Item = OutcomeKind>) -> OutcomeKind {
+        kinds.into_iter().min_by_key(|k| k.precedence()).unwrap_or(OutcomeKind::Held)
+    }
+}
+
+impl Default for OutcomeKind {
+    /// [`OutcomeKind::Held`]: a cell before any state is counted.
+    fn default() -> Self {
+        OutcomeKind::Held
+    }
+}
+
+impl std::fmt::Display for OutcomeKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_a_distinct_name_and_letter_and_its_json_is_its_name() {
+        let mut names = std::collections::HashSet::new();
+        let mut letters = std::collections::HashSet::new();
+        for k in OutcomeKind::ALL {
+            assert!(names.insert(k.name()), "name {} twice", k.name());
+            assert!(letters.insert(k.letter()), "letter {:?} twice", k.letter());
+            assert_eq!(serde_json::to_value(k).unwrap(), k.name());
+            let back: OutcomeKind = serde_json::from_value(k.name().into()).unwrap();
+            assert_eq!(back, k);
+            assert_eq!(OutcomeKind::from_name(k.name()), Some(k));
+            assert!(!k.legend().is_empty());
+        }
+        assert_eq!(names.len(), OutcomeKind::ALL.len());
+    }
+
+    #[test]
+    fn old_mount_failed_reads_as_unrecoverable() {
+        let k: OutcomeKind = serde_json::from_str("\"mount-failed\"").unwrap();
+        assert_eq!(k, OutcomeKind::Unrecoverable);
+        assert_eq!(OutcomeKind::from_name("mount-failed"), Some(OutcomeKind::Unrecoverable));
+        assert_eq!(OutcomeKind::from_name("nonsense"), None);
+    }
+
+    #[test]
+    fn precedence_puts_violations_first_and_held_after_every_failure() {
+        use OutcomeKind::*;
+        assert_eq!(Violated.precedence(), 0);
+        let order: Vec<usize> = OutcomeKind::ALL.iter().map(|k| k.precedence()).collect();
+        assert_eq!(order, (0..OutcomeKind::ALL.len()).collect::<Vec<_>>());
+        assert_eq!(OutcomeKind::worst([Held, NeedsRepair, Unrecoverable, Violated]), Violated);
+        assert_eq!(OutcomeKind::worst([Held, NeedsRepair, Unrecoverable]), Unrecoverable);
+        assert_eq!(OutcomeKind::worst([Held, NeedsRepair]), NeedsRepair);
+        assert_eq!(OutcomeKind::worst([ReadError, FsckFailed, Timeout]), ReadError);
+        assert_eq!(OutcomeKind::worst([]), Held);
+        for k in OutcomeKind::ALL.into_iter().filter(|k| k.is_failure()) {
+            assert!(k.precedence() < Held.precedence(), "{k} must outrank held");
+        }
+    }
+
+    #[test]
+    fn exit_codes_fail_only_on_violations_and_state_failures() {
+        use OutcomeKind::*;
+        for k in [Held, NotExercised, NotApplicable, Unavailable] {
+            assert_eq!(k.exit_code(), 0, "{k}");
+        }
+        for k in [Violated, Unrecoverable, ReadError, FsckFailed, Timeout, NeedsRepair] {
+            assert_eq!(k.exit_code(), 1, "{k}");
+        }
+        for k in OutcomeKind::STATE {
+            assert!(OutcomeKind::ALL.contains(&k));
+        }
+    }
+}
