@@ -7,6 +7,8 @@
 //!   superblock;
 //! * an image whose every superblock is zeroed stays unmountable after the ladder:
 //!   `unrecoverable`, with the kernel's error kept;
+//! * a violating state whose superblock is also damaged is still `violated` after repair,
+//!   its story naming the step ("after e2fsck -f -y: ...");
 //! * a damaged primary superblock on xfs and btrfs is repaired by the ladder's first step
 //!   (xfs_repair, btrfs rescue super-recover) from a backup: `needs-repair`;
 //! * a btrfs state whose file data fails its checksum mounts but cannot be read:
@@ -430,4 +432,56 @@ fn a_damaged_xfs_superblock_needs_xfs_repair() {
 fn a_damaged_btrfs_superblock_needs_super_recover() {
     // The primary superblock at 64 KiB, its checksum area; the mirror at 64 MiB is intact.
     damaged_primary_superblock_needs("btrfs", 64 << 10, 32, "btrfs rescue super-recover -y");
+}
+
+#[test]
+fn a_violation_found_after_repair_is_a_violation_whose_story_names_the_repair() {
+    let dir = tempfile::Builder::new().prefix("bob-repair-test-").tempdir().unwrap();
+    let subject = record(dir.path(), "ext4-ordered", Property::SingleBlockOverwrite);
+    let states = crash::generate(
+        &subject.trace,
+        &subject.epochs,
+        Strategy::DEFAULT,
+        &crash::Limits::default(),
+    )
+    .states;
+    let work_dir = dir.path().join("check");
+    std::fs::create_dir_all(&work_dir).unwrap();
+    let options = EngineOptions { jobs: 1, timeouts: Timeouts::default(), work_dir };
+    let results =
+        check::run_states(&subject, &states, &options, &|_, _| {}, &AtomicBool::new(false))
+            .expect("check");
+    let violated = results
+        .iter()
+        .find(|r| r.check.outcome.kind() == OutcomeKind::Violated && r.check.repair.is_none())
+        .expect("a single-block overwrite is not atomic on ext4-ordered");
+    let Outcome::Violated { story: before } = &violated.check.outcome else { unreachable!() };
+
+    // The same state with its primary superblock's checksum broken (a field in its first
+    // sector changed): the kernel refuses it, e2fsck repairs it from the backup, and the
+    // torn block is still there to be found.
+    let image = dir.path().join("violated-bad-sb.img");
+    let overlay =
+        crash::OverlayBuilder::new(&subject.trace, &subject.epochs).state(&violated.state.id);
+    CrashView::new(subject.base.clone(), subject.trace.clone(), overlay)
+        .materialize(&image)
+        .unwrap();
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().read(true).write(true).open(&image).unwrap();
+        let mut b = [0u8; 1];
+        f.read_exact_at(&mut b, 1024 + 0x0C).unwrap(); // s_free_blocks_count_lo
+        f.write_all_at(&[b[0] ^ 0x01], 1024 + 0x0C).unwrap();
+        f.sync_all().unwrap();
+    }
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let durable = subject.durable_ops(violated.state.id.epoch as usize);
+    let checked =
+        check::check_image(&subject, &image, &mnt, durable, &Timeouts::default()).expect("check");
+    let Outcome::Violated { story } = &checked.outcome else {
+        panic!("still violated after repair: {:?}", checked.outcome)
+    };
+    assert_eq!(story, &format!("after e2fsck -f -y: {before}"));
+    assert_eq!(checked.repair.as_ref().unwrap().fixed_by.as_deref(), Some("e2fsck -f -y"));
 }
