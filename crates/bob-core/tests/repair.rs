@@ -476,7 +476,7 @@ fn a_violation_found_after_repair_is_a_violation_whose_story_names_the_repair() 
     }
     let mnt = dir.path().join("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
-    let durable = subject.durable_ops(violated.state.id.epoch as usize);
+    let durable = subject.durable_ops(&violated.state.id);
     let checked =
         check::check_image(&subject, &image, &mnt, durable, &Timeouts::default()).expect("check");
     let Outcome::Violated { story } = &checked.outcome else {
