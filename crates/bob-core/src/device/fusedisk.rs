@@ -341,7 +341,12 @@ impl DiskServer {
         }
     }
 
-    /// The FUSE mount point.
+    /// The FUSE connection's number (see [`super::registry::abort_fuse_connection`]).
+    pub fn connection(&self) -> Option<u32> {
+        self.connection
+    }
+
+    /// Its mount point.
     pub fn mountpoint(&self) -> &Path {
         &self.mountpoint
     }
@@ -359,7 +364,7 @@ impl Drop for DiskServer {
                 // go: otherwise I/O still in flight would wait for a reply forever, and a
                 // thread of ours blocked on it would keep this process from ever exiting.
                 if let Some(n) = self.connection {
-                    let _ = std::fs::write(format!("/sys/fs/fuse/connections/{n}/abort"), "1");
+                    let _ = super::registry::abort_fuse_connection(n);
                 }
                 let _ = nix::mount::umount2(&self.mountpoint, nix::mount::MntFlags::MNT_DETACH);
             }

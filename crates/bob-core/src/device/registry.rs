@@ -171,15 +171,49 @@ fn fuse_connections_below(dir: &Path) -> Vec<(PathBuf, u32)> {
         .collect()
 }
 
-/// Aborts the FUSE connections below `dir`: every request pending on them fails at once,
-/// so I/O stuck on a dead process's disk completes (with an error) instead of hanging.
+/// Where the kernel's FUSE control file system lives.
+const FUSECTL: &str = "/sys/fs/fuse/connections";
+
+/// Aborts FUSE connection `minor`: every request pending on it fails at once, so I/O
+/// stuck on a dead server completes (with an error) instead of hanging. The abort file
+/// lives in fusectl, which not every machine mounts (this VM does not): then it is
+/// mounted for the abort and unmounted afterwards, so the machine is left as found.
+/// Without this, a SIGKILLed bob's thread stuck on its own disk held an ext4 lock and
+/// every `sync()` on the machine blocked until fusectl was mounted by hand.
+pub fn abort_fuse_connection(minor: u32) -> std::io::Result<()> {
+    let abort = PathBuf::from(format!("{FUSECTL}/{minor}/abort"));
+    let mounted_here = if abort.exists() {
+        false
+    } else {
+        nix::mount::mount(
+            Some("fusectl"),
+            FUSECTL,
+            Some("fusectl"),
+            nix::mount::MsFlags::empty(),
+            None::<&str>,
+        )
+        .map_err(std::io::Error::from)?;
+        true
+    };
+    let written = std::fs::write(&abort, "1");
+    if mounted_here {
+        let _ = nix::mount::umount2(FUSECTL, nix::mount::MntFlags::MNT_DETACH);
+    }
+    match written {
+        // The connection is already gone: nothing to abort.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
+
+/// Aborts the FUSE connections below `dir` (see [`abort_fuse_connection`]).
 fn abort_fuse_below(dir: &Path, out: &mut Reclaimed) {
     for (target, minor) in fuse_connections_below(dir) {
-        let abort = PathBuf::from(format!("/sys/fs/fuse/connections/{minor}/abort"));
-        if let Err(e) = std::fs::write(&abort, "1") {
-            if abort.exists() {
-                out.failures.push(format!("{}: abort FUSE connection: {e}", target.display()));
-            }
+        if let Err(e) = abort_fuse_connection(minor) {
+            out.failures.push(format!(
+                "{}: abort FUSE connection {minor} ({FUSECTL}): {e}",
+                target.display()
+            ));
         }
     }
 }
