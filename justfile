@@ -17,10 +17,11 @@ lint:
     cargo fmt --all --check
     cargo clippy --workspace --all-targets -- -D warnings
 
-# The full persistence-property table (every property x every configuration), with the
-# generated results document for this kernel.
+# The full persistence-property table (every property x every configuration) under both
+# disk models and every drain schedule, with the generated results document for this
+# kernel. Hours on two cores: rerun the same command to resume after an interruption.
 table:
-    cargo run --release -p bob-cli -- table --out bob-out/table --doc docs/results-linux-$(uname -r).md
+    cargo run --release -p bob-cli -- table --atomic-write-unit 512,4096 --resume --out bob-out/table --doc docs/results-linux-$(uname -r).md
 
 # bob's engine against the naive per-state pipeline and the mount floor, plus the
 # recorder's overhead, on ext4-ordered and xfs (root; see docs/performance.md).
