@@ -63,11 +63,7 @@ impl ScheduleCell {
         self.counts.merge(&b.counts);
         let own = self.verdict;
         self.verdict = self.counts.verdict();
-        let b_earlier = match (self.first_position, b.first_position) {
-            (_, None) => false,
-            (None, Some(_)) => true,
-            (Some(a), Some(p)) => p < a,
-        };
+        let b_earlier = earlier(b.first_position, self.first_position);
         let take = b.verdict == self.verdict && (own != self.verdict || b_earlier);
         if take {
             self.first_state = b.first_state.clone();
@@ -191,7 +187,9 @@ pub struct ReadErrorCause {
     pub first_position: Option<usize>,
 }
 
-/// Keeps the earlier of two (state, position) firsts.
+/// Whether a state at position `pos` in a cell's full state list comes before the one
+/// kept so far (`than`; `None`: none kept yet). Merged shards keep the earliest state,
+/// the one an unsharded run would name.
 fn earlier(pos: Option<usize>, than: Option<usize>) -> bool {
     match (pos, than) {
         (Some(a), Some(b)) => a < b,
@@ -511,7 +509,7 @@ impl BesideFindings {
             (None, Some(b)) => *a = Some(b.clone()),
             (Some(x), Some(y)) => {
                 let count = x.count + y.count;
-                if y.first_position.unwrap_or(usize::MAX) < x.first_position.unwrap_or(usize::MAX) {
+                if earlier(y.first_position, x.first_position) {
                     *x = y.clone();
                 }
                 x.count = count;
@@ -589,12 +587,7 @@ impl ScenarioCell {
         self.silent_kinds.extend(b.silent_kinds.iter().cloned());
         self.silent_kinds.sort();
         self.silent_kinds.dedup();
-        let earlier = match (self.witness_position, b.witness_position) {
-            (_, None) => false,
-            (None, Some(_)) => true,
-            (Some(a), Some(p)) => p < a,
-        };
-        if earlier {
+        if earlier(b.witness_position, self.witness_position) {
             self.witness_state = b.witness_state.clone();
             self.witness_position = b.witness_position;
             self.story = b.story.clone();
