@@ -10,6 +10,8 @@
 //!
 //! The last two mount real images with the real kernel and need root.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -19,9 +21,9 @@ use bob_core::bench::same_verdict;
 use bob_core::check::{self, EngineOptions, StateResult, Subject};
 use bob_core::crash::{self, Applied, CrashState, Epoch, Limits, OverlayBuilder, StateId};
 use bob_core::device::fusedisk::Disk;
-use bob_core::fs::{self, Timeouts};
+use bob_core::fs::Timeouts;
 use bob_core::image::{file_digest, BaseImage, CrashView};
-use bob_core::record::{self, RecordRequest};
+use bob_core::record;
 use bob_core::trace::{flags, Entry, EntryKind, Trace};
 use proptest::prelude::*;
 use workloads::Property;
@@ -250,12 +252,7 @@ fn recovery_writes_stay_in_their_view() {
 // ---------------------------------------------------------------------------------------
 // Real recordings (root).
 
-fn require_root() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "these tests bind loop devices and mount images: run them as root (scripts/test.sh)"
-    );
-}
+use common::require_root;
 
 /// A recorded trace, its subject and crash states, in a private scratch directory.
 struct Recorded {
@@ -265,35 +262,15 @@ struct Recorded {
 }
 
 fn record(config: &str, property: Property) -> Recorded {
-    require_root();
-    let config = fs::by_name(config).expect("config");
     let dir = tempfile::Builder::new().prefix("bob-engine-test-").tempdir().expect("tempdir");
-    let work = dir.path().join("record");
-    std::fs::create_dir_all(&work).unwrap();
-    let workload = workloads::workload_for(property, &config.workload_params());
-    let recording = record::record(&RecordRequest {
-        config: &config,
-        workload: &workload,
-        device: None,
-        work_dir: &work,
-        timeouts: Timeouts::default(),
-    })
-    .expect("record");
-    let trace = Arc::new(recording.trace);
-    let epochs = crash::epochs(&trace, &crash::DiskModel::STUDY);
-    let states =
-        crash::generate(&trace, &epochs, crash::Strategy::DEFAULT, &Limits::default()).states;
-    let subject = Subject {
-        config,
-        workload,
-        observed: recording.observed,
-        trace,
-        epochs,
-        spans: recording.sidecar.ops.clone(),
-        schedule: None,
-        base: Arc::new(BaseImage::open(&recording.base_image).expect("base")),
-        disk: crash::DiskModel::STUDY,
-    };
+    let subject = common::record_subject(dir.path(), config, property, crash::DiskModel::STUDY);
+    let states = crash::generate(
+        &subject.trace,
+        &subject.epochs,
+        crash::Strategy::DEFAULT,
+        &Limits::default(),
+    )
+    .states;
     Recorded { dir, subject, states }
 }
 

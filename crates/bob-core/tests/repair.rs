@@ -14,55 +14,22 @@
 //! * a btrfs state whose file data fails its checksum mounts but cannot be read:
 //!   `read-error`, with the path and the errno.
 
+mod common;
+
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 
 use bob_core::check::{self, EngineOptions, Outcome, OutcomeKind, Subject};
 use bob_core::crash::{self, Applied, CrashState, StateId, Strategy};
 use bob_core::fs::regions::{RegionRole, Regions};
 use bob_core::fs::{self, Timeouts};
-use bob_core::image::{BaseImage, CrashView};
-use bob_core::record::{self, RecordRequest};
+use bob_core::image::CrashView;
 use bob_core::report;
 use workloads::Property;
 
-fn require_root() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "these tests bind loop devices and mount images: run them as root (scripts/test.sh)"
-    );
-}
-
-/// One real recording of `property` on `config`, in a private scratch directory.
+/// One real recording of `property` on `config`, in a private scratch directory, on the
+/// 512n disk: a superblock write can tear inside its 4 KiB block.
 fn record(dir: &std::path::Path, config: &str, property: Property) -> Subject {
-    require_root();
-    let config = fs::by_name(config).expect("config");
-    let work = dir.join("record");
-    std::fs::create_dir_all(&work).unwrap();
-    let workload = workloads::workload_for(property, &config.workload_params());
-    let recording = record::record(&RecordRequest {
-        config: &config,
-        workload: &workload,
-        device: None,
-        work_dir: &work,
-        timeouts: Timeouts::default(),
-    })
-    .expect("record");
-    let trace = Arc::new(recording.trace);
-    // The 512n disk: a superblock write can tear inside its 4 KiB block.
-    let disk = crash::DiskModel::STUDY;
-    let epochs = crash::epochs(&trace, &disk);
-    Subject {
-        config,
-        workload,
-        observed: recording.observed,
-        trace,
-        epochs,
-        spans: recording.sidecar.ops.clone(),
-        base: Arc::new(BaseImage::open(&recording.base_image).expect("base")),
-        disk,
-        schedule: None,
-    }
+    common::record_subject(dir, config, property, crash::DiskModel::STUDY)
 }
 
 /// Crash states whose one persisted write is a write of the primary superblock (bytes
