@@ -363,8 +363,12 @@ impl Drop for DiskServer {
                 // holds its loop device). Abort the connection before the serving threads
                 // go: otherwise I/O still in flight would wait for a reply forever, and a
                 // thread of ours blocked on it would keep this process from ever exiting.
+                // Only while our mount is still there: its number may already belong to
+                // another FUSE mount (numbers are reused), which must not be aborted.
                 if let Some(n) = self.connection {
-                    let _ = super::registry::abort_fuse_connection(n);
+                    if super::registry::fuse_connection_at(&self.mountpoint) == Some(n) {
+                        let _ = super::registry::abort_fuse_connection(n);
+                    }
                 }
                 let _ = nix::mount::umount2(&self.mountpoint, nix::mount::MntFlags::MNT_DETACH);
             }

@@ -206,6 +206,13 @@ pub fn abort_fuse_connection(minor: u32) -> std::io::Result<()> {
     }
 }
 
+/// The FUSE connection number of the mount at exactly `target`, if one is there now.
+/// Connection numbers are reused as soon as a connection ends, so an abort by number is
+/// safe only while the mount it was taken from is still in place.
+pub fn fuse_connection_at(target: &Path) -> Option<u32> {
+    fuse_connections_below(target).into_iter().find(|(t, _)| t == target).map(|(_, n)| n)
+}
+
 /// Aborts the FUSE connections below `dir` (see [`abort_fuse_connection`]).
 fn abort_fuse_below(dir: &Path, out: &mut Reclaimed) {
     for (target, minor) in fuse_connections_below(dir) {
