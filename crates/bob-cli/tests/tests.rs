@@ -21,6 +21,10 @@ fn replay_confirms(dir: &Dir, cell: &serde_json::Value) {
 /// What every cell says about itself (issue 11): its schema, states mounted <= distinct <=
 /// explored, counts that add up to the states explored, and every state whose mount
 /// failed (repaired or not) listed by cause.
+/// The per-outcome counts of a cell (`counts`): every state explored is in one of them.
+const COUNT_KINDS: [&str; 7] =
+    ["held", "violated", "needs_repair", "unrecoverable", "read_error", "fsck_failed", "timeout"];
+
 fn cell_is_consistent(cell: &serde_json::Value) {
     assert_eq!(cell["schema_version"], 2, "{cell}");
     let n = |k: &str| cell[k].as_u64().unwrap_or_else(|| panic!("{k} in {cell}"));
@@ -29,16 +33,7 @@ fn cell_is_consistent(cell: &serde_json::Value) {
     assert!(mounted <= distinct && distinct <= explored, "{cell}");
     let c = &cell["counts"];
     let count = |k: &str| c[k].as_u64().unwrap_or_else(|| panic!("counts.{k} in {cell}"));
-    let kinds = [
-        "held",
-        "violated",
-        "needs_repair",
-        "unrecoverable",
-        "read_error",
-        "fsck_failed",
-        "timeout",
-    ];
-    assert_eq!(kinds.iter().map(|k| count(k)).sum::<u64>(), explored, "{cell}");
+    assert_eq!(COUNT_KINDS.iter().map(|k| count(k)).sum::<u64>(), explored, "{cell}");
     let by_cause = |list: &str| -> u64 {
         cell[list].as_array().map_or(0, |a| a.iter().map(|f| f["count"].as_u64().unwrap()).sum())
     };
@@ -363,18 +358,7 @@ fn resume_after_sigkill_reuses_the_journal() {
     let out = run(&["--resume"]).stdout(std::process::Stdio::piped()).output().unwrap();
     let cell: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let c = &cell["counts"];
-    let sum: u64 = [
-        "held",
-        "violated",
-        "needs_repair",
-        "unrecoverable",
-        "read_error",
-        "fsck_failed",
-        "timeout",
-    ]
-    .iter()
-    .map(|k| c[k].as_u64().unwrap())
-    .sum();
+    let sum: u64 = COUNT_KINDS.iter().map(|k| c[k].as_u64().unwrap()).sum();
     assert_eq!(sum, cell["states_explored"].as_u64().unwrap(), "{cell}");
     assert_eq!(
         cell["verdict"], "violated",

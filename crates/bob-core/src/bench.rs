@@ -43,7 +43,7 @@ use crate::device::fusedisk::DiskServer;
 use crate::device::loopdev::LoopDevice;
 use crate::device::{cmd, mount};
 use crate::fs::{FsConfig, Timeouts};
-use crate::image::{BaseImage, CrashView};
+use crate::image::CrashView;
 use crate::record::{self, RecordRequest, RecordingDisk};
 use crate::run::{Progress, WorkDir};
 use crate::trace::{EntryKind, Trace, SECTOR_SIZE};
@@ -678,21 +678,13 @@ pub fn run(
         return Err(Error::Interrupted);
     }
     let base_path = recording.base_image.clone();
-    let base = BaseImage::open(&base_path).map_err(io_err(&base_path))?;
-    let trace = Arc::new(recording.trace);
-    let disk = crash::DiskModel::default();
-    let epochs = crash::epochs(&trace, &disk);
-    let subject = Subject {
-        config: config.clone(),
+    let (subject, _) = Subject::of_recording(
+        config.clone(),
         workload,
-        observed: recording.observed,
-        trace,
-        epochs,
-        spans: recording.sidecar.ops.clone(),
-        schedule: None,
-        base: Arc::new(base),
-        disk,
-    };
+        recording,
+        None,
+        crash::DiskModel::default(),
+    )?;
     let states =
         crash::generate(&subject.trace, &subject.epochs, Strategy::DEFAULT, &Limits::default())
             .states;

@@ -3,7 +3,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Instant;
 
 use workloads::{Property, Schedule};
@@ -12,7 +11,6 @@ use crate::check::{self, EngineOptions, Subject};
 use crate::crash::{self, Limits, Strategy};
 use crate::device::registry;
 use crate::fs::{FsConfig, Timeouts};
-use crate::image::BaseImage;
 use crate::record::{self, RecordRequest};
 use crate::report::{self, witness, Cell, CellVerdict, ScheduleCell};
 
@@ -298,6 +296,8 @@ fn assemble(
     let mut results: Vec<check::StateResult> = Vec::new();
     let mut positions: Vec<usize> = Vec::new();
     let mut owner: Vec<usize> = Vec::new();
+    // Where each part's states are in the union.
+    let mut spans: Vec<std::ops::Range<usize>> = Vec::new();
     let mut position_base = 0;
     for (k, part) in parts.iter().enumerate() {
         let result_base = results.len();
@@ -308,6 +308,7 @@ fn assemble(
             positions.push(position_base + p);
             owner.push(k);
         }
+        spans.push(result_base..results.len());
         position_base += part.generated;
     }
     let (mut cell, witness_index) =
@@ -326,11 +327,13 @@ fn assemble(
         }
     }
     // Mount failures and read errors by cause, each schedule's against its own image.
-    let mut position_base = 0;
-    for (rec, part) in recs.iter().zip(parts) {
-        let global: Vec<usize> = part.positions.iter().map(|p| position_base + p).collect();
-        let (mut mounts, mut reads) =
-            report::cell_causes(&part.results, &global, &rec.subject, opts.timeouts.fsck);
+    for ((rec, part), span) in recs.iter().zip(parts).zip(&spans) {
+        let (mut mounts, mut reads) = report::cell_causes(
+            &part.results,
+            &positions[span.clone()],
+            &rec.subject,
+            opts.timeouts.fsck,
+        );
         if let Some(s) = rec.subject.schedule {
             for m in &mut mounts {
                 m.first_state = format!("{s}/{}", m.first_state);
@@ -341,7 +344,6 @@ fn assemble(
         }
         report::merge_mount_failures(&mut cell.mount_failures, &mounts);
         report::merge_read_errors(&mut cell.read_errors, &reads);
-        position_base += part.generated;
     }
     for (k, (rec, part)) in recs.iter().zip(parts).enumerate() {
         let due = report::PromiseCoverage::of(&rec.subject.workload, &part.results, |r| {
@@ -499,22 +501,7 @@ fn record_schedule(
                 timeouts: opts.timeouts,
             })?;
             recording.sidecar.schedule = schedule.map(|s| s.name().to_owned());
-            let base = BaseImage::open(&recording.base_image)
-                .map_err(|source| Error::Io { path: recording.base_image.clone(), source })?;
-            let trace = Arc::new(recording.trace);
-            let epochs = crash::epochs(&trace, &disk);
-            let subject = Subject {
-                config: opts.config.clone(),
-                workload,
-                observed: recording.observed,
-                trace,
-                epochs,
-                spans: recording.sidecar.ops.clone(),
-                schedule,
-                base: Arc::new(base),
-                disk,
-            };
-            (subject, recording.sidecar)
+            Subject::of_recording(opts.config.clone(), workload, recording, schedule, disk)?
         }
     };
     if let Some(dir) = &opts.save_trace {
@@ -715,7 +702,9 @@ pub fn unavailable_cell(config: &FsConfig, property: Property, reason: &str) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::image::BaseImage;
     use crate::trace::{Entry, Trace};
+    use std::sync::Arc;
     use workloads::{Params, Property};
 
     /// A stamped write of op `op`'s data: `len` bytes of file 7 at byte `offset`.

@@ -382,6 +382,33 @@ pub struct Subject {
 }
 
 impl Subject {
+    /// The subject of a fresh recording of `workload` on `config` (under drain `schedule`,
+    /// if any), its trace cut under `disk`; and the recording's sidecar.
+    pub fn of_recording(
+        config: FsConfig,
+        workload: Workload,
+        recording: crate::record::Recording,
+        schedule: Option<workloads::Schedule>,
+        disk: DiskModel,
+    ) -> Result<(Subject, crate::trace::sidecar::Sidecar), Error> {
+        let base = BaseImage::open(&recording.base_image)
+            .map_err(|source| Error::Io { path: recording.base_image.clone(), source })?;
+        let trace = Arc::new(recording.trace);
+        let epochs = crate::crash::epochs(&trace, &disk);
+        let subject = Subject {
+            config,
+            workload,
+            observed: recording.observed,
+            trace,
+            epochs,
+            spans: recording.sidecar.ops.clone(),
+            schedule,
+            base: Arc::new(base),
+            disk,
+        };
+        Ok((subject, recording.sidecar))
+    }
+
     /// Cuts the trace again under another disk model (state ids change meaning with it).
     pub fn set_disk(&mut self, disk: DiskModel) {
         if disk != self.disk || self.epochs.is_empty() {
@@ -1066,11 +1093,8 @@ pub fn run_states_journaled(
     // Two states are checked once when their blocks are identical and the same promises
     // are due in them: the same disk right before and right after a flush owes different
     // fsyncs, and sharing one verdict would skip the promises of the later.
-    let keys: Vec<[u8; 32]> = states
-        .iter()
-        .zip(&digests)
-        .map(|(s, d)| check_key(d, &subject.durable_ops(&s.id)))
-        .collect();
+    let due: Vec<Vec<usize>> = states.iter().map(|s| subject.durable_ops(&s.id)).collect();
+    let keys: Vec<[u8; 32]> = digests.iter().zip(&due).map(|(d, ops)| check_key(d, ops)).collect();
     let mut first_of: HashMap<[u8; 32], usize> = HashMap::new();
     let mounted_as: Vec<usize> =
         keys.iter().enumerate().map(|(i, d)| *first_of.entry(*d).or_insert(i)).collect();
@@ -1112,8 +1136,8 @@ pub fn run_states_journaled(
 
     std::thread::scope(|scope| {
         for worker in 0..jobs {
-            let (server, builder, unique, store, next, done, first_error, keys) =
-                (&server, &builder, &unique, &store, &next, &done, &first_error, &keys);
+            let (server, builder, unique, store, next, done, first_error, keys, due) =
+                (&server, &builder, &unique, &store, &next, &done, &first_error, &keys, &due);
             scope.spawn(move || {
                 let mnt = options.work_dir.join(format!("mnt-{worker}"));
                 if let Err(source) = std::fs::create_dir_all(&mnt) {
@@ -1144,7 +1168,7 @@ pub fn run_states_journaled(
                     let name = format!("state-{index}.img");
                     let file = server.add(&name, view.clone());
                     let epoch = state.id.epoch as usize;
-                    let durable = subject.durable_ops(&state.id);
+                    let durable = due[index].clone();
                     let acked = match judge {
                         Judge::Oracle => Vec::new(),
                         Judge::Checker(_) => subject.acked_marks(epoch),

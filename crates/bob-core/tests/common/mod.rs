@@ -2,12 +2,10 @@
 //! recording turned into a [`Subject`].
 
 use std::path::Path;
-use std::sync::Arc;
 
 use bob_core::check::Subject;
-use bob_core::crash::{self, DiskModel};
+use bob_core::crash::DiskModel;
 use bob_core::fs::{self, Timeouts};
-use bob_core::image::BaseImage;
 use bob_core::record::{self, RecordRequest};
 use workloads::Property;
 
@@ -35,17 +33,5 @@ pub fn record_subject(dir: &Path, config: &str, property: Property, disk: DiskMo
         timeouts: Timeouts::default(),
     })
     .expect("record");
-    let trace = Arc::new(recording.trace);
-    let epochs = crash::epochs(&trace, &disk);
-    Subject {
-        config,
-        workload,
-        observed: recording.observed,
-        trace,
-        epochs,
-        spans: recording.sidecar.ops.clone(),
-        schedule: None,
-        base: Arc::new(BaseImage::open(&recording.base_image).expect("base")),
-        disk,
-    }
+    Subject::of_recording(config, workload, recording, None, disk).expect("subject").0
 }
