@@ -82,13 +82,15 @@ fn every_schedule_is_its_own_recording_and_names_its_states() {
 #[test]
 fn a_state_of_a_non_default_schedule_replays_from_its_witness() {
     let dir = Dir::new();
-    let (_, cell) =
-        run_cell(&dir, "ext4-ordered", "single-block-append", &["--schedules", "syncfs"]);
+    // ext2 has no journal: the append's size and its block share one epoch under every
+    // schedule, so some state always loses the block (ext4's syncfs loss is a race; see
+    // below). The test needs a failing state, not a particular race.
+    let (_, cell) = run_cell(&dir, "ext2", "single-block-append", &["--schedules", "syncfs"]);
     let schedules = cell["schedules"].as_array().unwrap();
     assert_eq!(schedules.len(), 1, "{cell}");
     assert_eq!(schedules[0]["schedule"], "syncfs");
-    // Whatever failed (a lost append, or a torn superblock that does not mount), the
-    // witness is a syncfs state and holds the syncfs trace.
+    assert_eq!(cell["verdict"], "violated", "{cell}");
+    // The witness is a syncfs state and holds the syncfs trace.
     let witness = cell["witness"].as_str().expect("a failing state to witness");
     let state = cell["witness_state"].as_str().unwrap();
     assert!(state.starts_with("syncfs/e"), "{cell}");
