@@ -276,6 +276,7 @@ pub fn import(args: ImportArgs) -> Result {
         ops: Vec::new(),
         roles: Vec::new(),
         schedule: None,
+        fua: None,
     };
     TraceDir::write(out, &trace, &sidecar)?;
     let mut s = summary(&trace);

@@ -13,6 +13,7 @@ use crate::device::registry;
 use crate::fs::{FsConfig, Timeouts};
 use crate::record::{self, RecordRequest};
 use crate::report::{self, witness, Cell, CellVerdict, ScheduleCell};
+use crate::trace::EntryKind;
 
 /// Errors of a run: the environment or bob failed, not the file system under test.
 #[derive(Debug, thiserror::Error)]
@@ -379,6 +380,10 @@ fn assemble(
                 first_state: first.map(|i| rec.subject.qualify(&part.results[i].state.id)),
                 first_position: first.map(|i| part.positions[i]),
                 op_barriers: exercised.as_ref().map(|e| e.0),
+                fua_writes: count_entries(&rec.subject.trace, |e| {
+                    matches!(e.kind(), EntryKind::Write { fua: true, .. }) && e.nr_sectors > 0
+                }),
+                fua_postflushes: count_entries(&rec.subject.trace, |e| e.is_fua_postflush()),
             });
         }
         if let Some((n, why)) = exercised {
@@ -697,6 +702,13 @@ pub fn unavailable_cell(config: &FsConfig, property: Property, reason: &str) -> 
         unavailable: Some(reason.into()),
         ..Cell::of_results(config.name, property.name(), &[]).0
     }
+}
+
+fn count_entries(
+    trace: &crate::trace::Trace,
+    pick: impl Fn(&crate::trace::Entry) -> bool,
+) -> usize {
+    trace.entries.iter().filter(|e| pick(e)).count()
 }
 
 #[cfg(test)]

@@ -428,8 +428,9 @@ impl Subject {
         let Some(crash) = self.epochs.get(id.epoch as usize) else {
             return Vec::new();
         };
+        let real_fua = self.disk.fua == crate::crash::disk::FuaModel::Real;
         let is_barrier = |i: usize| match self.trace.entries[i].kind() {
-            EntryKind::Flush => true,
+            EntryKind::Flush => !(real_fua && self.trace.entries[i].is_fua_postflush()),
             EntryKind::Write { fua, .. } => fua,
             _ => false,
         };
