@@ -17,6 +17,7 @@ pub mod blktrace;
 pub mod dir;
 pub mod file;
 pub mod log;
+pub mod replay_log;
 pub mod sidecar;
 
 use std::sync::Arc;
