@@ -450,10 +450,7 @@ pub fn replay_log_main() -> ExitCode {
     let opts = match replay_log::parse_args(&prog, argv) {
         Ok(o) => o,
         Err(e) => {
-            eprint!("{e}");
-            if !matches!(e, replay_log::UsageError::Getopt(_) | replay_log::UsageError::Usage) {
-                eprintln!();
-            }
+            eprintln!("{e}");
             return ExitCode::from(replay_log::EXIT_FAILED);
         }
     };

@@ -142,7 +142,8 @@ impl Options {
     }
 }
 
-/// Usage text, as replay-log prints it (typos included: scripts never parse it).
+/// Usage text, as replay-log prints it (typos included: scripts never parse it), without
+/// the final newline.
 pub const USAGE: &str = "Usage: replay-log --log <logfile> [options]
 \t--replay <device> - replay onto a specific device
 \t--limit <number> - number of entries to replay
@@ -159,8 +160,7 @@ pub const USAGE: &str = "Usage: replay-log --log <logfile> [options]
 \t--start-sector <sector> - replay ops on region from <sector> onto <device>
 \t--end-sector <sector> - replay ops on region to <sector> onto <device>
 \t-v or --verbose - print replayed ops
-\t-vv - print also skipped ops
-";
+\t-vv - print also skipped ops";
 
 /// A command line replay-log rejects (exit status 1).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
