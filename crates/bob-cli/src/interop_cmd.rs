@@ -433,7 +433,7 @@ pub fn log(args: LogArgs) -> Result {
     let opts = match replay_log::parse_args("bob log", args.replay_log_argv(&path)) {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("{e}");
+            eprintln!("bob log: {}", e.reason());
             return Ok(ExitCode::from(replay_log::EXIT_FAILED));
         }
     };
@@ -468,6 +468,10 @@ fn print_replay_log(prog: &str, outcome: replay_log::Outcome, format: Format) ->
         (Ok(answer), Format::Text) => print!("{answer}"),
         (Ok(answer), Format::Json) => {
             println!("{}", serde_json::to_string(answer).unwrap_or_default())
+        }
+        // replay-log prints its usage; `bob log` says why in one line.
+        (Err(replay_log::Error::Usage(e)), _) if prog == "bob log" => {
+            eprintln!("bob log: {}", e.reason())
         }
         (Err(replay_log::Error::Usage(e)), _) => eprintln!("{e}"),
         (Err(e), _) => eprintln!("{prog}: {e}"),

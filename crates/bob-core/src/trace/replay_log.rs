@@ -162,15 +162,20 @@ pub const USAGE: &str = "Usage: replay-log --log <logfile> [options]
 \t-v or --verbose - print replayed ops
 \t-vv - print also skipped ops";
 
-/// A command line replay-log rejects (exit status 1).
+/// A command line replay-log rejects (exit status 1). Displays as replay-log prints it
+/// (a reason line, then the usage where replay-log prints the usage);
+/// [`UsageError::reason`] is the one-line form.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum UsageError {
     /// `getopt_long` complained (its message), then replay-log printed its usage.
     #[error("{0}\n{USAGE}")]
     Getopt(String),
-    /// No `--log`, or `--fsck` without `--check` (or the reverse).
-    #[error("{USAGE}")]
-    Usage,
+    /// No `--log`.
+    #[error("no log given (--log FILE)\n{USAGE}")]
+    NoLog,
+    /// `--fsck` without `--check`, or the reverse.
+    #[error("--fsck and --check go together\n{USAGE}")]
+    FsckWithoutCheck,
     /// A number replay-log's `strtoull` check refused (`--start-entry`, `--limit`,
     /// `--check N` with N = 0).
     #[error("Invalid entry number")]
@@ -178,6 +183,13 @@ pub enum UsageError {
     /// `--start-sector` or `--end-sector` not a number.
     #[error("Invalid sector number")]
     InvalidSector,
+}
+
+impl UsageError {
+    /// The reason, in one line, without the usage text.
+    pub fn reason(&self) -> String {
+        self.to_string().lines().next().unwrap_or_default().to_owned()
+    }
 }
 
 /// replay-log's long options, in its table's order (abbreviations resolve by it).
@@ -262,7 +274,7 @@ where
         // replay-log never looks at it.
     }
     if o.log.is_none() {
-        return Err(UsageError::Usage);
+        return Err(UsageError::NoLog);
     }
     Ok(o)
 }
@@ -326,7 +338,7 @@ fn apply(o: &mut Options, long: &str, value: Option<&OsStr>) -> Result<(), Usage
         }
         "start-sector" => o.start_sector = strtoull(v).ok_or(UsageError::InvalidSector)?,
         "end-sector" => o.end_sector = strtoull(v).ok_or(UsageError::InvalidSector)?,
-        _ => return Err(UsageError::Usage),
+        _ => return Err(UsageError::NoLog), // unreachable: `long` comes from LONG
     }
     Ok(())
 }
@@ -488,14 +500,27 @@ pub enum Error {
         source: io::Error,
     },
     /// `--start-entry` past the end (`log_seek_entry`).
-    #[error("Invalid entry number")]
-    InvalidEntry,
+    #[error("{}: Invalid entry number {entry}: the log has {entries} entries", path.display())]
+    InvalidEntry {
+        /// The log.
+        path: PathBuf,
+        /// The entry asked for.
+        entry: u64,
+        /// The super block's entry count.
+        entries: u64,
+    },
     /// `--start-mark` not in the log.
-    #[error("Couldn't find starting mark")]
-    NoStartMark,
+    #[error("{}: Couldn't find starting mark", path.display())]
+    NoStartMark {
+        /// The log.
+        path: PathBuf,
+    },
     /// `--find` walked the whole log.
-    #[error("Couldn't find entry")]
-    NotFound,
+    #[error("{}: Couldn't find entry", path.display())]
+    NotFound {
+        /// The log.
+        path: PathBuf,
+    },
     /// The fsck command failed (or could not run) at a checkpoint.
     #[error("Fsck errored out on entry {entry}")]
     Fsck {
@@ -646,7 +671,11 @@ impl Log {
     /// `log_seek_entry`: walk from the first entry to `n`, reading headers only.
     fn seek_entry(&mut self, n: u64, verbose: u32, out: &mut dyn Write) -> Result<(), Error> {
         if n >= self.nr_entries {
-            return Err(Error::InvalidEntry);
+            return Err(Error::InvalidEntry {
+                path: self.path.clone(),
+                entry: n,
+                entries: self.nr_entries,
+            });
         }
         self.cur_pos = self.sector_size;
         self.cur_entry = 0;
@@ -848,6 +877,17 @@ fn vet_target(path: &Path, rule: TargetRule) -> Result<(), Error> {
     let Ok(meta) = std::fs::metadata(path) else {
         return Ok(()); // opening it reports the error, as replay-log does
     };
+    if meta.file_type().is_file() {
+        // An image file is as live as the loop device over it when that one is mounted.
+        if let Some((dev, mnt)) = mounted_loop_over(path) {
+            return Err(refuse(format!(
+                "backs {}, which is mounted on {}; refusing to replay onto a mounted device",
+                dev.display(),
+                mnt.display()
+            )));
+        }
+        return Ok(());
+    }
     if !meta.file_type().is_block_device() {
         return Ok(());
     }
@@ -889,6 +929,26 @@ fn mounted_on(path: &Path, rdev: u64) -> Option<PathBuf> {
             .is_some_and(|s| Some(&s) == canon.as_ref());
         if fields.get(2) == Some(&want.as_str()) || by_source {
             return fields.get(4).map(|m| PathBuf::from(unescape_mountinfo(m)));
+        }
+    }
+    None
+}
+
+/// The loop device backed by the regular file `path` that is mounted, and where.
+fn mounted_loop_over(path: &Path) -> Option<(PathBuf, PathBuf)> {
+    let canon = std::fs::canonicalize(path).ok()?;
+    for e in std::fs::read_dir("/sys/block").ok()?.flatten() {
+        let name = e.file_name();
+        let Ok(backing) = std::fs::read_to_string(e.path().join("loop/backing_file")) else {
+            continue;
+        };
+        if Path::new(backing.trim_end_matches('\n')) != canon {
+            continue;
+        }
+        let dev = Path::new("/dev").join(&name);
+        let rdev = std::fs::metadata(&dev).ok()?.rdev();
+        if let Some(mnt) = mounted_on(&dev, rdev) {
+            return Some((dev, mnt));
         }
     }
     None
@@ -940,7 +1000,7 @@ fn run_inner(
     cancel: Option<&AtomicBool>,
     out: &mut dyn Write,
 ) -> Result<Answer, Error> {
-    let log_path = opts.log.as_deref().ok_or(UsageError::Usage)?;
+    let log_path = opts.log.as_deref().ok_or(UsageError::NoLog)?;
     let v = opts.verbose;
     // log_open: the log, then the target, then the super block.
     let log_file = File::open(log_path)
@@ -962,7 +1022,7 @@ fn run_inner(
         // seek_to_mark: start after the mark.
         loop {
             match log.seek_next_entry(v, out)? {
-                None => return Err(Error::NoStartMark),
+                None => return Err(Error::NoStartMark { path: log.path.clone() }),
                 Some(h) if should_stop(&h, flags::MARK, Some(mark)) => break,
                 Some(_) => {}
             }
@@ -971,7 +1031,7 @@ fn run_inner(
         log.seek_entry(opts.start_entry, v, out)?;
     }
     if opts.fsck.is_some() != opts.check.is_some() {
-        return Err(UsageError::Usage.into());
+        return Err(UsageError::FsckWithoutCheck.into());
     }
     let mut stop_flags = 0;
     if opts.next_flush {
@@ -998,7 +1058,7 @@ fn run_inner(
                 });
             }
         }
-        return Err(Error::NotFound);
+        return Err(Error::NotFound { path: log.path.clone() });
     }
     if opts.num_entries {
         return Ok(Answer::NumEntries { entries: log.nr_entries });
@@ -1182,7 +1242,7 @@ mod tests {
         assert_eq!(o.verbose, 2);
         assert!(matches!(parse_args("r", ["--log", "x", "--f"]), Err(UsageError::Getopt(_))));
         assert!(matches!(parse_args("r", ["--log"]), Err(UsageError::Getopt(_))));
-        assert_eq!(parse_args("r", ["--find"]), Err(UsageError::Usage));
+        assert_eq!(parse_args("r", ["--find"]), Err(UsageError::NoLog));
         assert_eq!(parse_args("r", ["--log", "x", "--check", "0"]), Err(UsageError::InvalidEntry));
     }
 
