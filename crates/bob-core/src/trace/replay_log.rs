@@ -23,6 +23,9 @@
 //!   unreadable or malformed logs, failed writes and failed fsck checkpoints, 255 when
 //!   `--find` meets an unreadable entry, 130 when bob is interrupted.
 //!
+//! One addition of bob's own: a target that is mounted (or held exclusively, or an image
+//! file under a mounted loop device) is refused, see [`TargetRule`].
+//!
 //! Unlike [`super::log::LogReader`], which refuses anything the kernel would not write,
 //! this reader checks exactly what replay-log checks, so that it answers the same on the
 //! same logs. It never trusts a length: data is streamed in bounded chunks after checking
@@ -77,7 +80,7 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 
 /// When `--fsck` runs (`--check`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[serde(rename_all = "snake_case")]
 pub enum Check {
     /// After every N-th replayed entry.
     Every(u64),
@@ -400,7 +403,7 @@ pub fn strtoull(s: &[u8]) -> Option<u64> {
 
 /// What replay-log answered (its stdout, beyond `-v` lines).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(tag = "answer", rename_all = "kebab-case")]
+#[serde(tag = "answer", rename_all = "snake_case")]
 pub enum Answer {
     /// `--find`: the entry found and the log sector after it.
     Found {
@@ -1346,6 +1349,33 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// `bob log --format json` prints an [`Answer`]: its shape is an interface.
+    #[test]
+    fn answers_serialize_as_documented() {
+        let json = |a: Answer| serde_json::to_string(&a).unwrap();
+        assert_eq!(
+            json(Answer::Found { entry: 9, next_sector: 163 }),
+            r#"{"answer":"found","entry":9,"next_sector":163}"#
+        );
+        assert_eq!(
+            json(Answer::NumEntries { entries: 3 }),
+            r#"{"answer":"num_entries","entries":3}"#
+        );
+        assert_eq!(
+            json(Answer::Info { version: 1, sector_size: 512, entries: 3 }),
+            r#"{"answer":"info","version":1,"sector_size":512,"entries":3}"#
+        );
+        assert_eq!(
+            json(Answer::Replayed { entries: 5, fsck_runs: 1, stopped: true }),
+            r#"{"answer":"replayed","entries":5,"fsck_runs":1,"stopped":true}"#
+        );
+        assert_eq!(Answer::Found { entry: 9, next_sector: 163 }.to_string(), "9@163\n");
+        assert_eq!(
+            Answer::Info { version: 1, sector_size: 512, entries: 3 }.to_string(),
+            "Log version=1, sectorsize=512, entries=3\n"
+        );
     }
 
     #[test]
