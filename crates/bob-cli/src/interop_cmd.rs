@@ -2,8 +2,7 @@
 //! `bob log` (xfstests replay-log's verbs), `bob record` and `bob mark` (bring your own
 //! workload), `bob check` (explore a recorded trace with your own checker).
 
-use std::io::{BufReader, Write as _};
-use std::os::unix::fs::{FileExt, FileTypeExt};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
@@ -17,6 +16,7 @@ use bob_core::report::{witness, Cell};
 use bob_core::run::WorkDir;
 use bob_core::trace::blktrace::{self, BlockRequest};
 use bob_core::trace::log::{read_log_file, write_log_file, LogReader};
+use bob_core::trace::replay_log;
 use bob_core::trace::sidecar::{BaseImageInfo, Sidecar, SIDECAR_FORMAT};
 use bob_core::trace::{flags, Entry, EntryKind, Trace, TraceDir};
 
@@ -51,46 +51,110 @@ pub struct ImportArgs {
     pub format: Format,
 }
 
-/// `bob log` arguments: replay-log's verbs.
+/// `bob log` arguments: every xfstests replay-log option, with replay-log's meaning,
+/// output and exit status (bob_core::trace::replay_log), plus bob's `--list`, `--format`
+/// and `--force`. Numbers stay strings here: replay-log's own parser reads them (hex,
+/// octal, its error messages), so that both command lines accept the same values.
 #[derive(Debug, clap::Args)]
 pub struct LogArgs {
-    /// The log (a dm-log-writes log file, or a trace directory holding trace.log).
-    pub log: PathBuf,
+    /// The log (a dm-log-writes log file or device, or a trace directory holding
+    /// trace.log); or give it with --log.
+    #[arg(required_unless_present = "log_file", conflicts_with = "log_file")]
+    pub log: Option<PathBuf>,
+    /// The log, as replay-log takes it.
+    #[arg(long = "log", value_name = "FILE")]
+    pub log_file: Option<PathBuf>,
     /// Print every entry: index, sector, sectors (512-byte units), flags, mark text.
     #[arg(long)]
     pub list: bool,
     /// Print the number of entries.
     #[arg(long)]
     pub num_entries: bool,
-    /// Print the index of the entry found by --mark, --next-fua or --next-flush.
+    /// Print ENTRY@SECTOR of the entry found by --end-mark, --next-fua, --next-flush or
+    /// --limit (SECTOR: the log position after it).
     #[arg(long)]
     pub find: bool,
-    /// Apply entries from the start onto this image file (created if missing) or loop
-    /// device, up to --limit, --end-mark or --next-flush (default: all).
+    /// Replay onto this image file or device (it must exist). bob refuses a mounted
+    /// device, and a block device that is not a loop device unless --force.
     #[arg(long, value_name = "DEV_OR_IMAGE")]
     pub replay: Option<PathBuf>,
-    /// With --find: the mark with this text.
-    #[arg(long, requires = "find")]
-    pub mark: Option<String>,
-    /// With --find: the first FUA write.
-    #[arg(long, requires = "find")]
-    pub next_fua: bool,
-    /// With --find: the first flush (empty flush or preflush write); with --replay:
-    /// replay up to and including it.
+    /// Stop after this many entries.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<String>,
+    /// Stop at (find) the next entry with FLUSH.
     #[arg(long)]
     pub next_flush: bool,
-    /// With --replay: apply this many entries.
-    #[arg(long, requires = "replay")]
-    pub limit: Option<u64>,
-    /// With --replay: apply the entries before the mark with this text.
-    #[arg(long, requires = "replay")]
-    pub end_mark: Option<String>,
+    /// Stop at (find) the next entry with FUA.
+    #[arg(long)]
+    pub next_fua: bool,
+    /// Start at this entry.
+    #[arg(long, value_name = "N")]
+    pub start_entry: Option<String>,
+    /// Start after this mark.
+    #[arg(long, value_name = "TEXT")]
+    pub start_mark: Option<std::ffi::OsString>,
+    /// Stop at (find) this mark (the mark is replayed; it carries no data).
+    #[arg(long, visible_alias = "mark", value_name = "TEXT")]
+    pub end_mark: Option<std::ffi::OsString>,
+    /// Do not replay discards.
+    #[arg(long)]
+    pub no_discard: bool,
+    /// Shell command to run at the --check points (after an fsync of the target).
+    #[arg(long, value_name = "CMD")]
+    pub fsck: Option<std::ffi::OsString>,
+    /// When to run --fsck: every N entries, or after each flush, fua or discard.
+    #[arg(long, value_name = "N|flush|fua|discard")]
+    pub check: Option<String>,
+    /// Skip writes that end at or before this sector (log sectors).
+    #[arg(long, value_name = "SECTOR")]
+    pub start_sector: Option<String>,
+    /// Skip writes that start after this sector (log sectors).
+    #[arg(long, value_name = "SECTOR")]
+    pub end_sector: Option<String>,
+    /// Print replayed entries; twice, also skipped and seeked-over ones.
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
     /// Replay onto a block device that is not a loop device.
     #[arg(long)]
     pub force: bool,
-    /// Output format.
+    /// Output format (json: the answer as one object).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+}
+
+impl LogArgs {
+    /// The equivalent replay-log command line, for replay-log's own parser.
+    fn replay_log_argv(&self, log: &Path) -> Vec<std::ffi::OsString> {
+        let mut v: Vec<std::ffi::OsString> = vec!["--log".into(), log.into()];
+        let mut opt = |name: &str, value: Option<&std::ffi::OsStr>| {
+            if let Some(value) = value {
+                v.push(format!("--{name}").into());
+                v.push(value.to_owned());
+            }
+        };
+        opt("replay", self.replay.as_deref().map(Path::as_os_str));
+        opt("limit", self.limit.as_deref().map(std::ffi::OsStr::new));
+        opt("start-entry", self.start_entry.as_deref().map(std::ffi::OsStr::new));
+        opt("start-mark", self.start_mark.as_deref());
+        opt("end-mark", self.end_mark.as_deref());
+        opt("fsck", self.fsck.as_deref());
+        opt("check", self.check.as_deref().map(std::ffi::OsStr::new));
+        opt("start-sector", self.start_sector.as_deref().map(std::ffi::OsStr::new));
+        opt("end-sector", self.end_sector.as_deref().map(std::ffi::OsStr::new));
+        for (on, name) in [
+            (self.num_entries, "--num-entries"),
+            (self.find, "--find"),
+            (self.next_flush, "--next-flush"),
+            (self.next_fua, "--next-fua"),
+            (self.no_discard, "--no-discard"),
+        ] {
+            if on {
+                v.push(name.into());
+            }
+        }
+        v.extend((0..self.verbose).map(|_| "-v".into()));
+        v
+    }
 }
 
 /// How `bob record` annotates the trace.
@@ -360,167 +424,89 @@ fn log_path(p: &Path) -> PathBuf {
     }
 }
 
-/// `bob log`.
+/// `bob log`: `--list` is bob's; everything else is replay-log's (its exit codes too).
 pub fn log(args: LogArgs) -> Result {
-    let path = log_path(&args.log);
-    let verbs = [args.list, args.num_entries, args.find, args.replay.is_some()];
-    if verbs.iter().filter(|&&v| v).count() != 1 {
-        return Err(usage("bob log: give exactly one of --list, --num-entries, --find, --replay"));
-    }
-    if args.num_entries {
-        let reader = LogReader::open(&path)?;
-        println!("{}", reader.nr_entries());
-        return Ok(ExitCode::from(exit::HELD));
-    }
+    let given = args.log.as_deref().or(args.log_file.as_deref()).unwrap_or(Path::new(""));
+    let path = log_path(given);
     if args.list {
-        let reader = LogReader::open(&path)?;
-        let mut out = std::io::stdout().lock();
-        let mut json = Vec::new();
-        for (i, e) in reader.enumerate() {
-            let e = e?;
-            match args.format {
-                Format::Text => {
-                    let mark = e.mark_text().unwrap_or_default();
-                    let _ = writeln!(
-                        out,
-                        "{i} {} {} {}{}{}",
-                        e.sector,
-                        e.nr_sectors,
-                        flag_names(e.flags),
-                        if mark.is_empty() { "" } else { " " },
-                        mark
-                    );
-                }
-                Format::Json => json.push(serde_json::json!({
-                    "index": i, "sector": e.sector, "nr_sectors": e.nr_sectors,
-                    "flags": e.flags, "flag_names": flag_names(e.flags), "mark": e.mark_text(),
-                })),
-            }
-        }
-        if args.format == Format::Json {
-            println!("{}", serde_json::to_string_pretty(&json)?);
-        }
-        return Ok(ExitCode::from(exit::HELD));
+        return list_log(&path, args.format);
     }
-    if args.find {
-        let pred: Box<dyn Fn(&Entry) -> bool> = match (&args.mark, args.next_fua, args.next_flush) {
-            (Some(text), false, false) => {
-                let text = text.clone();
-                Box::new(move |e: &Entry| e.mark_text().as_deref() == Some(text.as_str()))
-            }
-            (None, true, false) => Box::new(|e: &Entry| e.flags & flags::FUA != 0),
-            (None, false, true) => Box::new(|e: &Entry| e.flags & flags::FLUSH != 0),
-            _ => {
-                return Err(usage(
-                    "bob log --find: give one of --mark TEXT, --next-fua, --next-flush",
-                ))
-            }
-        };
-        for (i, e) in LogReader::open(&path)?.enumerate() {
-            if pred(&e?) {
-                println!("{i}");
-                return Ok(ExitCode::from(exit::HELD));
-            }
-        }
-        eprintln!("bob: {}: no such entry", path.display());
-        return Ok(ExitCode::from(exit::VIOLATION));
-    }
-    let target = args.replay.as_deref().unwrap_or(Path::new(""));
-    replay(&path, target, &args)
-}
-
-enum Stop {
-    All,
-    Limit(u64),
-    BeforeMark(String),
-    AfterFlush,
-}
-
-fn replay(path: &Path, target: &Path, args: &LogArgs) -> Result {
-    let stop = match (args.limit, &args.end_mark, args.next_flush) {
-        (None, None, false) => Stop::All,
-        (Some(n), None, false) => Stop::Limit(n),
-        (None, Some(m), false) => Stop::BeforeMark(m.clone()),
-        (None, None, true) => Stop::AfterFlush,
-        _ => {
-            return Err(usage(
-                "bob log --replay: give at most one of --limit, --end-mark, --next-flush",
-            ))
+    let opts = match replay_log::parse_args("bob log", args.replay_log_argv(&path)) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("bob log: {}", e.reason());
+            return Ok(ExitCode::from(replay_log::EXIT_FAILED));
         }
     };
-    if let Ok(meta) = std::fs::metadata(target) {
-        if meta.file_type().is_block_device()
-            && !bob_core::device::loopdev::is_loop_device(target)
-            && !args.force
-        {
-            return Err(usage(format!(
-                "{}: not a loop device; bob refuses to write to it (pass --force if you mean it)",
-                target.display()
-            )));
+    let rule = replay_log::TargetRule::LoopOnly { force: args.force };
+    let outcome = replay_log::run(&opts, rule, Some(&CANCEL), &mut std::io::stdout().lock());
+    Ok(print_replay_log("bob log", outcome, args.format))
+}
+
+/// bob invoked as `replay-log` (argv[0]): replay-log's command line, output and exit
+/// status; the target may be any device the caller names, as long as it is not mounted.
+pub fn replay_log_main() -> ExitCode {
+    let mut argv = std::env::args_os();
+    let prog = argv.next().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+    let opts = match replay_log::parse_args(&prog, argv) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(replay_log::EXIT_FAILED);
         }
+    };
+    let outcome = replay_log::run(
+        &opts,
+        replay_log::TargetRule::AnyUnmounted,
+        None,
+        &mut std::io::stdout().lock(),
+    );
+    print_replay_log(&prog, outcome, Format::Text)
+}
+
+fn print_replay_log(prog: &str, outcome: replay_log::Outcome, format: Format) -> ExitCode {
+    match (&outcome.result, format) {
+        (Ok(answer), Format::Text) => print!("{answer}"),
+        (Ok(answer), Format::Json) => {
+            println!("{}", serde_json::to_string(answer).unwrap_or_default())
+        }
+        // replay-log prints its usage; `bob log` says why in one line.
+        (Err(replay_log::Error::Usage(e)), _) if prog == "bob log" => {
+            eprintln!("bob log: {}", e.reason())
+        }
+        (Err(replay_log::Error::Usage(e)), _) => eprintln!("{e}"),
+        (Err(e), _) => eprintln!("{prog}: {e}"),
     }
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(!target.exists())
-        .truncate(false)
-        .open(target)
-        .map_err(|e| usage(format!("{}: {e}", target.display())))?;
-    let mut applied = 0u64;
-    let mut found = matches!(stop, Stop::All | Stop::Limit(_));
-    let zeros = vec![0u8; 1 << 20];
-    let reader = LogReader::new(BufReader::new(std::fs::File::open(path)?))?;
+    ExitCode::from(outcome.exit_status)
+}
+
+fn list_log(path: &Path, format: Format) -> Result {
+    let reader = LogReader::open(path)?;
+    let mut out = std::io::stdout().lock();
+    let mut json = Vec::new();
     for (i, e) in reader.enumerate() {
-        if let Stop::Limit(n) = stop {
-            if i as u64 >= n {
-                break;
-            }
-        }
         let e = e?;
-        if let Stop::BeforeMark(m) = &stop {
-            if e.mark_text().as_deref() == Some(m.as_str()) {
-                found = true;
-                break;
+        match format {
+            Format::Text => {
+                let mark = e.mark_text().unwrap_or_default();
+                let _ = writeln!(
+                    out,
+                    "{i} {} {} {}{}{}",
+                    e.sector,
+                    e.nr_sectors,
+                    flag_names(e.flags),
+                    if mark.is_empty() { "" } else { " " },
+                    mark
+                );
             }
-        }
-        match e.kind() {
-            EntryKind::Write { .. } => file.write_all_at(&e.data, e.sector * 512)?,
-            EntryKind::Discard => {
-                let (mut off, end) = (e.sector * 512, (e.sector + e.nr_sectors) * 512);
-                while off < end {
-                    let n = ((end - off) as usize).min(zeros.len());
-                    file.write_all_at(&zeros[..n], off)?;
-                    off += n as u64;
-                }
-            }
-            EntryKind::Flush | EntryKind::Mark => {}
-        }
-        if e.flags & flags::FLUSH != 0 {
-            file.sync_data()?;
-        }
-        applied += 1;
-        if matches!(stop, Stop::AfterFlush) && e.flags & flags::FLUSH != 0 {
-            found = true;
-            break;
+            Format::Json => json.push(serde_json::json!({
+                "index": i, "sector": e.sector, "nr_sectors": e.nr_sectors,
+                "flags": e.flags, "flag_names": flag_names(e.flags), "mark": e.mark_text(),
+            })),
         }
     }
-    file.sync_all()?;
-    if !found {
-        return Err(usage(format!(
-            "{}: {} not found; replayed all {applied} entries onto {}",
-            path.display(),
-            match &stop {
-                Stop::BeforeMark(m) => format!("mark {m:?}"),
-                _ => "a flush".to_owned(),
-            },
-            target.display()
-        )));
-    }
-    match args.format {
-        Format::Json => println!(
-            "{}",
-            serde_json::json!({"replayed": applied, "target": target.display().to_string()})
-        ),
-        Format::Text => println!("replayed {applied} entries onto {}", target.display()),
+    if format == Format::Json {
+        println!("{}", serde_json::to_string_pretty(&json)?);
     }
     Ok(ExitCode::from(exit::HELD))
 }

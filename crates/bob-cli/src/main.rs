@@ -20,6 +20,11 @@ fn main() -> ExitCode {
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
     }
+    // Under the name replay-log (`ln -s bob replay-log`), bob is xfstests' replay-log.
+    let argv0 = std::env::args_os().next().unwrap_or_default();
+    if std::path::Path::new(&argv0).file_name() == Some("replay-log".as_ref()) {
+        return interop_cmd::replay_log_main();
+    }
     // Returning (rather than process::exit) lets every loop, mount and FUSE guard drop.
     commands::main()
 }

@@ -18,6 +18,7 @@ pub mod dir;
 pub mod file;
 pub mod fua;
 pub mod log;
+pub mod replay_log;
 pub mod sidecar;
 
 use std::sync::Arc;
