@@ -856,3 +856,36 @@ proptest! {
         prop_assert_eq!(count, g.states.len());
     }
 }
+
+#[test]
+fn recovered_digests_merge_states_that_recovery_converges_and_nothing_else() {
+    // Epoch 0: writes at sectors 0 and 8 (one sector each), then the end.
+    let t = trace(vec![w(0, 1), w(8, 1)]);
+    let e = epochs(&t);
+    let ov = |s: &str| overlay(&t, &e, &s.parse().unwrap());
+    let (a, b) = (ov("e0:0,1"), ov("e0:0"));
+    assert_ne!(a.digest(&t), b.digest(&t), "different before recovery");
+    // Recovery writes sector 8's content in both: the same image afterwards.
+    let eight = [8u8; SECTOR];
+    let stamp = 512u64..520; // bytes 0..8 of sector 1
+    let mut one = [1u8; SECTOR];
+    let ra = a.recovered_digest(&t, [(8, &eight), (1, &one)], std::slice::from_ref(&stamp));
+    one[..8].copy_from_slice(b"mounted!"); // a mount stamp that differs
+    let rb = b.recovered_digest(&t, [(8, &eight), (1, &one)], std::slice::from_ref(&stamp));
+    assert_eq!(ra, rb, "converged images digest alike, stamps masked");
+    // A byte outside the stamp differs: different images.
+    one[100] ^= 1;
+    let rc = b.recovered_digest(&t, [(8, &eight), (1, &one)], std::slice::from_ref(&stamp));
+    assert_ne!(ra, rc);
+    // Stamps are masked in sectors only the overlay sets too: entry 0 wrote zeros to
+    // sector 0, which is the image recovery leaves when it writes zeros there itself.
+    let stamp0 = 0u64..4;
+    let x = ov("e0:0").recovered_digest(&t, [], std::slice::from_ref(&stamp0));
+    let mut stamped = [0u8; SECTOR];
+    stamped[..4].copy_from_slice(b"time");
+    let y = ov("e0:-").recovered_digest(&t, [(0, &stamped)], std::slice::from_ref(&stamp0));
+    assert_eq!(x, y);
+    stamped[4] = 1;
+    let z = ov("e0:-").recovered_digest(&t, [(0, &stamped)], std::slice::from_ref(&stamp0));
+    assert_ne!(x, z);
+}
