@@ -1,5 +1,20 @@
 //! One cell end to end: record the property's workload on the configuration, generate
-//! crash states, check them, and write the witness of the first failure.
+//! crash states, check them, and write the witness of the first failure. The CLI's other
+//! pipelines live beside it: a saved trace checked with the user's checker
+//! ([`check_trace`]), a witness replayed ([`replay_witness`]), a whole table
+//! ([`run_table`]), and what a machine needs to run a configuration ([`environment`]).
+
+mod check_trace;
+pub mod environment;
+mod grid;
+mod replay;
+
+pub use check_trace::{check_trace, CheckTraceOptions};
+pub use grid::{
+    cached_cells, cached_cells_path, disk_models, run_cell_cached, run_table, TableOptions,
+    TableProgress,
+};
+pub use replay::{replay_witness, ReplayOptions};
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -36,6 +51,23 @@ pub enum Error {
         /// The schedules it supports.
         supported: String,
     },
+    /// The machine cannot run the configuration.
+    #[error(transparent)]
+    Environment(#[from] environment::Missing),
+    /// The request does not fit the trace or the configuration (no base image, several
+    /// disk models where one is needed, an empty checker command).
+    #[error("{0}")]
+    Invalid(String),
+    /// A cell of a table failed (not its file system: bob or the machine).
+    #[error("{config} / {property}: {source}")]
+    Cell {
+        /// Configuration.
+        config: String,
+        /// Property.
+        property: String,
+        /// What failed.
+        source: Box<Error>,
+    },
     /// bob's scratch directory.
     #[error("{path}: {source}")]
     Io {
@@ -44,6 +76,18 @@ pub enum Error {
         /// The OS error.
         source: std::io::Error,
     },
+}
+
+impl Error {
+    /// Whether the run stopped because it was interrupted (SIGINT, SIGTERM), not because
+    /// something failed.
+    pub fn is_interrupted(&self) -> bool {
+        match self {
+            Error::Check(check::Error::Interrupted) => true,
+            Error::Cell { source, .. } => source.is_interrupted(),
+            _ => false,
+        }
+    }
 }
 
 /// What to run.
