@@ -7,6 +7,7 @@
 mod check_trace;
 pub mod environment;
 mod grid;
+pub mod interop;
 mod replay;
 
 pub use check_trace::{check_trace, CheckTraceOptions};
@@ -51,6 +52,15 @@ pub enum Error {
         /// The schedules it supports.
         supported: String,
     },
+    /// Reading or writing a dm-log-writes log.
+    #[error(transparent)]
+    Log(#[from] crate::trace::log::LogError),
+    /// Reading or writing a trace directory.
+    #[error(transparent)]
+    TraceDir(#[from] crate::trace::dir::TraceDirError),
+    /// Decoding blktrace output.
+    #[error(transparent)]
+    Blktrace(#[from] crate::trace::blktrace::BlktraceError),
     /// The machine cannot run the configuration.
     #[error(transparent)]
     Environment(#[from] environment::Missing),
