@@ -13,17 +13,20 @@
 //! | `bob explain` | [`Explanation`] |
 //! | `bob list` | [`ListReport`] |
 //! | `bob cleanup` | [`Reclaimed`] |
-//! | `bob bench` | [`BenchReport`] |
+//! | `bob bench` | `bench::BenchReport` (declared with the benchmark, which sits above this module) |
 //! | `bob import` | [`ImportReport`], or [`BlktraceReport`] with `--blktrace` |
 //! | `bob log` | [`LogEntryRow`] rows (`--list`), [`LogReplayed`] (`--replay`) |
 //!
 //! Adding a field is compatible; renaming or removing one bumps [`SCHEMA_VERSION`].
+//!
+//! This module sits between `report` (whose cells, tables and explanations it re-exports)
+//! and `run` (whose pipelines return its types); it imports no pipeline.
 
 use serde::{Deserialize, Serialize};
 
-pub use crate::bench::BenchReport;
 use crate::check::OutcomeKind;
 pub use crate::device::registry::Reclaimed;
+pub use crate::report::explain::{Explanation, OpPersistence};
 pub use crate::report::table::Grid;
 pub use crate::report::{Cell, SCHEMA_VERSION};
 use crate::trace::blktrace::{Annotation, BlockRequest};
@@ -226,58 +229,6 @@ impl ReplayReport {
         ));
         s
     }
-}
-
-/// `bob explain`: a witness told in words.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Explanation {
-    /// [`SCHEMA_VERSION`].
-    pub schema_version: u32,
-    /// The witness directory (not in the JSON: it names this machine's path).
-    #[serde(skip)]
-    pub witness: String,
-    /// Configuration.
-    pub config: String,
-    /// Property, if any.
-    pub property: Option<String>,
-    /// The state's id.
-    pub state: String,
-    /// The drain schedule of its trace.
-    pub schedule: Option<String>,
-    /// The recorded outcome.
-    pub outcome: String,
-    /// The recorded story.
-    pub story: String,
-    /// The state's description.
-    #[serde(rename = "where")]
-    pub where_: String,
-    /// The writes of the crash epoch that reached the disk, one line each.
-    pub writes_applied_in_crash_epoch: Vec<String>,
-    /// How many earlier epochs reached the disk whole.
-    pub earlier_epochs_applied: u32,
-    /// The disk model the state is legal under.
-    pub disk_model: crate::crash::DiskModel,
-    /// The property's earlier op (not persisted), for an ordering cross.
-    pub earlier_op: Option<workloads::OpRef>,
-    /// ... and its later op (persisted).
-    pub later_op: Option<workloads::OpRef>,
-    /// Each workload op after recovery.
-    pub ops: Vec<OpPersistence>,
-    /// Runs of sectors that are not their file's own data.
-    pub wrong_bytes: Vec<String>,
-}
-
-/// One op of the workload in an [`Explanation`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct OpPersistence {
-    /// Index in the workload.
-    pub index: usize,
-    /// The op as text.
-    pub op: String,
-    /// `persisted`, `not persisted` or `no persistent effect of its own`.
-    pub state: String,
-    /// Why not, when not persisted.
-    pub why: String,
 }
 
 /// Counts of a trace's entries, as `bob import` and `bob record` report them.

@@ -4,10 +4,10 @@
 
 use std::path::Path;
 
+use serde::{Deserialize, Serialize};
 use workloads::{SectorClass, Snapshot};
 
 use super::witness;
-use crate::output::{Explanation, OpPersistence};
 
 /// Explains the witness in `dir` (its recorded state).
 pub fn explain(dir: &Path) -> Result<Explanation, witness::Error> {
@@ -86,6 +86,58 @@ pub fn explain(dir: &Path) -> Result<Explanation, witness::Error> {
         ops,
         wrong_bytes: snapshot.as_ref().map(wrong_bytes).unwrap_or_default(),
     })
+}
+
+/// `bob explain`: a witness told in words.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Explanation {
+    /// [`super::SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The witness directory (not in the JSON: it names this machine's path).
+    #[serde(skip)]
+    pub witness: String,
+    /// Configuration.
+    pub config: String,
+    /// Property, if any.
+    pub property: Option<String>,
+    /// The state's id.
+    pub state: String,
+    /// The drain schedule of its trace.
+    pub schedule: Option<String>,
+    /// The recorded outcome.
+    pub outcome: String,
+    /// The recorded story.
+    pub story: String,
+    /// The state's description.
+    #[serde(rename = "where")]
+    pub where_: String,
+    /// The writes of the crash epoch that reached the disk, one line each.
+    pub writes_applied_in_crash_epoch: Vec<String>,
+    /// How many earlier epochs reached the disk whole.
+    pub earlier_epochs_applied: u32,
+    /// The disk model the state is legal under.
+    pub disk_model: crate::crash::DiskModel,
+    /// The property's earlier op (not persisted), for an ordering cross.
+    pub earlier_op: Option<workloads::OpRef>,
+    /// ... and its later op (persisted).
+    pub later_op: Option<workloads::OpRef>,
+    /// Each workload op after recovery.
+    pub ops: Vec<OpPersistence>,
+    /// Runs of sectors that are not their file's own data.
+    pub wrong_bytes: Vec<String>,
+}
+
+/// One op of the workload in an [`Explanation`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OpPersistence {
+    /// Index in the workload.
+    pub index: usize,
+    /// The op as text.
+    pub op: String,
+    /// `persisted`, `not persisted` or `no persistent effect of its own`.
+    pub state: String,
+    /// Why not, when not persisted.
+    pub why: String,
 }
 
 /// What a run of sectors holds, in words.
@@ -179,5 +231,42 @@ impl Explanation {
             self.witness, self.state
         ));
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn explanation_shape() {
+        let explanation = Explanation {
+            schema_version: super::super::SCHEMA_VERSION,
+            witness: "/tmp/bob-out/ext2/single-block-append".into(),
+            config: "ext2".into(),
+            property: Some("single-block-append".into()),
+            state: "sync/e2:0".into(),
+            schedule: Some("sync".into()),
+            outcome: "violated".into(),
+            story: "op 0 did not persist".into(),
+            where_: "epoch 2 of 4, writes 0 of 3".into(),
+            writes_applied_in_crash_epoch: vec!["entry 7: write of 8 sectors at sector 96".into()],
+            earlier_epochs_applied: 2,
+            disk_model: crate::crash::DiskModel::default(),
+            earlier_op: None,
+            later_op: None,
+            ops: vec![OpPersistence {
+                index: 0,
+                op: "append /f 4096".into(),
+                state: "not persisted".into(),
+                why: "size 0, expected 4096".into(),
+            }],
+            wrong_bytes: vec!["/f: bytes 0..4096 (8 sectors) are zeros".into()],
+        };
+        insta::assert_json_snapshot!("explanation", explanation);
+        insta::assert_snapshot!(
+            "explanation_text",
+            explanation.to_text().replace(&explanation.witness, "[witness]")
+        );
     }
 }
