@@ -1,7 +1,7 @@
 //! Command-line syntax (clap derive): every subcommand's arguments, the value enums and
 //! the `FromStr` types of values (`--shard`, sizes, strategies, schedules, names), with
 //! conflicts and requirements declared to clap rather than checked by hand. Only syntax
-//! and names live here; [`crate::options`] turns arguments into bob-core options, and
+//! and names live here; `options.rs` turns arguments into bob-core options, and
 //! what depends on the machine or the trace is the library's to reject.
 
 use std::path::PathBuf;

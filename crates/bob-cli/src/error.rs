@@ -1,6 +1,6 @@
 //! The one error type of the `bob` binary: every way a command can end without a verdict.
 //! Each variant says what kind of failure it is (usage, environment, bob or the machine,
-//! an interrupt), so that [`crate::exit`] maps it to an exit code in one match.
+//! an interrupt), so that `exit.rs` maps it to an exit code in one match.
 
 use std::path::PathBuf;
 
