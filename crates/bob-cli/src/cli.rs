@@ -594,6 +594,22 @@ mod tests {
         assert_eq!("8K".parse::<BlockBytes>(), Ok(BlockBytes(8192)));
     }
 
+    /// What a user sees for a wrong name or value: one clear message naming what is known.
+    #[test]
+    fn usage_error_messages() {
+        let err = |args: &[&str]| {
+            let mut argv = vec!["bob"];
+            argv.extend_from_slice(args);
+            Cli::try_parse_from(argv).unwrap_err().to_string()
+        };
+        insta::assert_snapshot!(
+            "unknown_configuration",
+            err(&["run", "--fs", "ext9", "--property", "single-block-append"])
+        );
+        insta::assert_snapshot!("bad_shard", err(&["table", "--shard", "0/4"]));
+        insta::assert_snapshot!("bad_size", err(&["bench", "--multi-block-bytes", "6K"]));
+    }
+
     /// Command lines clap must accept or reject, before any command runs.
     #[test]
     fn command_lines() {
