@@ -160,6 +160,17 @@ pub fn shard_of(digest: &[u8; 32], count: usize) -> usize {
     (u64::from_le_bytes(first) % count as u64) as usize
 }
 
+/// Releases what killed bob processes left: what they registered (mounts, loop devices,
+/// FUSE disks, scratch directories: [`registry::reclaim_dead`]) and their block-tracepoint
+/// instances, which live in tracefs rather than under a scratch directory.
+pub fn reclaim_dead() -> registry::Reclaimed {
+    let mut reclaimed = registry::reclaim_dead();
+    let (instances, failures) = record::tracefs::reclaim_dead_instances();
+    reclaimed.tracefs_instances = instances;
+    reclaimed.failures.extend(failures);
+    reclaimed
+}
+
 /// Progress callbacks for long work.
 pub trait Progress: Sync {
     /// A new phase starts (`recording`, `checking`).
