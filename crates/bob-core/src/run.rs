@@ -142,7 +142,7 @@ pub struct RunOptions {
 
 /// Parses `I/N` (1-based I, as CI matrices number jobs) into a 0-based shard.
 pub fn parse_shard(text: &str) -> Result<(usize, usize), String> {
-    let bad = || format!("--shard {text:?}: expected I/N with 1 <= I <= N, e.g. 2/4");
+    let bad = || format!("{text:?}: expected I/N with 1 <= I <= N, e.g. 2/4");
     let (i, n) = text.split_once('/').ok_or_else(bad)?;
     let (i, n): (usize, usize) = (i.parse().map_err(|_| bad())?, n.parse().map_err(|_| bad())?);
     if n == 0 || i == 0 || i > n {

@@ -13,6 +13,7 @@ use crate::print;
 use crate::progress::Bars;
 use crate::signals::CANCEL;
 
+/// Runs `bob bench`.
 pub fn run(args: BenchArgs) -> Result<Conclusion, CliError> {
     environment::check_runnable(&args.fs)?;
     let mut opts = BenchOptions::new(args.fs, args.property);

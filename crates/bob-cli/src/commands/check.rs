@@ -13,6 +13,7 @@ use crate::print;
 use crate::progress::Bars;
 use crate::signals::CANCEL;
 
+/// Runs `bob check`.
 pub fn run(args: CheckArgs) -> Result<Conclusion, CliError> {
     let explore = &args.explore;
     if explore.shard.is_some() {

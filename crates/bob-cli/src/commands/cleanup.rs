@@ -8,6 +8,7 @@ use crate::error::CliError;
 use crate::exit::Conclusion;
 use crate::print;
 
+/// Runs `bob cleanup`.
 pub fn run(args: CleanupArgs) -> Result<Conclusion, CliError> {
     if !nix::unistd::geteuid().is_root() {
         return Err(CliError::Environment(

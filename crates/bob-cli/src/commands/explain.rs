@@ -5,6 +5,7 @@ use crate::error::CliError;
 use crate::exit::Conclusion;
 use crate::print;
 
+/// Runs `bob explain`.
 pub fn run(args: ExplainArgs) -> Result<Conclusion, CliError> {
     let explanation = bob_core::report::explain(&args.witness)?;
     print::result(args.format, &explanation, || explanation.to_text())?;

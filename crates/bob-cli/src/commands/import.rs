@@ -9,6 +9,7 @@ use crate::error::{usage, CliError};
 use crate::exit::Conclusion;
 use crate::print;
 
+/// Runs `bob import`.
 pub fn run(args: ImportArgs) -> Result<Conclusion, CliError> {
     if let Some(src) = &args.blktrace {
         let report = interop::import_blktrace(src, args.out.as_deref())?;

@@ -7,6 +7,7 @@ use crate::error::CliError;
 use crate::exit::Conclusion;
 use crate::print;
 
+/// Runs `bob list`.
 pub fn run(args: ListArgs) -> Result<Conclusion, CliError> {
     let report = ListReport::gather();
     print::result(args.format, &report, || report.to_text())?;

@@ -9,6 +9,7 @@ use crate::cli::MarkArgs;
 use crate::error::{usage, CliError};
 use crate::exit::Conclusion;
 
+/// Runs `bob mark`.
 pub fn run(args: MarkArgs) -> Result<Conclusion, CliError> {
     let file = args.file.or_else(|| std::env::var_os(MARK_FILE_ENV).map(PathBuf::from)).ok_or_else(
         || {

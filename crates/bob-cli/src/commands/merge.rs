@@ -8,6 +8,7 @@ use crate::error::{usage, CliError};
 use crate::exit::Conclusion;
 use crate::print;
 
+/// Runs `bob merge`.
 pub fn run(args: MergeArgs) -> Result<Conclusion, CliError> {
     let mut grids = Vec::new();
     for path in &args.tables {

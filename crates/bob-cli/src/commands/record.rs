@@ -7,6 +7,7 @@ use crate::cli::{Backend, RecordArgs};
 use crate::error::{usage, CliError};
 use crate::exit::Conclusion;
 
+/// Runs `bob record`.
 pub fn run(args: RecordArgs) -> Result<Conclusion, CliError> {
     let backend = match args.backend {
         Backend::Fuse => Recorder::Fuse,

@@ -10,6 +10,7 @@ use crate::exit::Conclusion;
 use crate::print;
 use crate::signals::CANCEL;
 
+/// Runs `bob replay`.
 pub fn run(args: ReplayArgs) -> Result<Conclusion, CliError> {
     let report = run::replay_witness(&ReplayOptions {
         witness: args.witness,

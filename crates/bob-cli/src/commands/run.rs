@@ -12,6 +12,7 @@ use crate::print;
 use crate::progress::Bars;
 use crate::signals::CANCEL;
 
+/// Runs `bob run`.
 pub fn run(args: RunArgs) -> Result<Conclusion, CliError> {
     let (config, property) = (args.fs, args.property);
     if args.backend == Backend::DmLogWrites {

@@ -13,6 +13,7 @@ use crate::print;
 use crate::progress::Bars;
 use crate::signals::CANCEL;
 
+/// Runs `bob table`.
 pub fn run(args: TableArgs) -> Result<Conclusion, CliError> {
     let configs = if args.fs.is_empty() { bob_core::fs::all() } else { args.fs };
     let properties = if args.property.is_empty() { Property::ALL.to_vec() } else { args.property };
