@@ -103,14 +103,6 @@ pub struct ExploreArgs {
     /// Directory for scratch files (default: the system temp dir).
     #[arg(long)]
     pub scratch: Option<PathBuf>,
-    /// Check only shard I of N of each cell's crash states (1-based, e.g. 2/4); merge the
-    /// results with `bob merge`.
-    #[arg(long)]
-    pub shard: Option<Shard>,
-    /// Continue an interrupted run: reuse its recorded trace and every verdict already
-    /// journaled under --out (and, for `bob table`, every finished cell).
-    #[arg(long)]
-    pub resume: bool,
     /// The simulated disk's atomic write unit in bytes: a write persists any subset of the
     /// aligned units it touches, each whole or not at all. Powers of two from 512 (a 512n
     /// disk, the BOB study's model) to the file system's block size (4096: 4Kn and 512e
@@ -121,6 +113,21 @@ pub struct ExploreArgs {
     /// (write + flush, as bob and CrashMonkey treated it before).
     #[arg(long, value_enum, default_value_t = FuaArg::Real)]
     pub fua: FuaArg,
+}
+
+/// Options of the commands that run property cells (`bob run`, `bob table`): a shard of
+/// each cell's states, and resuming an interrupted run. `bob check` has neither: it runs
+/// one trace whole.
+#[derive(Debug, Args)]
+pub struct CellArgs {
+    /// Check only shard I of N of each cell's crash states (1-based, e.g. 2/4); merge the
+    /// results with `bob merge`.
+    #[arg(long)]
+    pub shard: Option<Shard>,
+    /// Continue an interrupted run: reuse its recorded trace and every verdict already
+    /// journaled under --out (and, for `bob table`, every finished cell).
+    #[arg(long)]
+    pub resume: bool,
 }
 
 /// `--fua`.
@@ -178,6 +185,9 @@ pub struct RunArgs {
     /// Exploration options.
     #[command(flatten)]
     pub explore: ExploreArgs,
+    /// Sharding and resuming.
+    #[command(flatten)]
+    pub cell: CellArgs,
 }
 
 /// Table output formats.
@@ -215,6 +225,9 @@ pub struct TableArgs {
     /// Exploration options.
     #[command(flatten)]
     pub explore: ExploreArgs,
+    /// Sharding and resuming.
+    #[command(flatten)]
+    pub cell: CellArgs,
 }
 
 /// `bob merge`.
@@ -630,6 +643,7 @@ mod tests {
         assert!(ok(&["bench", "--floor-runs", "0"]).is_err());
         assert!(ok(&["bench", "--multi-block-bytes", "1000"]).is_err());
         assert!(ok(&["import", "x.log"]).is_err(), "a log import needs --out");
+        assert!(ok(&["check", "dir", "--shard", "1/2"]).is_err(), "bob check runs whole");
         assert!(ok(&["import", "--blktrace", "dir"]).is_ok());
         assert!(ok(&[
             "record",

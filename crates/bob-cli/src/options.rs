@@ -9,7 +9,7 @@ use bob_core::fs::{FsConfig, Timeouts};
 use bob_core::run::{self, RunOptions};
 use workloads::{Property, Schedule};
 
-use crate::cli::{ExploreArgs, StrategySet};
+use crate::cli::{CellArgs, ExploreArgs, StrategySet};
 use crate::error::CliError;
 
 /// The strategies `--strategy` names, in order, without repeats.
@@ -34,6 +34,7 @@ pub fn run_options(
     config: FsConfig,
     property: Property,
     explore: &ExploreArgs,
+    cell: &CellArgs,
     schedules: &[Schedule],
 ) -> Result<RunOptions, CliError> {
     let disk_models =
@@ -50,9 +51,9 @@ pub fn run_options(
         scratch: explore.scratch.clone(),
         trace: None,
         save_trace: None,
-        shard: explore.shard.map(|s| (s.index, s.count)),
+        shard: cell.shard.map(|s| (s.index, s.count)),
         workload: None,
-        resume: explore.resume,
+        resume: cell.resume,
         disk_models,
         schedules: schedules.to_vec(),
     })

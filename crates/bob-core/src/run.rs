@@ -227,6 +227,15 @@ impl Drop for WorkDir {
     }
 }
 
+/// A [`WorkDir`] under `scratch` (default: the temp dir), failing as a run error that
+/// names the directory.
+fn scratch_dir(scratch: Option<&Path>) -> Result<WorkDir, Error> {
+    WorkDir::new(scratch).map_err(|source| Error::Io {
+        path: scratch.map_or_else(std::env::temp_dir, Path::to_owned),
+        source,
+    })
+}
+
 /// One drain schedule's recording of a cell: its subject (cut under the disk model being
 /// judged), its journal and its scratch directory.
 struct Recorded {
@@ -268,10 +277,7 @@ pub fn run_cell(
     } else {
         opts.disk_models.clone()
     };
-    let work = WorkDir::new(opts.scratch.as_deref()).map_err(|source| Error::Io {
-        path: opts.scratch.clone().unwrap_or_else(std::env::temp_dir),
-        source,
-    })?;
+    let work = scratch_dir(opts.scratch.as_deref())?;
 
     // The cell's journal: per schedule, its trace and every result as it is reached, so
     // that a killed run resumes (`--resume`) without recording again or losing a verdict.

@@ -6,7 +6,7 @@ use std::time::Duration;
 use bob_core::run::{self, CheckTraceOptions};
 
 use crate::cli::{CheckArgs, Format};
-use crate::error::{usage, CliError};
+use crate::error::CliError;
 use crate::exit::Conclusion;
 use crate::options;
 use crate::print;
@@ -16,9 +16,6 @@ use crate::signals::CANCEL;
 /// Runs `bob check`.
 pub fn run(args: CheckArgs) -> Result<Conclusion, CliError> {
     let explore = &args.explore;
-    if explore.shard.is_some() {
-        return Err(usage("bob check does not shard; run it whole"));
-    }
     let opts = CheckTraceOptions {
         dir: args.dir.clone(),
         checker: args.checker.clone(),

@@ -39,7 +39,8 @@ pub fn run(args: RunArgs) -> Result<Conclusion, CliError> {
         }
     }
     environment::check(&config)?;
-    let mut options = options::run_options(config, property, &args.explore, &args.schedules.0)?;
+    let mut options =
+        options::run_options(config, property, &args.explore, &args.cell, &args.schedules.0)?;
     options.device = args.device;
     options.trace = args.trace;
     options.save_trace = args.save_trace;

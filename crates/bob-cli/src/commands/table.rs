@@ -21,7 +21,7 @@ pub fn run(args: TableArgs) -> Result<Conclusion, CliError> {
         return Err(crate::error::usage("bob table: no configuration"));
     };
     let explore = &args.explore;
-    let cell = options::run_options(first, properties[0], explore, &args.schedules.0)?;
+    let cell = options::run_options(first, properties[0], explore, &args.cell, &args.schedules.0)?;
     let opts = TableOptions {
         configs,
         properties,

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use super::{environment, Error, Progress, WorkDir};
+use super::{environment, scratch_dir, Error, Progress};
 use crate::check::{self, EngineOptions, Judge, UserChecker};
 use crate::crash::{self, FuaModel, Limits, Strategy};
 use crate::fs::Timeouts;
@@ -86,10 +86,7 @@ pub fn check_trace(
     };
     let states =
         crash::generate(&subject.trace, &subject.epochs, &opts.strategies, &opts.limits).states;
-    let work = WorkDir::new(opts.scratch.as_deref()).map_err(|source| Error::Io {
-        path: opts.scratch.clone().unwrap_or_else(std::env::temp_dir),
-        source,
-    })?;
+    let work = scratch_dir(opts.scratch.as_deref())?;
     let engine = EngineOptions {
         jobs: opts.jobs,
         timeouts: opts.timeouts,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::{environment, Error, WorkDir};
+use super::{environment, scratch_dir, Error};
 use crate::fs::{FsConfig, Timeouts};
 use crate::output::{AnnotationCounts, BlktraceReport, ImportReport, TraceSummary};
 use crate::record::custom::{self, Annotate, Backend, CommandRequest};
@@ -195,10 +195,7 @@ pub fn record_command(opts: &RecordCommandOptions) -> Result<RecordedCommand, Er
             .map_err(|e| Error::Invalid(e.to_string()))?;
     }
     environment::check(&opts.config)?;
-    let work = WorkDir::new(opts.scratch.as_deref()).map_err(|source| Error::Io {
-        path: opts.scratch.clone().unwrap_or_else(std::env::temp_dir),
-        source,
-    })?;
+    let work = scratch_dir(opts.scratch.as_deref())?;
     let started = Instant::now();
     let rec = custom::record_command(&CommandRequest {
         config: &opts.config,

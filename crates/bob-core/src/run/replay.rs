@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use super::{environment, Error, WorkDir};
+use super::{environment, scratch_dir, Error};
 use crate::check::{self, OutcomeKind};
 use crate::fs::Timeouts;
 use crate::output::ReplayReport;
@@ -71,10 +71,7 @@ pub fn replay_witness(opts: &ReplayOptions) -> Result<ReplayReport, Error> {
     if opts.check {
         let subject = &loaded.subject;
         environment::check(&subject.config)?;
-        let work = WorkDir::new(opts.scratch.as_deref()).map_err(|source| Error::Io {
-            path: opts.scratch.clone().unwrap_or_else(std::env::temp_dir),
-            source,
-        })?;
+        let work = scratch_dir(opts.scratch.as_deref())?;
         let mnt = work.path().join("mnt");
         std::fs::create_dir_all(&mnt).map_err(|source| Error::Io { path: mnt.clone(), source })?;
         let id = subject.state_id(&record.id)?;
