@@ -92,6 +92,39 @@ pub fn mounted_tracefs() -> Option<PathBuf> {
     found.iter().find(|p| p.as_path() == Path::new(DEFAULT_TRACEFS)).or(found.first()).cloned()
 }
 
+/// Removes the tracefs instances (`instances/bob-<pid>-<n>`) of bob processes that no
+/// longer exist: a SIGKILLed recording cannot remove its own, and the kernel keeps
+/// tracing block requests into it until someone does. A pid that exists again (reused)
+/// keeps its instances: better one left over than another process's removed. Returns the
+/// instances removed and, one line each, those that could not be.
+pub fn reclaim_dead_instances() -> (Vec<PathBuf>, Vec<String>) {
+    let (mut removed, mut failures) = (Vec::new(), Vec::new());
+    let Some(root) = mounted_tracefs() else { return (removed, failures) };
+    let Ok(entries) = std::fs::read_dir(root.join("instances")) else {
+        return (removed, failures);
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("bob-")
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let path = entry.path();
+        let _ = std::fs::write(path.join("tracing_on"), "0");
+        match std::fs::remove_dir(&path) {
+            Ok(()) => removed.push(path),
+            Err(e) => failures.push(format!("{}: {e}", path.display())),
+        }
+    }
+    (removed, failures)
+}
+
 /// Whether the kernel has tracefs with block events (mounted or mountable).
 pub fn kernel_has_tracefs() -> bool {
     std::fs::read_to_string("/proc/filesystems")

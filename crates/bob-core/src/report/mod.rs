@@ -1,8 +1,13 @@
 //! Results a person or a machine reads: a cell (one configuration x one property) with its
 //! verdict and counts, witness directories that replay exactly, and the text/JSON forms.
 
+pub mod document;
+pub mod explain;
 pub mod table;
 pub mod witness;
+
+pub use document::document;
+pub use explain::explain;
 
 use serde::{Deserialize, Serialize};
 
