@@ -121,7 +121,7 @@ pub fn check_trace(
         if let Some(out) = &r.check.checker_output {
             std::fs::write(dir.join("checker.txt"), out).map_err(io(dir.join("checker.txt")))?;
         }
-        let acked = subject.acked_marks(r.state.id.epoch as usize).join("\n") + "\n";
+        let acked = subject.acked_marks(&r.state.id).join("\n") + "\n";
         std::fs::write(dir.join("acked-marks.txt"), acked)
             .map_err(io(dir.join("acked-marks.txt")))?;
         report.cell.witness = Some(dir.display().to_string());
