@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -292,8 +292,6 @@ struct CheckerRun {
 }
 
 fn run_checker(checker: &UserChecker, mnt: &Path, acked: &[String]) -> Result<CheckerRun, Error> {
-    use std::io::Read;
-    use std::os::unix::process::CommandExt;
     let io = |path: &Path| {
         let path = path.to_owned();
         move |source| Error::Io { path, source }
@@ -305,57 +303,29 @@ fn run_checker(checker: &UserChecker, mnt: &Path, acked: &[String]) -> Result<Ch
         text.push('\n');
     }
     std::fs::write(&marks_path, text).map_err(io(&marks_path))?;
-    let mut child = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!("exec 2>&1\n{}", checker.command))
+    let script = format!("exec 2>&1\n{}", checker.command);
+    let finished = cmd::Cmd::new("sh", checker.timeout)
+        .args(&["-c", &script])
         .current_dir(mnt)
         .env("BOB_MOUNT", mnt)
         .env("BOB_ACKED_MARKS", &marks_path)
         .env("BOB_LAST_MARK", acked.last().map(String::as_str).unwrap_or(""))
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        // Its own process group: a timeout kills what it forked too.
-        .process_group(0)
-        .spawn()
-        .map_err(io(Path::new("sh")))?;
-    let mut stdout = child.stdout.take();
-    let reader = std::thread::spawn(move || {
-        let mut kept: Vec<u8> = Vec::new();
-        let mut buf = [0u8; 8192];
-        while let Some(Ok(n)) = stdout.as_mut().map(|o| o.read(&mut buf)) {
-            if n == 0 {
-                break;
-            }
-            kept.extend_from_slice(&buf[..n]);
-            if kept.len() > 2 * CHECKER_OUTPUT_MAX {
-                kept.drain(..kept.len() - CHECKER_OUTPUT_MAX);
-            }
-        }
-        if kept.len() > CHECKER_OUTPUT_MAX {
-            kept.drain(..kept.len() - CHECKER_OUTPUT_MAX);
-        }
-        String::from_utf8_lossy(&kept).into_owned()
-    });
-    let deadline = std::time::Instant::now() + checker.timeout;
-    let (code, timed_out) = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break (status.code(), false),
-            Ok(None) if std::time::Instant::now() >= deadline => {
-                let _ = nix::sys::signal::killpg(
-                    nix::unistd::Pid::from_raw(child.id() as i32),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-                let _ = child.wait();
-                break (None, true);
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
-            Err(e) => return Err(io(Path::new("sh"))(e)),
-        }
-    };
-    let output = reader.join().unwrap_or_default();
+        .keep_last(CHECKER_OUTPUT_MAX)
+        // The mount is unmounted next: the checker's processes must be gone by then.
+        .reap_after_kill()
+        .finish();
     let _ = std::fs::remove_file(&marks_path);
-    Ok(CheckerRun { code, output, timed_out })
+    let sh_failed = |source| Error::Io { path: PathBuf::from("sh"), source };
+    Ok(match finished {
+        Ok(cmd::Finished::Exited(out)) => {
+            CheckerRun { code: out.code, output: out.stdout, timed_out: false }
+        }
+        Ok(cmd::Finished::TimedOut(out)) => {
+            CheckerRun { code: None, output: out.stdout, timed_out: true }
+        }
+        Err(cmd::CmdError::Spawn { source, .. }) => return Err(sh_failed(source)),
+        Err(e) => return Err(sh_failed(std::io::Error::other(e.to_string()))),
+    })
 }
 
 /// Everything about one recorded trace that checking needs.
@@ -544,24 +514,6 @@ pub struct StateResult {
     pub check: Arc<StateCheck>,
 }
 
-fn mount_with_timeout(
-    dev: &Path,
-    target: &Path,
-    fstype: &str,
-    options: &str,
-    timeout: Duration,
-) -> Result<Result<mount::Mount, crate::device::Error>, ()> {
-    let (tx, rx) = mpsc::channel();
-    let (dev, target, fstype, options) =
-        (dev.to_owned(), target.to_owned(), fstype.to_owned(), options.to_owned());
-    std::thread::spawn(move || {
-        let result = mount::mount(&dev, &target, &fstype, &options);
-        // If the receiver gave up, dropping the guard here unmounts the late mount.
-        let _ = tx.send(result);
-    });
-    rx.recv_timeout(timeout).map_err(|_| ())
-}
-
 /// Recovers, snapshots and checks the image in `disk_file` (any file a loop device can
 /// be attached to), mounting it at `mnt`.
 pub fn check_image(
@@ -616,17 +568,17 @@ pub fn check_image_with(
     }
     let options = config.check_mount_options();
     let try_mount =
-        || match mount_with_timeout(&dev, mnt, config.fstype, &options, timeouts.recovery) {
-            Ok(Ok(m)) => Ok(m),
+        || match mount::mount_within(&dev, mnt, config.fstype, &options, timeouts.recovery) {
+            Some(Ok(m)) => Ok(m),
             // The story names the options and the kernel's answer, not bob's scratch paths,
             // so that it reads the same in every report and on every machine.
-            Ok(Err(crate::device::Error::Mount { source, .. })) => Err(Some(format!(
+            Some(Err(crate::device::Error::Mount { source, .. })) => Err(Some(format!(
                 "mount -t {} -o {}: {source}",
                 config.fstype,
                 if options.is_empty() { "defaults" } else { &options }
             ))),
-            Ok(Err(other)) => Err(Some(other.to_string())),
-            Err(()) => Err(None),
+            Some(Err(other)) => Err(Some(other.to_string())),
+            None => Err(None),
         };
     let mount_timeout = |loopdev: LoopDevice, repair: Option<Repair>| {
         // The hung mount still holds the device; dropping our handle asks the kernel to
@@ -790,22 +742,21 @@ fn check_research(
     let dev: Arc<dyn researchfs::BlockDevice> =
         Arc::new(researchfs::FileDevice::open(st.disk_file).map_err(io)?);
     let done = |outcome| Ok(StateCheck::failed(outcome));
-    let (tx, rx) = mpsc::channel();
     let (mount_dev, target) = (dev.clone(), st.mnt.to_owned());
-    std::thread::spawn(move || {
+    // A mount that returns after the deadline is dropped on its thread, which unmounts it.
+    let mounted = cmd::call_within(timeouts.recovery, move || {
         let mounted = researchfs::mount(design, mount_dev, &target);
         if let Ok(m) = &mounted {
             m.fs().wait_scan();
         }
-        // A receiver that gave up drops the late mount here, which unmounts it.
-        let _ = tx.send(mounted);
+        mounted
     });
-    let mounted = match rx.recv_timeout(timeouts.recovery) {
-        Ok(Ok(m)) => m,
-        Ok(Err(e)) => {
+    let mounted = match mounted {
+        Some(Ok(m)) => m,
+        Some(Err(e)) => {
             return done(Outcome::Unrecoverable { message: format!("researchfs {design}: {e}") })
         }
-        Err(_) => {
+        None => {
             return done(Outcome::Timeout { step: format!("recovery: researchfs {design} mount") })
         }
     };
