@@ -82,17 +82,8 @@ pub enum Error {
     #[error(transparent)]
     Device(#[from] crate::device::Error),
     /// mkfs failed in the recorder-overhead phase.
-    #[error("{program} on {device} (exit {code:?}): {line}")]
-    Mkfs {
-        /// The mkfs program.
-        program: String,
-        /// The device.
-        device: PathBuf,
-        /// Exit code.
-        code: Option<i32>,
-        /// Its last line of output.
-        line: String,
-    },
+    #[error(transparent)]
+    Mkfs(#[from] crate::fs::MkfsError),
     /// The options do not fit.
     #[error("bench options: {0}")]
     Options(String),
@@ -1067,23 +1058,6 @@ fn floor(
     ))
 }
 
-/// Makes the configuration's file system on `dev`.
-fn mkfs(config: &FsConfig, dev: &Path, timeouts: &Timeouts) -> Result<(), Error> {
-    let dev_str = dev.to_string_lossy().into_owned();
-    let mut args: Vec<&str> = config.mkfs[1..].to_vec();
-    args.push(&dev_str);
-    let out = cmd::run(config.mkfs[0], &args, timeouts.mkfs).map_err(crate::device::Error::from)?;
-    if out.code != Some(0) {
-        return Err(Error::Mkfs {
-            program: config.mkfs[0].into(),
-            device: dev.to_owned(),
-            code: out.code,
-            line: out.last_line(),
-        });
-    }
-    Ok(())
-}
-
 /// The write-heavy workload: `bytes` spread over [`RECORDER_FILES`] files in 1 MiB
 /// writes, then every file fsynced. Returns its wall time.
 fn write_heavy(dir: &Path, bytes: u64) -> Result<Duration, Error> {
@@ -1137,7 +1111,7 @@ fn recorder_bench(
         drop(file);
         {
             let dev = LoopDevice::attach_free(&image)?;
-            mkfs(config, dev.path(), &options.timeouts)?;
+            config.mkfs_on(dev.path(), options.timeouts.mkfs)?;
             let m = mount::mount(dev.path(), &mnt, config.fstype, config.mount_options)?;
             plain.push(write_heavy(&mnt, options.recorder_bytes)?.as_secs_f64());
             m.unmount()?;
@@ -1154,7 +1128,7 @@ fn recorder_bench(
             let server = DiskServer::start(&fuse_dir, 1)?;
             let file = server.add("record.img", disk.clone());
             let dev = LoopDevice::attach_free(&file)?;
-            mkfs(config, dev.path(), &options.timeouts)?;
+            config.mkfs_on(dev.path(), options.timeouts.mkfs)?;
             let m = mount::mount(dev.path(), &mnt, config.fstype, config.mount_options)?;
             mount::syncfs(&mnt)?;
             let log = work.join("recorder.log");
