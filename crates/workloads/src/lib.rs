@@ -22,6 +22,7 @@ mod generate;
 mod model;
 mod op;
 mod property;
+pub mod rng;
 mod schedule;
 mod snapshot;
 pub mod stamp;

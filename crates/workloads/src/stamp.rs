@@ -18,6 +18,7 @@
 //! valid stamp whose offset differs from where it was found is `Foreign`. Whether the
 //! stamp's *file* is the expected one is left to the checks (they know the file).
 
+use crate::rng::mix;
 use crate::snapshot::SectorClass;
 
 /// Sector size in bytes.
@@ -44,13 +45,6 @@ pub struct Stamp {
     pub gen: u32,
 }
 
-fn splitmix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
 /// FNV-1a, 32 bits: the generation of a workload's stamps.
 pub fn fnv32(s: &str) -> u32 {
     let mut h: u32 = 0x811c_9dc5;
@@ -75,7 +69,7 @@ impl Stamp {
     fn checksum_of(header: &[u8]) -> u64 {
         header
             .chunks_exact(8)
-            .fold(0x5eed_u64, |acc, w| splitmix(acc ^ u64::from_le_bytes(w.try_into().unwrap())))
+            .fold(0x5eed_u64, |acc, w| mix(acc ^ u64::from_le_bytes(w.try_into().unwrap())))
     }
 
     /// Writes the full 512-byte sector for this stamp into `out` (which must be 512 bytes).
@@ -86,7 +80,7 @@ impl Stamp {
         out[..32].copy_from_slice(&header);
         out[32..40].copy_from_slice(&sum.to_le_bytes());
         for (i, w) in out[HEADER_LEN..].chunks_mut(8).enumerate() {
-            let v = splitmix(sum ^ (i as u64).wrapping_mul(0xA24B_AED4_963E_E407));
+            let v = mix(sum ^ (i as u64).wrapping_mul(0xA24B_AED4_963E_E407));
             w.copy_from_slice(&v.to_le_bytes()[..w.len()]);
         }
     }
