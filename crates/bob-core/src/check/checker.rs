@@ -109,6 +109,16 @@ pub(super) fn finish_checked(
         }
         Err(e) => return Err(crate::device::Error::from(e).into()),
     };
+    Ok(checker_verdict(run, checker, fsck))
+}
+
+/// The verdict of a state a user checker judged, from its run and the read-only fsck's
+/// complaint (if any), for kernel configurations and research designs alike.
+pub(super) fn checker_verdict(
+    run: CheckerRun,
+    checker: &UserChecker,
+    fsck: Option<String>,
+) -> StateCheck {
     let last_line = run.output.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
     let outcome = if run.timed_out {
         Outcome::Timeout {
@@ -132,5 +142,5 @@ pub(super) fn finish_checked(
     };
     // Memory stays flat over many states: only failures keep what the checker said.
     let checker_output = (outcome != Outcome::Held).then_some(run.output);
-    Ok(StateCheck { fsck, checker_output, mounted: true, ..StateCheck::failed(outcome) })
+    StateCheck { fsck, checker_output, mounted: true, ..StateCheck::failed(outcome) }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use workloads::{CrashContext, Snapshot};
 
-use super::checker::{finish_checked, run_checker};
+use super::checker::{checker_verdict, finish_checked, run_checker};
 use super::{Error, Judge, Outcome, Repair, StateCheck, Subject};
 use crate::device::loopdev::LoopDevice;
 use crate::device::{cmd, mount};
@@ -282,22 +282,7 @@ fn check_research(
         unmount(mounted)?;
         let run = run?;
         let fsck = research_fsck(design, dev.as_ref());
-        let last_line = run.output.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
-        let outcome = match (run.timed_out, run.code, &fsck) {
-            (true, _, _) => Outcome::Timeout { step: format!("checker {:?}", checker.command) },
-            (false, Some(0), Some(msg)) => Outcome::FsckFailed { message: msg.clone() },
-            (false, Some(0), None) => Outcome::Held,
-            (false, code, _) => {
-                Outcome::Violated { story: format!("checker exit {code:?}: {last_line}") }
-            }
-        };
-        let checker_output = (outcome != Outcome::Held).then_some(run.output);
-        return Ok(StateCheck {
-            fsck,
-            checker_output,
-            mounted: true,
-            ..StateCheck::failed(outcome)
-        });
+        return Ok(checker_verdict(run, checker, fsck));
     }
     let snapshot = workloads::take_snapshot(st.mnt, &subject.workload);
     unmount(mounted)?;
