@@ -26,7 +26,7 @@ pub struct NaiveBreakdown {
     pub copy_ms: f64,
     /// Writing the state's sectors into the copy.
     pub write_ms: f64,
-    /// [`check::check_image`]: attach, recovery mount, snapshot, umount, fsck, detach.
+    /// [`crate::check::check_image`]: attach, recovery mount, snapshot, umount, fsck, detach.
     pub check_ms: f64,
     /// Deleting the copy.
     pub delete_ms: f64,
@@ -114,7 +114,7 @@ pub struct MemoryReport {
     pub half_states: usize,
     /// Whether the kernel let bob reset the peak mark (`/proc/self/clear_refs`).
     pub hwm_reset: bool,
-    /// Whether glibc's mmap threshold was pinned for the run (see [`run`]).
+    /// Whether glibc's mmap threshold was pinned for the run (see [`super::run`]).
     pub malloc_pinned: bool,
 }
 

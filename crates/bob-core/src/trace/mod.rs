@@ -16,6 +16,7 @@
 pub mod blktrace;
 pub mod dir;
 pub mod file;
+mod format;
 pub mod log;
 pub mod sidecar;
 
