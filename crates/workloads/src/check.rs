@@ -33,9 +33,10 @@
 use crate::model::{parent, History, ModelNode, ModelState};
 use crate::op::{Op, OpKind, OpRef};
 use crate::property::{Family, Property};
-use crate::snapshot::{Node, NodeKind, SectorClass, Snapshot};
+use crate::stamp::SectorClass;
+use crate::tree::{Node, NodeKind, Observed, Snapshot};
 use crate::workload::{Workload, DRAIN_FILE};
-use crate::{Observed, SECTOR};
+use crate::SECTOR;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 

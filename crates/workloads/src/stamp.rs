@@ -19,7 +19,38 @@
 //! stamp's *file* is the expected one is left to the checks (they know the file).
 
 use crate::rng::mix;
-use crate::snapshot::SectorClass;
+use serde::{Deserialize, Serialize};
+
+/// What one 512-byte sector of a file holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "class", rename_all = "kebab-case")]
+pub enum SectorClass {
+    /// All zeros (a hole, or an allocated block never written).
+    Zero,
+    /// A valid stamp for this offset: data of model file `file` written by op `op`
+    /// (`None`: setup or drain data, i.e. "old" data). When `file` is not the file it
+    /// was found in, the checks treat it as foreign data.
+    Data { file: u32, op: Option<u32> },
+    /// A valid stamp for another offset (of `file`): data that belongs elsewhere.
+    Foreign { file: u32, offset: u64 },
+    /// Anything else.
+    Garbage,
+}
+
+impl SectorClass {
+    /// Short human name, for stories.
+    pub fn describe(self) -> String {
+        match self {
+            SectorClass::Zero => "zeros".into(),
+            SectorClass::Data { file, op: None } => format!("old data of file {file}"),
+            SectorClass::Data { file, op: Some(op) } => format!("data of file {file} from op {op}"),
+            SectorClass::Foreign { file, offset } => {
+                format!("foreign data (file {file} @{offset})")
+            }
+            SectorClass::Garbage => "garbage".into(),
+        }
+    }
+}
 
 /// Sector size in bytes.
 pub const SECTOR: usize = 512;

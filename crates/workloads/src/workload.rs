@@ -387,12 +387,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_workload_models_cleanly() {
+    fn every_workload_round_trips_through_json() {
         for &p in Property::EVERY {
             let w = workload_for(p, &Params::default());
-            let h = crate::model::History::new(&w);
-            assert!(h.error.is_none(), "{p}: {:?}", h.error);
-            assert_eq!(h.states.len(), w.ops.len() + 1);
             let j = serde_json::to_string(&w).unwrap();
             assert_eq!(serde_json::from_str::<Workload>(&j).unwrap(), w);
         }
