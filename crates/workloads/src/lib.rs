@@ -16,7 +16,6 @@
 //! test: `"/"` is its root, `"/A/f0"` a file in directory `A`.
 
 mod check;
-mod detect;
 mod exec;
 mod generate;
 mod model;
@@ -29,8 +28,8 @@ pub mod stamp;
 mod tree;
 mod workload;
 
+pub use check::ScenarioMark;
 pub use check::{check, check_all, CrashContext, Finding, Judgement, OpPair, Oracle, Verdict};
-pub use detect::ScenarioMark;
 pub use exec::{execute, ExecError, OpEvent, Phase};
 pub use generate::random_synced;
 pub use model::{model_states, ModelError, ModelNode, ModelState};

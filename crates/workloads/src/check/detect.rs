@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::check::{CrashContext, Finding};
+use super::{CrashContext, Finding};
 use crate::model::{History, ModelState};
 use crate::property::Family;
 use crate::stamp::SectorClass;
