@@ -32,8 +32,8 @@ pub const SECTOR_SIZE: u64 = 512;
 ///
 /// [`Entry::flags`] stays the raw `u64` the log stores, so that bits bob does not name
 /// (the role field of [`crate::fs::roles`], a newer kernel's flags) survive a round trip;
-/// the constants test and set bits on it. [`EntryFlags`] is the same bits as a typed
-/// set, for naming them ([`names`]).
+/// the constants test and set bits on it. [`flags::EntryFlags`] is the same bits as a typed
+/// set, for naming them ([`flags::names`]).
 pub mod flags {
     /// A cache flush; with data, a flush that precedes the write (REQ_PREFLUSH).
     pub const FLUSH: u64 = 1 << 0;
