@@ -2,18 +2,25 @@
 //! cores, kernel; and the malloc setting that makes peak memory mean live memory.
 
 use super::report::Machine;
-use crate::record::{self};
+use crate::record;
 
-/// Reads a `Vm*:` line of /proc/self/status, in KiB.
-pub(super) fn status_kib(key: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
+/// A field of this process's /proc/self/status, in KiB (0 when the kernel does not say).
+fn status_kib(field: fn(&procfs::process::Status) -> Option<u64>) -> u64 {
+    procfs::process::Process::myself()
+        .and_then(|p| p.status())
         .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(key))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-        })
+        .and_then(|s| field(&s))
         .unwrap_or(0)
+}
+
+/// This process's peak resident memory (VmHWM), KiB.
+pub(super) fn peak_rss_kib() -> u64 {
+    status_kib(|s| s.vmhwm)
+}
+
+/// This process's resident memory now (VmRSS), KiB.
+pub(super) fn rss_kib() -> u64 {
+    status_kib(|s| s.vmrss)
 }
 
 /// Resets the peak-RSS mark to the current RSS (Linux 4.0+: `5 > clear_refs`).
@@ -48,14 +55,8 @@ pub(super) fn load_average() -> f64 {
 }
 
 pub(super) fn machine() -> Machine {
-    let mem_total_kib = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("MemTotal:"))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-        })
-        .unwrap_or(0);
+    use procfs::Current;
+    let mem_total_kib = procfs::Meminfo::current().map_or(0, |m| m.mem_total / 1024);
     Machine {
         cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
         kernel: record::kernel_release(),

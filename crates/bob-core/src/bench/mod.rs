@@ -39,7 +39,7 @@ pub use naive::write_overlay;
 pub use report::*;
 
 use floor::floor;
-use machine::{load_average, machine, pin_mmap_threshold, reset_hwm, status_kib};
+use machine::{load_average, machine, peak_rss_kib, pin_mmap_threshold, reset_hwm};
 use naive::naive_pipeline;
 use recorder::recorder_bench;
 use report::describe;
@@ -465,18 +465,18 @@ fn engine_phase(
             ctx.cancel,
         )
     };
-    let peak_rss_before_engine_kib = status_kib("VmHWM:");
+    let peak_rss_before_engine_kib = peak_rss_kib();
     ctx.progress.phase("engine", states.len());
     let mut hwm_reset = reset_hwm();
     let started = Instant::now();
     let results = check(states, "engine", options.jobs)?;
     let seconds = started.elapsed().as_secs_f64();
-    let peak_rss_after_engine_kib = status_kib("VmHWM:");
+    let peak_rss_after_engine_kib = peak_rss_kib();
     let half: Vec<CrashState> = states.iter().step_by(2).cloned().collect();
     ctx.progress.phase("engine-half", half.len());
     hwm_reset &= reset_hwm();
     check(&half, "engine-half", options.jobs)?;
-    let peak_rss_engine_half_kib = status_kib("VmHWM:");
+    let peak_rss_engine_half_kib = peak_rss_kib();
 
     // Its cost per mounted state without the parallel speed-up.
     let sampled: Vec<CrashState> = sparse_sample.iter().map(|&i| states[i].clone()).collect();

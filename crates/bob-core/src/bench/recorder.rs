@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::machine::{reset_hwm, status_kib};
+use super::machine::{peak_rss_kib, reset_hwm, rss_kib};
 use super::report::RecorderBench;
 use super::stats::median;
 use super::{io_err, BenchOptions, Error, RECORDER_FILES, RECORDER_ROUNDS};
@@ -94,12 +94,12 @@ pub(super) fn recorder_bench(
             let log = work.join("recorder.log");
             disk.start(&log)?;
             // From here on, what the recorder holds (the FUSE disk's buffers exist already).
-            let rss_at_start = status_kib("VmRSS:");
+            let rss_at_start = rss_kib();
             reset_hwm();
             let timed = write_heavy(&mnt, options.recorder_bytes);
             let unmounted = m.unmount();
             let trace = disk.stop();
-            rss_growth = rss_growth.max(status_kib("VmHWM:").saturating_sub(rss_at_start));
+            rss_growth = rss_growth.max(peak_rss_kib().saturating_sub(rss_at_start));
             let detached = dev.detach();
             drop(server);
             recording.push(timed?.as_secs_f64());

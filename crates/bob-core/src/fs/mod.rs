@@ -375,9 +375,7 @@ impl FsConfig {
         if self.design().is_some() {
             return std::path::Path::new("/dev/fuse").exists();
         }
-        std::fs::read_to_string("/proc/filesystems")
-            .map(|s| s.lines().any(|l| l.split_whitespace().last() == Some(self.fstype)))
-            .unwrap_or(false)
+        kernel_has(self.fstype)
     }
 
     /// Makes this configuration's file system on `dev` (a block device or image file),
@@ -446,6 +444,15 @@ impl FsConfig {
         p.dedup();
         p
     }
+}
+
+/// Whether the running kernel has file system type `fstype` (built in or as a loaded
+/// module), per /proc/filesystems. Read by hand: procfs has no parser for this file, and
+/// its format is one `[nodev]\tNAME` per line.
+pub fn kernel_has(fstype: &str) -> bool {
+    std::fs::read_to_string("/proc/filesystems")
+        .map(|s| s.lines().any(|l| l.split_whitespace().last() == Some(fstype)))
+        .unwrap_or(false)
 }
 
 /// Why a file system could not be made.
