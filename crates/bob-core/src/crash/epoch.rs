@@ -15,7 +15,7 @@
 //!   Under the `real` model (the default, see [`super::disk`]) a FUA write stays inside
 //!   its epoch and only constrains it: a state that applies any later write of the epoch
 //!   was cut after the FUA write completed, so it must apply the FUA write whole
-//!   ([`Epoch::allows`]). On bob's recording disk FUA arrives as write + flush anyway.
+//!   ([`StateId::is_legal_in`](super::id::StateId::is_legal_in)). On bob's recording disk FUA arrives as write + flush anyway.
 //!
 //! Marks belong to no epoch. Write or discard entries addressing zero sectors change
 //! nothing on the disk and are left out of every epoch (a zero-sector FUA write is not a
@@ -27,7 +27,6 @@
 //! applied" exists; a trace without entries has exactly one, empty, epoch.
 
 use super::disk::{DiskModel, FuaModel};
-use super::id::StateId;
 use crate::trace::{EntryKind, Trace};
 
 /// One flush-delimited run of writes.
@@ -54,17 +53,6 @@ pub struct Epoch {
 }
 
 impl Epoch {
-    /// Whether a state of this epoch is legal under the FUA model: a FUA write that
-    /// completed before a write the state applies (any write at a later position) must be
-    /// applied whole.
-    pub fn allows(&self, id: &StateId) -> bool {
-        let Some(last) = id.applied.last().map(|a| a.write) else { return true };
-        self.fua_writes
-            .iter()
-            .filter(|&&f| f < last)
-            .all(|&f| id.applied.iter().any(|a| a.write == f && a.sectors.is_none()))
-    }
-
     /// The end of the epoch's entry range (exclusive): the closing flush or preflush
     /// write is not part of it, a closing FUA write is.
     pub fn end_entry(&self, trace: &Trace) -> usize {

@@ -25,7 +25,7 @@
 //!
 //! Under the `real` FUA model, a state that applies a write after a FUA write of its epoch
 //! without applying the FUA write whole is illegal, and no strategy lists it
-//! ([`Epoch::allows`]).
+//! ([`StateId::is_legal_in`]).
 //!
 //! A state two strategies produce is listed once, under the first strategy of the list;
 //! `random` only draws states no other strategy produced. States are listed by epoch,
@@ -223,7 +223,7 @@ pub fn generate(
         let mut set = EpochStates::new(order.len());
         for (k, &s) in order.iter().enumerate() {
             deterministic(s, trace, epoch, e as u32, limits, &mut |id| {
-                if epoch.allows(&id) {
+                if id.is_legal_in(epoch) {
                     set.insert(k, id);
                 }
             });
@@ -563,7 +563,7 @@ impl RandomDraw {
         }
         for _ in 0..RANDOM_ATTEMPTS {
             let id = self.one();
-            if epoch.allows(&id) && set.insert(slot, id) {
+            if id.is_legal_in(epoch) && set.insert(slot, id) {
                 return true;
             }
         }
