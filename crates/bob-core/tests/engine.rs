@@ -72,15 +72,10 @@ fn naive_image(base: &[u8], trace: &Trace, epochs: &[Epoch], id: &StateId) -> Ve
     img
 }
 
-fn splitmix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
-
 fn bytes(seed: u64, len: usize) -> Vec<u8> {
-    (0..len).map(|i| splitmix(seed ^ (i as u64).wrapping_mul(0x1000_0001)) as u8).collect()
+    (0..len)
+        .map(|i| workloads::rng::mix(seed ^ (i as u64).wrapping_mul(0x1000_0001)) as u8)
+        .collect()
 }
 
 /// One request of a random trace.

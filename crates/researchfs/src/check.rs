@@ -215,7 +215,7 @@ pub enum Outcome {
 /// One classified access.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Access {
-    /// The path ("" is the root; "<statfs>" for the space check).
+    /// The path (`""` is the root; `"<statfs>"` for the space check).
     pub path: String,
     /// readdir, stat, read, links or statfs.
     pub op: String,

@@ -11,7 +11,7 @@
 //!   (the core with flush-ordered writes).
 //! - [`fs`]: the core ([`Fs`]): allocation, inodes, directories, file data with indirect
 //!   blocks, NoFS' checks and background scan, [`mkfs`], recovery at mount.
-//! - [`fsck`]: a read-only checker listing problems with the thesis' error kinds.
+//! - [`fsck()`]: a read-only checker listing problems with the thesis' error kinds.
 //! - [`fuse`]: the FUSE glue and [`mount`].
 //! - [`check`]: "detects its own inconsistency": classifies every access as correct, error
 //!   returned or silently wrong against a model.

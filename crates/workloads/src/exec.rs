@@ -5,26 +5,12 @@
 use crate::model::{ModelError, ModelState, ROOT_ID};
 use crate::op::Op;
 use crate::stamp::{self, DRAIN_OP, SETUP_OP};
+use crate::tree::Observed;
 use crate::workload::Workload;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-
-/// What the real run observed: the st_ino of every file and directory the model knows,
-/// keyed by model node id (root is 0).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Observed {
-    pub inos: BTreeMap<u32, u64>,
-}
-
-impl Observed {
-    /// The inode number observed for model node `id`.
-    pub fn ino(&self, id: u32) -> Option<u64> {
-        self.inos.get(&id).copied()
-    }
-}
 
 /// Which list of a workload to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

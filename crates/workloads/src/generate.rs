@@ -11,23 +11,8 @@
 
 use crate::op::Op;
 use crate::property::Property;
+use crate::rng::SplitMix64;
 use crate::workload::{workload_for, Params, Workload};
-
-/// A small deterministic generator (SplitMix64): no dependency for a few random choices.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 fn parent(path: &str) -> String {
     match path.rfind('/') {
@@ -40,7 +25,7 @@ fn parent(path: &str) -> String {
 /// base layout. Judged as an ordering workload (plus durability of every fsync).
 pub fn random_synced(seed: u64, n_ops: usize, params: &Params) -> Workload {
     let base = workload_for(Property::AppendThenAppend, params);
-    let mut rng = Rng(seed);
+    let mut rng = SplitMix64::new(seed);
     let dirs = ["/A", "/B", "/C"];
     // Files that exist: current name, size, and whether that name may still be renamed
     // (a base file's original name, never an op's own effect).

@@ -16,26 +16,29 @@
 //! test: `"/"` is its root, `"/A/f0"` a file in directory `A`.
 
 mod check;
-mod detect;
 mod exec;
 mod generate;
 mod model;
 mod op;
 mod property;
+pub mod rng;
 mod schedule;
 mod snapshot;
 pub mod stamp;
+mod tree;
 mod workload;
 
+pub use check::ScenarioMark;
 pub use check::{check, check_all, CrashContext, Finding, Judgement, OpPair, Oracle, Verdict};
-pub use detect::ScenarioMark;
-pub use exec::{execute, ExecError, Observed, OpEvent, Phase};
+pub use exec::{execute, ExecError, OpEvent, Phase};
 pub use generate::random_synced;
 pub use model::{model_states, ModelError, ModelNode, ModelState};
 pub use op::{Op, OpKind, OpRef};
 pub use property::{Family, ParsePropertyError, Property};
 pub use schedule::{ParseScheduleError, Schedule};
-pub use snapshot::{take_snapshot, Content, Node, NodeKind, SectorClass, Snapshot};
+pub use snapshot::take_snapshot;
+pub use stamp::SectorClass;
+pub use tree::{Content, Node, NodeKind, Observed, Snapshot};
 pub use workload::{
     detection_scenario, workload_for, Params, Workload, DETECTION_SCENARIOS, DRAIN_FILE,
 };

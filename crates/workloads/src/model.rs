@@ -4,10 +4,11 @@
 //! involved, so the model is what the checks trust.
 
 use crate::op::Op;
-use crate::snapshot::{Content, Node, NodeKind, SectorClass, Snapshot};
+use crate::stamp::SectorClass;
 use crate::stamp::{DRAIN_OP, SETUP_OP};
+use crate::tree::{Content, Node, NodeKind, Observed, Snapshot};
 use crate::workload::Workload;
-use crate::{Observed, SECTOR};
+use crate::SECTOR;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -359,6 +360,17 @@ pub(crate) fn content_paths(w: &Workload) -> BTreeSet<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{workload_for, Params, Property};
+
+    #[test]
+    fn every_workload_models_cleanly() {
+        for &p in Property::EVERY {
+            let w = workload_for(p, &Params::default());
+            let h = History::new(&w);
+            assert!(h.error.is_none(), "{p}: {:?}", h.error);
+            assert_eq!(h.states.len(), w.ops.len() + 1);
+        }
+    }
 
     #[test]
     fn rename_link_unlink() {

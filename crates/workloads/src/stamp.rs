@@ -18,7 +18,39 @@
 //! valid stamp whose offset differs from where it was found is `Foreign`. Whether the
 //! stamp's *file* is the expected one is left to the checks (they know the file).
 
-use crate::snapshot::SectorClass;
+use crate::rng::mix;
+use serde::{Deserialize, Serialize};
+
+/// What one 512-byte sector of a file holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "class", rename_all = "kebab-case")]
+pub enum SectorClass {
+    /// All zeros (a hole, or an allocated block never written).
+    Zero,
+    /// A valid stamp for this offset: data of model file `file` written by op `op`
+    /// (`None`: setup or drain data, i.e. "old" data). When `file` is not the file it
+    /// was found in, the checks treat it as foreign data.
+    Data { file: u32, op: Option<u32> },
+    /// A valid stamp for another offset (of `file`): data that belongs elsewhere.
+    Foreign { file: u32, offset: u64 },
+    /// Anything else.
+    Garbage,
+}
+
+impl SectorClass {
+    /// Short human name, for stories.
+    pub fn describe(self) -> String {
+        match self {
+            SectorClass::Zero => "zeros".into(),
+            SectorClass::Data { file, op: None } => format!("old data of file {file}"),
+            SectorClass::Data { file, op: Some(op) } => format!("data of file {file} from op {op}"),
+            SectorClass::Foreign { file, offset } => {
+                format!("foreign data (file {file} @{offset})")
+            }
+            SectorClass::Garbage => "garbage".into(),
+        }
+    }
+}
 
 /// Sector size in bytes.
 pub const SECTOR: usize = 512;
@@ -42,13 +74,6 @@ pub struct Stamp {
     pub offset: u64,
     /// Generation (see module docs).
     pub gen: u32,
-}
-
-fn splitmix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// FNV-1a, 32 bits: the generation of a workload's stamps.
@@ -75,7 +100,7 @@ impl Stamp {
     fn checksum_of(header: &[u8]) -> u64 {
         header
             .chunks_exact(8)
-            .fold(0x5eed_u64, |acc, w| splitmix(acc ^ u64::from_le_bytes(w.try_into().unwrap())))
+            .fold(0x5eed_u64, |acc, w| mix(acc ^ u64::from_le_bytes(w.try_into().unwrap())))
     }
 
     /// Writes the full 512-byte sector for this stamp into `out` (which must be 512 bytes).
@@ -86,7 +111,7 @@ impl Stamp {
         out[..32].copy_from_slice(&header);
         out[32..40].copy_from_slice(&sum.to_le_bytes());
         for (i, w) in out[HEADER_LEN..].chunks_mut(8).enumerate() {
-            let v = splitmix(sum ^ (i as u64).wrapping_mul(0xA24B_AED4_963E_E407));
+            let v = mix(sum ^ (i as u64).wrapping_mul(0xA24B_AED4_963E_E407));
             w.copy_from_slice(&v.to_le_bytes()[..w.len()]);
         }
     }

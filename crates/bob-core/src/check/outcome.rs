@@ -187,6 +187,88 @@ impl std::fmt::Display for OutcomeKind {
     }
 }
 
+/// What checking one crash state found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "kebab-case")]
+pub enum Outcome {
+    /// Recovered, fsck clean, property held.
+    Held,
+    /// The property failed; the story says how (and, when the state needed repair first,
+    /// after which repair step: "after xfs_repair -L: ...").
+    Violated {
+        /// One line a person understands.
+        story: String,
+    },
+    /// The kernel would not mount the state; a step of the configuration's repair ladder
+    /// made it mountable, and the property held in the repaired state.
+    NeedsRepair {
+        /// The kernel's answer to the first mount.
+        message: String,
+        /// The repair step after which it mounted (`e2fsck -f -y`).
+        repaired_by: String,
+    },
+    /// The state does not mount, even after the repair ladder. Journals of schema 1
+    /// called it `mount-failed`.
+    #[serde(alias = "mount-failed")]
+    Unrecoverable {
+        /// The kernel's answer to the first mount (or what the routine fsck said).
+        message: String,
+    },
+    /// The state mounted, but reading it failed: the file system detected damage.
+    ReadError {
+        /// The path whose read failed (empty when a failed walk of the tree did not say
+        /// where).
+        path: String,
+        /// The error (with its errno).
+        error: String,
+    },
+    /// The property held but the read-only fsck found damage.
+    FsckFailed {
+        /// What fsck said.
+        message: String,
+    },
+    /// An external step hung and was killed.
+    Timeout {
+        /// Which step.
+        step: String,
+    },
+}
+
+impl Outcome {
+    /// Its row of the outcome table.
+    pub fn kind(&self) -> OutcomeKind {
+        match self {
+            Outcome::Held => OutcomeKind::Held,
+            Outcome::Violated { .. } => OutcomeKind::Violated,
+            Outcome::NeedsRepair { .. } => OutcomeKind::NeedsRepair,
+            Outcome::Unrecoverable { .. } => OutcomeKind::Unrecoverable,
+            Outcome::ReadError { .. } => OutcomeKind::ReadError,
+            Outcome::FsckFailed { .. } => OutcomeKind::FsckFailed,
+            Outcome::Timeout { .. } => OutcomeKind::Timeout,
+        }
+    }
+    /// Short kebab-case name.
+    pub fn name(&self) -> &'static str {
+        self.kind().name()
+    }
+    /// The one-line explanation (story, error, step).
+    pub fn detail(&self) -> String {
+        match self {
+            Outcome::Held => String::new(),
+            Outcome::Violated { story } => story.clone(),
+            Outcome::NeedsRepair { message, repaired_by } => {
+                format!("{message}; mounted after {repaired_by}, the property held")
+            }
+            Outcome::Unrecoverable { message } | Outcome::FsckFailed { message } => message.clone(),
+            Outcome::ReadError { path, error } if path.is_empty() => {
+                format!("reading the recovered tree: {error}")
+            }
+            Outcome::ReadError { path, error } => format!("reading {path}: {error}"),
+            Outcome::Timeout { step } => step.clone(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,7 @@
 //!   Under the `real` model (the default, see [`super::disk`]) a FUA write stays inside
 //!   its epoch and only constrains it: a state that applies any later write of the epoch
 //!   was cut after the FUA write completed, so it must apply the FUA write whole
-//!   ([`Epoch::allows`]). A loop device has no FUA, so the block layer follows each FUA
+//!   ([`StateId::is_legal_in`](super::id::StateId::is_legal_in)). A loop device has no FUA, so the block layer follows each FUA
 //!   write with a flush of its own; kernel recordings mark those flushes
 //!   ([`crate::trace::flags::FUA_POSTFLUSH`], from the `block_bio_queue` tracepoint) and
 //!   under the `real` model they close no epoch, as a disk with FUA would issue none.
@@ -30,7 +30,6 @@
 //! applied" exists; a trace without entries has exactly one, empty, epoch.
 
 use super::disk::{DiskModel, FuaModel};
-use super::id::StateId;
 use crate::trace::{EntryKind, Trace};
 
 /// One flush-delimited run of writes.
@@ -57,17 +56,6 @@ pub struct Epoch {
 }
 
 impl Epoch {
-    /// Whether a state of this epoch is legal under the FUA model: a FUA write that
-    /// completed before a write the state applies (any write at a later position) must be
-    /// applied whole.
-    pub fn allows(&self, id: &StateId) -> bool {
-        let Some(last) = id.applied.last().map(|a| a.write) else { return true };
-        self.fua_writes
-            .iter()
-            .filter(|&&f| f < last)
-            .all(|&f| id.applied.iter().any(|a| a.write == f && a.sectors.is_none()))
-    }
-
     /// The end of the epoch's entry range (exclusive): the closing flush or preflush
     /// write is not part of it, a closing FUA write is.
     pub fn end_entry(&self, trace: &Trace) -> usize {

@@ -69,6 +69,18 @@ impl StateId {
         StateId { epoch, applied: positions.into_iter().map(Applied::whole).collect() }
     }
 
+    /// Whether this state is legal in `epoch` (its own epoch) under the FUA model: a FUA
+    /// write that completed before a write the state applies (any write at a later
+    /// position) must be applied whole.
+    pub fn is_legal_in(&self, epoch: &Epoch) -> bool {
+        let Some(last) = self.applied.last().map(|a| a.write) else { return true };
+        epoch
+            .fua_writes
+            .iter()
+            .filter(|&&f| f < last)
+            .all(|&f| self.applied.iter().any(|a| a.write == f && a.sectors.is_none()))
+    }
+
     /// Checks the id against `epochs` (from [`super::epochs`] of `trace`): the epoch
     /// exists, every write position exists and is listed once in increasing order, and
     /// every tear names sorted, disjoint, non-adjacent sector ranges inside the request
@@ -158,7 +170,7 @@ impl StateId {
                 )));
             }
         }
-        if !epoch.allows(self) {
+        if !self.is_legal_in(epoch) {
             return Err(bad(
                 "a FUA write of the epoch completed before a later write the state applies, \
                  so it must be applied whole (real FUA)"

@@ -25,7 +25,7 @@
 //!
 //! Under the `real` FUA model, a state that applies a write after a FUA write of its epoch
 //! without applying the FUA write whole is illegal, and no strategy lists it
-//! ([`Epoch::allows`]).
+//! ([`StateId::is_legal_in`]).
 //!
 //! A state two strategies produce is listed once, under the first strategy of the list;
 //! `random` only draws states no other strategy produced. States are listed by epoch,
@@ -40,6 +40,7 @@ use super::epoch::Epoch;
 use super::id::{Applied, StateId};
 use super::Error;
 use crate::trace::{Trace, SECTOR_SIZE};
+use workloads::rng::SplitMix64;
 
 /// The block size `block-prefix` splits requests at.
 pub const BLOCK_SIZE: u64 = 4096;
@@ -222,7 +223,7 @@ pub fn generate(
         let mut set = EpochStates::new(order.len());
         for (k, &s) in order.iter().enumerate() {
             deterministic(s, trace, epoch, e as u32, limits, &mut |id| {
-                if epoch.allows(&id) {
+                if id.is_legal_in(epoch) {
                     set.insert(k, id);
                 }
             });
@@ -504,24 +505,6 @@ fn tears(len: u32) -> Vec<Vec<(u32, u32)>> {
     out
 }
 
-/// SplitMix64: small, fast, and the same on every platform, which seeded runs need.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..bound` (`bound > 0`); the modulo bias is irrelevant here.
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound
-    }
-}
-
 /// The random states of one epoch: its own stream, so that an epoch's draws do not
 /// depend on the other epochs or on the budget.
 struct RandomDraw {
@@ -539,7 +522,7 @@ impl RandomDraw {
     fn new(seed: u64, epoch: u32, e: &Epoch, trace: &Trace) -> Self {
         let units = (0..e.writes.len()).map(|r| units_of(trace, e, r)).collect();
         let stream = seed ^ u64::from(epoch).wrapping_mul(0xD1B5_4A32_D192_ED03);
-        RandomDraw { rng: SplitMix64(stream), epoch, units, exhausted: false }
+        RandomDraw { rng: SplitMix64::new(stream), epoch, units, exhausted: false }
     }
 
     /// One random state: each write applied with probability 1/2, an applied write of
@@ -548,7 +531,7 @@ impl RandomDraw {
     fn one(&mut self) -> StateId {
         let mut applied = Vec::new();
         for (r, units) in self.units.iter().enumerate() {
-            if self.rng.next() & 1 == 0 {
+            if self.rng.next_u64() & 1 == 0 {
                 continue;
             }
             let r = r as u32;
@@ -557,11 +540,11 @@ impl RandomDraw {
                 applied.push(Applied::whole(r));
                 continue;
             }
-            let keep: Vec<bool> = if self.rng.next() & 1 == 0 {
+            let keep: Vec<bool> = if self.rng.next_u64() & 1 == 0 {
                 let prefix = 1 + self.rng.below(len - 1);
                 (0..len).map(|s| s < prefix).collect()
             } else {
-                (0..len).map(|_| self.rng.next() & 1 == 1).collect()
+                (0..len).map(|_| self.rng.next_u64() & 1 == 1).collect()
             };
             let ranges = to_ranges(&keep);
             match ranges.as_slice() {
@@ -580,7 +563,7 @@ impl RandomDraw {
         }
         for _ in 0..RANDOM_ATTEMPTS {
             let id = self.one();
-            if epoch.allows(&id) && set.insert(slot, id) {
+            if id.is_legal_in(epoch) && set.insert(slot, id) {
                 return true;
             }
         }

@@ -1,4 +1,5 @@
-//! External commands (mkfs, fsck, recovery tools) run with a timeout.
+//! External commands (mkfs, fsck, recovery tools, user checkers) run with a timeout:
+//! [`Cmd`] is the one place bob starts a program that must end.
 //!
 //! A waiter thread blocks in `wait()` while the caller waits on a channel with a deadline,
 //! so a fast command costs no polling latency and a hung one is killed (its whole process
@@ -11,7 +12,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 /// What a finished command produced.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Output {
     /// Exit code (`None` if killed by a signal).
     pub code: Option<i32>,
@@ -83,67 +84,222 @@ pub fn available(program: &str) -> bool {
 
 /// Runs `program args` with no stdin, capturing output, killing it after `timeout`.
 pub fn run(program: &str, args: &[&str], timeout: Duration) -> Result<Output, CmdError> {
-    let mut command = Command::new(program);
-    command
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Its own process group, so a timeout kills helpers it forked too, and a Ctrl-C
-        // meant for bob reaches bob, which then cleans up in order.
-        .process_group(0);
-    let mut child = command.spawn().map_err(|source| {
-        if source.kind() == std::io::ErrorKind::NotFound {
-            CmdError::NotFound {
-                program: program.to_owned(),
-                package: package_of(program).to_owned(),
+    Cmd::new(program, timeout).args(args).run()
+}
+
+/// One external command to run: bob's single way of starting a program that must end
+/// (mkfs, fsck, repair tools, a user's checker). The program runs with no stdin, in its
+/// own process group, its output captured; when `timeout` passes the whole group is
+/// killed.
+#[derive(Debug)]
+pub struct Cmd {
+    program: String,
+    command: Command,
+    timeout: Duration,
+    keep_last: Option<usize>,
+    reap_after_kill: bool,
+}
+
+impl Cmd {
+    /// `program` (a name on PATH or a path), killed after `timeout`.
+    pub fn new(program: &str, timeout: Duration) -> Cmd {
+        Cmd {
+            program: program.to_owned(),
+            command: Command::new(program),
+            timeout,
+            keep_last: None,
+            reap_after_kill: false,
+        }
+    }
+
+    /// Appends arguments.
+    pub fn args<S: AsRef<std::ffi::OsStr>>(mut self, args: &[S]) -> Cmd {
+        self.command.args(args);
+        self
+    }
+
+    /// Runs it in `dir`.
+    pub fn current_dir(mut self, dir: &std::path::Path) -> Cmd {
+        self.command.current_dir(dir);
+        self
+    }
+
+    /// Sets an environment variable for it.
+    pub fn env(mut self, key: &str, value: impl AsRef<std::ffi::OsStr>) -> Cmd {
+        self.command.env(key, value);
+        self
+    }
+
+    /// Keeps only the last `bytes` of each output stream, so that a chatty program (a
+    /// user's checker, run once per crash state) cannot grow bob's memory.
+    pub fn keep_last(mut self, bytes: usize) -> Cmd {
+        self.keep_last = Some(bytes);
+        self
+    }
+
+    /// On timeout, waits until the killed group has closed its output and the program is
+    /// reaped, and returns what it printed ([`Finished::TimedOut`]). For a program that
+    /// runs inside a mount bob unmounts next (a user checker): its processes must be gone
+    /// first. Without it a timeout returns at once, because a process stuck in the kernel
+    /// (D state, as a hung mkfs can be) may take its time to die.
+    pub fn reap_after_kill(mut self) -> Cmd {
+        self.reap_after_kill = true;
+        self
+    }
+
+    /// Runs it to the end; a timeout is an error ([`CmdError::Timeout`]).
+    pub fn run(self) -> Result<Output, CmdError> {
+        let (program, timeout) = (self.program.clone(), self.timeout);
+        match self.finish()? {
+            Finished::Exited(out) => Ok(out),
+            Finished::TimedOut(_) => {
+                Err(CmdError::Timeout { program, seconds: timeout.as_secs_f64() })
             }
-        } else {
-            CmdError::Spawn { program: program.to_owned(), source }
         }
-    })?;
-    let pid = child.id() as i32;
-    let mut stdout = child.stdout.take();
-    let mut stderr = child.stderr.take();
-    let (tx, rx) = mpsc::channel();
-    let waiter = std::thread::spawn(move || {
-        let mut out = Vec::new();
-        let mut err = Vec::new();
-        // stderr is read on a second thread so neither pipe can fill and block the child.
-        let err_reader = stderr.take().map(|mut e| {
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let _ = e.read_to_end(&mut buf);
-                buf
-            })
-        });
-        if let Some(o) = stdout.as_mut() {
-            let _ = o.read_to_end(&mut out);
-        }
-        if let Some(h) = err_reader {
-            err = h.join().unwrap_or_default();
-        }
-        let status = child.wait();
-        let _ = tx.send((status, out, err));
-    });
-    match rx.recv_timeout(timeout) {
-        Ok((status, out, err)) => {
-            let _ = waiter.join();
-            let code = status.ok().and_then(|s| s.code());
-            Ok(Output {
-                code,
+    }
+
+    /// Runs it to the end or to its timeout, and says which.
+    pub fn finish(mut self) -> Result<Finished, CmdError> {
+        let program = self.program;
+        self.command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Its own process group, so a timeout kills helpers it forked too, and a
+            // Ctrl-C meant for bob reaches bob, which then cleans up in order.
+            .process_group(0);
+        let mut child = self.command.spawn().map_err(|source| {
+            if source.kind() == std::io::ErrorKind::NotFound {
+                CmdError::NotFound {
+                    package: package_of(&program).to_owned(),
+                    program: program.clone(),
+                }
+            } else {
+                CmdError::Spawn { program: program.clone(), source }
+            }
+        })?;
+        let pid = child.id() as i32;
+        let keep = self.keep_last;
+        // Each pipe is drained on its own thread so neither can fill and block the child.
+        let drain = |pipe: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || pipe.map(|p| read_tail(p, keep)).unwrap_or_default())
+        };
+        let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+        let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+        let (tx, rx) = mpsc::channel();
+        let waiter = std::thread::spawn(move || {
+            let out = stdout.join().unwrap_or_default();
+            let err = stderr.join().unwrap_or_default();
+            let status = child.wait();
+            let _ = tx.send(());
+            Output {
+                code: status.ok().and_then(|s| s.code()),
                 stdout: String::from_utf8_lossy(&out).into_owned(),
                 stderr: String::from_utf8_lossy(&err).into_owned(),
-            })
+            }
+        });
+        match rx.recv_timeout(self.timeout) {
+            Ok(()) => Ok(Finished::Exited(waiter.join().unwrap_or_else(|_| Output::default()))),
+            Err(_) => {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+                // Without reap_after_kill the waiter reaps the child once the kill lands;
+                // it is not joined here.
+                let out = match self.reap_after_kill {
+                    true => waiter.join().unwrap_or_else(|_| Output::default()),
+                    false => Output::default(),
+                };
+                Ok(Finished::TimedOut(Output { code: None, ..out }))
+            }
         }
-        Err(_) => {
-            let _ = nix::sys::signal::killpg(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-            // The waiter reaps the child once the kill lands; it is not joined here, because a
-            // process stuck in the kernel (D state) may take its time to die.
-            Err(CmdError::Timeout { program: program.to_owned(), seconds: timeout.as_secs_f64() })
+    }
+}
+
+/// How a [`Cmd`] ended.
+#[derive(Debug, Clone)]
+pub enum Finished {
+    /// It exited (or was killed by a signal not of bob's).
+    Exited(Output),
+    /// The timeout passed and bob killed its process group; what it printed until then
+    /// (empty unless [`Cmd::reap_after_kill`]).
+    TimedOut(Output),
+}
+
+/// Reads `pipe` to its end, keeping only the last `keep` bytes when a limit is given.
+fn read_tail(mut pipe: impl Read, keep: Option<usize>) -> Vec<u8> {
+    let mut kept = Vec::new();
+    let Some(keep) = keep else {
+        let _ = pipe.read_to_end(&mut kept);
+        return kept;
+    };
+    let mut buf = [0u8; 8192];
+    while let Ok(n) = pipe.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        kept.extend_from_slice(&buf[..n]);
+        // Trimmed at twice the limit, so a long stream is not shifted on every read.
+        if kept.len() > 2 * keep {
+            kept.drain(..kept.len() - keep);
+        }
+    }
+    if kept.len() > keep {
+        kept.drain(..kept.len() - keep);
+    }
+    kept
+}
+
+/// Runs a blocking call that is not a program (a mount(2), a research design's mount) on
+/// its own thread, and gives up on it after `timeout`: `None` then. The call itself cannot
+/// be killed; when it returns late, its result is dropped on that thread, so a guard it
+/// made (a mount) is released there.
+pub fn call_within<T: Send + 'static>(
+    timeout: Duration,
+    call: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(call());
+    });
+    rx.recv_timeout(timeout).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_is_captured_and_a_missing_program_is_named() {
+        let out =
+            run("sh", &["-c", "echo out; echo err >&2; exit 3"], Duration::from_secs(10)).unwrap();
+        assert_eq!(
+            (out.code, out.stdout.as_str(), out.stderr.as_str()),
+            (Some(3), "out\n", "err\n")
+        );
+        assert_eq!(out.last_line(), "err");
+        let err = run("bob-no-such-program", &[], Duration::from_secs(1)).unwrap_err();
+        assert!(err.to_string().starts_with("bob-no-such-program: not found"), "{err}");
+    }
+
+    #[test]
+    fn a_timeout_kills_the_group_and_reaping_keeps_the_tail_of_the_output() {
+        let err = run("sh", &["-c", "sleep 30"], Duration::from_millis(100)).unwrap_err();
+        assert!(matches!(err, CmdError::Timeout { .. }), "{err}");
+        assert!(err.to_string().starts_with("sh timed out after 0.1s"), "{err}");
+        let started = std::time::Instant::now();
+        // A forked helper (the subshell's sleep) holds the pipe: it must die too.
+        let finished = Cmd::new("sh", Duration::from_millis(200))
+            .args(&["-c", "head -c 5000 /dev/zero | tr '\\0' a; echo; echo last; (sleep 30)"])
+            .keep_last(10)
+            .reap_after_kill()
+            .finish()
+            .unwrap();
+        assert!(started.elapsed() < Duration::from_secs(10));
+        match finished {
+            Finished::TimedOut(out) => assert_eq!(out.stdout, "aaaa\nlast\n"),
+            other => panic!("{other:?}"),
         }
     }
 }

@@ -39,6 +39,20 @@ pub fn mount(device: &Path, target: &Path, fstype: &str, options: &str) -> Resul
     Ok(Mount { target: target.to_owned(), active: true })
 }
 
+/// [`mount`] that gives up after `timeout` (`None`): a mount of a damaged image can hang in
+/// the kernel. A mount that succeeds after bob gave up is unmounted as soon as it returns.
+pub fn mount_within(
+    device: &Path,
+    target: &Path,
+    fstype: &str,
+    options: &str,
+    timeout: Duration,
+) -> Option<Result<Mount>> {
+    let (device, target, fstype, options) =
+        (device.to_owned(), target.to_owned(), fstype.to_owned(), options.to_owned());
+    super::cmd::call_within(timeout, move || mount(&device, &target, &fstype, &options))
+}
+
 impl Mount {
     /// The mount point.
     pub fn target(&self) -> &Path {

@@ -375,9 +375,56 @@ impl FsConfig {
         if self.design().is_some() {
             return std::path::Path::new("/dev/fuse").exists();
         }
-        std::fs::read_to_string("/proc/filesystems")
-            .map(|s| s.lines().any(|l| l.split_whitespace().last() == Some(self.fstype)))
-            .unwrap_or(false)
+        kernel_has(self.fstype)
+    }
+
+    /// Makes this configuration's file system on `dev` (a block device or image file),
+    /// killing mkfs after `timeout`. A research design is made in process.
+    pub fn mkfs_on(&self, dev: &std::path::Path, timeout: Duration) -> Result<(), MkfsError> {
+        let failed = |program: String, code, line| MkfsError::Failed {
+            program,
+            device: dev.to_owned(),
+            code,
+            line,
+        };
+        if let Some(design) = self.design() {
+            let program = format!("researchfs::mkfs({design})");
+            let file = researchfs::FileDevice::open(dev)
+                .map_err(|e| failed(program.clone(), None, e.to_string()))?;
+            return researchfs::mkfs(design, &file, self.image_bytes)
+                .map_err(|e| failed(program, None, e.to_string()));
+        }
+        let dev_str = dev.to_string_lossy();
+        let mut args: Vec<&str> = self.mkfs[1..].to_vec();
+        args.push(&dev_str);
+        let out = crate::device::cmd::run(self.mkfs[0], &args, timeout)?;
+        match out.code {
+            Some(0) => Ok(()),
+            code => Err(failed(self.mkfs[0].to_owned(), code, out.last_line())),
+        }
+    }
+
+    /// Whether this machine can run the configuration (the error does not name it; callers
+    /// prefix its name where they need it): it is not retired, the kernel has
+    /// its driver (FUSE, for a research design), and its programs are installed. What
+    /// bob itself needs (root, /dev/fuse) is [`privileges`]'s question.
+    pub fn availability(&self) -> Result<(), Unavailable> {
+        if let Some(reason) = self.unavailable {
+            return Err(Unavailable::Retired(reason));
+        }
+        if !self.kernel_supports() {
+            return Err(match self.design() {
+                Some(_) => Unavailable::NoFuse,
+                None => Unavailable::NoDriver(self.fstype),
+            });
+        }
+        match self.programs().into_iter().find(|p| !crate::device::cmd::available(p)) {
+            Some(program) => Err(Unavailable::MissingProgram {
+                program,
+                package: crate::device::cmd::package_of(program),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Programs this configuration needs, for the environment check.
@@ -399,6 +446,81 @@ impl FsConfig {
     }
 }
 
+/// Whether the running kernel has file system type `fstype` (built in or as a loaded
+/// module), per /proc/filesystems. Read by hand: procfs has no parser for this file, and
+/// its format is one `[nodev]\tNAME` per line.
+pub fn kernel_has(fstype: &str) -> bool {
+    std::fs::read_to_string("/proc/filesystems")
+        .map(|s| s.lines().any(|l| l.split_whitespace().last() == Some(fstype)))
+        .unwrap_or(false)
+}
+
+/// Why a file system could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum MkfsError {
+    /// mkfs could not run or hung.
+    #[error(transparent)]
+    Cmd(#[from] crate::device::cmd::CmdError),
+    /// mkfs ran and failed.
+    #[error("{program} failed on {device} (exit {code:?}): {line}")]
+    Failed {
+        /// The mkfs program.
+        program: String,
+        /// The device.
+        device: std::path::PathBuf,
+        /// Exit code.
+        code: Option<i32>,
+        /// Its last line of output.
+        line: String,
+    },
+}
+
+/// Why a configuration, or bob itself, cannot run on this machine.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unavailable {
+    /// The configuration is listed but cannot run anywhere today (reiserfs).
+    #[error("{0}")]
+    Retired(&'static str),
+    /// The running kernel lacks the driver (named as the kernel names it).
+    #[error("this kernel has no {0} driver (see /proc/filesystems)")]
+    NoDriver(&'static str),
+    /// A program the configuration runs is not installed.
+    #[error("{program} not found; install it (Debian: apt-get install {package})")]
+    MissingProgram {
+        /// The program.
+        program: &'static str,
+        /// The Debian package that has it.
+        package: &'static str,
+    },
+    /// Not running as root.
+    #[error(
+        "bob needs root (CAP_SYS_ADMIN) to bind loop devices and mount file systems; run it with sudo"
+    )]
+    NotRoot,
+    /// No FUSE.
+    #[error("/dev/fuse is missing: bob's FUSE disk needs the fuse module")]
+    NoFuse,
+}
+
+/// Whether this process may do what every run needs: root (loop devices, mounts) and
+/// /dev/fuse (bob's disk).
+pub fn privileges() -> Result<(), Unavailable> {
+    if !nix::unistd::geteuid().is_root() {
+        return Err(Unavailable::NotRoot);
+    }
+    if !std::path::Path::new("/dev/fuse").exists() {
+        return Err(Unavailable::NoFuse);
+    }
+    Ok(())
+}
+
+/// [`privileges`], then [`FsConfig::availability`]: everything a run of `config` needs
+/// from this machine, the first thing missing named.
+pub fn environment(config: &FsConfig) -> Result<(), Unavailable> {
+    privileges()?;
+    config.availability()
+}
+
 /// Default timeouts of external steps.
 #[derive(Clone, Copy, Debug)]
 pub struct Timeouts {
@@ -417,5 +539,40 @@ impl Default for Timeouts {
             recovery: Duration::from_secs(30),
             fsck: Duration::from_secs(60),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_retired_configuration_says_why_and_a_missing_driver_names_itself() {
+        let reiserfs = by_name("reiserfs").unwrap();
+        assert_eq!(
+            reiserfs.availability(),
+            Err(Unavailable::Retired("reiserfs was removed from Linux in 6.13"))
+        );
+        assert_eq!(
+            Unavailable::NoDriver("ext4").to_string(),
+            "this kernel has no ext4 driver (see /proc/filesystems)"
+        );
+        let missing = Unavailable::MissingProgram { program: "mkfs.xfs", package: "xfsprogs" };
+        assert_eq!(
+            missing.to_string(),
+            "mkfs.xfs not found; install it (Debian: apt-get install xfsprogs)"
+        );
+    }
+
+    #[test]
+    fn a_research_design_is_made_in_process_on_an_image_file() {
+        let config = research().into_iter().next().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let image = dir.path().join("research.img");
+        std::fs::File::create(&image).unwrap().set_len(config.image_bytes).unwrap();
+        config.mkfs_on(&image, Duration::from_secs(10)).unwrap();
+        let dev = researchfs::FileDevice::open(&image).unwrap();
+        let design = config.design().unwrap();
+        assert!(researchfs::fsck(design, &dev).unwrap().damage().is_empty());
     }
 }

@@ -331,19 +331,7 @@ fn record_command_dm(req: &CommandRequest<'_>, log_dev: &Path) -> Result<Command
         Some(d) => crate::device::loopdev::LoopDevice::attach(d, &data_path)?,
         None => crate::device::loopdev::LoopDevice::attach_free(&data_path)?,
     };
-    let dev_str = data_dev.path().to_string_lossy().into_owned();
-    let mut args: Vec<&str> = config.mkfs[1..].to_vec();
-    args.push(&dev_str);
-    let out = crate::device::cmd::run(config.mkfs[0], &args, req.timeouts.mkfs)
-        .map_err(crate::device::Error::from)?;
-    if out.code != Some(0) {
-        return Err(Error::Mkfs {
-            program: config.mkfs[0].into(),
-            device: data_dev.path().to_owned(),
-            code: out.code,
-            line: out.last_line(),
-        });
-    }
+    config.mkfs_on(data_dev.path(), req.timeouts.mkfs)?;
     crate::image::copy_sparse(&data_path, &base_path).map_err(io_err(&base_path))?;
     let name = format!("bob-log-{}", std::process::id());
     let target = Arc::new(DmTarget::create(&name, data_dev.path(), log_dev).map_err(dm_err)?);

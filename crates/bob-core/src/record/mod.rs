@@ -27,7 +27,7 @@ use workloads::{Observed, OpEvent, Phase, Workload};
 
 use crate::device::fusedisk::{Disk, DiskServer};
 use crate::device::loopdev::LoopDevice;
-use crate::device::{cmd, mount};
+use crate::device::mount;
 use crate::fs::{FsConfig, Timeouts};
 use crate::trace::file::LogStream;
 use crate::trace::log::LogError;
@@ -47,17 +47,8 @@ pub enum Error {
     #[error(transparent)]
     Device(#[from] crate::device::Error),
     /// mkfs failed.
-    #[error("{program} failed on {device} (exit {code:?}): {line}")]
-    Mkfs {
-        /// The mkfs program.
-        program: String,
-        /// The device.
-        device: PathBuf,
-        /// Exit code.
-        code: Option<i32>,
-        /// Its last line of output.
-        line: String,
-    },
+    #[error(transparent)]
+    Mkfs(#[from] crate::fs::MkfsError),
     /// The workload failed on the real file system.
     #[error("workload on {config}: {source}")]
     Workload {
@@ -348,15 +339,9 @@ pub fn make_and_mount(
     work_dir: &Path,
     timeouts: Timeouts,
 ) -> Result<MountedDisk, Error> {
-    if let Some(reason) = config.unavailable {
-        return Err(Error::Unavailable { config: config.name.into(), reason: reason.into() });
-    }
-    if !config.kernel_supports() {
-        return Err(Error::Unavailable {
-            config: config.name.into(),
-            reason: format!("this kernel has no {} driver (see /proc/filesystems)", config.fstype),
-        });
-    }
+    config
+        .availability()
+        .map_err(|e| Error::Unavailable { config: config.name.into(), reason: e.to_string() })?;
     let base_path = work_dir.join("base.img");
     let fuse_dir = work_dir.join("record-disk");
     let mnt = work_dir.join("record-mnt");
@@ -374,19 +359,7 @@ pub fn make_and_mount(
         None => LoopDevice::attach_free(&disk_file)?,
     };
     let dev = loopdev.path().to_owned();
-    let dev_str = dev.to_string_lossy().into_owned();
-
-    let mut args: Vec<&str> = config.mkfs[1..].to_vec();
-    args.push(&dev_str);
-    let out = cmd::run(config.mkfs[0], &args, timeouts.mkfs).map_err(crate::device::Error::from)?;
-    if out.code != Some(0) {
-        return Err(Error::Mkfs {
-            program: config.mkfs[0].into(),
-            device: dev,
-            code: out.code,
-            line: out.last_line(),
-        });
-    }
+    config.mkfs_on(&dev, timeouts.mkfs)?;
     let fs_mount = mount::mount(&dev, &mnt, config.fstype, config.mount_options)?;
     Ok(MountedDisk {
         disk,
@@ -482,11 +455,13 @@ fn record_research(
         RecordingDisk::create(&base_path, config.image_bytes).map_err(io_err(&base_path))?,
     );
     let dev = Arc::new(RoleRecorder(disk.clone()));
-    researchfs::mkfs(design, dev.as_ref(), config.image_bytes).map_err(|e| Error::Mkfs {
-        program: format!("researchfs::mkfs({design})"),
-        device: base_path.clone(),
-        code: None,
-        line: e.to_string(),
+    researchfs::mkfs(design, dev.as_ref(), config.image_bytes).map_err(|e| {
+        crate::fs::MkfsError::Failed {
+            program: format!("researchfs::mkfs({design})"),
+            device: base_path.clone(),
+            code: None,
+            line: e.to_string(),
+        }
     })?;
     let mounted = researchfs::mount(design, dev, &mnt).map_err(research_err(config))?;
     // NoFS rebuilds allocation in the background; let it finish so the recorded ops

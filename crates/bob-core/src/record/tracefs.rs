@@ -81,13 +81,12 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
 
 /// The mount point of tracefs in this process's mount namespace, if mounted anywhere.
 pub fn mounted_tracefs() -> Option<PathBuf> {
-    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
-    let found: Vec<PathBuf> = mounts
-        .lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() > 2 && f[2] == "tracefs").then(|| PathBuf::from(f[1].replace("\\040", " ")))
-        })
+    // procfs undoes every octal escape of the mount point (space, tab, newline, `\\`).
+    let found: Vec<PathBuf> = procfs::mounts()
+        .ok()?
+        .into_iter()
+        .filter(|m| m.fs_vfstype == "tracefs")
+        .map(|m| PathBuf::from(m.fs_file))
         .collect();
     found.iter().find(|p| p.as_path() == Path::new(DEFAULT_TRACEFS)).or(found.first()).cloned()
 }
@@ -127,9 +126,7 @@ pub fn reclaim_dead_instances() -> (Vec<PathBuf>, Vec<String>) {
 
 /// Whether the kernel has tracefs with block events (mounted or mountable).
 pub fn kernel_has_tracefs() -> bool {
-    std::fs::read_to_string("/proc/filesystems")
-        .map(|s| s.lines().any(|l| l.split_whitespace().last() == Some("tracefs")))
-        .unwrap_or(false)
+    crate::fs::kernel_has("tracefs")
 }
 
 static INSTANCE_SEQ: AtomicUsize = AtomicUsize::new(0);

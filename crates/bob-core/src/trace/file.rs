@@ -38,7 +38,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::log::{
+use super::format::{
     check_entry, effective_sector_size, entry_len, replace_file, EntryRef, LogError, LogErrorKind,
     LogReader, LogWriter, PositionedFile, ENTRY_HEADER_LEN, SUPER_FIELDS_LEN,
 };

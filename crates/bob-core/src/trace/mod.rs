@@ -16,6 +16,7 @@
 pub mod blktrace;
 pub mod dir;
 pub mod file;
+mod format;
 pub mod fua;
 pub mod log;
 pub mod replay_log;
@@ -30,6 +31,11 @@ pub use dir::{TraceDir, TraceDirError};
 pub const SECTOR_SIZE: u64 = 512;
 
 /// dm-log-writes entry flags (`LOG_*_FLAG` in drivers/md/dm-log-writes.c).
+///
+/// [`Entry::flags`] stays the raw `u64` the log stores, so that bits bob does not name
+/// (the role field of [`crate::fs::roles`], a newer kernel's flags) survive a round trip;
+/// the constants test and set bits on it. [`flags::EntryFlags`] is the same bits as a typed
+/// set, for naming them ([`flags::names`]).
 pub mod flags {
     /// A cache flush; with data, a flush that precedes the write (REQ_PREFLUSH).
     pub const FLUSH: u64 = 1 << 0;
@@ -46,6 +52,42 @@ pub mod flags {
     /// real FUA issues no such flush, so under the `real` FUA model it is no barrier. The
     /// FLUSH bit stays, so replay-log and dm-log-writes readers see what was recorded.
     pub const FUA_POSTFLUSH: u64 = 1 << 5;
+
+    bitflags::bitflags! {
+        /// The named entry flags as a typed set. Built with
+        /// [`EntryFlags::from_bits_retain`], it keeps every other bit too.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub struct EntryFlags: u64 {
+            /// [`FLUSH`].
+            const FLUSH = FLUSH;
+            /// [`FUA`].
+            const FUA = FUA;
+            /// [`DISCARD`].
+            const DISCARD = DISCARD;
+            /// [`MARK`].
+            const MARK = MARK;
+            /// [`METADATA`].
+            const METADATA = METADATA;
+            /// [`FUA_POSTFLUSH`].
+            const FUA_POSTFLUSH = FUA_POSTFLUSH;
+        }
+    }
+
+    /// The flags of `bits` by name, in bit order and joined by `|` (`FLUSH|FUA`), the
+    /// bits without a name as one hex number at the end (`METADATA|0x300`); `-` for none.
+    pub fn names(bits: u64) -> String {
+        let set = EntryFlags::from_bits_retain(bits);
+        let mut out: Vec<String> = set.iter_names().map(|(name, _)| name.to_owned()).collect();
+        let unnamed = bits & !EntryFlags::all().bits();
+        if unnamed != 0 {
+            out.push(format!("{unnamed:#x}"));
+        }
+        if out.is_empty() {
+            "-".into()
+        } else {
+            out.join("|")
+        }
+    }
 }
 
 /// One logged request, exactly as dm-log-writes stores it.
@@ -180,3 +222,19 @@ impl PartialEq for Trace {
 }
 
 impl Eq for Trace {}
+
+#[cfg(test)]
+mod tests {
+    use super::flags::{self, names, EntryFlags};
+
+    #[test]
+    fn flags_are_named_and_unnamed_bits_survive() {
+        assert_eq!(names(0), "-");
+        assert_eq!(names(flags::FUA | flags::FLUSH), "FLUSH|FUA");
+        // A role in bits 8..12 and a bit no kernel has yet: kept, shown as hex.
+        let raw = flags::METADATA | 3 << 8 | 1 << 40;
+        assert_eq!(names(raw), format!("METADATA|{:#x}", 3u64 << 8 | 1 << 40));
+        assert_eq!(EntryFlags::from_bits_retain(raw).bits(), raw);
+        assert!(EntryFlags::from_bits_retain(raw).contains(EntryFlags::METADATA));
+    }
+}

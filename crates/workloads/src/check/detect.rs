@@ -18,12 +18,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::check::{CrashContext, Finding};
+use super::{CrashContext, Finding};
 use crate::model::{History, ModelState};
 use crate::property::Family;
-use crate::snapshot::{NodeKind, SectorClass, Snapshot};
+use crate::stamp::SectorClass;
+use crate::tree::{NodeKind, Observed, Snapshot};
 use crate::workload::{detection_scenario, DETECTION_SCENARIOS, DRAIN_FILE};
-use crate::{Observed, SECTOR};
+use crate::SECTOR;
 
 /// What one crash state did to one scenario of the reliability table: the silent kinds
 /// found on the paths its ops touched, and how many accesses to them returned an error

@@ -30,12 +30,17 @@
 //! * A finding of another family than the property's (a durability failure in an ordering
 //!   workload) is reported beside the verdict too: a cross means what its row says.
 
+mod detect;
+
+pub use detect::ScenarioMark;
+
 use crate::model::{parent, History, ModelNode, ModelState};
 use crate::op::{Op, OpKind, OpRef};
 use crate::property::{Family, Property};
-use crate::snapshot::{Node, NodeKind, SectorClass, Snapshot};
+use crate::stamp::SectorClass;
+use crate::tree::{Node, NodeKind, Observed, Snapshot};
 use crate::workload::{Workload, DRAIN_FILE};
-use crate::{Observed, SECTOR};
+use crate::SECTOR;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -226,13 +231,13 @@ impl<'w> Oracle<'w> {
         observed: &Observed,
         snap: &Snapshot,
         ctx: &CrashContext,
-    ) -> Vec<crate::detect::ScenarioMark> {
+    ) -> Vec<detect::ScenarioMark> {
         if self.h.error.is_some()
             || self.w.property.map(Property::family) != Some(Family::Detection)
         {
             return Vec::new();
         }
-        crate::detect::scenario_marks(&self.h, self.w, observed, snap, ctx)
+        detect::scenario_marks(&self.h, self.w, observed, snap, ctx)
     }
 
     /// See [`check_all`]: the findings that make the verdict ([`Judgement::findings`]).
@@ -279,7 +284,7 @@ impl<'w> Oracle<'w> {
                 out.extend(other);
             }
             Some(Family::Detection) => {
-                return crate::detect::findings(&self.h, self.w, observed, snap, ctx);
+                return detect::findings(&self.h, self.w, observed, snap, ctx);
             }
             _ => {}
         }

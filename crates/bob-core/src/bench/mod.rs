@@ -1,0 +1,570 @@
+//! Benchmarks: bob's engine against the naive per-state pipeline and the mount floor,
+//! measured in one process on one list of crash states.
+//!
+//! [`run`] records the workload once and generates its states once (the default
+//! strategies), then times, in this order:
+//!
+//! 1. the naive pipeline, one state at a time and no dedup: copy the base image file
+//!    whole, write the state's sectors into the copy, [`check::check_image`] it (loop
+//!    device, recovery mount, snapshot, umount, fsck, detach), delete the copy;
+//!    A second, kinder naive variant copies only the image's data (holes stay holes, see
+//!    [`crate::image::copy_sparse`]) on an evenly spaced sample of the states, so that the
+//!    engine is also compared with a naive tool that does not write the whole image;
+//! 2. the engine, [`check::run_states`] with its default behaviour (dedup, parallel
+//!    workers over copy-on-write views), timed on all states, then once more on every
+//!    other state, each with the peak-RSS mark reset, to show whether memory grows with
+//!    the number of states (glibc's mmap threshold is pinned for the whole run, see
+//!    `pin_mmap_threshold`, so that freed buffers do not count as memory in use);
+//! 3. the floor: mount + umount of one unchanged image on one loop device, repeated,
+//!    after one untimed mount that replays whatever the base image's journal holds (plus,
+//!    to explain the gap, the read-only fsck and a loop attach + detach alone);
+//! 4. the recorder's overhead: a write-heavy workload on bob's recording disk (recording
+//!    mode) over the same workload on a plain loop device over a sparse file, and how far
+//!    the recorder raises the process's peak RSS while it streams the trace to disk.
+//!
+//! The naive and engine verdicts must agree state by state (outcome name, and the story
+//! of a violation); [`BenchReport::first_disagreement`] names the first state where they
+//! do not. Every loop device, mount and FUSE disk is a guard from [`crate::device`], so
+//! each phase gives everything back on every exit path.
+
+mod engine;
+mod floor;
+mod machine;
+mod naive;
+mod recorder;
+mod report;
+mod stats;
+
+pub use naive::write_overlay;
+pub use report::*;
+
+use floor::floor;
+use machine::{load_average, machine, peak_rss_kib, pin_mmap_threshold, reset_hwm};
+use naive::naive_pipeline;
+use recorder::recorder_bench;
+use report::describe;
+use stats::{per_s, ratio, spaced};
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use workloads::Property;
+
+use crate::check::{self, Outcome, StateResult, Subject};
+use crate::crash::{self, CrashState, Limits, OverlayBuilder, Strategy};
+use crate::fs::{FsConfig, Timeouts};
+use crate::record::{self, RecordRequest};
+use crate::run::{Progress, WorkDir};
+use crate::trace::EntryKind;
+
+/// Mount + umount rounds of the floor unless told otherwise.
+pub const DEFAULT_FLOOR_RUNS: usize = 50;
+
+/// Bytes the recorder-overhead workload writes unless told otherwise (64 MiB).
+pub const DEFAULT_RECORDER_BYTES: u64 = 64 << 20;
+
+/// Files the recorder-overhead workload spreads its bytes over.
+const RECORDER_FILES: u64 = 16;
+
+/// Rounds of each side of the recorder comparison; the median is reported.
+const RECORDER_ROUNDS: usize = 3;
+
+/// At most this many states are run through the sparse-copy naive variant.
+const SPARSE_SAMPLE: usize = 50;
+
+/// At most this many mount + umount rounds of the floor over bob's FUSE disk.
+const FUSE_FLOOR_RUNS: usize = 20;
+
+/// Rounds of the fsck and loop attach timings that explain the floor gap.
+const BREAKDOWN_ROUNDS: usize = 10;
+
+/// Benchmark errors: the environment failed, not the file system under test.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Recording the workload failed.
+    #[error(transparent)]
+    Record(#[from] record::Error),
+    /// Checking a state failed (naive pipeline or engine).
+    #[error(transparent)]
+    Check(#[from] check::Error),
+    /// A device-layer failure (floor, recorder overhead).
+    #[error(transparent)]
+    Device(#[from] crate::device::Error),
+    /// mkfs failed in the recorder-overhead phase.
+    #[error(transparent)]
+    Mkfs(#[from] crate::fs::MkfsError),
+    /// The options do not fit.
+    #[error("bench options: {0}")]
+    Options(String),
+    /// The run was interrupted (Ctrl-C).
+    #[error("interrupted")]
+    Interrupted,
+    /// I/O on bob's own scratch files.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io { path: path.to_owned(), source }
+}
+
+/// What to measure.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    /// The configuration.
+    pub config: FsConfig,
+    /// The property whose workload is recorded.
+    pub property: Property,
+    /// Overrides the workload's multi-block size (bytes, a multiple of the block size),
+    /// to measure how the cost grows with the trace.
+    pub multi_block_bytes: Option<u64>,
+    /// Run the naive pipeline on at most this many states, evenly spaced over the list
+    /// (its rate is per state, so a sample estimates it); `None` runs it on every state.
+    pub naive_sample: Option<usize>,
+    /// Mount + umount rounds of the floor (at least 1).
+    pub floor_runs: usize,
+    /// The engine's parallel workers.
+    pub jobs: usize,
+    /// Bytes the recorder-overhead workload writes; 0 skips that phase.
+    pub recorder_bytes: u64,
+    /// External step timeouts (the same for the naive pipeline and the engine).
+    pub timeouts: Timeouts,
+    /// Where the scratch directory goes (default: the system temp dir).
+    pub scratch: Option<PathBuf>,
+}
+
+impl BenchOptions {
+    /// The defaults for `config` and `property`: jobs = number of cores.
+    pub fn new(config: FsConfig, property: Property) -> BenchOptions {
+        BenchOptions {
+            config,
+            property,
+            multi_block_bytes: None,
+            naive_sample: None,
+            floor_runs: DEFAULT_FLOOR_RUNS,
+            jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            recorder_bytes: DEFAULT_RECORDER_BYTES,
+            timeouts: Timeouts::default(),
+            scratch: None,
+        }
+    }
+}
+
+/// Runs the whole benchmark (see the module documentation). `progress` hears one phase
+/// per step (`recording`, `naive`, `naive-sparse`, `engine`, `engine-half`,
+/// `engine-serial`, `floor`, `recorder`); `cancel`
+/// stops it between states with [`Error::Interrupted`].
+pub fn run(
+    options: &BenchOptions,
+    progress: &dyn Progress,
+    cancel: &AtomicBool,
+) -> Result<BenchReport, Error> {
+    let params = workload_params(options)?;
+    let malloc_pinned = pin_mmap_threshold();
+    let load_start = load_average();
+    let scratch_parent = options.scratch.clone().unwrap_or_else(std::env::temp_dir);
+    let work = WorkDir::new(options.scratch.as_deref()).map_err(io_err(&scratch_parent))?;
+    let ctx = Phase { options, work: work.path(), progress, cancel };
+
+    let recorded = record_states(&ctx, &params)?;
+    let naive = naive_phase(&ctx, &recorded)?;
+    let engine = engine_phase(&ctx, &recorded, &naive.sparse_sample)?;
+
+    // Phase 3, the floor.
+    progress.phase("floor", options.floor_runs);
+    let (floor_seconds, floor) =
+        floor(&recorded.subject, &recorded.base_path, work.path(), options, progress, cancel)?;
+
+    // Phase 4, the recorder's overhead.
+    let recorder = if options.recorder_bytes > 0 {
+        progress.phase("recorder", RECORDER_ROUNDS * 2);
+        Some(recorder_bench(&options.config, work.path(), options, progress, cancel)?)
+    } else {
+        None
+    };
+
+    let measured = Measured { recorded, naive, engine, floor_seconds, floor, recorder };
+    Ok(measured.report(options, &params, malloc_pinned, load_start))
+}
+
+/// Everything the phases measured, before it becomes the report.
+struct Measured {
+    recorded: Recorded,
+    naive: NaiveRuns,
+    engine: EngineRuns,
+    floor_seconds: f64,
+    floor: FloorBreakdown,
+    recorder: Option<RecorderBench>,
+}
+
+impl Measured {
+    /// The report: the figures, the rates and ratios derived from them, the verdicts
+    /// compared state by state, and what the machine was like.
+    fn report(
+        self,
+        options: &BenchOptions,
+        params: &workloads::Params,
+        malloc_pinned: bool,
+        load_start: f64,
+    ) -> BenchReport {
+        let Measured { recorded, naive, engine, floor_seconds, floor, recorder } = self;
+        let (disagreements, first_disagreement) =
+            compare_verdicts(&recorded.states, &naive, &engine);
+        let Recorded { subject, states, .. } = recorded;
+        let figures = Figures {
+            naive: per_s(naive.indices.len(), naive.seconds),
+            sparse: per_s(naive.sparse_sample.len(), naive.sparse_seconds),
+            covered: per_s(states.len(), engine.seconds),
+            mounted: per_s(engine.states_mounted, engine.seconds),
+            floor_ms: floor_seconds * 1e3 / options.floor_runs as f64,
+            ms_per_mounted: engine.seconds * 1e3 / engine.states_mounted.max(1) as f64,
+        };
+        BenchReport {
+            naive_states_per_s: figures.naive,
+            engine_states_covered_per_s: figures.covered,
+            engine_states_mounted_per_s: figures.mounted,
+            floor_mounts_per_s: per_s(options.floor_runs, floor_seconds),
+            ratio_covered: ratio(figures.covered, figures.naive),
+            ratio_mounted: ratio(figures.mounted, figures.naive),
+            cost_vs_floor: ratio(figures.ms_per_mounted, figures.floor_ms),
+            recorder_overhead: recorder
+                .as_ref()
+                .map_or(0.0, |r| ratio(r.recording_seconds, r.plain_seconds)),
+            verdicts_agree: disagreements == 0,
+            config: options.config.name.into(),
+            property: options.property.name().into(),
+            multi_block_bytes: params.multi_block_bytes,
+            machine: machine(),
+            jobs: options.jobs.max(1),
+            trace_entries: subject.trace.entries.len(),
+            trace_write_bytes: subject
+                .trace
+                .entries
+                .iter()
+                .filter(|e| matches!(e.kind(), EntryKind::Write { .. }))
+                .map(|e| e.data.len() as u64)
+                .sum(),
+            epochs: subject.epochs.len(),
+            states: states.len(),
+            states_mounted: engine.states_mounted,
+            naive_states: naive.indices.len(),
+            naive_seconds: naive.seconds,
+            naive_breakdown: naive.breakdown,
+            naive_sparse: NaiveSparse {
+                states: naive.sparse_sample.len(),
+                states_per_s: figures.sparse,
+                seconds: naive.sparse_seconds,
+                breakdown: naive.sparse_breakdown,
+                ratio_covered: ratio(figures.covered, figures.sparse),
+                ratio_mounted: ratio(figures.mounted, figures.sparse),
+            },
+            engine_seconds: engine.seconds,
+            engine_ms_per_mounted_state: figures.ms_per_mounted,
+            cost_vs_floor_per_worker: ratio(
+                figures.ms_per_mounted * options.jobs.max(1) as f64,
+                figures.floor_ms,
+            ),
+            engine_dedup_seconds: engine.dedup_seconds,
+            engine_serial: engine.serial,
+            floor_ms: figures.floor_ms,
+            floor,
+            recorder,
+            memory: MemoryReport { hwm_reset: engine.hwm_reset, malloc_pinned, ..engine.memory },
+            load_average: [load_start, load_average()],
+            outcomes: engine.outcomes,
+            disagreements,
+            first_disagreement,
+        }
+    }
+}
+
+/// What every phase of one benchmark run shares.
+struct Phase<'a> {
+    options: &'a BenchOptions,
+    /// The run's scratch directory.
+    work: &'a Path,
+    progress: &'a dyn Progress,
+    cancel: &'a AtomicBool,
+}
+
+impl Phase<'_> {
+    fn interrupted(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+}
+
+/// The workload's parameters, with the options' multi-block size; the options checked.
+fn workload_params(options: &BenchOptions) -> Result<workloads::Params, Error> {
+    if options.floor_runs == 0 {
+        return Err(Error::Options("the floor needs at least one run".into()));
+    }
+    let mut params = options.config.workload_params();
+    if let Some(m) = options.multi_block_bytes {
+        if m == 0 || m % params.block_size != 0 {
+            return Err(Error::Options(format!(
+                "multi-block size {m} is not a positive multiple of the block size {}",
+                params.block_size
+            )));
+        }
+        params.multi_block_bytes = m;
+    }
+    Ok(params)
+}
+
+/// The recorded workload and its crash states, which every phase measures.
+struct Recorded {
+    subject: Subject,
+    base_path: PathBuf,
+    states: Vec<CrashState>,
+}
+
+/// Records the workload once and generates its states once (the default strategies).
+fn record_states(ctx: &Phase<'_>, params: &workloads::Params) -> Result<Recorded, Error> {
+    let options = ctx.options;
+    ctx.progress.phase("recording", 0);
+    let workload = workloads::workload_for(options.property, params);
+    let record_dir = ctx.work.join("record");
+    std::fs::create_dir_all(&record_dir).map_err(io_err(&record_dir))?;
+    let recording = record::record(&RecordRequest {
+        config: &options.config,
+        workload: &workload,
+        device: None,
+        work_dir: &record_dir,
+        timeouts: options.timeouts,
+    })?;
+    if ctx.interrupted() {
+        return Err(Error::Interrupted);
+    }
+    let base_path = recording.base_image.clone();
+    let (subject, _) = Subject::of_recording(
+        options.config.clone(),
+        workload,
+        recording,
+        None,
+        crash::DiskModel::default(),
+    )?;
+    let states =
+        crash::generate(&subject.trace, &subject.epochs, Strategy::DEFAULT, &Limits::default())
+            .states;
+    if states.is_empty() {
+        return Err(Error::Options(format!(
+            "{} on {} has no crash states to check",
+            options.property.name(),
+            options.config.name
+        )));
+    }
+    Ok(Recorded { subject, base_path, states })
+}
+
+/// What the two naive variants found and took.
+struct NaiveRuns {
+    /// The states the whole-copy variant checked (all, or an evenly spaced sample).
+    indices: Vec<usize>,
+    outcomes: Vec<Outcome>,
+    seconds: f64,
+    breakdown: NaiveBreakdown,
+    /// The states the sparse-copy variant checked.
+    sparse_sample: Vec<usize>,
+    sparse_outcomes: Vec<Outcome>,
+    sparse_seconds: f64,
+    sparse_breakdown: NaiveBreakdown,
+}
+
+/// Phase 1, the naive pipeline: whole copies on the sample the options ask for, then
+/// sparse copies on at most [`SPARSE_SAMPLE`] states.
+fn naive_phase(ctx: &Phase<'_>, rec: &Recorded) -> Result<NaiveRuns, Error> {
+    let (states, options) = (&rec.states, ctx.options);
+    let indices = spaced(states.len(), options.naive_sample.unwrap_or(usize::MAX));
+    ctx.progress.phase("naive", indices.len());
+    let naive_states: Vec<&CrashState> = indices.iter().map(|&i| &states[i]).collect();
+    let whole_copy = |from: &Path, to: &Path| std::fs::copy(from, to).map(drop);
+    let (outcomes, seconds, breakdown) = naive_pipeline(
+        &rec.subject,
+        &rec.base_path,
+        &naive_states,
+        whole_copy,
+        ctx.work,
+        options,
+        ctx.progress,
+        ctx.cancel,
+    )?;
+    let sparse_sample = spaced(states.len(), SPARSE_SAMPLE);
+    ctx.progress.phase("naive-sparse", sparse_sample.len());
+    let sampled: Vec<&CrashState> = sparse_sample.iter().map(|&i| &states[i]).collect();
+    let (sparse_outcomes, sparse_seconds, sparse_breakdown) = naive_pipeline(
+        &rec.subject,
+        &rec.base_path,
+        &sampled,
+        crate::image::copy_sparse,
+        ctx.work,
+        options,
+        ctx.progress,
+        ctx.cancel,
+    )?;
+    Ok(NaiveRuns {
+        indices,
+        outcomes,
+        seconds,
+        breakdown,
+        sparse_sample,
+        sparse_outcomes,
+        sparse_seconds,
+        sparse_breakdown,
+    })
+}
+
+/// What the engine's runs found and took.
+struct EngineRuns {
+    results: Vec<StateResult>,
+    seconds: f64,
+    states_mounted: usize,
+    dedup_seconds: f64,
+    serial: EngineSerial,
+    /// The peak-RSS figures (`hwm_reset` and `malloc_pinned` are filled in by the caller).
+    memory: MemoryReport,
+    hwm_reset: bool,
+    outcomes: BTreeMap<String, usize>,
+}
+
+/// Phase 2, the engine: first what it does before it mounts anything (every state's
+/// overlay and digest, the dedup key), timed alone to show how it grows with the trace;
+/// then all states, then every other state, each with the peak mark reset first; then
+/// one worker on the sparse-copy sample.
+fn engine_phase(
+    ctx: &Phase<'_>,
+    rec: &Recorded,
+    sparse_sample: &[usize],
+) -> Result<EngineRuns, Error> {
+    let (subject, states, options) = (&rec.subject, &rec.states, ctx.options);
+    let started = Instant::now();
+    let builder = OverlayBuilder::new(&subject.trace, &subject.epochs);
+    for state in states {
+        std::hint::black_box(builder.state(&state.id).digest(&subject.trace));
+    }
+    drop(builder);
+    let dedup_seconds = started.elapsed().as_secs_f64();
+
+    // The half spans the same epochs (and overlay sizes) as the whole list and differs
+    // from it only in the number of states.
+    let check = |states: &[CrashState], name: &str, jobs: usize| {
+        engine::check_states(
+            subject,
+            states,
+            ctx.work,
+            name,
+            jobs,
+            options,
+            ctx.progress,
+            ctx.cancel,
+        )
+    };
+    let peak_rss_before_engine_kib = peak_rss_kib();
+    ctx.progress.phase("engine", states.len());
+    let mut hwm_reset = reset_hwm();
+    let started = Instant::now();
+    let results = check(states, "engine", options.jobs)?;
+    let seconds = started.elapsed().as_secs_f64();
+    let peak_rss_after_engine_kib = peak_rss_kib();
+    let half: Vec<CrashState> = states.iter().step_by(2).cloned().collect();
+    ctx.progress.phase("engine-half", half.len());
+    hwm_reset &= reset_hwm();
+    check(&half, "engine-half", options.jobs)?;
+    let peak_rss_engine_half_kib = peak_rss_kib();
+
+    // Its cost per mounted state without the parallel speed-up.
+    let sampled: Vec<CrashState> = sparse_sample.iter().map(|&i| states[i].clone()).collect();
+    ctx.progress.phase("engine-serial", sampled.len());
+    let started = Instant::now();
+    let serial = check(&sampled, "engine-serial", 1)?;
+    let serial_seconds = started.elapsed().as_secs_f64();
+    let serial_mounted = mounted(&serial);
+    let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
+    for e in &results {
+        *outcomes.entry(e.check.outcome.name().to_owned()).or_default() += 1;
+    }
+    Ok(EngineRuns {
+        states_mounted: mounted(&results),
+        results,
+        seconds,
+        dedup_seconds,
+        serial: EngineSerial {
+            states: sampled.len(),
+            states_mounted: serial_mounted,
+            seconds: serial_seconds,
+            ms_per_mounted_state: serial_seconds * 1e3 / serial_mounted.max(1) as f64,
+        },
+        memory: MemoryReport {
+            peak_rss_before_engine_kib,
+            peak_rss_after_engine_kib,
+            peak_rss_engine_half_kib,
+            half_states: half.len(),
+            hwm_reset: false,
+            malloc_pinned: false,
+        },
+        hwm_reset,
+        outcomes,
+    })
+}
+
+/// How many of `results` were mounted (the others shared a mounted state's verdict).
+fn mounted(results: &[StateResult]) -> usize {
+    results.iter().enumerate().filter(|(i, r)| r.mounted_as == *i).count()
+}
+
+/// The states where a naive variant and the engine disagree: how many, and the earliest.
+fn compare_verdicts(
+    states: &[CrashState],
+    naive: &NaiveRuns,
+    engine: &EngineRuns,
+) -> (usize, Option<Disagreement>) {
+    let results = &engine.results;
+    let mut disagreements = 0;
+    let mut first_disagreement = None;
+    for (&i, n) in naive.indices.iter().zip(&naive.outcomes) {
+        let e = &results[i];
+        if !same_verdict(n, &e.check.outcome) {
+            disagreements += 1;
+            first_disagreement.get_or_insert_with(|| Disagreement {
+                index: i,
+                state: states[i].id.to_string(),
+                naive: describe(n),
+                engine: describe(&e.check.outcome),
+            });
+        }
+    }
+    for (&i, n) in naive.sparse_sample.iter().zip(&naive.sparse_outcomes) {
+        let e = &results[i].check.outcome;
+        if !same_verdict(n, e) {
+            disagreements += 1;
+            if first_disagreement.as_ref().is_none_or(|d: &Disagreement| d.index > i) {
+                first_disagreement = Some(Disagreement {
+                    index: i,
+                    state: states[i].id.to_string(),
+                    naive: format!("(sparse copy) {}", describe(n)),
+                    engine: describe(e),
+                });
+            }
+        }
+    }
+    (disagreements, first_disagreement)
+}
+
+/// The rates and costs the report derives from the phases.
+struct Figures {
+    /// States per second: whole-copy naive, sparse-copy naive, engine (covered and
+    /// mounted).
+    naive: f64,
+    sparse: f64,
+    covered: f64,
+    mounted: f64,
+    /// Milliseconds: one floor mount + umount, one engine-mounted state.
+    floor_ms: f64,
+    ms_per_mounted: f64,
+}

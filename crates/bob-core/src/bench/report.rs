@@ -1,0 +1,356 @@
+//! The benchmark's report: its figures, their summary in words, and how two verdicts
+//! compare.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::RECORDER_FILES;
+use crate::check::Outcome;
+
+/// The machine the figures come from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Machine {
+    /// Cores available to bob.
+    pub cores: usize,
+    /// `uname -r`.
+    pub kernel: String,
+    /// MemTotal of /proc/meminfo, KiB.
+    pub mem_total_kib: u64,
+}
+
+/// Where the naive pipeline's time goes, per state on average.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NaiveBreakdown {
+    /// Copying the base image file whole (`std::fs::copy`).
+    pub copy_ms: f64,
+    /// Writing the state's sectors into the copy.
+    pub write_ms: f64,
+    /// [`crate::check::check_image`]: attach, recovery mount, snapshot, umount, fsck, detach.
+    pub check_ms: f64,
+    /// Deleting the copy.
+    pub delete_ms: f64,
+}
+
+/// The naive pipeline with a sparse copy of the base image (only its data, holes kept),
+/// run on an evenly spaced sample of the states.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NaiveSparse {
+    /// States in the sample.
+    pub states: usize,
+    /// States per second.
+    pub states_per_s: f64,
+    /// Wall time, seconds.
+    pub seconds: f64,
+    /// Where the time goes.
+    pub breakdown: NaiveBreakdown,
+    /// Engine covered/s over this variant's states/s.
+    pub ratio_covered: f64,
+    /// Engine mounted/s over this variant's states/s.
+    pub ratio_mounted: f64,
+}
+
+/// The engine run with one worker on a sample of the states.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EngineSerial {
+    /// States in the sample.
+    pub states: usize,
+    /// States mounted (after dedup).
+    pub states_mounted: usize,
+    /// Wall time, seconds.
+    pub seconds: f64,
+    /// Wall time per mounted state, ms.
+    pub ms_per_mounted_state: f64,
+}
+
+/// The floor and the single steps that explain the engine's cost above it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FloorBreakdown {
+    /// Timed mount + umount rounds.
+    pub runs: usize,
+    /// Median mount + umount, ms.
+    pub mount_umount_ms_median: f64,
+    /// Median mount + umount of the same unchanged image served through bob's FUSE disk
+    /// (a crash-state view with nothing applied), ms.
+    pub fuse_mount_umount_ms_median: f64,
+    /// The configuration's read-only fsck of the unchanged image, median ms.
+    pub fsck_ms: f64,
+    /// Binding a free loop device to the image and unbinding it, median ms.
+    pub loop_attach_detach_ms: f64,
+}
+
+/// The recorder comparison (medians of a few rounds).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecorderBench {
+    /// Bytes written (spread over files, then each fsynced).
+    pub bytes: u64,
+    /// Rounds per side.
+    pub rounds: usize,
+    /// Median wall time on bob's recording disk (FUSE disk + loop, recording), seconds.
+    pub recording_seconds: f64,
+    /// Median wall time on a plain loop device over a sparse file, seconds.
+    pub plain_seconds: f64,
+    /// Size of the log the recording streamed to disk (the last round), bytes.
+    #[serde(default)]
+    pub log_bytes: u64,
+    /// How much the process's peak RSS rose above its RSS at the start of recording,
+    /// through the workload, the unmount and sealing the trace (the largest of the
+    /// rounds), KiB. What the recorder holds in memory; the payloads are on disk.
+    #[serde(default)]
+    pub recording_rss_growth_kib: u64,
+}
+
+/// Peak resident memory around the engine phase (from /proc/self/status).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MemoryReport {
+    /// VmHWM just before the engine phase (recording and the naive pipeline included).
+    pub peak_rss_before_engine_kib: u64,
+    /// VmHWM after the engine ran all states. When `hwm_reset` is set the mark was reset
+    /// just before, so this is the engine's own peak.
+    pub peak_rss_after_engine_kib: u64,
+    /// The engine's peak over every other state only (mark reset before).
+    pub peak_rss_engine_half_kib: u64,
+    /// States in that half.
+    pub half_states: usize,
+    /// Whether the kernel let bob reset the peak mark (`/proc/self/clear_refs`).
+    pub hwm_reset: bool,
+    /// Whether glibc's mmap threshold was pinned for the run (see [`super::run`]).
+    pub malloc_pinned: bool,
+}
+
+/// The first state whose naive and engine verdicts differ.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Disagreement {
+    /// Position in the state list.
+    pub index: usize,
+    /// The state id.
+    pub state: String,
+    /// The naive pipeline's outcome and detail.
+    pub naive: String,
+    /// The engine's outcome and detail.
+    pub engine: String,
+}
+
+/// Everything `bob bench` measures. The first nine fields are the stable keys the issue
+/// names; the rest explain them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BenchReport {
+    /// Naive pipeline: states per second.
+    pub naive_states_per_s: f64,
+    /// Engine: states covered (duplicates included) per second of wall time.
+    pub engine_states_covered_per_s: f64,
+    /// Engine: states actually mounted (after dedup) per second of wall time.
+    pub engine_states_mounted_per_s: f64,
+    /// Floor: mount + umount rounds per second.
+    pub floor_mounts_per_s: f64,
+    /// `engine_states_covered_per_s / naive_states_per_s`.
+    pub ratio_covered: f64,
+    /// `engine_states_mounted_per_s / naive_states_per_s`.
+    pub ratio_mounted: f64,
+    /// Engine wall time per mounted state over the floor's mean mount + umount time.
+    pub cost_vs_floor: f64,
+    /// Recording-disk wall time over plain-loop wall time of the write-heavy workload
+    /// (0 when that phase was skipped).
+    pub recorder_overhead: f64,
+    /// Whether naive and engine reached the same verdict on every state.
+    pub verdicts_agree: bool,
+
+    /// The configuration.
+    pub config: String,
+    /// The property.
+    pub property: String,
+    /// The workload's multi-block size, bytes.
+    pub multi_block_bytes: u64,
+    /// The machine.
+    pub machine: Machine,
+    /// Engine workers.
+    pub jobs: usize,
+    /// Trace entries (writes, flushes, discards, marks).
+    pub trace_entries: usize,
+    /// Bytes of write data in the trace.
+    pub trace_write_bytes: u64,
+    /// Flush-delimited epochs.
+    pub epochs: usize,
+    /// States checked by both sides.
+    pub states: usize,
+    /// States the engine mounted (distinct contents).
+    pub states_mounted: usize,
+    /// States the naive pipeline ran (all of them unless sampled).
+    pub naive_states: usize,
+    /// Naive wall time, seconds.
+    pub naive_seconds: f64,
+    /// Where the naive time goes.
+    pub naive_breakdown: NaiveBreakdown,
+    /// The naive pipeline with a sparse copy, on a sample of the states.
+    pub naive_sparse: NaiveSparse,
+    /// Engine wall time over all states, seconds.
+    pub engine_seconds: f64,
+    /// Engine wall time per mounted state, ms.
+    pub engine_ms_per_mounted_state: f64,
+    /// Engine worker time per mounted state (wall x jobs) over the floor: the cost with
+    /// the parallel speed-up taken out.
+    pub cost_vs_floor_per_worker: f64,
+    /// Building every state's overlay and digest once, as the engine does before it
+    /// mounts anything (part of `engine_seconds`), seconds.
+    pub engine_dedup_seconds: f64,
+    /// The engine with one worker on the sparse-copy sample.
+    pub engine_serial: EngineSerial,
+    /// Floor mean mount + umount, ms.
+    pub floor_ms: f64,
+    /// The floor and the single steps above it.
+    pub floor: FloorBreakdown,
+    /// The recorder comparison, if run.
+    pub recorder: Option<RecorderBench>,
+    /// Peak memory around the engine.
+    pub memory: MemoryReport,
+    /// The 1-minute load average of the machine at the start and at the end: other work
+    /// on the machine slows every phase, the ratios less than the rates.
+    pub load_average: [f64; 2],
+    /// The engine's outcomes by name, over all states.
+    pub outcomes: BTreeMap<String, usize>,
+    /// States whose verdicts differ.
+    pub disagreements: usize,
+    /// The first of them.
+    pub first_disagreement: Option<Disagreement>,
+}
+
+impl BenchReport {
+    /// The human-readable summary.
+    pub fn to_text(&self) -> String {
+        let m = &self.memory;
+        let mut s = String::new();
+        let mut line = |l: String| {
+            s.push_str(&l);
+            s.push('\n');
+        };
+        line(format!(
+            "bench {} / {} (multi-block {} KiB): {} states, {} distinct after dedup, {} epochs, \
+             {} trace entries ({} KiB written)",
+            self.config,
+            self.property,
+            self.multi_block_bytes >> 10,
+            self.states,
+            self.states_mounted,
+            self.epochs,
+            self.trace_entries,
+            self.trace_write_bytes >> 10
+        ));
+        line(format!(
+            "machine: {} cores, kernel {}, {} MiB memory; engine jobs {}",
+            self.machine.cores,
+            self.machine.kernel,
+            self.machine.mem_total_kib >> 10,
+            self.jobs
+        ));
+        let nb = &self.naive_breakdown;
+        line(format!(
+            "naive:  {:8.1} states/s  ({} states in {:.1} s; per state: copy {:.1} ms, write {:.2} ms, \
+             check {:.1} ms, delete {:.1} ms)",
+            self.naive_states_per_s,
+            self.naive_states,
+            self.naive_seconds,
+            nb.copy_ms,
+            nb.write_ms,
+            nb.check_ms,
+            nb.delete_ms
+        ));
+        let sp = &self.naive_sparse;
+        line(format!(
+            "naive, sparse copy: {:.1} states/s over {} sampled states (copy {:.1} ms, check {:.1} ms); \
+             engine/this: {:.2}x covered, {:.2}x mounted",
+            sp.states_per_s,
+            sp.states,
+            sp.breakdown.copy_ms,
+            sp.breakdown.check_ms,
+            sp.ratio_covered,
+            sp.ratio_mounted
+        ));
+        line(format!(
+            "engine: {:8.1} states/s covered, {:.1} mounted/s  ({:.2} s, of which overlays and \
+             digests {:.2} s; {:.1} ms per mounted state)",
+            self.engine_states_covered_per_s,
+            self.engine_states_mounted_per_s,
+            self.engine_seconds,
+            self.engine_dedup_seconds,
+            self.engine_ms_per_mounted_state
+        ));
+        line(format!(
+            "floor:  {:8.1} mount+umount/s  ({:.2} ms mean, {:.2} ms median over {}; \
+             over bob's FUSE disk {:.2} ms median; fsck {:.1} ms, loop attach+detach {:.2} ms)",
+            self.floor_mounts_per_s,
+            self.floor_ms,
+            self.floor.mount_umount_ms_median,
+            self.floor.runs,
+            self.floor.fuse_mount_umount_ms_median,
+            self.floor.fsck_ms,
+            self.floor.loop_attach_detach_ms
+        ));
+        line(format!(
+            "ratio engine/naive: {:.2}x covered, {:.2}x mounted; cost per mounted state: \
+             {:.2}x floor ({:.2}x per worker)",
+            self.ratio_covered,
+            self.ratio_mounted,
+            self.cost_vs_floor,
+            self.cost_vs_floor_per_worker
+        ));
+        line(format!(
+            "engine, one worker: {:.1} ms per mounted state ({} of {} sampled states mounted)",
+            self.engine_serial.ms_per_mounted_state,
+            self.engine_serial.states_mounted,
+            self.engine_serial.states
+        ));
+        match &self.recorder {
+            Some(r) => line(format!(
+                "recorder overhead: {:.2}x ({} MiB over {} files + fsync: recording disk {:.2} s, \
+                 plain loop {:.2} s; medians of {}); recorder peak RSS +{} KiB, log {} KiB on disk",
+                self.recorder_overhead,
+                r.bytes >> 20,
+                RECORDER_FILES,
+                r.recording_seconds,
+                r.plain_seconds,
+                r.rounds,
+                r.recording_rss_growth_kib,
+                r.log_bytes >> 10
+            )),
+            None => line("recorder overhead: not measured".into()),
+        }
+        line(format!(
+            "peak RSS: {} KiB before the engine; engine alone {} KiB over all {} states, \
+             {} KiB over {} states{}",
+            m.peak_rss_before_engine_kib,
+            m.peak_rss_after_engine_kib,
+            self.states,
+            m.peak_rss_engine_half_kib,
+            m.half_states,
+            if m.hwm_reset { "" } else { " (peak mark could not be reset: process peaks)" }
+        ));
+        line(format!(
+            "load average (1 min): {:.2} at the start, {:.2} at the end",
+            self.load_average[0], self.load_average[1]
+        ));
+        let outcomes: Vec<String> = self.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        line(format!("outcomes: {}", outcomes.join(", ")));
+        match &self.first_disagreement {
+            None => line(format!("verdicts agree on all {} states", self.states)),
+            Some(d) => line(format!(
+                "VERDICTS DISAGREE on {} states; first: state {} (#{}): naive {}, engine {}",
+                self.disagreements, d.state, d.index, d.naive, d.engine
+            )),
+        }
+        s
+    }
+}
+
+/// Whether two outcomes are the same verdict: the same outcome, and for a violation the
+/// same story. Mount and fsck messages name the loop device, so only their kind counts.
+pub fn same_verdict(a: &Outcome, b: &Outcome) -> bool {
+    a.kind() == b.kind() && (!matches!(a, Outcome::Violated { .. }) || a.detail() == b.detail())
+}
+
+pub(super) fn describe(o: &Outcome) -> String {
+    if o.detail().is_empty() {
+        o.name().to_owned()
+    } else {
+        format!("{}: {}", o.name(), o.detail())
+    }
+}

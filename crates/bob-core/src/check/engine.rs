@@ -1,0 +1,229 @@
+//! The checking engine: dedup of states by content and due promises, then parallel
+//! workers over one FUSE disk, each with its own loop device and mount point.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::{check_image_with, Error, Journal, Judge, Outcome, StateCheck, Subject};
+use crate::crash::{CrashState, OverlayBuilder};
+use crate::device::fusedisk::DiskServer;
+use crate::fs::Timeouts;
+use crate::image::CrashView;
+
+/// Options of the checking engine.
+#[derive(Clone, Debug)]
+pub struct EngineOptions {
+    /// Parallel workers (loop devices and mounts at once).
+    pub jobs: usize,
+    /// Timeouts of external steps.
+    pub timeouts: Timeouts,
+    /// Scratch directory for the FUSE disk and mount points.
+    pub work_dir: PathBuf,
+}
+
+/// One state's result within a run.
+#[derive(Clone, Debug)]
+pub struct StateResult {
+    /// The state.
+    pub state: CrashState,
+    /// Content digest of its overlay (the dedup key).
+    pub digest: [u8; 32],
+    /// Index (into the run's states) of the state that was actually mounted for it.
+    pub mounted_as: usize,
+    /// What checking found (shared by duplicates).
+    pub check: Arc<StateCheck>,
+}
+
+/// The key a state is checked (and journaled) under: its content digest, and the
+/// persistence points due in it when there are any.
+fn check_key(digest: &[u8; 32], durable_ops: &[usize]) -> [u8; 32] {
+    if durable_ops.is_empty() {
+        return *digest;
+    }
+    let mut h = blake3::Hasher::new();
+    h.update(b"bob check key v1\0");
+    h.update(digest);
+    for op in durable_ops {
+        h.update(&(*op as u64).to_le_bytes());
+    }
+    *h.finalize().as_bytes()
+}
+
+/// Checks `states` of `subject`: dedup by content, then `jobs` workers in parallel.
+/// `progress` is called after each state mounted with (mounted so far, unique total).
+/// Stops early with [`Error::Interrupted`] when `cancel` is set.
+pub fn run_states(
+    subject: &Subject,
+    states: &[CrashState],
+    options: &EngineOptions,
+    progress: &(dyn Fn(usize, usize) + Sync),
+    cancel: &AtomicBool,
+) -> Result<Vec<StateResult>, Error> {
+    run_states_with(subject, &Judge::Oracle, states, options, progress, cancel)
+}
+
+/// [`run_states`] with a choice of [`Judge`].
+pub fn run_states_with(
+    subject: &Subject,
+    judge: &Judge,
+    states: &[CrashState],
+    options: &EngineOptions,
+    progress: &(dyn Fn(usize, usize) + Sync),
+    cancel: &AtomicBool,
+) -> Result<Vec<StateResult>, Error> {
+    run_states_journaled(subject, judge, states, options, progress, cancel, &Journal::default())
+}
+
+/// [`run_states_with`] that skips states the journal already holds and appends each new
+/// result to it. Memory stays flat in the number of states: a snapshot is kept only for
+/// the earliest state of each failing outcome (the one a witness shows).
+pub fn run_states_journaled(
+    subject: &Subject,
+    judge: &Judge,
+    states: &[CrashState],
+    options: &EngineOptions,
+    progress: &(dyn Fn(usize, usize) + Sync),
+    cancel: &AtomicBool,
+    journal: &Journal,
+) -> Result<Vec<StateResult>, Error> {
+    let builder = OverlayBuilder::new(&subject.trace, &subject.epochs);
+    let digests: Vec<[u8; 32]> =
+        states.iter().map(|s| builder.state(&s.id).digest(&subject.trace)).collect();
+    // Two states are checked once when their blocks are identical and the same promises
+    // are due in them: the same disk right before and right after a flush owes different
+    // fsyncs, and sharing one verdict would skip the promises of the later.
+    let due: Vec<Vec<usize>> = states.iter().map(|s| subject.durable_ops(&s.id)).collect();
+    let keys: Vec<[u8; 32]> = digests.iter().zip(&due).map(|(d, ops)| check_key(d, ops)).collect();
+    let mut first_of: HashMap<[u8; 32], usize> = HashMap::new();
+    let mounted_as: Vec<usize> =
+        keys.iter().enumerate().map(|(i, d)| *first_of.entry(*d).or_insert(i)).collect();
+    let unique: Vec<usize> = (0..states.len()).filter(|&i| mounted_as[i] == i).collect();
+
+    let fuse_dir = options.work_dir.join("states-disk");
+    std::fs::create_dir_all(&fuse_dir)
+        .map_err(|source| Error::Io { path: fuse_dir.clone(), source })?;
+    let jobs = options.jobs.max(1).min(unique.len().max(1));
+    let server = DiskServer::start(&fuse_dir, jobs + 1)?;
+    let results: Mutex<HashMap<usize, StateCheck>> = Mutex::new(HashMap::new());
+    // Earliest unique state per failing outcome: the only snapshots worth keeping.
+    let keep: Mutex<HashMap<&'static str, usize>> = Mutex::new(HashMap::new());
+    let store = |index: usize, mut c: StateCheck| {
+        let mut results = results.lock().unwrap_or_else(|p| p.into_inner());
+        let mut keep = keep.lock().unwrap_or_else(|p| p.into_inner());
+        let name = c.outcome.name();
+        if name == "held" {
+            c.snapshot = None;
+        } else {
+            match keep.get(name).copied() {
+                Some(k) if k < index => c.snapshot = None,
+                Some(k) => {
+                    if let Some(old) = results.get_mut(&k) {
+                        old.snapshot = None;
+                    }
+                    keep.insert(name, index);
+                }
+                None => {
+                    keep.insert(name, index);
+                }
+            }
+        }
+        results.insert(index, c);
+    };
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let first_error: Mutex<Option<Error>> = Mutex::new(None);
+
+    std::thread::scope(|scope| {
+        for worker in 0..jobs {
+            let (server, builder, unique, store, next, done, first_error, keys, due) =
+                (&server, &builder, &unique, &store, &next, &done, &first_error, &keys, &due);
+            scope.spawn(move || {
+                let mnt = options.work_dir.join(format!("mnt-{worker}"));
+                if let Err(source) = std::fs::create_dir_all(&mnt) {
+                    *first_error.lock().unwrap_or_else(|p| p.into_inner()) =
+                        Some(Error::Io { path: mnt, source });
+                    return;
+                }
+                loop {
+                    if cancel.load(Ordering::Relaxed)
+                        || first_error.lock().map(|e| e.is_some()).unwrap_or(true)
+                    {
+                        return;
+                    }
+                    let k = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&index) = unique.get(k) else { return };
+                    if let Some(c) = journal.prior.get(&keys[index]) {
+                        store(index, c.clone());
+                        let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                        progress(n, unique.len());
+                        continue;
+                    }
+                    let state = &states[index];
+                    let view = Arc::new(CrashView::new(
+                        subject.base.clone(),
+                        subject.trace.clone(),
+                        builder.state(&state.id),
+                    ));
+                    let name = format!("state-{index}.img");
+                    let file = server.add(&name, view.clone());
+                    let durable = due[index].clone();
+                    let acked = match judge {
+                        Judge::Oracle => Vec::new(),
+                        Judge::Checker(_) => subject.acked_marks(&state.id),
+                    };
+                    let checked = check_image_with(
+                        subject,
+                        judge,
+                        &file,
+                        &mnt,
+                        durable,
+                        &acked,
+                        &options.timeouts,
+                    );
+                    server.remove(&name);
+                    match checked {
+                        Ok(mut c) => {
+                            c.recovery_writes = view.recovery_writes();
+                            if c.outcome == Outcome::Held {
+                                c.snapshot = None;
+                            }
+                            journal.record(&keys[index], &c);
+                            store(index, c);
+                            let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                            progress(n, unique.len());
+                        }
+                        Err(e) => {
+                            *first_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    drop(server);
+    if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e);
+    }
+    if cancel.load(Ordering::Relaxed) {
+        return Err(Error::Interrupted);
+    }
+    let results: HashMap<usize, Arc<StateCheck>> = results
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .into_iter()
+        .map(|(i, c)| (i, Arc::new(c)))
+        .collect();
+    Ok(states
+        .iter()
+        .enumerate()
+        .map(|(i, state)| StateResult {
+            state: state.clone(),
+            digest: digests[i],
+            mounted_as: mounted_as[i],
+            check: results[&mounted_as[i]].clone(),
+        })
+        .collect())
+}

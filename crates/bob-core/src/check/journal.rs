@@ -1,0 +1,78 @@
+//! The resume journal of a cell: one JSON line per checked state.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Error, StateCheck};
+
+/// Results of a cell already reached, and where new ones go, so that a killed run
+/// resumes without losing a verdict (`--resume`). One JSON line per mounted state, keyed
+/// by the state's content digest and the promises due in it (neither depends on state
+/// order or sharding).
+#[derive(Default)]
+pub struct Journal {
+    /// Checks already done, by content digest.
+    pub prior: HashMap<[u8; 32], StateCheck>,
+    sink: Option<Mutex<std::fs::File>>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct JournalLine {
+    #[serde(default = "crate::report::schema_v1")]
+    schema_version: u32,
+    digest: String,
+    check: StateCheck,
+}
+
+fn hex(d: &[u8; 32]) -> String {
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<[u8; 32]> {
+    let mut out = [0u8; 32];
+    if s.len() != 64 {
+        return None;
+    }
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+impl Journal {
+    /// Opens (creating it if needed) the journal at `path`, reading what it already holds.
+    /// A torn last line (the process was killed while writing it) is ignored.
+    pub fn open(path: &Path) -> Result<Journal, Error> {
+        let io = |source| Error::Io { path: path.to_owned(), source };
+        let mut prior = HashMap::new();
+        if let Ok(text) = std::fs::read_to_string(path) {
+            for line in text.lines() {
+                if let Ok(l) = serde_json::from_str::<JournalLine>(line) {
+                    if let Some(d) = unhex(&l.digest) {
+                        prior.insert(d, l.check);
+                    }
+                }
+            }
+        }
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(io)?;
+        Ok(Journal { prior, sink: Some(Mutex::new(file)) })
+    }
+
+    pub(super) fn record(&self, digest: &[u8; 32], check: &StateCheck) {
+        use std::io::Write;
+        if let Some(sink) = &self.sink {
+            let line = JournalLine {
+                schema_version: crate::report::SCHEMA_VERSION,
+                digest: hex(digest),
+                check: check.clone(),
+            };
+            if let Ok(text) = serde_json::to_string(&line) {
+                let mut f = sink.lock().unwrap_or_else(|p| p.into_inner());
+                let _ = f.write_all(format!("{text}\n").as_bytes());
+            }
+        }
+    }
+}

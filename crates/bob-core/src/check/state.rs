@@ -1,0 +1,440 @@
+//! Checking one crash state: recovery (and the repair ladder), snapshot, read-only fsck
+//! and the verdict, for a kernel configuration on a loop device or a research design in
+//! process.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use workloads::{CrashContext, Snapshot};
+
+use super::checker::{checker_verdict, finish_checked, run_checker};
+use super::{Error, Judge, Outcome, Repair, StateCheck, Subject};
+use crate::device::loopdev::LoopDevice;
+use crate::device::{cmd, mount};
+use crate::fs::{Recovery, RepairStep, Timeouts};
+
+/// The outcome of a walk of the recovered tree that failed: `read-error` at the path the
+/// walk names in front of its error (`/A/f0: stat: Bad message (os error 74)`).
+fn walk_failed(e: &std::io::Error) -> Outcome {
+    let text = e.to_string();
+    match text.split_once(": ") {
+        Some((path, error)) if path.starts_with('/') => {
+            Outcome::ReadError { path: path.to_owned(), error: error.to_owned() }
+        }
+        _ => Outcome::ReadError { path: String::new(), error: text },
+    }
+}
+
+/// Recovers, snapshots and checks the image in `disk_file` (any file a loop device can
+/// be attached to), mounting it at `mnt`.
+pub fn check_image(
+    subject: &Subject,
+    disk_file: &Path,
+    mnt: &Path,
+    durable_ops: Vec<usize>,
+    timeouts: &Timeouts,
+) -> Result<StateCheck, Error> {
+    check_image_with(subject, &Judge::Oracle, disk_file, mnt, durable_ops, &[], timeouts)
+}
+
+/// [`check_image`] with a choice of [`Judge`]. `acked_marks` are the marks made by the
+/// time of the crash (see [`Subject::acked_marks`]), handed to a user checker.
+pub fn check_image_with(
+    subject: &Subject,
+    judge: &Judge,
+    disk_file: &Path,
+    mnt: &Path,
+    durable_ops: Vec<usize>,
+    acked_marks: &[String],
+    timeouts: &Timeouts,
+) -> Result<StateCheck, Error> {
+    if let Some(design) = subject.config.design() {
+        let state = ResearchState { design, disk_file, mnt, acked_marks };
+        return check_research(subject, judge, &state, durable_ops, timeouts);
+    }
+    let config = &subject.config;
+    let loopdev = LoopDevice::attach_free(disk_file)?;
+    let dev = loopdev.path().to_owned();
+    let dev_str = dev.to_string_lossy().into_owned();
+    let done = |outcome| Ok(StateCheck::failed(outcome));
+
+    if let Recovery::FsckThenMount(fsck) = config.recovery {
+        let mut args = fsck[1..].to_vec();
+        args.push(&dev_str);
+        match cmd::run(fsck[0], &args, timeouts.recovery) {
+            // e2fsck: 0 clean, 1 fixed, 2 fixed + reboot; 4 and up: errors left. The
+            // configuration's own recovery failed: its repair tool is this same program,
+            // so there is no ladder left to climb.
+            Ok(out) if out.code.is_some_and(|c| c < 4) => {}
+            Ok(out) => {
+                return done(Outcome::Unrecoverable {
+                    message: format!("{} exit {:?}: {}", fsck.join(" "), out.code, out.last_line()),
+                })
+            }
+            Err(cmd::CmdError::Timeout { .. }) => {
+                return done(Outcome::Timeout { step: format!("recovery: {}", fsck.join(" ")) })
+            }
+            Err(e) => return Err(crate::device::Error::from(e).into()),
+        }
+    }
+    let options = config.check_mount_options();
+    let try_mount =
+        || match mount::mount_within(&dev, mnt, config.fstype, &options, timeouts.recovery) {
+            Some(Ok(m)) => Ok(m),
+            // The story names the options and the kernel's answer, not bob's scratch paths,
+            // so that it reads the same in every report and on every machine.
+            Some(Err(crate::device::Error::Mount { source, .. })) => Err(Some(format!(
+                "mount -t {} -o {}: {source}",
+                config.fstype,
+                if options.is_empty() { "defaults" } else { &options }
+            ))),
+            Some(Err(other)) => Err(Some(other.to_string())),
+            None => Err(None),
+        };
+    let mount_timeout = |loopdev: LoopDevice, repair: Option<Repair>| {
+        // The hung mount still holds the device; dropping our handle asks the kernel to
+        // unbind it (autoclear) once that mount lets go.
+        drop(loopdev);
+        Ok(StateCheck {
+            repair,
+            ..StateCheck::failed(Outcome::Timeout {
+                step: format!("recovery: mount -t {}", config.fstype),
+            })
+        })
+    };
+    let mut repair: Option<Repair> = None;
+    let fs_mount = match try_mount() {
+        Ok(m) => m,
+        Err(None) => return mount_timeout(loopdev, None),
+        Err(Some(message)) => {
+            // What an administrator would do: the configuration's repair ladder, one step
+            // at a time, mounting again after each. Its writes go to the state's private
+            // overlay like recovery's, so no other state sees them.
+            let mut rep =
+                Repair { mount_error: message.clone(), steps: Vec::new(), fixed_by: None };
+            let run_step = |step: &RepairStep| {
+                let mut args = step.argv[1..].to_vec();
+                args.push(&dev_str);
+                match cmd::run(step.argv[0], &args, timeouts.fsck) {
+                    Ok(out) => Ok(Some(out.code)),
+                    Err(cmd::CmdError::Timeout { .. }) => Ok(None),
+                    Err(e) => Err(Error::from(crate::device::Error::from(e))),
+                }
+            };
+            match climb_ladder(config.repair, &mut rep, run_step, try_mount)? {
+                Climb::Mounted(m) => {
+                    repair = Some(rep);
+                    m
+                }
+                Climb::Exhausted => {
+                    return Ok(StateCheck {
+                        repair: Some(rep),
+                        ..StateCheck::failed(Outcome::Unrecoverable { message })
+                    })
+                }
+                Climb::StepTimedOut(step) => {
+                    return Ok(StateCheck {
+                        repair: Some(rep),
+                        ..StateCheck::failed(Outcome::Timeout { step: format!("repair: {step}") })
+                    })
+                }
+                Climb::MountTimedOut => return mount_timeout(loopdev, Some(rep)),
+            }
+        }
+    };
+    if let Judge::Checker(checker) = judge {
+        let run = run_checker(checker, mnt, acked_marks);
+        fs_mount.unmount()?;
+        return finish_checked(subject, &dev_str, run?, checker, timeouts)
+            .map(|c| c.after_repair(repair))
+            .and_then(|c| loopdev.detach().map(|()| c).map_err(Error::from));
+    }
+    let snapshot = workloads::take_snapshot(mnt, &subject.workload);
+    fs_mount.unmount()?;
+    let snapshot = match snapshot {
+        Ok(s) => s,
+        Err(e) => {
+            let check = StateCheck { mounted: true, ..StateCheck::failed(walk_failed(&e)) };
+            return Ok(check.after_repair(repair));
+        }
+    };
+
+    let mut args = config.fsck[1..].to_vec();
+    args.push(&dev_str);
+    let fsck = match cmd::run(config.fsck[0], &args, timeouts.fsck) {
+        Ok(out) if out.code == Some(0) => None,
+        Ok(out) => {
+            Some(format!("{} exit {:?}: {}", config.fsck.join(" "), out.code, out.last_line()))
+        }
+        Err(cmd::CmdError::Timeout { .. }) => {
+            let check = StateCheck {
+                mounted: true,
+                ..StateCheck::failed(Outcome::Timeout {
+                    step: format!("fsck: {}", config.fsck.join(" ")),
+                })
+            };
+            return Ok(check.after_repair(repair));
+        }
+        Err(e) => return Err(crate::device::Error::from(e).into()),
+    };
+    loopdev.detach()?;
+
+    Ok(oracle_verdict(subject, snapshot, fsck, durable_ops).after_repair(repair))
+}
+
+/// Where climbing the repair ladder ended.
+enum Climb<M> {
+    /// A step made the state mountable; here is the mount.
+    Mounted(M),
+    /// Every step ran and the state still does not mount.
+    Exhausted,
+    /// This step hung and was killed.
+    StepTimedOut(String),
+    /// A mount after a step hung.
+    MountTimedOut,
+}
+
+/// Climbs `steps`: runs each (`run_step` gives its exit code, `None` inside when it was
+/// killed by a signal, or `Ok(None)` when it timed out), then mounts again (`try_mount`:
+/// the mount, or `Err(None)` when the mount hung, `Err(Some(error))` when it failed). A
+/// step with [`RepairStep::only_after_exit`] runs only when the previous step that ran
+/// exited with that code. Records every step run, and the one that fixed it, in `rep`.
+fn climb_ladder<M>(
+    steps: &[RepairStep],
+    rep: &mut Repair,
+    mut run_step: impl FnMut(&RepairStep) -> Result<Option<Option<i32>>, Error>,
+    mut try_mount: impl FnMut() -> Result<M, Option<String>>,
+) -> Result<Climb<M>, Error> {
+    let mut previous_exit: Option<i32> = None;
+    for step in steps {
+        if step.only_after_exit.is_some() && step.only_after_exit != previous_exit {
+            continue;
+        }
+        let Some(code) = run_step(step)? else {
+            return Ok(Climb::StepTimedOut(step.text()));
+        };
+        previous_exit = code;
+        let code = code.map_or("signal".to_owned(), |c| c.to_string());
+        rep.steps.push(format!("{} (exit {code})", step.text()));
+        match try_mount() {
+            Ok(m) => {
+                rep.fixed_by = Some(step.text());
+                return Ok(Climb::Mounted(m));
+            }
+            Err(None) => return Ok(Climb::MountTimedOut),
+            Err(Some(_)) => {}
+        }
+    }
+    Ok(Climb::Exhausted)
+}
+
+/// A crash state of a research design, as [`check_research`] gets it.
+struct ResearchState<'a> {
+    design: researchfs::Design,
+    disk_file: &'a Path,
+    mnt: &'a Path,
+    acked_marks: &'a [String],
+}
+
+/// [`check_image_with`] for a research design: no loop device, no kernel mount. The
+/// crash state's file is the design's block device; mounting it in process runs the
+/// design's recovery (and, for NoFS, its allocation scan, waited for so that a state
+/// always checks the same); then the same snapshot, judge and verdict as for a kernel
+/// configuration, with `researchfs::fsck` as the read-only fsck.
+fn check_research(
+    subject: &Subject,
+    judge: &Judge,
+    st: &ResearchState<'_>,
+    durable_ops: Vec<usize>,
+    timeouts: &Timeouts,
+) -> Result<StateCheck, Error> {
+    let design = st.design;
+    let io = |source| Error::Io { path: st.disk_file.to_owned(), source };
+    let dev: Arc<dyn researchfs::BlockDevice> =
+        Arc::new(researchfs::FileDevice::open(st.disk_file).map_err(io)?);
+    let done = |outcome| Ok(StateCheck::failed(outcome));
+    let (mount_dev, target) = (dev.clone(), st.mnt.to_owned());
+    // A mount that returns after the deadline is dropped on its thread, which unmounts it.
+    let mounted = cmd::call_within(timeouts.recovery, move || {
+        let mounted = researchfs::mount(design, mount_dev, &target);
+        if let Ok(m) = &mounted {
+            m.fs().wait_scan();
+        }
+        mounted
+    });
+    let mounted = match mounted {
+        Some(Ok(m)) => m,
+        Some(Err(e)) => {
+            return done(Outcome::Unrecoverable { message: format!("researchfs {design}: {e}") })
+        }
+        None => {
+            return done(Outcome::Timeout { step: format!("recovery: researchfs {design} mount") })
+        }
+    };
+    let unmount = |m: researchfs::MountedFs| {
+        m.unmount().map_err(|e| Error::Io {
+            path: st.mnt.to_owned(),
+            source: std::io::Error::other(e.to_string()),
+        })
+    };
+    if let Judge::Checker(checker) = judge {
+        let run = run_checker(checker, st.mnt, st.acked_marks);
+        unmount(mounted)?;
+        let run = run?;
+        let fsck = research_fsck(design, dev.as_ref());
+        return Ok(checker_verdict(run, checker, fsck));
+    }
+    let snapshot = workloads::take_snapshot(st.mnt, &subject.workload);
+    unmount(mounted)?;
+    let snapshot = match snapshot {
+        Ok(s) => s,
+        Err(e) => return Ok(StateCheck { mounted: true, ..StateCheck::failed(walk_failed(&e)) }),
+    };
+    let fsck = research_fsck(design, dev.as_ref());
+    Ok(oracle_verdict(subject, snapshot, fsck, durable_ops))
+}
+
+/// `researchfs::fsck` on the unmounted crash state: `None` when clean, else one line with
+/// the problem count, the thesis' kinds and the first problem. Problems the design
+/// repairs at every mount by itself (NoFS's scan frees unreachable inodes and blocks:
+/// its allocation state is never persisted) are the design working, not damage.
+fn research_fsck(design: researchfs::Design, dev: &dyn researchfs::BlockDevice) -> Option<String> {
+    match researchfs::fsck(design, dev) {
+        Ok(r) if r.damage().is_empty() => None,
+        Ok(r) => {
+            let damage = r.damage();
+            let mut kinds: Vec<&str> =
+                damage.iter().filter_map(|p| p.kind).map(|k| k.code()).collect();
+            kinds.sort_unstable();
+            kinds.dedup();
+            Some(format!(
+                "researchfs fsck ({design}): {} problem(s) [{}]: {}",
+                damage.len(),
+                kinds.join(","),
+                damage[0].what
+            ))
+        }
+        Err(e) => Some(format!("researchfs fsck ({design}): {e}")),
+    }
+}
+
+/// The oracle's verdict on a recovered snapshot, with the read-only fsck's complaint (if
+/// any) as its own category when the property held.
+fn oracle_verdict(
+    subject: &Subject,
+    snapshot: Snapshot,
+    fsck: Option<String>,
+    durable_ops: Vec<usize>,
+) -> StateCheck {
+    let oracle = workloads::Oracle::new(&subject.workload);
+    let ctx = CrashContext { durable_ops };
+    let judgement = oracle.judge(&subject.observed, &snapshot, &ctx);
+    let scenarios = oracle.scenario_marks(&subject.observed, &snapshot, &ctx);
+    let first = judgement.findings.into_iter().next();
+    let pair = first.as_ref().and_then(|f| f.pair.clone());
+    // A read that failed is the file system detecting damage: its own outcome, unless
+    // the oracle found a violation (a promise broken loudly is still broken). The
+    // detection workloads judge such errors themselves (as detections).
+    let detection =
+        subject.workload.property.map(|p| p.family()) == Some(workloads::Family::Detection);
+    let read_error = (!detection)
+        .then(|| {
+            snapshot.entries.iter().find_map(|(p, n)| Some((p.clone(), n.read_error.clone()?)))
+        })
+        .flatten();
+    let outcome = match (first, read_error, &fsck) {
+        (Some(f), _, _) => Outcome::Violated { story: f.story },
+        (None, Some((path, error)), _) => Outcome::ReadError { path, error },
+        (None, None, Some(msg)) => Outcome::FsckFailed { message: msg.clone() },
+        (None, None, None) => Outcome::Held,
+    };
+    StateCheck {
+        outcome,
+        snapshot: Some(snapshot),
+        fsck,
+        mounted: true,
+        scenarios,
+        pair,
+        beside: judgement.beside,
+        ..StateCheck::failed(Outcome::Held)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn xfs_ladder() -> &'static [RepairStep] {
+        crate::fs::by_name("xfs").expect("xfs").repair
+    }
+
+    /// Climbs `steps` where step `i` exits with `codes[i]` and the mount succeeds after
+    /// `mounts_after` steps ran (never, when `None`).
+    fn climb(
+        steps: &[RepairStep],
+        codes: &[i32],
+        mounts_after: Option<usize>,
+    ) -> (Repair, Option<String>) {
+        let mut rep = Repair { mount_error: "EUCLEAN".into(), steps: Vec::new(), fixed_by: None };
+        let ran = std::cell::Cell::new(0usize);
+        let result = climb_ladder(
+            steps,
+            &mut rep,
+            |_| {
+                ran.set(ran.get() + 1);
+                Ok(Some(Some(codes[ran.get() - 1])))
+            },
+            || if Some(ran.get()) == mounts_after { Ok(()) } else { Err(Some("still".into())) },
+        )
+        .unwrap();
+        let fixed = match result {
+            Climb::Mounted(()) => rep.fixed_by.clone(),
+            Climb::Exhausted => None,
+            _ => panic!("no timeouts here"),
+        };
+        (rep, fixed)
+    }
+
+    #[test]
+    fn xfs_repair_zeroes_the_log_only_after_reporting_a_dirty_log() {
+        // xfs_repair fixed it: -L never runs.
+        let (rep, fixed) = climb(xfs_ladder(), &[0], Some(1));
+        assert_eq!(rep.steps, vec!["xfs_repair (exit 0)"]);
+        assert_eq!(fixed.as_deref(), Some("xfs_repair"));
+        // xfs_repair ran clean but the mount still fails: -L is not the answer.
+        let (rep, fixed) = climb(xfs_ladder(), &[0], None);
+        assert_eq!(rep.steps, vec!["xfs_repair (exit 0)"]);
+        assert_eq!(fixed, None);
+        // A dirty log it cannot replay (exit 2): then -L.
+        let (rep, fixed) = climb(xfs_ladder(), &[2, 0], Some(2));
+        assert_eq!(rep.steps, vec!["xfs_repair (exit 2)", "xfs_repair -L (exit 0)"]);
+        assert_eq!(fixed.as_deref(), Some("xfs_repair -L"));
+    }
+
+    #[test]
+    fn btrfs_climbs_super_recover_then_zero_log_and_never_check_repair() {
+        let ladder = crate::fs::by_name("btrfs").unwrap().repair;
+        assert!(ladder.iter().all(|s| !s.argv.contains(&"--repair")));
+        let (rep, fixed) = climb(ladder, &[1, 0], Some(2));
+        assert_eq!(
+            rep.steps,
+            vec!["btrfs rescue super-recover -y (exit 1)", "btrfs rescue zero-log (exit 0)"]
+        );
+        assert_eq!(fixed.as_deref(), Some("btrfs rescue zero-log"));
+        let (rep, fixed) = climb(ladder, &[1, 1], None);
+        assert_eq!(rep.steps.len(), 2);
+        assert_eq!(fixed, None);
+    }
+
+    #[test]
+    fn every_kernel_configuration_has_a_ladder_and_research_designs_none() {
+        for c in crate::fs::all().into_iter().filter(|c| c.unavailable.is_none()) {
+            assert!(!c.repair.is_empty(), "{}", c.name);
+        }
+        for c in crate::fs::research() {
+            assert!(c.repair.is_empty(), "{}", c.name);
+        }
+        let ext4 = crate::fs::by_name("ext4-ordered").unwrap();
+        assert_eq!(ext4.repair.iter().map(|s| s.text()).collect::<Vec<_>>(), vec!["e2fsck -f -y"]);
+    }
+}

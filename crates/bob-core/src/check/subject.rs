@@ -1,0 +1,185 @@
+//! The subject of checking: one recorded trace, its epochs and the workload it ran, and
+//! what a state id means for it (its schedule prefix, the promises due in it).
+
+use std::sync::Arc;
+
+use workloads::{Observed, Workload};
+
+use super::Error;
+use crate::crash::{DiskModel, Epoch, StateId};
+use crate::fs::FsConfig;
+use crate::image::BaseImage;
+use crate::trace::sidecar::OpSpan;
+use crate::trace::{EntryKind, Trace};
+
+/// Everything about one recorded trace that checking needs.
+pub struct Subject {
+    /// The configuration.
+    pub config: FsConfig,
+    /// The workload that was recorded.
+    pub workload: Workload,
+    /// What the workload observed.
+    pub observed: Observed,
+    /// The trace.
+    pub trace: Arc<Trace>,
+    /// Its epochs.
+    pub epochs: Vec<Epoch>,
+    /// Op positions in the trace.
+    pub spans: Vec<OpSpan>,
+    /// The drain schedule the trace was recorded under, if it was a property recording
+    /// that knows it: state ids of this trace print with it as a prefix (`syncfs/e3:0-4`).
+    pub schedule: Option<workloads::Schedule>,
+    /// The base image.
+    pub base: Arc<BaseImage>,
+    /// The disk model the epochs (and so every state id) are cut under.
+    pub disk: DiskModel,
+}
+
+impl Subject {
+    /// The subject of a fresh recording of `workload` on `config` (under drain `schedule`,
+    /// if any), its trace cut under `disk`; and the recording's sidecar.
+    pub fn of_recording(
+        config: FsConfig,
+        workload: Workload,
+        recording: crate::record::Recording,
+        schedule: Option<workloads::Schedule>,
+        disk: DiskModel,
+    ) -> Result<(Subject, crate::trace::sidecar::Sidecar), Error> {
+        let base = BaseImage::open(&recording.base_image)
+            .map_err(|source| Error::Io { path: recording.base_image.clone(), source })?;
+        let trace = Arc::new(recording.trace);
+        let epochs = crate::crash::epochs(&trace, &disk);
+        let subject = Subject {
+            config,
+            workload,
+            observed: recording.observed,
+            trace,
+            epochs,
+            spans: recording.sidecar.ops.clone(),
+            schedule,
+            base: Arc::new(base),
+            disk,
+        };
+        Ok((subject, recording.sidecar))
+    }
+
+    /// Cuts the trace again under another disk model (state ids change meaning with it).
+    pub fn set_disk(&mut self, disk: DiskModel) {
+        if disk != self.disk || self.epochs.is_empty() {
+            self.epochs = crate::crash::epochs(&self.trace, &disk);
+            self.disk = disk;
+        }
+    }
+
+    /// Persistence-point ops (fsync, fdatasync, sync, ...) whose completion is durable in
+    /// crash state `id`. An op's completing barrier is the last flush or FUA write before
+    /// its end mark. A flush (or a FUA write that closes an epoch, under the `barrier` FUA
+    /// model) is durable once the crash epoch starts after it. Under the `real` FUA model
+    /// a FUA write is durable in any later epoch, and in its own epoch in the states that
+    /// apply it whole (a state that lacks it was cut before it completed, so before the
+    /// op returned).
+    pub fn durable_ops(&self, id: &StateId) -> Vec<usize> {
+        let Some(crash) = self.epochs.get(id.epoch as usize) else {
+            return Vec::new();
+        };
+        let real_fua = self.disk.fua == crate::crash::disk::FuaModel::Real;
+        let is_barrier = |i: usize| match self.trace.entries[i].kind() {
+            EntryKind::Flush => !(real_fua && self.trace.entries[i].is_fua_postflush()),
+            EntryKind::Write { fua, .. } => fua,
+            _ => false,
+        };
+        let durable = |b: usize| -> bool {
+            if b < crash.start_entry {
+                return true;
+            }
+            // A FUA write inside the crash epoch (real FUA): durable if applied whole.
+            crash.writes.iter().position(|&w| w == b).is_some_and(|p| {
+                crash.fua_writes.contains(&(p as u32))
+                    && id.applied.iter().any(|a| a.write == p as u32 && a.sectors.is_none())
+            })
+        };
+        self.spans
+            .iter()
+            .filter(|s| self.workload.ops.get(s.index).is_some_and(|op| op.is_persistence_point()))
+            .filter(|s| (0..s.end_entry).rev().find(|&i| is_barrier(i)).is_some_and(durable))
+            .map(|s| s.index)
+            .collect()
+    }
+
+    /// Text of the marks the recorded program had made by the time of crash state `id`:
+    /// every mark before its epoch's closing barrier (a state of that epoch is what the
+    /// disk may hold at its end, when all those marks had been made), except marks after a
+    /// FUA write of the epoch that the state lacks (real FUA): that write was durable once
+    /// it completed, so a state without it was cut before, when those marks were not made.
+    pub fn acked_marks(&self, id: &StateId) -> Vec<String> {
+        let Some(epoch) = self.epochs.get(id.epoch as usize) else {
+            return Vec::new();
+        };
+        let applied_whole = |p: u32| id.applied.iter().any(|a| a.write == p && a.sectors.is_none());
+        let first_missing_fua = epoch
+            .fua_writes
+            .iter()
+            .filter(|&&p| !applied_whole(p))
+            .map(|&p| epoch.writes[p as usize])
+            .min();
+        let end = epoch.end_entry(&self.trace).min(first_missing_fua.unwrap_or(usize::MAX));
+        self.trace.entries[..end.min(self.trace.entries.len())]
+            .iter()
+            .filter_map(|e| e.mark_text())
+            .collect()
+    }
+
+    /// Parses and validates a state id against this trace. The id may name the trace's
+    /// schedule as a prefix (`syncfs/e3:0-4`); a bare id (`e3:0-4`, as witnesses from
+    /// before schedules have) means this trace's own. A prefix naming another schedule is
+    /// an error: that state is a state of another recording.
+    pub fn state_id(&self, text: &str) -> Result<StateId, Error> {
+        let bad = |reason: String| Error::BadState { id: text.to_owned(), reason };
+        let (schedule, bare) = split_schedule(text);
+        if let Some(name) = schedule {
+            let named: workloads::Schedule =
+                name.parse().map_err(|e: workloads::ParseScheduleError| bad(e.to_string()))?;
+            match self.schedule {
+                Some(own) if own == named => {}
+                Some(own) => {
+                    return Err(bad(format!(
+                        "this trace was recorded under the {own} drain schedule, not {named}; \
+                         a {named} state replays from a witness of that schedule"
+                    )))
+                }
+                None => {
+                    return Err(bad(format!(
+                        "this trace names no drain schedule; give the bare id {bare}"
+                    )))
+                }
+            }
+        }
+        let id: StateId = bare.parse().map_err(|e: crate::crash::Error| bad(e.to_string()))?;
+        id.validate(&self.epochs, &self.trace).map_err(|e| bad(e.to_string()))?;
+        Ok(id)
+    }
+}
+
+impl Subject {
+    /// The printable id of a state of this trace: prefixed with its schedule where the
+    /// trace has one (`syncfs/e3:0-4`), bare otherwise.
+    pub fn qualify(&self, id: &StateId) -> String {
+        qualified_id(self.schedule, id)
+    }
+}
+
+/// `schedule/id`, or the bare id without a schedule.
+pub fn qualified_id(schedule: Option<workloads::Schedule>, id: &StateId) -> String {
+    match schedule {
+        Some(s) => format!("{s}/{id}"),
+        None => id.to_string(),
+    }
+}
+
+/// Splits `syncfs/e3:0-4` into its schedule prefix and the bare id.
+pub fn split_schedule(text: &str) -> (Option<&str>, &str) {
+    match text.split_once('/') {
+        Some((schedule, bare)) => (Some(schedule), bare),
+        None => (None, text),
+    }
+}

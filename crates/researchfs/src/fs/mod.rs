@@ -1,0 +1,483 @@
+//! The researchfs core: block and inode allocation, the inode table, directories, file
+//! data with direct, single- and double-indirect blocks, [`mkfs`], recovery at mount, and
+//! NoFS' checks and background scan. The [`Design`] decides where flushes go, whether
+//! bitmaps reach the disk, and whether backpointers are written and checked.
+//!
+//! The core writes through: every operation sends its blocks to the [`BlockDevice`] before
+//! it returns, in dependency order (data and bitmaps, then indirect blocks, then the inode
+//! that points to them; frees after the pointer is gone), with [`Design::ordered`]
+//! inserting a flush at each of those points. There is no block cache, so what a crash can
+//! lose is exactly what the device's volatile cache can lose, which is what bob explores.
+//!
+//! One mutex guards the state; the NoFS scan thread takes it one step at a time so the file
+//! system stays usable while allocation is being rediscovered.
+//!
+//! Simplifications, each chosen to keep the designs comparable rather than fast: a file
+//! unlinked while open loses its data at once; directory mtimes change only when their
+//! size does; a rename is not atomic in any design (the new name is added before the old
+//! one is removed, as the thesis defines NoFS' rename).
+//!
+//! Here: the types, the [`Fs`] handle (mount with recovery, shutdown, the public
+//! operations) and the state's basic block I/O. One file per job of the state
+//! (`impl Core` in each): `inode.rs` (the inode table), `alloc.rs` (blocks, inodes,
+//! bitmaps), `bmap.rs` (the block map: direct and indirect pointers), `data.rs` (file
+//! data), `dir.rs` (directories), `ops.rs` (namespace operations); `scan.rs` is NoFS'
+//! background scan, `mkfs.rs` makes a file system.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::design::{Design, Options};
+use crate::device::{BlockDevice, Role, WriteInfo};
+use crate::layout::{Inode, Kind, Superblock, BLOCK, NAME_MAX, ROOT};
+use crate::{Error, ErrorKind, Result};
+
+mod alloc;
+mod bmap;
+mod data;
+mod dir;
+mod inode;
+mod mkfs;
+mod ops;
+mod scan;
+#[cfg(test)]
+mod tests;
+
+pub use mkfs::mkfs;
+
+const UNKNOWN: u8 = 0;
+const FREE: u8 = 1;
+const USED: u8 = 2;
+
+/// Attributes of an inode as the file system reports them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attr {
+    /// Inode number.
+    pub ino: u32,
+    /// File or directory (a free inode reached through a stale entry reads as a file).
+    pub kind: Kind,
+    /// Size in bytes.
+    pub size: u64,
+    /// Link count.
+    pub nlink: u32,
+    /// 4 KiB blocks allocated (data, directory and indirect).
+    pub blocks: u64,
+    /// Modification time.
+    pub mtime: SystemTime,
+}
+
+/// Space accounting as statfs reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Blocks of the data region.
+    pub blocks: u64,
+    /// Of which known free.
+    pub bfree: u64,
+    /// Usable inode slots.
+    pub files: u64,
+    /// Of which known free.
+    pub ffree: u64,
+}
+
+/// What the file system did about an inconsistency it noticed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    /// Returned EIO to the caller.
+    ErrorReturned,
+    /// Corrected the object (link count, block count) on access.
+    Repaired,
+    /// Reclaimed an orphan inode or block during the scan.
+    Reclaimed,
+}
+
+/// One inconsistency the file system itself noticed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Detection {
+    /// The thesis' kind, when one fits.
+    pub kind: Option<ErrorKind>,
+    /// What was done.
+    pub action: Action,
+    /// Which object and what disagreed.
+    pub what: String,
+}
+
+/// Blocks an operation touched in the pointer tree, written at commit.
+#[derive(Default)]
+struct Tx {
+    /// Indirect blocks read or created during the operation (full block contents).
+    ind: BTreeMap<u32, Vec<u8>>,
+    /// Of those, the ones modified.
+    dirty: BTreeSet<u32>,
+    /// Blocks to free once nothing points to them.
+    freed: Vec<u32>,
+    /// A block was allocated (so bitmaps must precede pointers).
+    allocated: bool,
+}
+
+/// (logical block, block) data pointers and (block, position) indirect blocks of an inode.
+type Tree = (Vec<(u64, u32)>, Vec<(u32, u32)>);
+
+/// Where the pointer for a logical block lives.
+#[derive(Clone, Copy)]
+enum Slot {
+    Direct(usize),
+    In(u32, usize),
+}
+
+struct Core {
+    design: Design,
+    opts: Options,
+    dev: Arc<dyn BlockDevice>,
+    sb: Superblock,
+    inodes: HashMap<u32, Inode>,
+    balloc: Vec<u8>,
+    ialloc: Vec<u8>,
+    bfree: u64,
+    ifree: u64,
+    bhint: u64,
+    ihint: u32,
+    bbitmap: Vec<u8>,
+    ibitmap: Vec<u8>,
+    dirty_bitmaps: BTreeSet<u64>,
+    /// NoFS: inodes whose link and block counts were checked since mount.
+    verified: HashSet<u32>,
+    /// NoFS: inodes whose blocks the scan (or allocation) has marked used.
+    accounted: HashSet<u32>,
+    scanning: bool,
+    events: Vec<Detection>,
+}
+
+/// A mounted-in-process researchfs file system (no FUSE needed).
+pub struct Fs {
+    design: Design,
+    core: Mutex<Core>,
+    scan_cv: Condvar,
+    stop: AtomicBool,
+    closed: AtomicBool,
+    scan: Mutex<Option<JoinHandle<()>>>,
+}
+
+fn now() -> (i64, u32) {
+    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    (d.as_secs() as i64, d.subsec_nanos())
+}
+
+fn check_name(name: &[u8]) -> Result<()> {
+    if name.is_empty()
+        || name.len() > NAME_MAX
+        || name.contains(&b'/')
+        || name.contains(&0)
+        || name == b"."
+        || name == b".."
+    {
+        return Err(Error::BadName);
+    }
+    Ok(())
+}
+
+fn io_err(block: u64) -> impl FnOnce(std::io::Error) -> Error {
+    move |source| Error::Io { block, source }
+}
+
+impl Core {
+    fn pl(&self) -> usize {
+        self.design.payload()
+    }
+    fn hdr(&self) -> usize {
+        self.design.header()
+    }
+    fn ptrs(&self) -> usize {
+        self.design.ptrs_per_block()
+    }
+
+    fn read_block(&self, b: u64) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; BLOCK];
+        self.dev.read_at(b * BLOCK as u64, &mut buf).map_err(io_err(b))?;
+        Ok(buf)
+    }
+
+    fn write_block(&self, b: u64, data: &[u8], role: Role) -> Result<()> {
+        self.dev.write_at(b * BLOCK as u64, data, WriteInfo::new(role)).map_err(io_err(b))
+    }
+
+    fn barrier(&self) -> Result<()> {
+        if self.design.ordered() {
+            self.dev.flush().map_err(io_err(0))?;
+        }
+        Ok(())
+    }
+
+    fn detect(&mut self, kind: Option<ErrorKind>, action: Action, what: String) -> Error {
+        self.events.push(Detection { kind, action, what: what.clone() });
+        Error::Inconsistent { kind, what }
+    }
+
+    fn in_data(&self, b: u32) -> bool {
+        u64::from(b) >= self.sb.data_start && u64::from(b) < self.sb.blocks
+    }
+}
+
+impl Fs {
+    /// Opens the file system of `design` on `dev`, runs the design's recovery, and (NoFS)
+    /// starts the background scan. Fails if the image is not a `design` image.
+    pub fn open(design: Design, dev: Arc<dyn BlockDevice>, opts: Options) -> Result<Arc<Fs>> {
+        let bad = |reason: String| Error::BadImage { design, reason };
+        if dev.size() < BLOCK as u64 {
+            return Err(bad(format!("device of {} bytes holds no superblock", dev.size())));
+        }
+        let mut blk = vec![0u8; BLOCK];
+        dev.read_at(0, &mut blk).map_err(io_err(0))?;
+        let sb = Superblock::decode(&blk).map_err(bad)?;
+        if sb.design != design.id() {
+            let found = Design::from_id(sb.design).map_or("unknown".to_string(), |d| d.to_string());
+            return Err(bad(format!("the image was made for design {found}")));
+        }
+        if sb.blocks * BLOCK as u64 > dev.size() {
+            return Err(bad(format!("superblock says {} blocks, device is smaller", sb.blocks)));
+        }
+        let nblocks = sb.blocks as usize;
+        let ninodes = sb.inodes as usize;
+        let mut core = Core {
+            design,
+            opts,
+            dev: dev.clone(),
+            sb: sb.clone(),
+            inodes: HashMap::new(),
+            balloc: vec![UNKNOWN; nblocks],
+            ialloc: vec![UNKNOWN; ninodes],
+            bfree: 0,
+            ifree: 0,
+            bhint: sb.data_start,
+            ihint: 2,
+            bbitmap: Vec::new(),
+            ibitmap: Vec::new(),
+            dirty_bitmaps: BTreeSet::new(),
+            verified: HashSet::new(),
+            accounted: HashSet::new(),
+            scanning: false,
+            events: Vec::new(),
+        };
+        core.balloc[..sb.data_start as usize].fill(USED);
+        core.ialloc[0] = USED;
+        core.ialloc[ROOT as usize] = USED;
+        if design.persistent_bitmaps() {
+            let read = |start: u64, n: u64| -> Result<Vec<u8>> {
+                let mut v = vec![0u8; n as usize * BLOCK];
+                dev.read_at(start * BLOCK as u64, &mut v).map_err(io_err(start))?;
+                Ok(v)
+            };
+            core.bbitmap = read(sb.bbitmap_start, sb.bbitmap_blocks)?;
+            core.ibitmap = read(sb.ibitmap_start, sb.ibitmap_blocks)?;
+            if !sb.clean && design.ordered() {
+                // Recovery: ordered writes leave at worst leaks; rebuild the bitmaps from
+                // what is reachable.
+                let walk = crate::fsck::walk(design, dev.as_ref(), &sb)?;
+                core.bbitmap.fill(0);
+                core.ibitmap.fill(0);
+                for i in 0..=sb.data_start {
+                    core.bbitmap[(i / 8) as usize] |= 1 << (i % 8);
+                }
+                for &b in walk.blocks.keys() {
+                    core.bbitmap[(b / 8) as usize] |= 1 << (b % 8);
+                }
+                core.ibitmap[0] |= 1;
+                for &i in walk.names.keys().chain([&ROOT]) {
+                    core.ibitmap[(i / 8) as usize] |= 1 << (i % 8);
+                }
+                for b in sb.bbitmap_start..sb.data_start.min(sb.itable_start) {
+                    core.dirty_bitmaps.insert(b);
+                }
+                core.write_bitmaps()?;
+            }
+            for b in sb.data_start..sb.blocks {
+                let used = core.bbitmap[(b / 8) as usize] & (1 << (b % 8)) != 0;
+                core.balloc[b as usize] = if used { USED } else { FREE };
+                core.bfree += u64::from(!used);
+            }
+            for i in 2..sb.inodes {
+                let used = core.ibitmap[(i / 8) as usize] & (1 << (i % 8)) != 0;
+                core.ialloc[i as usize] = if used { USED } else { FREE };
+                core.ifree += u64::from(!used);
+            }
+        } else {
+            core.scanning = true;
+        }
+        if design.keeps_clean_flag() {
+            let dirty = Superblock { clean: false, ..sb };
+            core.write_block(0, &dirty.encode(), Role::Superblock)?;
+            core.barrier()?;
+        }
+        let fs = Arc::new(Fs {
+            design,
+            core: Mutex::new(core),
+            scan_cv: Condvar::new(),
+            stop: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            scan: Mutex::new(None),
+        });
+        if !design.persistent_bitmaps() {
+            let f = fs.clone();
+            let handle = std::thread::Builder::new()
+                .name("researchfs-scan".into())
+                .spawn(move || f.scan())
+                .map_err(|source| Error::Io { block: 0, source })?;
+            *fs.scan.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+        }
+        Ok(fs)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Core> {
+        // A panic inside an operation leaves the state as consistent as a crash would;
+        // keep serving rather than poisoning every later request.
+        self.core.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The design.
+    pub fn design(&self) -> Design {
+        self.design
+    }
+    /// Clean shutdown: stops the scan, marks the superblock clean and flushes (NoFS writes
+    /// nothing and flushes only when mounted durable).
+    pub fn shutdown(&self) -> Result<()> {
+        self.stop_scan();
+        if self.closed.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let c = self.lock();
+        if c.design.keeps_clean_flag() {
+            c.write_block(
+                0,
+                &Superblock { clean: true, ..c.sb.clone() }.encode(),
+                Role::Superblock,
+            )?;
+        }
+        if c.design.persistent_bitmaps() || c.opts.durable {
+            c.dev.flush().map_err(io_err(0))?;
+        }
+        Ok(())
+    }
+
+    /// Stops without writing anything more, as a crash would (the scan thread is stopped).
+    pub fn crash(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.stop_scan();
+    }
+
+    /// The entry `name` of directory `parent` (NoFS: checks the child's back link).
+    pub fn lookup(&self, parent: u32, name: impl AsRef<[u8]>) -> Result<u32> {
+        self.lock().lookup(parent, name.as_ref())
+    }
+
+    /// The inode of `path` ("a/b/c", relative to the root; "" is the root).
+    pub fn resolve(&self, path: &str) -> Result<u32> {
+        let mut c = self.lock();
+        let mut ino = ROOT;
+        for part in path.split('/').filter(|p| !p.is_empty()) {
+            ino = c.lookup(ino, part.as_bytes())?;
+        }
+        Ok(ino)
+    }
+
+    /// Attributes (NoFS: the first call after mount verifies and repairs the inode).
+    pub fn getattr(&self, ino: u32) -> Result<Attr> {
+        self.lock().getattr(ino)
+    }
+
+    /// Creates an empty file.
+    pub fn create(&self, parent: u32, name: impl AsRef<[u8]>) -> Result<u32> {
+        self.lock().create(parent, name.as_ref())
+    }
+
+    /// Creates a directory.
+    pub fn mkdir(&self, parent: u32, name: impl AsRef<[u8]>) -> Result<u32> {
+        self.lock().mkdir(parent, name.as_ref())
+    }
+
+    /// Adds the name `name` in `parent` for file `ino`.
+    pub fn link(&self, ino: u32, parent: u32, name: impl AsRef<[u8]>) -> Result<()> {
+        self.lock().link(ino, parent, name.as_ref())
+    }
+
+    /// Removes a file name (and the file with its last name).
+    pub fn unlink(&self, parent: u32, name: impl AsRef<[u8]>) -> Result<()> {
+        self.lock().unlink(parent, name.as_ref())
+    }
+
+    /// Removes an empty directory.
+    pub fn rmdir(&self, parent: u32, name: impl AsRef<[u8]>) -> Result<()> {
+        self.lock().rmdir(parent, name.as_ref())
+    }
+
+    /// Renames (not atomic: the new name is added before the old one is removed).
+    pub fn rename(
+        &self,
+        parent: u32,
+        name: impl AsRef<[u8]>,
+        newparent: u32,
+        newname: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        self.lock().rename(parent, name.as_ref(), newparent, newname.as_ref())
+    }
+
+    /// Up to `len` bytes from `off` (NoFS: EIO for a block whose backpointer disagrees).
+    pub fn read(&self, ino: u32, off: u64, len: usize) -> Result<Vec<u8>> {
+        self.lock().read(ino, off, len)
+    }
+
+    /// Writes `data` at `off`; returns the bytes written.
+    pub fn write(&self, ino: u32, off: u64, data: &[u8]) -> Result<usize> {
+        self.lock().write(ino, off, data)
+    }
+
+    /// Sets the size.
+    pub fn truncate(&self, ino: u32, size: u64) -> Result<()> {
+        self.lock().truncate(ino, size)
+    }
+
+    /// Makes `ino` durable: a flush, except on NoFS mounted without durability.
+    pub fn fsync(&self, _ino: u32) -> Result<()> {
+        let c = self.lock();
+        if c.design.fsync_flushes(c.opts) {
+            c.dev.flush().map_err(io_err(0))?;
+        }
+        Ok(())
+    }
+
+    /// The entries of a directory (without "." and "..") as (name, inode, kind).
+    pub fn readdir(&self, ino: u32) -> Result<Vec<(Vec<u8>, u32, Kind)>> {
+        Ok(self.lock().dir_list(ino)?.into_iter().map(|e| (e.name, e.ino, e.kind)).collect())
+    }
+
+    /// Space accounting (NoFS during its scan counts unexamined blocks as used).
+    pub fn statfs(&self) -> Usage {
+        self.lock().usage()
+    }
+
+    /// Every inconsistency the file system noticed since it was opened.
+    pub fn detections(&self) -> Vec<Detection> {
+        self.lock().events.clone()
+    }
+
+    /// The inode-table block holding `ino`.
+    pub fn inode_block(&self, ino: u32) -> u64 {
+        self.lock().sb.inode_location(ino).0
+    }
+
+    /// The blocks `ino` points to, each with its role (directory or data, and indirect).
+    pub fn blocks_of(&self, ino: u32) -> Result<Vec<(Role, u64)>> {
+        let mut c = self.lock();
+        let inode = c.get_inode(ino)?;
+        let (data, ind) = c.all_blocks(ino, &inode);
+        let role = if inode.kind == Kind::Dir { Role::Directory } else { Role::Data };
+        let mut out: Vec<(Role, u64)> =
+            data.into_iter().map(|(_, b)| (role, u64::from(b))).collect();
+        out.extend(ind.into_iter().map(|(b, _)| (Role::Indirect, u64::from(b))));
+        Ok(out)
+    }
+}

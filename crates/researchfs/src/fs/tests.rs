@@ -1,0 +1,374 @@
+//! Tests of the researchfs core, for every design.
+
+use super::*;
+use crate::device::MemDevice;
+use crate::layout::{build_dir_block, BackLink, DirEntry, INODE_SIZE, NDIRECT};
+
+fn fresh(design: Design, mb: u64) -> (Arc<MemDevice>, Arc<Fs>) {
+    let dev = Arc::new(MemDevice::new(mb << 20));
+    mkfs(design, dev.as_ref(), dev.size()).unwrap();
+    let fs = Fs::open(design, dev.clone(), Options::default()).unwrap();
+    fs.wait_scan();
+    (dev, fs)
+}
+
+fn reopen(design: Design, dev: &Arc<MemDevice>) -> Arc<Fs> {
+    let fs = Fs::open(design, dev.clone(), Options::default()).unwrap();
+    fs.wait_scan();
+    fs
+}
+
+fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+}
+
+#[test]
+fn mkfs_then_fsck_is_clean_for_every_design() {
+    for d in Design::ALL {
+        let (dev, fs) = fresh(d, 4);
+        fs.shutdown().unwrap();
+        let r = crate::fsck(d, dev.as_ref()).unwrap();
+        assert!(r.problems.is_empty(), "{d}: {:?}", r.problems);
+        assert_eq!(r.inodes_reachable, 1);
+    }
+}
+
+#[test]
+fn round_trips_survive_remount_and_fsck_for_every_design() {
+    for d in Design::ALL {
+        let (dev, fs) = fresh(d, 64);
+        let a = fs.mkdir(ROOT, "a").unwrap();
+        let f = fs.create(a, "f").unwrap();
+        // Past the direct blocks and into the double-indirect tree.
+        let p = d.payload();
+        let big = pattern((NDIRECT + d.ptrs_per_block() + 3) * p + 17, 3);
+        fs.write(f, 0, &big).unwrap();
+        fs.write(f, 5, b"hello").unwrap();
+        let g = fs.create(ROOT, "g").unwrap();
+        fs.write(g, 0, b"small").unwrap();
+        fs.link(g, a, "g2").unwrap();
+        fs.rename(ROOT, "g", a, "g3").unwrap();
+        for i in 0..200 {
+            fs.create(a, format!("many-{i:03}")).unwrap();
+        }
+        for i in 0..100 {
+            fs.unlink(a, format!("many-{i:03}")).unwrap();
+        }
+        fs.shutdown().unwrap();
+        let r = crate::fsck(d, dev.as_ref()).unwrap();
+        assert!(r.problems.is_empty(), "{d}: {:?}", r.problems);
+
+        let fs = reopen(d, &dev);
+        let f = fs.resolve("a/f").unwrap();
+        let mut expect = big.clone();
+        expect[5..10].copy_from_slice(b"hello");
+        assert_eq!(fs.read(f, 0, expect.len() + 100).unwrap(), expect, "{d}");
+        let g3 = fs.resolve("a/g3").unwrap();
+        assert_eq!(fs.resolve("a/g2").unwrap(), g3);
+        assert_eq!(fs.getattr(g3).unwrap().nlink, 2);
+        assert!(matches!(fs.resolve("g"), Err(Error::NotFound)));
+        assert_eq!(fs.readdir(fs.resolve("a").unwrap()).unwrap().len(), 3 + 100);
+        let before = fs.statfs();
+        fs.truncate(f, 10).unwrap();
+        assert_eq!(fs.read(f, 0, 100).unwrap(), &expect[..10]);
+        fs.truncate(f, 20).unwrap();
+        assert_eq!(&fs.read(f, 0, 100).unwrap()[10..], &[0u8; 10]);
+        assert!(fs.statfs().bfree > before.bfree);
+        fs.unlink(a, "g2").unwrap();
+        fs.unlink(a, "g3").unwrap();
+        fs.unlink(a, "f").unwrap();
+        for i in 100..200 {
+            fs.unlink(a, format!("many-{i:03}")).unwrap();
+        }
+        assert!(matches!(fs.rmdir(ROOT, "nope"), Err(Error::NotFound)));
+        fs.rmdir(ROOT, "a").unwrap();
+        fs.shutdown().unwrap();
+        let r = crate::fsck(d, dev.as_ref()).unwrap();
+        assert!(r.problems.is_empty(), "{d}: {:?}", r.problems);
+        assert_eq!(r.inodes_reachable, 1, "{d}");
+        let fs = reopen(d, &dev);
+        let u = fs.statfs();
+        assert_eq!(u.ffree, u.files - 1, "{d}: every inode but the root is free again");
+        assert_eq!(u.bfree, u.blocks - 1, "{d}: every block but the root's is free again");
+    }
+}
+
+#[test]
+fn namespace_errors() {
+    let (_dev, fs) = fresh(Design::Nofs, 4);
+    let a = fs.mkdir(ROOT, "a").unwrap();
+    fs.create(a, "x").unwrap();
+    assert!(matches!(fs.create(a, "x"), Err(Error::Exists)));
+    assert!(matches!(fs.rmdir(ROOT, "a"), Err(Error::NotEmpty)));
+    assert!(matches!(fs.create(a, "a/b"), Err(Error::BadName)));
+    assert!(matches!(fs.rename(ROOT, "a", a, "inside"), Err(Error::BadName)));
+    assert!(matches!(fs.unlink(ROOT, "a"), Err(Error::IsDir)));
+}
+
+#[test]
+fn nofs_issues_no_flush_even_on_fsync_unless_durable() {
+    let (dev, fs) = fresh(Design::Nofs, 4);
+    let base = dev.flushes();
+    let f = fs.create(ROOT, "f").unwrap();
+    fs.write(f, 0, b"x").unwrap();
+    fs.fsync(f).unwrap();
+    fs.shutdown().unwrap();
+    assert_eq!(dev.flushes(), base);
+    let fs = Fs::open(Design::Nofs, dev.clone(), Options { durable: true }).unwrap();
+    fs.fsync(f).unwrap();
+    assert_eq!(dev.flushes(), base + 1);
+    fs.crash();
+}
+
+#[test]
+fn ordered_core_flushes_between_dependent_writes() {
+    let (dev, fs) = fresh(Design::Ordered, 4);
+    let base = dev.flushes();
+    let f = fs.create(ROOT, "f").unwrap();
+    assert!(dev.flushes() > base, "inode before entry");
+    let mid = dev.flushes();
+    fs.write(f, 0, b"x").unwrap();
+    assert!(dev.flushes() > mid, "data before inode");
+    fs.crash();
+    let (dev, fs) = fresh(Design::Orderless, 4);
+    let base = dev.flushes();
+    let f = fs.create(ROOT, "f").unwrap();
+    fs.write(f, 0, b"x").unwrap();
+    assert_eq!(dev.flushes(), base);
+    fs.fsync(f).unwrap();
+    assert_eq!(dev.flushes(), base + 1);
+    fs.crash();
+}
+
+#[test]
+fn wrong_design_is_refused_with_its_name() {
+    let (dev, fs) = fresh(Design::Nofs, 4);
+    fs.shutdown().unwrap();
+    let err = Fs::open(Design::Orderless, dev.clone(), Options::default()).err().unwrap();
+    assert!(err.to_string().contains("made for design nofs"), "{err}");
+    let blank = Arc::new(MemDevice::new(1 << 20));
+    assert!(Fs::open(Design::Nofs, blank, Options::default()).is_err());
+}
+
+/// Corrupts the backpointer of the block at `role`/`index` of `path`'s blocks.
+fn corrupt(dev: &MemDevice, fs: &Fs, path: &str, role: Role, what: &[u8]) {
+    let ino = fs.resolve(path).unwrap();
+    let (_, b) = fs.blocks_of(ino).unwrap().into_iter().find(|(r, _)| *r == role).unwrap();
+    dev.write_at(b * BLOCK as u64, what, WriteInfo::new(Role::Other)).unwrap();
+}
+
+#[test]
+fn nofs_data_backpointer_mismatch_is_eio_not_data() {
+    let (dev, fs) = fresh(Design::Nofs, 4);
+    let f = fs.create(ROOT, "f").unwrap();
+    let other = fs.create(ROOT, "other").unwrap();
+    fs.write(f, 0, b"secret").unwrap();
+    // A backpointer naming another live file: two files claim one block (TP).
+    let bp = [other.to_le_bytes(), 0u32.to_le_bytes()].concat();
+    corrupt(&dev, &fs, "f", Role::Data, &bp);
+    let err = fs.read(f, 0, 6).unwrap_err();
+    assert!(matches!(err, Error::Inconsistent { kind: Some(ErrorKind::Tp), .. }), "{err}");
+    // Wrong offset, right owner: garbage for this position (GD).
+    let bp = [f.to_le_bytes(), 7u32.to_le_bytes()].concat();
+    corrupt(&dev, &fs, "f", Role::Data, &bp);
+    let err = fs.read(f, 0, 6).unwrap_err();
+    assert!(matches!(err, Error::Inconsistent { kind: Some(ErrorKind::Gd), .. }), "{err}");
+    assert_eq!(err.errno(), libc::EIO);
+    // Overwriting is refused too: the block may be someone else's.
+    assert!(fs.write(f, 0, b"x").is_err());
+    // The same corruption on orderless reads back silently.
+    let (dev, fs) = fresh(Design::Orderless, 4);
+    let f = fs.create(ROOT, "f").unwrap();
+    fs.write(f, 0, b"secret").unwrap();
+    corrupt(&dev, &fs, "f", Role::Data, b"XX");
+    assert_eq!(fs.read(f, 0, 6).unwrap(), b"XXcret");
+}
+
+#[test]
+fn nofs_indirect_backpointer_mismatch_is_eio() {
+    let (dev, fs) = fresh(Design::Nofs, 4);
+    let f = fs.create(ROOT, "f").unwrap();
+    let p = Design::Nofs.payload();
+    fs.write(f, 0, &pattern((NDIRECT + 2) * p, 1)).unwrap();
+    assert_eq!(fs.read(f, (NDIRECT * p) as u64, 4).unwrap().len(), 4);
+    corrupt(&dev, &fs, "f", Role::Indirect, &[f.to_le_bytes(), 0u32.to_le_bytes()].concat());
+    let err = fs.read(f, (NDIRECT * p) as u64, 4).unwrap_err();
+    assert!(matches!(err, Error::Inconsistent { kind: Some(ErrorKind::Gd), .. }), "{err}");
+    // Direct blocks do not depend on the indirect block and still read.
+    assert_eq!(fs.read(f, 0, 4).unwrap(), pattern(4, 1));
+}
+
+#[test]
+fn nofs_directory_dot_backpointer_mismatch_is_eio() {
+    let (dev, fs) = fresh(Design::Nofs, 4);
+    let d = fs.mkdir(ROOT, "d").unwrap();
+    fs.create(d, "x").unwrap();
+    // "." of d's block now names the root.
+    corrupt(&dev, &fs, "d", Role::Directory, &ROOT.to_le_bytes());
+    let err = fs.readdir(d).unwrap_err();
+    assert!(matches!(err, Error::Inconsistent { kind: Some(ErrorKind::Bd), .. }), "{err}");
+    assert!(fs.lookup(d, "x").is_err());
+}
+
+#[test]
+fn nofs_backlink_mismatch_is_eio_and_link_count_is_repaired() {
+    let (dev, fs) = fresh(Design::Nofs, 4);
+    let a = fs.mkdir(ROOT, "a").unwrap();
+    let b = fs.mkdir(ROOT, "b").unwrap();
+    let f = fs.create(a, "f").unwrap();
+    fs.link(f, b, "g").unwrap();
+    fs.shutdown().unwrap();
+    // Rewrite the inode with a back link to the root instead of b: b's entry no longer
+    // agrees with the inode it names.
+    let (blk, off) = fs.lock().sb.inode_location(f);
+    let mut raw = vec![0u8; BLOCK];
+    dev.read_at(blk * BLOCK as u64, &mut raw).unwrap();
+    let mut inode = Inode::decode(&raw[off..off + INODE_SIZE]);
+    inode.backlinks = vec![BackLink::new(a, b"f"), BackLink::new(ROOT, b"g")];
+    inode.encode_into(&mut raw[off..off + INODE_SIZE]);
+    dev.write_at(blk * BLOCK as u64, &raw, WriteInfo::new(Role::Other)).unwrap();
+    let fs = reopen(Design::Nofs, &dev);
+    let err = fs.resolve("b/g").unwrap_err();
+    assert!(matches!(err, Error::Inconsistent { kind: Some(ErrorKind::Bd), .. }), "{err}");
+    // Through a, the file is fine, and its link count is corrected to the one
+    // directory that confirms it.
+    let f = fs.resolve("a/f").unwrap();
+    assert_eq!(fs.getattr(f).unwrap().nlink, 1);
+    assert!(fs
+        .detections()
+        .iter()
+        .any(|d| d.kind == Some(ErrorKind::Hl) && d.action == Action::Repaired));
+}
+
+#[test]
+fn nofs_is_usable_during_its_scan_and_reclaims_orphans() {
+    let (dev, fs) = fresh(Design::Nofs, 16);
+    let a = fs.mkdir(ROOT, "a").unwrap();
+    let f = fs.create(a, "f").unwrap();
+    fs.write(f, 0, &pattern(20_000, 2)).unwrap();
+    fs.shutdown().unwrap();
+    // Orphan f: remove a's entry behind the file system's back.
+    let ai = fs.lock().get_inode(a).unwrap();
+    let d = ai.direct[0];
+    let blk = build_dir_block(&[
+        DirEntry { ino: a, gen: ai.generation, kind: Kind::Dir, name: b".".to_vec() },
+        DirEntry { ino: ROOT, gen: 0, kind: Kind::Dir, name: b"..".to_vec() },
+    ])
+    .unwrap();
+    dev.write_at(u64::from(d) * BLOCK as u64, &blk, WriteInfo::new(Role::Other)).unwrap();
+    let fs = Fs::open(Design::Nofs, dev.clone(), Options::default()).unwrap();
+    // Usable at once: create and write while the scan may still run.
+    let g = fs.create(ROOT, "g").unwrap();
+    fs.write(g, 0, b"during scan").unwrap();
+    fs.wait_scan();
+    assert!(fs.scan_done());
+    assert_eq!(fs.read(g, 0, 100).unwrap(), b"during scan");
+    let ev = fs.detections();
+    assert!(ev.iter().any(|e| e.kind == Some(ErrorKind::Oi)), "{ev:?}");
+    let u = fs.statfs();
+    // Root + a + g remain; f and its 5 blocks were reclaimed.
+    assert_eq!(u.files - u.ffree, 3);
+    assert_eq!(u.blocks - u.bfree, 3);
+}
+
+/// The raw block `b` of `dev`.
+fn raw(dev: &MemDevice, b: u64) -> Vec<u8> {
+    let mut v = vec![0u8; BLOCK];
+    dev.read_at(b * BLOCK as u64, &mut v).unwrap();
+    v
+}
+
+/// Puts back an earlier copy of block `b`, as if the writes since were lost.
+fn lose_writes(dev: &MemDevice, b: u64, old: &[u8]) {
+    dev.write_at(b * BLOCK as u64, old, WriteInfo::new(Role::Other)).unwrap();
+}
+
+#[test]
+fn nofs_notices_a_lost_second_link_in_the_same_directory() {
+    let (dev, fs) = fresh(Design::Nofs, 4);
+    let a = fs.mkdir(ROOT, "a").unwrap();
+    let f = fs.create(a, "f").unwrap();
+    fs.write(f, 0, b"linked twice").unwrap();
+    let (iblk, _) = fs.lock().sb.inode_location(f);
+    let before = raw(&dev, iblk);
+    fs.link(f, a, "g").unwrap();
+    fs.shutdown().unwrap();
+    // The inode write of the link is lost; the entry "g" reached the disk.
+    lose_writes(&dev, iblk, &before);
+    let fs = reopen(Design::Nofs, &dev);
+    let err = fs.resolve("a/g").unwrap_err();
+    assert!(matches!(err, Error::Inconsistent { kind: Some(ErrorKind::Bd), .. }), "{err}");
+    let f2 = fs.resolve("a/f").unwrap();
+    assert_eq!(f2, f);
+    assert_eq!(fs.getattr(f).unwrap().nlink, 1);
+    assert_eq!(fs.read(f, 0, 100).unwrap(), b"linked twice");
+    let r = crate::check::classify(fs.as_ref(), &[]);
+    assert!(r.silent().is_empty(), "{:?}", r.silent());
+}
+
+#[test]
+fn nofs_reused_inode_and_block_do_not_pass_for_the_deleted_file() {
+    let (dev, fs) = fresh(Design::Nofs, 4);
+    let b = fs.mkdir(ROOT, "b").unwrap();
+    let old = fs.create(b, "old").unwrap();
+    fs.write(old, 0, &pattern(3000, 1)).unwrap();
+    let old_inode = fs.lock().get_inode(old).unwrap();
+    let (iblk, _) = fs.lock().sb.inode_location(old);
+    let dblk = u64::from(fs.lock().get_inode(b).unwrap().direct[0]);
+    let (inode_before, dir_before) = (raw(&dev, iblk), raw(&dev, dblk));
+    fs.unlink(b, "old").unwrap();
+    let new = fs.create(b, "new").unwrap();
+    fs.write(new, 0, &pattern(3000, 2)).unwrap();
+    let new_inode = fs.lock().get_inode(new).unwrap();
+    // The scenario needs the number and the block reused.
+    assert_eq!(new, old);
+    assert_eq!(new_inode.direct[0], old_inode.direct[0]);
+    assert_eq!(new_inode.generation, old_inode.generation + 1);
+    fs.shutdown().unwrap();
+    // Only the new file's data block reached the disk.
+    lose_writes(&dev, iblk, &inode_before);
+    lose_writes(&dev, dblk, &dir_before);
+    let fs = reopen(Design::Nofs, &dev);
+    let ino = fs.resolve("b/old").unwrap();
+    let err = fs.read(ino, 0, 3000).unwrap_err();
+    assert!(matches!(err, Error::Inconsistent { kind: Some(ErrorKind::Tp), .. }), "{err}");
+    let r = crate::check::classify(fs.as_ref(), &[]);
+    assert!(r.silent().is_empty(), "{:?}", r.silent());
+
+    // And the other way round: the inode and data reached the disk, the directory
+    // block did not; the old name now names a newer generation.
+    let (dev, fs) = fresh(Design::Nofs, 4);
+    let b = fs.mkdir(ROOT, "b").unwrap();
+    let old = fs.create(b, "old").unwrap();
+    fs.write(old, 0, &pattern(3000, 1)).unwrap();
+    let dblk = u64::from(fs.lock().get_inode(b).unwrap().direct[0]);
+    let other = fs.mkdir(ROOT, "c").unwrap();
+    let dir_before = raw(&dev, dblk);
+    fs.unlink(b, "old").unwrap();
+    let new = fs.create(other, "new").unwrap();
+    assert_eq!(new, old);
+    fs.write(new, 0, &pattern(3000, 2)).unwrap();
+    fs.shutdown().unwrap();
+    lose_writes(&dev, dblk, &dir_before);
+    let fs = reopen(Design::Nofs, &dev);
+    let err = fs.resolve("b/old").unwrap_err();
+    assert!(err.to_string().contains("generation"), "{err}");
+    assert_eq!(fs.read(fs.resolve("c/new").unwrap(), 0, 3000).unwrap(), pattern(3000, 2));
+}
+
+#[test]
+fn rename_within_a_directory_moves_the_back_link() {
+    let (dev, fs) = fresh(Design::Nofs, 4);
+    let a = fs.mkdir(ROOT, "a").unwrap();
+    let f = fs.create(a, "f").unwrap();
+    fs.link(f, a, "g").unwrap();
+    fs.rename(a, "f", a, "h").unwrap();
+    fs.shutdown().unwrap();
+    let r = crate::fsck(Design::Nofs, dev.as_ref()).unwrap();
+    assert!(r.problems.is_empty(), "{:?}", r.problems);
+    let fs = reopen(Design::Nofs, &dev);
+    assert_eq!(fs.resolve("a/h").unwrap(), f);
+    assert_eq!(fs.resolve("a/g").unwrap(), f);
+    assert_eq!(fs.getattr(f).unwrap().nlink, 2);
+    assert!(fs.detections().is_empty(), "{:?}", fs.detections());
+}
