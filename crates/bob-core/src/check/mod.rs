@@ -27,7 +27,10 @@ mod state;
 mod subject;
 
 pub use checker::{Judge, UserChecker, CHECKER_OUTPUT_MAX};
-pub use engine::{run_states, run_states_journaled, run_states_with, EngineOptions, StateResult};
+pub use engine::{
+    run_states, run_states_journaled, run_states_with, EngineOptions, FsckPolicy, Speedups,
+    StateResult,
+};
 pub use journal::Journal;
 pub use outcome::{Outcome, OutcomeKind};
 pub use state::{check_image, check_image_with};
