@@ -6,7 +6,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::{check_image_with, Error, Journal, Judge, Outcome, StateCheck, Subject};
+use super::{
+    check_image_in, AfterRecovery, Error, Journal, Judge, Outcome, RecoveredCache, StateCheck,
+    Subject,
+};
 use crate::crash::{CrashState, OverlayBuilder};
 use crate::device::fusedisk::DiskServer;
 use crate::fs::Timeouts;
@@ -170,6 +173,7 @@ pub fn run_states_journaled(
         }
         results.insert(index, c);
     };
+    let recovered = &RecoveredCache::default();
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let first_error: Mutex<Option<Error>> = Mutex::new(None);
@@ -212,7 +216,9 @@ pub fn run_states_journaled(
                         Judge::Oracle => Vec::new(),
                         Judge::Checker(_) => subject.acked_marks(&state.id),
                     };
-                    let checked = check_image_with(
+                    let after =
+                        AfterRecovery { view: &view, cache: recovered, speed: options.speed };
+                    let checked = check_image_in(
                         subject,
                         judge,
                         &file,
@@ -220,6 +226,7 @@ pub fn run_states_journaled(
                         durable,
                         &acked,
                         &options.timeouts,
+                        Some(&after),
                     );
                     server.remove(&name);
                     match checked {
