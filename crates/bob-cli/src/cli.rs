@@ -1,9 +1,16 @@
-//! Command-line syntax (clap derive). Only syntax lives here; [`crate::commands`] turns it
-//! into bob-core options and rejects what does not fit the machine.
+//! Command-line syntax (clap derive): every subcommand's arguments, the value enums and
+//! the `FromStr` types of values (`--shard`, sizes, strategies, schedules, names), with
+//! conflicts and requirements declared to clap rather than checked by hand. Only syntax
+//! and names live here; `options.rs` turns arguments into bob-core options, and
+//! what depends on the machine or the trace is the library's to reject.
 
 use std::path::PathBuf;
+use std::str::FromStr;
 
+use bob_core::crash::Strategy;
+use bob_core::fs::FsConfig;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use workloads::{Property, Schedule};
 
 /// bob, the Block-Order Breaker: finds out what a file system really promises across a
 /// crash.
@@ -35,17 +42,17 @@ pub enum Command {
     /// scratch directories); never touches a live process's or anything bob did not make.
     Cleanup(CleanupArgs),
     /// Measure bob's engine against the naive per-state pipeline and the mount floor.
-    Bench(crate::bench_cmd::BenchArgs),
+    Bench(BenchArgs),
     /// Import a dm-log-writes log (or blktrace output) as a bob trace.
-    Import(crate::interop_cmd::ImportArgs),
+    Import(ImportArgs),
     /// Inspect and replay a log the way xfstests' replay-log does.
-    Log(crate::interop_cmd::LogArgs),
+    Log(LogArgs),
     /// Record any command's block I/O on a configuration (bring your own workload).
-    Record(crate::interop_cmd::RecordArgs),
+    Record(RecordArgs),
     /// Insert a mark into the trace of the running `bob record`.
-    Mark(crate::interop_cmd::MarkArgs),
+    Mark(MarkArgs),
     /// Explore and check the crash states of a recorded trace, with your own checker.
-    Check(crate::interop_cmd::CheckArgs),
+    Check(CheckArgs),
 }
 
 impl Command {
@@ -77,7 +84,7 @@ pub struct ExploreArgs {
     /// single-request, all-but-one, torn, persistence-points, exhaustive, random; or
     /// `original`, `default`).
     #[arg(long, value_delimiter = ',', default_value = "default")]
-    pub strategy: Vec<String>,
+    pub strategy: Vec<StrategySet>,
     /// At most this many crash states per cell and drain schedule (spread over epochs).
     #[arg(long)]
     pub max_states: Option<usize>,
@@ -96,14 +103,6 @@ pub struct ExploreArgs {
     /// Directory for scratch files (default: the system temp dir).
     #[arg(long)]
     pub scratch: Option<PathBuf>,
-    /// Check only shard I of N of each cell's crash states (1-based, e.g. 2/4); merge the
-    /// results with `bob merge`.
-    #[arg(long)]
-    pub shard: Option<String>,
-    /// Continue an interrupted run: reuse its recorded trace and every verdict already
-    /// journaled under --out (and, for `bob table`, every finished cell).
-    #[arg(long)]
-    pub resume: bool,
     /// The simulated disk's atomic write unit in bytes: a write persists any subset of the
     /// aligned units it touches, each whole or not at all. Powers of two from 512 (a 512n
     /// disk, the BOB study's model) to the file system's block size (4096: 4Kn and 512e
@@ -114,6 +113,21 @@ pub struct ExploreArgs {
     /// (write + flush, as bob and CrashMonkey treated it before).
     #[arg(long, value_enum, default_value_t = FuaArg::Real)]
     pub fua: FuaArg,
+}
+
+/// Options of the commands that run property cells (`bob run`, `bob table`): a shard of
+/// each cell's states, and resuming an interrupted run. `bob check` has neither: it runs
+/// one trace whole.
+#[derive(Debug, Args)]
+pub struct CellArgs {
+    /// Check only shard I of N of each cell's crash states (1-based, e.g. 2/4); merge the
+    /// results with `bob merge`.
+    #[arg(long)]
+    pub shard: Option<Shard>,
+    /// Continue an interrupted run: reuse its recorded trace and every verdict already
+    /// journaled under --out (and, for `bob table`, every finished cell).
+    #[arg(long)]
+    pub resume: bool,
 }
 
 /// `--fua`.
@@ -138,11 +152,11 @@ impl From<FuaArg> for bob_core::crash::FuaModel {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Configuration (see `bob list`).
-    #[arg(long = "fs")]
-    pub fs: String,
+    #[arg(long = "fs", value_parser = parse_config)]
+    pub fs: FsConfig,
     /// Property (see `bob list`).
     #[arg(long)]
-    pub property: String,
+    pub property: Property,
     /// Record on this free loop device instead of taking one.
     #[arg(long)]
     pub device: Option<PathBuf>,
@@ -167,10 +181,13 @@ pub struct RunArgs {
     /// writeback-commit, or all. Each is its own recording; the states of all are checked
     /// and each cross names the schedule that produced it.
     #[arg(long, default_value = "all", value_name = "LIST")]
-    pub schedules: String,
+    pub schedules: ScheduleList,
     /// Exploration options.
     #[command(flatten)]
     pub explore: ExploreArgs,
+    /// Sharding and resuming.
+    #[command(flatten)]
+    pub cell: CellArgs,
 }
 
 /// Table output formats.
@@ -188,11 +205,11 @@ pub enum TableFormat {
 #[derive(Debug, Args)]
 pub struct TableArgs {
     /// Configurations, comma-separated (default: all).
-    #[arg(long = "fs", value_delimiter = ',')]
-    pub fs: Vec<String>,
+    #[arg(long = "fs", value_delimiter = ',', value_parser = parse_config)]
+    pub fs: Vec<FsConfig>,
     /// Properties, comma-separated (default: all).
     #[arg(long, value_delimiter = ',')]
-    pub property: Vec<String>,
+    pub property: Vec<Property>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = TableFormat::Md)]
     pub format: TableFormat,
@@ -204,10 +221,13 @@ pub struct TableArgs {
     /// writeback-commit, or all. Each is its own recording; the states of all are checked
     /// and each cross names the schedule that produced it.
     #[arg(long, default_value = "all", value_name = "LIST")]
-    pub schedules: String,
+    pub schedules: ScheduleList,
     /// Exploration options.
     #[command(flatten)]
     pub explore: ExploreArgs,
+    /// Sharding and resuming.
+    #[command(flatten)]
+    pub cell: CellArgs,
 }
 
 /// `bob merge`.
@@ -277,4 +297,394 @@ pub struct ListArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+}
+
+/// `bob bench` arguments.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Configuration (see `bob list`).
+    #[arg(long = "fs", default_value = "ext4-ordered", value_parser = parse_config)]
+    pub fs: FsConfig,
+    /// Property whose workload is recorded (see `bob list`).
+    #[arg(long, default_value = "single-block-append")]
+    pub property: Property,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Timed mount + umount rounds of the floor.
+    #[arg(long, default_value_t = bob_core::bench::DEFAULT_FLOOR_RUNS as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    pub floor_runs: u64,
+    /// The engine's parallel workers (default: number of cores).
+    #[arg(long, short = 'j', value_parser = clap::value_parser!(u64).range(1..))]
+    pub jobs: Option<u64>,
+    /// Size of the multi-block workloads (e.g. 256K, 1M, 4M; a multiple of 4 KiB), to
+    /// measure how the cost grows with the trace.
+    #[arg(long)]
+    pub multi_block_bytes: Option<BlockBytes>,
+    /// Run the naive pipeline on at most this many evenly spaced states (default: all).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub naive_sample: Option<u64>,
+    /// MiB the recorder-overhead workload writes (0 skips that measurement).
+    #[arg(long, default_value_t = bob_core::bench::DEFAULT_RECORDER_BYTES >> 20)]
+    pub recorder_mib: u64,
+    /// Timeout for each recovery step (mount, repairing fsck), in seconds.
+    #[arg(long, default_value_t = 30)]
+    pub recovery_timeout: u64,
+    /// Directory for scratch files (default: the system temp dir).
+    #[arg(long)]
+    pub scratch: Option<PathBuf>,
+}
+
+/// `bob import` arguments.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// A dm-log-writes log (from the kernel target, xfstests, or bob).
+    #[arg(required_unless_present = "blktrace", conflicts_with = "blktrace")]
+    pub log: Option<PathBuf>,
+    /// Instead: blktrace output to decode into block-request annotations: a directory of
+    /// per-CPU files (`<dev>.blktrace.<cpu>`), one such file, or blkparse's text output.
+    #[arg(long)]
+    pub blktrace: Option<PathBuf>,
+    /// Trace directory to write (log import), or whose trace to annotate (blktrace).
+    #[arg(long, required_unless_present = "blktrace")]
+    pub out: Option<PathBuf>,
+    /// The image the log applies to (copied into the trace directory as base.img).
+    #[arg(long, conflicts_with = "blktrace")]
+    pub base: Option<PathBuf>,
+    /// Configuration the log was recorded on (see `bob list`), needed by `bob check`.
+    #[arg(long = "fs", conflicts_with = "blktrace", value_parser = parse_config)]
+    pub fs: Option<FsConfig>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// `bob log` arguments: every xfstests replay-log option, with replay-log's meaning,
+/// output and exit status (bob_core::trace::replay_log), plus bob's `--list`, `--format`
+/// and `--force`. Numbers stay strings here: replay-log's own parser reads them (hex,
+/// octal, its error messages), so that both command lines accept the same values.
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// The log (a dm-log-writes log file or device, or a trace directory holding
+    /// trace.log); or give it with --log.
+    #[arg(required_unless_present = "log_file", conflicts_with = "log_file")]
+    pub log: Option<PathBuf>,
+    /// The log, as replay-log takes it.
+    #[arg(long = "log", value_name = "FILE")]
+    pub log_file: Option<PathBuf>,
+    /// Print every entry: index, sector, sectors (512-byte units), flags, mark text.
+    #[arg(long)]
+    pub list: bool,
+    /// Print the number of entries.
+    #[arg(long)]
+    pub num_entries: bool,
+    /// Print ENTRY@SECTOR of the entry found by --end-mark, --next-fua, --next-flush or
+    /// --limit (SECTOR: the log position after it).
+    #[arg(long)]
+    pub find: bool,
+    /// Replay onto this image file or device (it must exist). bob refuses a mounted
+    /// device, and a block device that is not a loop device unless --force.
+    #[arg(long, value_name = "DEV_OR_IMAGE")]
+    pub replay: Option<PathBuf>,
+    /// Stop after this many entries.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<String>,
+    /// Stop at (find) the next entry with FLUSH.
+    #[arg(long)]
+    pub next_flush: bool,
+    /// Stop at (find) the next entry with FUA.
+    #[arg(long)]
+    pub next_fua: bool,
+    /// Start at this entry.
+    #[arg(long, value_name = "N")]
+    pub start_entry: Option<String>,
+    /// Start after this mark.
+    #[arg(long, value_name = "TEXT")]
+    pub start_mark: Option<std::ffi::OsString>,
+    /// Stop at (find) this mark (the mark is replayed; it carries no data).
+    #[arg(long, visible_alias = "mark", value_name = "TEXT")]
+    pub end_mark: Option<std::ffi::OsString>,
+    /// Do not replay discards.
+    #[arg(long)]
+    pub no_discard: bool,
+    /// Shell command to run at the --check points (after an fsync of the target).
+    #[arg(long, value_name = "CMD")]
+    pub fsck: Option<std::ffi::OsString>,
+    /// When to run --fsck: every N entries, or after each flush, fua or discard.
+    #[arg(long, value_name = "N|flush|fua|discard")]
+    pub check: Option<String>,
+    /// Skip writes that end at or before this sector (log sectors).
+    #[arg(long, value_name = "SECTOR")]
+    pub start_sector: Option<String>,
+    /// Skip writes that start after this sector (log sectors).
+    #[arg(long, value_name = "SECTOR")]
+    pub end_sector: Option<String>,
+    /// Print replayed entries; twice, also skipped and seeked-over ones.
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Replay onto a block device that is not a loop device.
+    #[arg(long)]
+    pub force: bool,
+    /// Output format (json: the answer as one object).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// How `bob record` annotates the trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AnnotateArg {
+    /// Block tracepoints where tracefs is mounted.
+    Auto,
+    /// Block tracepoints always (tracefs is mounted privately if needed).
+    Tracefs,
+    /// Live blktrace (needs debugfs and relay files).
+    Blktrace,
+    /// No annotations.
+    None,
+}
+
+impl From<AnnotateArg> for bob_core::record::custom::Annotate {
+    fn from(a: AnnotateArg) -> Self {
+        use bob_core::record::custom::Annotate;
+        match a {
+            AnnotateArg::Auto => Annotate::Auto,
+            AnnotateArg::Tracefs => Annotate::Tracefs,
+            AnnotateArg::Blktrace => Annotate::Blktrace,
+            AnnotateArg::None => Annotate::Off,
+        }
+    }
+}
+
+/// `bob record` arguments.
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// Configuration to make and mount (see `bob list`).
+    #[arg(long = "fs", value_parser = parse_config)]
+    pub fs: FsConfig,
+    /// Trace directory to write (trace.log, trace.json, base.img).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// A free loop device to record on (default: any free one).
+    #[arg(long)]
+    pub device: Option<PathBuf>,
+    /// Recording backend.
+    #[arg(long, value_enum, default_value_t = Backend::Fuse)]
+    pub backend: Backend,
+    /// The log device of the dm-log-writes backend.
+    #[arg(long, required_if_eq("backend", "dm-log-writes"))]
+    pub log_dev: Option<PathBuf>,
+    /// Block-request annotations from the kernel's block tracepoints.
+    #[arg(long, value_enum, default_value_t = AnnotateArg::Auto)]
+    pub annotate: AnnotateArg,
+    /// Directory for scratch files (default: the system temp dir).
+    #[arg(long)]
+    pub scratch: Option<PathBuf>,
+    /// The command and its arguments (after `--`); it runs with the mount as its working
+    /// directory and BOB_MARK_FILE naming the mark control file.
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
+}
+
+/// `bob mark` arguments.
+#[derive(Debug, Args)]
+pub struct MarkArgs {
+    /// The mark's text (words are joined with spaces).
+    #[arg(required = true)]
+    pub text: Vec<String>,
+    /// The control file (default: $BOB_MARK_FILE, set by `bob record`).
+    #[arg(long)]
+    pub file: Option<PathBuf>,
+}
+
+/// `bob check` arguments.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Trace directory (from `bob record`, `bob import --base`, or `bob run --save-trace`).
+    pub dir: PathBuf,
+    /// Shell command run in each recovered mount (its working directory); exit 0 means
+    /// consistent. Without it, only recovery and the read-only fsck judge.
+    #[arg(long)]
+    pub checker: Option<String>,
+    /// Seconds before a checker run is killed (a timeout outcome).
+    #[arg(long, default_value_t = 60)]
+    pub timeout: u64,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Exploration options.
+    #[command(flatten)]
+    pub explore: ExploreArgs,
+}
+
+/// `--fs NAME`: a configuration bob knows.
+fn parse_config(name: &str) -> Result<FsConfig, String> {
+    bob_core::fs::by_name(name).ok_or_else(|| {
+        format!("unknown configuration {name:?}; known: {}", bob_core::fs::names().join(", "))
+    })
+}
+
+/// One `--strategy` name: a strategy, or `default` / `original` for their sets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StrategySet(pub Vec<Strategy>);
+
+impl FromStr for StrategySet {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "default" => Ok(StrategySet(Strategy::DEFAULT.to_vec())),
+            "original" => Ok(StrategySet(Strategy::ORIGINAL.to_vec())),
+            other => {
+                other.parse::<Strategy>().map(|s| StrategySet(vec![s])).map_err(|e| e.to_string())
+            }
+        }
+    }
+}
+
+/// `--shard I/N`, kept 0-based (`I` is 1-based on the command line, as CI matrices
+/// number jobs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    /// 0-based index.
+    pub index: usize,
+    /// Number of shards.
+    pub count: usize,
+}
+
+impl FromStr for Shard {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (index, count) = bob_core::run::parse_shard(s)?;
+        Ok(Shard { index, count })
+    }
+}
+
+/// `--schedules LIST`: drain schedules, comma-separated, or `all`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScheduleList(pub Vec<Schedule>);
+
+impl FromStr for ScheduleList {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Schedule::parse_list(s).map(ScheduleList).map_err(|e| e.to_string())
+    }
+}
+
+/// A size in bytes: `4096`, `256K`, `1M`, `4MiB`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ByteSize(pub u64);
+
+impl FromStr for ByteSize {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        let lower = t.to_ascii_lowercase();
+        let (digits, unit) = match lower.find(|c: char| !c.is_ascii_digit()) {
+            Some(i) => lower.split_at(i),
+            None => (lower.as_str(), ""),
+        };
+        let shift = match unit {
+            "" | "b" => 0,
+            "k" | "kib" => 10,
+            "m" | "mib" => 20,
+            "g" | "gib" => 30,
+            _ => return Err(format!("{t:?}: expected a size like 4096, 256K, 1M or 4MiB")),
+        };
+        let n: u64 = digits.parse().map_err(|_| format!("{t:?}: expected a size like 256K"))?;
+        n.checked_shl(shift)
+            .filter(|v| v >> shift == n)
+            .map(ByteSize)
+            .ok_or_else(|| format!("{t:?}: too large"))
+    }
+}
+
+/// A size that is a positive multiple of 4 KiB (the multi-block workloads write whole
+/// blocks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockBytes(pub u64);
+
+impl FromStr for BlockBytes {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.parse::<ByteSize>()? {
+            ByteSize(n) if n > 0 && n % 4096 == 0 => Ok(BlockBytes(n)),
+            ByteSize(n) => Err(format!("{n}: must be a positive multiple of 4096")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn sizes() {
+        let size = |s: &str| s.parse::<ByteSize>().map(|b| b.0);
+        assert_eq!(size("4096"), Ok(4096));
+        assert_eq!(size("256K"), Ok(256 << 10));
+        assert_eq!(size("1m"), Ok(1 << 20));
+        assert_eq!(size("4MiB"), Ok(4 << 20));
+        assert!(size("4X").is_err());
+        assert!(size("").is_err());
+        assert!(size("99999999999999G").is_err());
+        assert!("1000".parse::<BlockBytes>().is_err());
+        assert_eq!("8K".parse::<BlockBytes>(), Ok(BlockBytes(8192)));
+    }
+
+    /// What a user sees for a wrong name or value: one clear message naming what is known.
+    #[test]
+    fn usage_error_messages() {
+        let err = |args: &[&str]| {
+            let mut argv = vec!["bob"];
+            argv.extend_from_slice(args);
+            Cli::try_parse_from(argv).unwrap_err().to_string()
+        };
+        insta::assert_snapshot!(
+            "unknown_configuration",
+            err(&["run", "--fs", "ext9", "--property", "single-block-append"])
+        );
+        insta::assert_snapshot!("bad_shard", err(&["table", "--shard", "0/4"]));
+        insta::assert_snapshot!("bad_size", err(&["bench", "--multi-block-bytes", "6K"]));
+    }
+
+    /// Command lines clap must accept or reject, before any command runs.
+    #[test]
+    fn command_lines() {
+        let ok = |args: &[&str]| {
+            let mut argv = vec!["bob"];
+            argv.extend_from_slice(args);
+            Cli::try_parse_from(argv)
+        };
+        assert!(ok(&["run", "--fs", "ext4-ordered", "--property", "single-block-append"]).is_ok());
+        assert!(ok(&["run", "--fs", "ext9", "--property", "single-block-append"]).is_err());
+        assert!(ok(&["run", "--fs", "ext4-ordered", "--property", "nope"]).is_err());
+        let shard = ["table", "--shard", "2/4"];
+        assert!(ok(&shard).is_ok());
+        assert!(ok(&["table", "--shard", "5/4"]).is_err());
+        assert!(ok(&["table", "--strategy", "default,torn"]).is_ok());
+        assert!(ok(&["table", "--strategy", "sideways"]).is_err());
+        assert!(ok(&["table", "--schedules", "syncfs,nope"]).is_err());
+        assert!(ok(&["bench", "--floor-runs", "0"]).is_err());
+        assert!(ok(&["bench", "--multi-block-bytes", "1000"]).is_err());
+        assert!(ok(&["import", "x.log"]).is_err(), "a log import needs --out");
+        assert!(ok(&["check", "dir", "--shard", "1/2"]).is_err(), "bob check runs whole");
+        assert!(ok(&["import", "--blktrace", "dir"]).is_ok());
+        assert!(ok(&[
+            "record",
+            "--fs",
+            "ext4-ordered",
+            "--out",
+            "t",
+            "--backend",
+            "dm-log-writes",
+            "--",
+            "true"
+        ])
+        .is_err());
+    }
 }

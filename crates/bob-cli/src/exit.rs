@@ -1,17 +1,108 @@
-//! Exit codes, in one place, and the one exhaustive mapping from errors to them.
+//! Exit codes, in one place, and the one exhaustive match from a command's end (a
+//! conclusion or a [`CliError`]) to them. Verdicts map through bob-core's table of
+//! outcomes ([`OutcomeKind`]); the README's "Exit codes" section documents this file.
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | every property held (or was not exercised, or a table's column cannot run here) |
+//! | 1 | a violation, or any failure of a crash state (the outcomes with exit 1) |
+//! | 2 | usage or environment error, or bob failed: nothing concluded about the file system |
+//! | 130 | interrupted (SIGINT, SIGTERM): nothing concluded |
+//!
+//! The documented exception: `bob log` (and bob invoked as `replay-log`) exits as
+//! xfstests' replay-log does, so that scripts written for it see the same statuses.
 
-use std::process::ExitCode;
+use bob_core::check::OutcomeKind;
+
+use crate::error::CliError;
 
 /// Every property held over every state explored.
 pub const HELD: u8 = 0;
 /// A violation, or a failure of a crash state (needs-repair, unrecoverable, read-error,
-/// fsck-failed, timeout): every kind whose `OutcomeKind::exit_code` is 1.
-pub const VIOLATION: u8 = 1;
+/// fsck-failed, timeout).
+pub const FOUND: u8 = 1;
 /// Usage or environment error: nothing was concluded about the file system.
 pub const ERROR: u8 = 2;
+/// Interrupted by SIGINT or SIGTERM (128 + 2, as a shell reports a SIGINT death).
+pub const INTERRUPTED: u8 = 130;
 
-/// Maps a library error to its exit code and prints it as one line.
-pub fn report(err: &(dyn std::error::Error + 'static)) -> ExitCode {
-    eprintln!("bob: error: {err}");
-    ExitCode::from(ERROR)
+/// What a command that ran to its end concluded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Conclusion {
+    /// A command that judges nothing (list, import, explain, ...) succeeded.
+    Done,
+    /// The verdict of what the user named (`bob run`, `bob check`, `bob replay --check`):
+    /// a configuration that cannot run here is an environment error.
+    Named(OutcomeKind),
+    /// The worst verdict of a table (`bob table`, `bob merge`): a column that cannot run
+    /// here is listed, not failed.
+    Table(OutcomeKind),
+    /// replay-log's own exit status (`bob log`).
+    ReplayLog(u8),
+}
+
+impl Conclusion {
+    /// A table's conclusion: its worst cell.
+    pub fn of_table(grid: &bob_core::report::table::Grid) -> Conclusion {
+        Conclusion::Table(OutcomeKind::worst(grid.cells.iter().map(|c| c.verdict)))
+    }
+}
+
+/// The exit code of a command's end.
+pub fn code(end: &Result<Conclusion, CliError>) -> u8 {
+    match end {
+        Ok(Conclusion::Done) => HELD,
+        Ok(Conclusion::Named(OutcomeKind::Unavailable)) => ERROR,
+        Ok(Conclusion::Named(kind) | Conclusion::Table(kind)) => of_outcome(*kind),
+        Ok(Conclusion::ReplayLog(status)) => *status,
+        Err(CliError::Interrupted) => INTERRUPTED,
+        Err(
+            CliError::Usage(_)
+            | CliError::Environment(_)
+            | CliError::Run(_)
+            | CliError::Witness(_)
+            | CliError::Device(_)
+            | CliError::Bench(_)
+            | CliError::Io { .. }
+            | CliError::Output(_)
+            | CliError::Log(_)
+            | CliError::BenchDisagreement { .. }
+            | CliError::CleanupIncomplete(_)
+            | CliError::CommandFailed { .. },
+        ) => ERROR,
+    }
+}
+
+/// The exit code of a verdict, by the outcome table's rows.
+fn of_outcome(kind: OutcomeKind) -> u8 {
+    match kind {
+        OutcomeKind::Held
+        | OutcomeKind::NotExercised
+        | OutcomeKind::NotApplicable
+        | OutcomeKind::Unavailable => HELD,
+        OutcomeKind::Violated
+        | OutcomeKind::Unrecoverable
+        | OutcomeKind::ReadError
+        | OutcomeKind::FsckFailed
+        | OutcomeKind::Timeout
+        | OutcomeKind::NeedsRepair => FOUND,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The CLI's codes agree with the outcome table's own column.
+    #[test]
+    fn verdicts_exit_as_the_outcome_table_says() {
+        for kind in OutcomeKind::ALL {
+            assert_eq!(of_outcome(kind), kind.exit_code(), "{kind}");
+            assert_eq!(code(&Ok(Conclusion::Table(kind))), kind.exit_code(), "{kind}");
+        }
+        assert_eq!(code(&Ok(Conclusion::Named(OutcomeKind::Unavailable))), ERROR);
+        assert_eq!(code(&Err(CliError::Interrupted)), INTERRUPTED);
+        assert_eq!(code(&Err(CliError::Usage("x".into()))), ERROR);
+        assert_eq!(code(&Ok(Conclusion::ReplayLog(1))), 1);
+    }
 }

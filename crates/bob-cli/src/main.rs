@@ -1,15 +1,21 @@
-//! The `bob` binary: glue over bob-core. Parsing lives in [`cli`], commands in
-//! [`commands`], exit codes in [`exit`].
+//! The `bob` binary: glue over bob-core, parse -> call -> print. Syntax lives in [`cli`]
+//! (and its second stage, bob-core options, in [`options`]), one file per command in
+//! [`commands`], printing in [`print`] and [`progress`], errors in [`error`], and exit
+//! codes in [`exit`]. Imports flow one way: main -> commands -> {options, print,
+//! progress, signals} -> {cli, error, exit} -> bob-core; no module imports a command.
 
-mod bench_cmd;
 mod cli;
 mod commands;
+mod error;
 mod exit;
-mod grid_cmd;
-mod interop_cmd;
+mod options;
+mod print;
+mod progress;
 mod signals;
 
 use std::process::ExitCode;
+
+use clap::Parser;
 
 fn main() -> ExitCode {
     // glibc raises its mmap threshold after large frees (fuser's per-thread 16 MiB
@@ -20,6 +26,17 @@ fn main() -> ExitCode {
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
     }
+    // Under the name replay-log (`ln -s bob replay-log`), bob is xfstests' replay-log.
+    let argv0 = std::env::args_os().next().unwrap_or_default();
+    if std::path::Path::new(&argv0).file_name() == Some("replay-log".as_ref()) {
+        return commands::log::replay_log_main();
+    }
+    let cli = cli::Cli::parse();
+    signals::install();
     // Returning (rather than process::exit) lets every loop, mount and FUSE guard drop.
-    commands::main()
+    let end = commands::dispatch(cli.command);
+    if let Err(e) = &end {
+        eprintln!("bob: error: {e}");
+    }
+    ExitCode::from(exit::code(&end))
 }

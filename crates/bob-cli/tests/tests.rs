@@ -215,7 +215,7 @@ fn interrupted_run_leaves_nothing_behind() {
     });
     nix_kill(child.id(), libc_sigint());
     let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(2), "an interrupted run is not a verdict");
+    assert_eq!(status.code(), Some(130), "an interrupted run is not a verdict: it exits 130");
     assert_no_leaks(&scratch);
 }
 

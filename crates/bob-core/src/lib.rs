@@ -14,7 +14,9 @@
 //! * [`check`]: recovery, logical snapshot, fsck, and the property verdict.
 //! * [`report`]: cells, witnesses, tables.
 //! * [`fs`]: the file-system configurations (mkfs, mount options, recovery, fsck).
-//! * [`run`]: one configuration x property cell, end to end.
+//! * [`run`]: the pipelines end to end: one configuration x property cell, a table, a
+//!   saved trace under the user's checker, a witness replayed.
+//! * [`output`]: the JSON documents the CLI prints, declared and versioned in one place.
 #![warn(missing_docs)]
 
 pub mod bench;
@@ -23,6 +25,7 @@ pub mod crash;
 pub mod device;
 pub mod fs;
 pub mod image;
+pub mod output;
 pub mod record;
 pub mod report;
 pub mod run;

@@ -1,5 +1,21 @@
 //! One cell end to end: record the property's workload on the configuration, generate
-//! crash states, check them, and write the witness of the first failure.
+//! crash states, check them, and write the witness of the first failure. The CLI's other
+//! pipelines live beside it: a saved trace checked with the user's checker
+//! ([`check_trace`]), a witness replayed ([`replay_witness`]), a whole table
+//! ([`run_table`]), and what a machine needs to run a configuration ([`environment`]).
+
+mod check_trace;
+pub mod environment;
+mod grid;
+pub mod interop;
+mod replay;
+
+pub use check_trace::{check_trace, CheckTraceOptions};
+pub use grid::{
+    cached_cells, cached_cells_path, disk_models, run_cell_cached, run_table, TableOptions,
+    TableProgress,
+};
+pub use replay::{replay_witness, ReplayOptions};
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -13,6 +29,7 @@ use crate::device::registry;
 use crate::fs::{FsConfig, Timeouts};
 use crate::record::{self, RecordRequest};
 use crate::report::{self, witness, Cell, CellVerdict, ScheduleCell};
+use crate::trace::EntryKind;
 
 /// Errors of a run: the environment or bob failed, not the file system under test.
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +53,32 @@ pub enum Error {
         /// The schedules it supports.
         supported: String,
     },
+    /// Reading or writing a dm-log-writes log.
+    #[error(transparent)]
+    Log(#[from] crate::trace::log::LogError),
+    /// Reading or writing a trace directory.
+    #[error(transparent)]
+    TraceDir(#[from] crate::trace::dir::TraceDirError),
+    /// Decoding blktrace output.
+    #[error(transparent)]
+    Blktrace(#[from] crate::trace::blktrace::BlktraceError),
+    /// The machine cannot run the configuration.
+    #[error(transparent)]
+    Environment(#[from] environment::Missing),
+    /// The request does not fit the trace or the configuration (no base image, several
+    /// disk models where one is needed, an empty checker command).
+    #[error("{0}")]
+    Invalid(String),
+    /// A cell of a table failed (not its file system: bob or the machine).
+    #[error("{config} / {property}: {source}")]
+    Cell {
+        /// Configuration.
+        config: String,
+        /// Property.
+        property: String,
+        /// What failed.
+        source: Box<Error>,
+    },
     /// bob's scratch directory.
     #[error("{path}: {source}")]
     Io {
@@ -44,6 +87,18 @@ pub enum Error {
         /// The OS error.
         source: std::io::Error,
     },
+}
+
+impl Error {
+    /// Whether the run stopped because it was interrupted (SIGINT, SIGTERM), not because
+    /// something failed.
+    pub fn is_interrupted(&self) -> bool {
+        match self {
+            Error::Check(check::Error::Interrupted) => true,
+            Error::Cell { source, .. } => source.is_interrupted(),
+            _ => false,
+        }
+    }
 }
 
 /// What to run.
@@ -88,7 +143,7 @@ pub struct RunOptions {
 
 /// Parses `I/N` (1-based I, as CI matrices number jobs) into a 0-based shard.
 pub fn parse_shard(text: &str) -> Result<(usize, usize), String> {
-    let bad = || format!("--shard {text:?}: expected I/N with 1 <= I <= N, e.g. 2/4");
+    let bad = || format!("{text:?}: expected I/N with 1 <= I <= N, e.g. 2/4");
     let (i, n) = text.split_once('/').ok_or_else(bad)?;
     let (i, n): (usize, usize) = (i.parse().map_err(|_| bad())?, n.parse().map_err(|_| bad())?);
     if n == 0 || i == 0 || i > n {
@@ -104,6 +159,17 @@ pub fn shard_of(digest: &[u8; 32], count: usize) -> usize {
     let mut first = [0u8; 8];
     first.copy_from_slice(&digest[..8]);
     (u64::from_le_bytes(first) % count as u64) as usize
+}
+
+/// Releases what killed bob processes left: what they registered (mounts, loop devices,
+/// FUSE disks, scratch directories: [`registry::reclaim_dead`]) and their block-tracepoint
+/// instances, which live in tracefs rather than under a scratch directory.
+pub fn reclaim_dead() -> registry::Reclaimed {
+    let mut reclaimed = registry::reclaim_dead();
+    let (instances, failures) = record::tracefs::reclaim_dead_instances();
+    reclaimed.tracefs_instances = instances;
+    reclaimed.failures.extend(failures);
+    reclaimed
 }
 
 /// Progress callbacks for long work.
@@ -162,6 +228,15 @@ impl Drop for WorkDir {
     }
 }
 
+/// A [`WorkDir`] under `scratch` (default: the temp dir), failing as a run error that
+/// names the directory.
+fn scratch_dir(scratch: Option<&Path>) -> Result<WorkDir, Error> {
+    WorkDir::new(scratch).map_err(|source| Error::Io {
+        path: scratch.map_or_else(std::env::temp_dir, Path::to_owned),
+        source,
+    })
+}
+
 /// One drain schedule's recording of a cell: its subject (cut under the disk model being
 /// judged), its journal and its scratch directory.
 struct Recorded {
@@ -203,10 +278,7 @@ pub fn run_cell(
     } else {
         opts.disk_models.clone()
     };
-    let work = WorkDir::new(opts.scratch.as_deref()).map_err(|source| Error::Io {
-        path: opts.scratch.clone().unwrap_or_else(std::env::temp_dir),
-        source,
-    })?;
+    let work = scratch_dir(opts.scratch.as_deref())?;
 
     // The cell's journal: per schedule, its trace and every result as it is reached, so
     // that a killed run resumes (`--resume`) without recording again or losing a verdict.
@@ -379,6 +451,10 @@ fn assemble(
                 first_state: first.map(|i| rec.subject.qualify(&part.results[i].state.id)),
                 first_position: first.map(|i| part.positions[i]),
                 op_barriers: exercised.as_ref().map(|e| e.0),
+                fua_writes: count_entries(&rec.subject.trace, |e| {
+                    matches!(e.kind(), EntryKind::Write { fua: true, .. }) && e.nr_sectors > 0
+                }),
+                fua_postflushes: count_entries(&rec.subject.trace, |e| e.is_fua_postflush()),
             });
         }
         if let Some((n, why)) = exercised {
@@ -697,6 +773,13 @@ pub fn unavailable_cell(config: &FsConfig, property: Property, reason: &str) -> 
         unavailable: Some(reason.into()),
         ..Cell::of_results(config.name, property.name(), &[]).0
     }
+}
+
+fn count_entries(
+    trace: &crate::trace::Trace,
+    pick: impl Fn(&crate::trace::Entry) -> bool,
+) -> usize {
+    trace.entries.iter().filter(|e| pick(e)).count()
 }
 
 #[cfg(test)]

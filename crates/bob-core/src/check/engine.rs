@@ -168,11 +168,10 @@ pub fn run_states_journaled(
                     ));
                     let name = format!("state-{index}.img");
                     let file = server.add(&name, view.clone());
-                    let epoch = state.id.epoch as usize;
                     let durable = due[index].clone();
                     let acked = match judge {
                         Judge::Oracle => Vec::new(),
-                        Judge::Checker(_) => subject.acked_marks(epoch),
+                        Judge::Checker(_) => subject.acked_marks(&state.id),
                     };
                     let checked = check_image_with(
                         subject,

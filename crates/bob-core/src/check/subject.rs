@@ -82,8 +82,9 @@ impl Subject {
         let Some(crash) = self.epochs.get(id.epoch as usize) else {
             return Vec::new();
         };
+        let real_fua = self.disk.fua == crate::crash::disk::FuaModel::Real;
         let is_barrier = |i: usize| match self.trace.entries[i].kind() {
-            EntryKind::Flush => true,
+            EntryKind::Flush => !(real_fua && self.trace.entries[i].is_fua_postflush()),
             EntryKind::Write { fua, .. } => fua,
             _ => false,
         };
@@ -105,14 +106,23 @@ impl Subject {
             .collect()
     }
 
-    /// Text of the marks the recorded program had made by the time of a crash in epoch
-    /// `epoch`: every mark before the epoch's closing barrier. A state of that epoch is what
-    /// the disk may hold at its end, when all those marks had been made (acknowledged).
-    pub fn acked_marks(&self, epoch: usize) -> Vec<String> {
-        let end = match self.epochs.get(epoch) {
-            Some(e) => e.end_entry(&self.trace),
-            None => return Vec::new(),
+    /// Text of the marks the recorded program had made by the time of crash state `id`:
+    /// every mark before its epoch's closing barrier (a state of that epoch is what the
+    /// disk may hold at its end, when all those marks had been made), except marks after a
+    /// FUA write of the epoch that the state lacks (real FUA): that write was durable once
+    /// it completed, so a state without it was cut before, when those marks were not made.
+    pub fn acked_marks(&self, id: &StateId) -> Vec<String> {
+        let Some(epoch) = self.epochs.get(id.epoch as usize) else {
+            return Vec::new();
         };
+        let applied_whole = |p: u32| id.applied.iter().any(|a| a.write == p && a.sectors.is_none());
+        let first_missing_fua = epoch
+            .fua_writes
+            .iter()
+            .filter(|&&p| !applied_whole(p))
+            .map(|&p| epoch.writes[p as usize])
+            .min();
+        let end = epoch.end_entry(&self.trace).min(first_missing_fua.unwrap_or(usize::MAX));
         self.trace.entries[..end.min(self.trace.entries.len())]
             .iter()
             .filter_map(|e| e.mark_text())

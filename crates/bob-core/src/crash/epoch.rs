@@ -15,7 +15,10 @@
 //!   Under the `real` model (the default, see [`super::disk`]) a FUA write stays inside
 //!   its epoch and only constrains it: a state that applies any later write of the epoch
 //!   was cut after the FUA write completed, so it must apply the FUA write whole
-//!   ([`StateId::is_legal_in`](super::id::StateId::is_legal_in)). On bob's recording disk FUA arrives as write + flush anyway.
+//!   ([`StateId::is_legal_in`](super::id::StateId::is_legal_in)). A loop device has no FUA, so the block layer follows each FUA
+//!   write with a flush of its own; kernel recordings mark those flushes
+//!   ([`crate::trace::flags::FUA_POSTFLUSH`], from the `block_bio_queue` tracepoint) and
+//!   under the `real` model they close no epoch, as a disk with FUA would issue none.
 //!
 //! Marks belong to no epoch. Write or discard entries addressing zero sectors change
 //! nothing on the disk and are left out of every epoch (a zero-sector FUA write is not a
@@ -124,6 +127,8 @@ pub fn epochs(trace: &Trace, disk: &DiskModel) -> Vec<Epoch> {
     for (i, entry) in trace.entries.iter().enumerate() {
         match entry.kind() {
             EntryKind::Mark => {}
+            // With real FUA the write is durable on its own; its emulation's flush is not.
+            EntryKind::Flush if real_fua && entry.is_fua_postflush() => {}
             EntryKind::Flush => {
                 close(&mut out, &mut writes, &mut fua_writes, start_entry, i);
                 start_entry = i + 1;

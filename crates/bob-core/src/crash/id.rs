@@ -211,6 +211,22 @@ impl StateId {
                 let _ = write!(s, "after the FUA write at entry {at}");
             }
         }
+        if !epoch.fua_writes.is_empty() {
+            let emulated: Vec<String> = (epoch.start_entry..epoch.end_entry(trace))
+                .filter(|&i| trace.entries[i].is_fua_postflush())
+                .map(|i| i.to_string())
+                .collect();
+            if !emulated.is_empty() {
+                let _ = write!(
+                    s,
+                    "; the flush{} at entr{} {} only emulated FUA on the recording device: \
+                     no barrier on a disk with real FUA",
+                    if emulated.len() == 1 { "" } else { "es" },
+                    if emulated.len() == 1 { "y" } else { "ies" },
+                    emulated.join(", ")
+                );
+            }
+        }
         s.push_str("): ");
         let n = epoch.writes.len();
         if n == 0 {
@@ -239,8 +255,13 @@ impl StateId {
             } else {
                 "write"
             };
+            let fua = if matches!(entry.kind(), EntryKind::Write { fua: true, .. }) {
+                "FUA "
+            } else {
+                ""
+            };
             format!(
-                "{noun} {position} (entry {entry_index}, sector {}, {} sector{})",
+                "{fua}{noun} {position} (entry {entry_index}, sector {}, {} sector{})",
                 entry.sector,
                 entry.nr_sectors,
                 if entry.nr_sectors == 1 { "" } else { "s" }

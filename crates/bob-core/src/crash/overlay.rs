@@ -137,6 +137,10 @@ impl Overlay {
     /// but may keep such twins apart. Costs the crash epoch's sectors only (see the
     /// module documentation).
     pub fn digest(&self, trace: &Trace) -> [u8; 32] {
+        self.sum(trace).finish(b"bob crash overlay v1\0")
+    }
+
+    fn sum(&self, trace: &Trace) -> Sum {
         let mut sum = self.base.sum;
         for (&s, &source) in &self.top {
             if let Some(&old) = self.base.map.get(&s) {
@@ -144,12 +148,62 @@ impl Overlay {
             }
             sum.add(sector_hash(trace, s, source));
         }
-        let mut hasher = blake3::Hasher::new();
-        hasher.update(b"bob crash overlay v1\0");
-        for limb in sum.0 {
-            hasher.update(&limb.to_le_bytes());
+        sum
+    }
+
+    /// The digest of the image after recovery: the overlay's sectors with `written` (the
+    /// sectors recovery wrote, by number) over them, and the bytes of `stamps` (disk byte
+    /// ranges that mounting itself stamps: times, mount counts, the last mount point,
+    /// the checksum over them) zeroed wherever they fall in a hashed sector. Two states
+    /// that recover to the same blocks but for those stamps digest alike; different
+    /// contents collide with negligible probability. Like [`Overlay::digest`] it never
+    /// reads the base image, so a sector set back to its base bytes keeps two images
+    /// apart (a missed merge, never a wrong one). Costs the crash epoch's and recovery's
+    /// sectors, plus the overlay's sectors under `stamps`.
+    pub fn recovered_digest<'a>(
+        &self,
+        trace: &Trace,
+        written: impl IntoIterator<Item = (u64, &'a [u8; SECTOR])>,
+        stamps: &[std::ops::Range<u64>],
+    ) -> [u8; 32] {
+        let mut sum = self.sum(trace);
+        let mut done = std::collections::BTreeSet::new();
+        for (s, content) in written {
+            if let Some(old) = self.get(s) {
+                sum.sub(sector_hash(trace, s, old));
+            }
+            let mut content = *content;
+            mask(s, &mut content, stamps);
+            sum.add(content_hash(s, &content));
+            done.insert(s);
         }
-        *hasher.finalize().as_bytes()
+        // Stamped sectors that only the overlay sets: hashed again with the stamps masked.
+        for range in stamps {
+            let sectors = range.start / SECTOR_SIZE..range.end.div_ceil(SECTOR_SIZE);
+            for (s, source) in self.range(sectors.start..=sectors.end.saturating_sub(1)) {
+                if !done.insert(s) {
+                    continue;
+                }
+                sum.sub(sector_hash(trace, s, source));
+                let mut content = [0u8; SECTOR];
+                source.copy_to(trace, 0, &mut content);
+                mask(s, &mut content, stamps);
+                sum.add(content_hash(s, &content));
+            }
+        }
+        sum.finish(b"bob recovered image v1\0")
+    }
+}
+
+/// Zeroes the bytes of sector `s` that fall in any of `stamps` (disk byte ranges).
+fn mask(s: u64, content: &mut [u8; SECTOR], stamps: &[std::ops::Range<u64>]) {
+    let start = s * SECTOR_SIZE;
+    let end = start + SECTOR_SIZE;
+    for r in stamps {
+        let (lo, hi) = (r.start.max(start), r.end.min(end));
+        if lo < hi {
+            content[(lo - start) as usize..(hi - start) as usize].fill(0);
+        }
     }
 }
 
@@ -179,13 +233,29 @@ impl Sum {
     }
 }
 
+impl Sum {
+    fn finish(self, domain: &[u8]) -> [u8; 32] {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(domain);
+        for limb in self.0 {
+            hasher.update(&limb.to_le_bytes());
+        }
+        *hasher.finalize().as_bytes()
+    }
+}
+
 /// The hash of sector `s` holding `source`'s content.
 fn sector_hash(trace: &Trace, s: u64, source: SectorSource) -> Sum {
     let mut content = [0u8; SECTOR];
     source.copy_to(trace, 0, &mut content);
+    content_hash(s, &content)
+}
+
+/// The hash of sector `s` holding `content`.
+fn content_hash(s: u64, content: &[u8; SECTOR]) -> Sum {
     let mut hasher = blake3::Hasher::new();
     hasher.update(&s.to_le_bytes());
-    hasher.update(&content);
+    hasher.update(content);
     let bytes = hasher.finalize();
     let mut limbs = [0u64; 4];
     for (limb, chunk) in limbs.iter_mut().zip(bytes.as_bytes().chunks_exact(8)) {

@@ -533,6 +533,21 @@ fn validation_checks_the_id_against_the_trace() {
 }
 
 #[test]
+fn describe_names_the_flushes_that_only_emulated_fua() {
+    let postflush = Entry { flags: flags::FLUSH | flags::FUA_POSTFLUSH, ..Entry::flush() };
+    let t = trace(vec![w(0, 8), Entry::flush(), with(w(8, 8), flags::FUA), postflush, w(16, 8)]);
+    let real = DiskModel { atomic_write_unit: 4096, fua: FuaModel::Real };
+    let e = super::epochs(&t, &real);
+    assert_eq!(e.len(), 2, "the emulation's flush closes no epoch under real FUA");
+    assert_eq!(e[1].fua_writes, vec![0]);
+    let d = "e1:0".parse::<StateId>().unwrap().describe(&t, &e);
+    assert!(d.contains("the flush at entry 3 only emulated FUA"), "{d}");
+    assert!(d.contains("FUA write 0") || d.contains("1 of 2 writes"), "{d}");
+    // Under the barrier model the same flush is a barrier again.
+    assert_eq!(super::epochs(&t, &unit_4k()).len(), 3);
+}
+
+#[test]
 fn describe_says_where_and_what() {
     let mut entries = vec![Entry::mark("op 0 begin: write"), w(0, 1), Entry::flush()];
     entries.extend([w(3, 1), w(8, 8), with(w(24, 8), flags::FUA), w(40, 1)]);
@@ -542,8 +557,8 @@ fn describe_says_where_and_what() {
     assert_eq!(
         d("e1:0,2[0-3]"),
         "crash in epoch 1 of 3 (entries 3..6, after the flush at entry 2): 2 of 3 writes \
-         applied; not applied: write 1 (entry 4, sector 8, 8 sectors); write 2 (entry 5, \
-         sector 24, 8 sectors) torn: sectors 0-3 persisted"
+         applied; not applied: write 1 (entry 4, sector 8, 8 sectors); FUA write 2 (entry \
+         5, sector 24, 8 sectors) torn: sectors 0-3 persisted"
     );
     assert_eq!(
         d("e0:-"),
@@ -840,4 +855,37 @@ proptest! {
         }
         prop_assert_eq!(count, g.states.len());
     }
+}
+
+#[test]
+fn recovered_digests_merge_states_that_recovery_converges_and_nothing_else() {
+    // Epoch 0: writes at sectors 0 and 8 (one sector each), then the end.
+    let t = trace(vec![w(0, 1), w(8, 1)]);
+    let e = epochs(&t);
+    let ov = |s: &str| overlay(&t, &e, &s.parse().unwrap());
+    let (a, b) = (ov("e0:0,1"), ov("e0:0"));
+    assert_ne!(a.digest(&t), b.digest(&t), "different before recovery");
+    // Recovery writes sector 8's content in both: the same image afterwards.
+    let eight = [8u8; SECTOR];
+    let stamp = 512u64..520; // bytes 0..8 of sector 1
+    let mut one = [1u8; SECTOR];
+    let ra = a.recovered_digest(&t, [(8, &eight), (1, &one)], std::slice::from_ref(&stamp));
+    one[..8].copy_from_slice(b"mounted!"); // a mount stamp that differs
+    let rb = b.recovered_digest(&t, [(8, &eight), (1, &one)], std::slice::from_ref(&stamp));
+    assert_eq!(ra, rb, "converged images digest alike, stamps masked");
+    // A byte outside the stamp differs: different images.
+    one[100] ^= 1;
+    let rc = b.recovered_digest(&t, [(8, &eight), (1, &one)], std::slice::from_ref(&stamp));
+    assert_ne!(ra, rc);
+    // Stamps are masked in sectors only the overlay sets too: entry 0 wrote zeros to
+    // sector 0, which is the image recovery leaves when it writes zeros there itself.
+    let stamp0 = 0u64..4;
+    let x = ov("e0:0").recovered_digest(&t, [], std::slice::from_ref(&stamp0));
+    let mut stamped = [0u8; SECTOR];
+    stamped[..4].copy_from_slice(b"time");
+    let y = ov("e0:-").recovered_digest(&t, [(0, &stamped)], std::slice::from_ref(&stamp0));
+    assert_eq!(x, y);
+    stamped[4] = 1;
+    let z = ov("e0:-").recovered_digest(&t, [(0, &stamped)], std::slice::from_ref(&stamp0));
+    assert_ne!(x, z);
 }

@@ -39,6 +39,8 @@ pub struct Reclaimed {
     pub loop_devices: Vec<PathBuf>,
     /// Scratch directories removed.
     pub dirs: Vec<PathBuf>,
+    /// Block-tracepoint instances removed (see `record::tracefs::reclaim_dead_instances`).
+    pub tracefs_instances: Vec<PathBuf>,
     /// What could not be released, one line each.
     pub failures: Vec<String>,
 }

@@ -125,6 +125,17 @@ impl CrashView {
         file.sync_all()
     }
 
+    /// The digest of the image as recovery left it, mount stamps masked (see
+    /// [`Overlay::recovered_digest`]): states that recover to the same image share it.
+    pub fn recovered_digest(&self, stamps: &[std::ops::Range<u64>]) -> [u8; 32] {
+        let private = self.private.lock().unwrap_or_else(|p| p.into_inner());
+        self.overlay.recovered_digest(
+            &self.trace,
+            private.sectors.iter().map(|(&s, data)| (s, &**data)),
+            stamps,
+        )
+    }
+
     /// Sectors recovery wrote to this view.
     pub fn recovery_writes(&self) -> usize {
         self.private.lock().map(|p| p.len()).unwrap_or(0)

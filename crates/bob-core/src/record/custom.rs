@@ -47,13 +47,16 @@ enum Tracing {
 }
 
 impl Tracing {
-    fn stop(self) -> Result<Vec<BlockRequest>, Error> {
+    fn stop(self) -> Result<super::tracefs::Traced, Error> {
         match self {
             Tracing::Tracefs(t) => t.stop().map_err(|e| Error::Unavailable {
                 config: "--annotate tracefs".into(),
                 reason: e.to_string(),
             }),
-            Tracing::Blktrace(b) => b.stop(),
+            // blktrace's Q events are not decoded: no bios, so no FUA marking.
+            Tracing::Blktrace(b) => {
+                Ok(super::tracefs::Traced { requests: b.stop()?, bios: Vec::new() })
+            }
         }
     }
 }
@@ -102,6 +105,9 @@ pub struct CommandRecording {
     pub requests: Option<Vec<BlockRequest>>,
     /// How the requests mapped onto the trace.
     pub annotation: Option<Annotation>,
+    /// FUA writes and their emulating flushes found in the trace (FUSE recorder only:
+    /// dm-log-writes logs FUA itself).
+    pub fua: Option<super::tracefs::FuaMarking>,
 }
 
 /// The JSON the sidecar keeps under `workload` for a command: an empty op list (the
@@ -240,7 +246,7 @@ pub fn record_command(req: &CommandRequest<'_>) -> Result<CommandRecording, Erro
     let exit_code = run_command(req.command, &md.mnt, &fifo);
     reader.stop();
     let unmounted = md.unmount();
-    let requests = match tracing {
+    let traced = match tracing {
         Some(t) => Some(t.stop()?),
         None => None,
     };
@@ -253,13 +259,27 @@ pub fn record_command(req: &CommandRequest<'_>) -> Result<CommandRecording, Erro
     let mut trace = unmounted?;
     let base_path = md.base_path.clone();
     md.release()?;
-    let annotation = requests.as_ref().map(|r| annotate(&mut trace, r));
+    let (annotation, fua) = match traced.as_ref().map(|t| t.annotate(&mut trace)) {
+        Some((a, f)) => (Some(a), Some(f)),
+        None => (None, None),
+    };
     if annotation.is_some() {
-        // Keep the log file in step with the METADATA bits, so saving still copies it.
+        // Keep the log file in step with the METADATA and FUA bits, so saving still
+        // copies it.
         trace.write_flags_to_file()?;
     }
-    let sidecar = command_sidecar(config, req.command, &base_path)?;
-    Ok(CommandRecording { trace, sidecar, base_image: base_path, exit_code, requests, annotation })
+    let mut sidecar = command_sidecar(config, req.command, &base_path)?;
+    sidecar.fua = fua.clone();
+    let requests = traced.map(|t| t.requests);
+    Ok(CommandRecording {
+        trace,
+        sidecar,
+        base_image: base_path,
+        exit_code,
+        requests,
+        annotation,
+        fua,
+    })
 }
 
 fn command_sidecar(
@@ -284,6 +304,7 @@ fn command_sidecar(
         ops: Vec::new(),
         roles: Vec::new(),
         schedule: None,
+        fua: None,
     })
 }
 
@@ -327,7 +348,7 @@ fn record_command_dm(req: &CommandRequest<'_>, log_dev: &Path) -> Result<Command
     let exit_code = run_command(req.command, &mnt, &fifo);
     reader.stop();
     let unmounted = fs_mount.unmount();
-    let requests = tracing.and_then(|t| t.stop().ok());
+    let requests = tracing.and_then(|t| t.stop().ok()).map(|t| t.requests);
     let exit_code = exit_code?;
     unmounted?;
     let target = Arc::try_unwrap(target).map_err(|_| Error::Unavailable {
@@ -338,7 +359,15 @@ fn record_command_dm(req: &CommandRequest<'_>, log_dev: &Path) -> Result<Command
     data_dev.detach()?;
     let annotation = requests.as_ref().map(|r| annotate(&mut trace, r));
     let sidecar = command_sidecar(config, req.command, &base_path)?;
-    Ok(CommandRecording { trace, sidecar, base_image: base_path, exit_code, requests, annotation })
+    Ok(CommandRecording {
+        trace,
+        sidecar,
+        base_image: base_path,
+        exit_code,
+        requests,
+        annotation,
+        fua: None,
+    })
 }
 
 /// Writes a mark line to the control FIFO at `path` and waits (up to `timeout`) until bob

@@ -512,7 +512,7 @@ pub fn record(req: &RecordRequest<'_>) -> Result<Recording, Error> {
     let config = req.config;
     if let Some(design) = config.design() {
         let (trace, observed, base_path) = record_research(req, design)?;
-        return finish(req, trace, observed, base_path);
+        return finish(req, trace, observed, base_path, None);
     }
     let mut md = make_and_mount(config, req.device, req.work_dir, req.timeouts)?;
     let (disk, mnt, base_path) = (md.disk.clone(), md.mnt.clone(), md.base_path.clone());
@@ -527,7 +527,7 @@ pub fn record(req: &RecordRequest<'_>) -> Result<Recording, Error> {
 
     let run = run_marked(req.workload, &mnt, &mut observed, &disk);
     let unmounted = md.unmount();
-    let requests = tracing.and_then(|t| t.stop().ok());
+    let traced = tracing.and_then(|t| t.stop().ok());
     // A failure to write the log comes first: it explains a failing workload.
     let unmounted = match unmounted {
         Err(e @ Error::Log(_)) => return Err(e),
@@ -537,13 +537,17 @@ pub fn record(req: &RecordRequest<'_>) -> Result<Recording, Error> {
     let mut trace = unmounted?;
     md.release()?;
 
-    if let Some(requests) = &requests {
-        tracefs::annotate(&mut trace, requests);
-        // The annotation's METADATA bits go into the log file too, so that saving the
-        // trace still copies the file.
-        trace.write_flags_to_file()?;
-    }
-    finish(req, trace, observed, base_path)
+    let fua = match &traced {
+        Some(traced) => {
+            let (_, fua) = traced.annotate(&mut trace);
+            // The annotation's METADATA and FUA bits go into the log file too, so that
+            // saving the trace still copies the file.
+            trace.write_flags_to_file()?;
+            Some(fua)
+        }
+        None => None,
+    };
+    finish(req, trace, observed, base_path, fua)
 }
 
 /// The sidecar of a finished recording.
@@ -552,6 +556,7 @@ fn finish(
     trace: Trace,
     observed: Observed,
     base_path: PathBuf,
+    fua: Option<tracefs::FuaMarking>,
 ) -> Result<Recording, Error> {
     let config = req.config;
     let ops = op_spans(&trace, req.workload);
@@ -576,6 +581,7 @@ fn finish(
             .collect(),
         // The caller that chose a drain schedule for the workload names it.
         schedule: None,
+        fua,
     };
     Ok(Recording { trace, sidecar, observed, base_image: base_path })
 }

@@ -1,6 +1,8 @@
 //! Block tracepoints while recording: the kernel's `block_rq_issue` and
 //! `block_rq_complete` events of the recording loop device, read from a tracefs instance
-//! of bob's own, annotate the trace with true request boundaries and META/SYNC/FUA flags.
+//! of bob's own, annotate the trace with true request boundaries and META/SYNC flags; its
+//! `block_bio_queue` events show which writes the file system sent with FUA before the
+//! block layer emulated it (see [`crate::trace::fua`]).
 //!
 //! The session works in `instances/bob-<pid>-<n>` under tracefs, never in the global
 //! buffer, with both events filtered to the device's `dev_t`. It reads `trace_pipe`
@@ -18,12 +20,38 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 pub use crate::trace::blktrace::{annotate, Annotation, BlockRequest};
-use crate::trace::blktrace::{pair_events, ReqEvent};
+use crate::trace::blktrace::{pair_events, parse_rwbs, ReqEvent};
+pub use crate::trace::fua::{mark_fua, FuaMarking, QueuedBio};
 
 /// Where tracefs is mounted by default.
 pub const DEFAULT_TRACEFS: &str = "/sys/kernel/tracing";
 
-const EVENTS: [&str; 2] = ["block_rq_issue", "block_rq_complete"];
+const EVENTS: [&str; 3] = ["block_rq_issue", "block_rq_complete", "block_bio_queue"];
+
+/// What a session saw: the driver's requests, and the bios as queued.
+#[derive(Clone, Debug, Default)]
+pub struct Traced {
+    /// Requests in issue order (see [`pair_events`]).
+    pub requests: Vec<BlockRequest>,
+    /// Bios in queue order.
+    pub bios: Vec<QueuedBio>,
+}
+
+impl Traced {
+    /// Annotates `trace` (request boundaries, METADATA) and marks its FUA writes and the
+    /// flushes that only emulated them.
+    pub fn annotate(&self, trace: &mut crate::trace::Trace) -> (Annotation, FuaMarking) {
+        let a = annotate(trace, &self.requests);
+        let fua = mark_fua(trace, &self.requests, &self.bios, &a.request_of_entry);
+        (a, fua)
+    }
+}
+
+/// One event line of the pipe.
+enum Line {
+    Req(ReqEvent),
+    Bio(QueuedBio),
+}
 
 /// Tracing errors, naming the tracefs file.
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +91,39 @@ pub fn mounted_tracefs() -> Option<PathBuf> {
     found.iter().find(|p| p.as_path() == Path::new(DEFAULT_TRACEFS)).or(found.first()).cloned()
 }
 
+/// Removes the tracefs instances (`instances/bob-<pid>-<n>`) of bob processes that no
+/// longer exist: a SIGKILLed recording cannot remove its own, and the kernel keeps
+/// tracing block requests into it until someone does. A pid that exists again (reused)
+/// keeps its instances: better one left over than another process's removed. Returns the
+/// instances removed and, one line each, those that could not be.
+pub fn reclaim_dead_instances() -> (Vec<PathBuf>, Vec<String>) {
+    let (mut removed, mut failures) = (Vec::new(), Vec::new());
+    let Some(root) = mounted_tracefs() else { return (removed, failures) };
+    let Ok(entries) = std::fs::read_dir(root.join("instances")) else {
+        return (removed, failures);
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("bob-")
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let path = entry.path();
+        let _ = std::fs::write(path.join("tracing_on"), "0");
+        match std::fs::remove_dir(&path) {
+            Ok(()) => removed.push(path),
+            Err(e) => failures.push(format!("{}: {e}", path.display())),
+        }
+    }
+    (removed, failures)
+}
+
 /// Whether the kernel has tracefs with block events (mounted or mountable).
 pub fn kernel_has_tracefs() -> bool {
     crate::fs::kernel_has("tracefs")
@@ -74,7 +135,7 @@ static INSTANCE_SEQ: AtomicUsize = AtomicUsize::new(0);
 pub struct TracefsSession {
     instance: PathBuf,
     stop: Arc<AtomicBool>,
-    reader: Option<JoinHandle<Result<Vec<ReqEvent>, Error>>>,
+    reader: Option<JoinHandle<Result<Vec<Line>, Error>>>,
     cleaned: bool,
     // Declared last: dropped after the instance is gone.
     _private: Option<(crate::device::mount::Mount, tempfile::TempDir)>,
@@ -133,6 +194,10 @@ impl TracefsSession {
         // Room for a burst while the reader sleeps; the reader drains continuously.
         write("buffer_size_kb", "4096")?;
         for ev in EVENTS {
+            // A kernel without block_bio_queue still gets request annotations.
+            if ev == "block_bio_queue" && !session.instance.join("events/block").join(ev).is_dir() {
+                continue;
+            }
             write(&format!("events/block/{ev}/filter"), &format!("dev == {kdev}"))?;
         }
         let pipe_path = session.instance.join("trace_pipe");
@@ -142,7 +207,9 @@ impl TracefsSession {
             .open(&pipe_path)
             .map_err(io(&pipe_path))?;
         for ev in EVENTS {
-            write(&format!("events/block/{ev}/enable"), "1")?;
+            if session.instance.join("events/block").join(ev).is_dir() {
+                write(&format!("events/block/{ev}/enable"), "1")?;
+            }
         }
         write("tracing_on", "1")?;
         let stop = session.stop.clone();
@@ -150,8 +217,8 @@ impl TracefsSession {
         Ok(session)
     }
 
-    /// Stops tracing and returns the device's requests, in issue order.
-    pub fn stop(mut self) -> Result<Vec<BlockRequest>, Error> {
+    /// Stops tracing and returns the device's requests (in issue order) and bios.
+    pub fn stop(mut self) -> Result<Traced, Error> {
         self.disable();
         self.stop.store(true, Ordering::Relaxed);
         let events = match self.reader.take().map(|h| h.join()) {
@@ -160,7 +227,15 @@ impl TracefsSession {
             None => Ok(Vec::new()),
         };
         self.cleanup();
-        Ok(pair_events(events?))
+        let mut req_events = Vec::new();
+        let mut bios = Vec::new();
+        for line in events? {
+            match line {
+                Line::Req(e) => req_events.push(e),
+                Line::Bio(b) => bios.push(b),
+            }
+        }
+        Ok(Traced { requests: pair_events(req_events), bios })
     }
 
     fn disable(&self) {
@@ -198,11 +273,7 @@ impl Drop for TracefsSession {
     }
 }
 
-fn read_pipe(
-    mut pipe: std::fs::File,
-    path: &Path,
-    stop: &AtomicBool,
-) -> Result<Vec<ReqEvent>, Error> {
+fn read_pipe(mut pipe: std::fs::File, path: &Path, stop: &AtomicBool) -> Result<Vec<Line>, Error> {
     let mut events = Vec::new();
     let mut pending = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
@@ -218,8 +289,11 @@ fn read_pipe(
                 pending.extend_from_slice(&buf[..n]);
                 while let Some(nl) = pending.iter().position(|&b| b == b'\n') {
                     let line: Vec<u8> = pending.drain(..=nl).collect();
-                    if let Some(e) = parse_line(&String::from_utf8_lossy(&line)) {
-                        events.push(e);
+                    let line = String::from_utf8_lossy(&line);
+                    if let Some(e) = parse_line(&line) {
+                        events.push(Line::Req(e));
+                    } else if let Some(b) = parse_bio_line(&line) {
+                        events.push(Line::Bio(b));
                     }
                 }
             }
@@ -237,6 +311,26 @@ fn read_pipe(
     Ok(events)
 }
 
+/// Parses one `trace_pipe` line of `block_bio_queue`, e.g.
+/// `jbd2/loop0-8-1234 [001] ..... 13.000000: block_bio_queue: 7,0 FWFSM 98324 + 2 [jbd2/loop0-8]`.
+pub fn parse_bio_line(line: &str) -> Option<QueuedBio> {
+    let at = line.find(": block_bio_queue: ")?;
+    let time_ns = parse_stamp(line[..at].split_whitespace().last()?)?;
+    let t: Vec<&str> = line[at + ": block_bio_queue: ".len()..].split_whitespace().collect();
+    let (op, flags) = parse_rwbs(t.get(1)?)?;
+    let plus = t.iter().position(|&x| x == "+")?;
+    let sector: u64 = t.get(plus.checked_sub(1)?)?.parse().ok()?;
+    let nr: u64 = t.get(plus + 1)?.parse().ok()?;
+    Some(QueuedBio { time_ns, sector, bytes: nr.checked_mul(512)?, op, flags })
+}
+
+/// A trace_pipe time stamp (`12.345678`, seconds) in ns.
+fn parse_stamp(time: &str) -> Option<u64> {
+    let (sec, frac) = time.split_once('.')?;
+    let frac_ns: u64 = format!("{frac:0<9}").get(..9)?.parse().ok()?;
+    sec.parse::<u64>().ok()?.checked_mul(1_000_000_000)?.checked_add(frac_ns)
+}
+
 /// Parses one `trace_pipe` line of `block_rq_issue` or `block_rq_complete`, e.g.
 /// `kworker/u8:2-91 [001] ..... 12.345678: block_rq_issue: 7,0 WSM 4096 () 2048 + 8 none,0,0 [kworker/u8:2]`.
 pub fn parse_line(line: &str) -> Option<ReqEvent> {
@@ -245,10 +339,7 @@ pub fn parse_line(line: &str) -> Option<ReqEvent> {
     } else {
         (true, line.find(": block_rq_complete: ")?)
     };
-    let time = line[..at].split_whitespace().last()?;
-    let (sec, frac) = time.split_once('.')?;
-    let frac_ns: u64 = format!("{frac:0<9}").get(..9)?.parse().ok()?;
-    let time_ns = sec.parse::<u64>().ok()?.checked_mul(1_000_000_000)?.checked_add(frac_ns)?;
+    let time_ns = parse_stamp(line[..at].split_whitespace().last()?)?;
     let rest = &line[at..];
     let rest = &rest[rest.find(": ").map(|i| i + 2)?..];
     let rest = &rest[rest.find(": ").map(|i| i + 2)?..];
@@ -301,6 +392,17 @@ mod tests {
         assert!(reqs[0].flags.meta);
         assert_eq!(reqs[1].op, ReqOp::Flush);
         assert!(parse_line("some other: event: line").is_none());
+        let bio = parse_bio_line(
+            "jbd2/loop0-8-77 [001] ..... 13.5: block_bio_queue: 7,0 FWFSM 98324 + 2 [jbd2/loop0-8]",
+        )
+        .unwrap();
+        assert_eq!((bio.time_ns, bio.sector, bio.bytes), (13_500_000_000, 98324, 1024));
+        assert!(bio.flags.preflush && bio.flags.fua && bio.flags.meta);
+        assert_eq!(bio.op, ReqOp::Write);
+        assert!(parse_line(
+            "jbd2-77 [001] ..... 13.5: block_bio_queue: 7,0 FWFSM 98324 + 2 [jbd2/loop0-8]"
+        )
+        .is_none());
         assert!(parse_line("x 1.5: block_rq_issue: 7,0 WS 4096 () nope + 8").is_none());
     }
 
@@ -333,8 +435,14 @@ mod tests {
             f.write_all_at(block, 1 << 20).unwrap();
             f.sync_all().unwrap();
         }
-        let reqs = session.stop().unwrap();
+        let traced = session.stop().unwrap();
+        let reqs = traced.requests;
         assert!(!instance.exists(), "instance left behind");
+        assert!(
+            traced.bios.iter().any(|b| b.sector == 2048 && b.bytes == 4096),
+            "block_bio_queue saw the write: {:?}",
+            traced.bios
+        );
         let w: Vec<_> = reqs.iter().filter(|r| r.op == ReqOp::Write).collect();
         assert!(
             w.iter().any(|r| r.sector == 2048 && r.bytes == 4096 && r.complete_ns.is_some()),

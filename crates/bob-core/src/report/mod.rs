@@ -1,13 +1,19 @@
 //! Results a person or a machine reads: a cell (one configuration x one property) with its
 //! verdict and counts, witness directories that replay exactly, and the text/JSON forms.
 
+pub mod document;
+pub mod explain;
 pub mod table;
 pub mod witness;
+
+pub use document::document;
+pub use explain::explain;
 
 use serde::{Deserialize, Serialize};
 
 pub use crate::check::OutcomeKind;
 use crate::check::{Outcome, StateResult, Subject};
+use crate::crash::disk::FuaModel;
 use crate::crash::StateId;
 use crate::fs::regions::{RegionRole, Regions};
 
@@ -53,6 +59,18 @@ pub struct ScheduleCell {
     /// writes spanned in this trace (the least over the judged ops).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub op_barriers: Option<usize>,
+    /// Write entries of its trace marked FUA (for kernel recordings: from the
+    /// `block_bio_queue` tracepoint), which the disk model's FUA setting judges.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fua_writes: usize,
+    /// Flushes of its trace that only emulated a FUA on the loop device: barriers under
+    /// `--fua barrier`, none under `--fua real`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fua_postflushes: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl ScheduleCell {
@@ -791,8 +809,18 @@ impl Cell {
             ));
         }
         for sc in &self.schedules {
+            let fua = match (sc.fua_writes, sc.fua_postflushes, self.disk_model.fua) {
+                (0, _, _) => String::new(),
+                (w, 0, _) => format!(", {w} FUA writes"),
+                (w, p, FuaModel::Real) => {
+                    format!(", {w} FUA writes ({p} flushes that emulated them: no barriers)")
+                }
+                (w, p, FuaModel::Barrier) => {
+                    format!(", {w} FUA writes ({p} flushes that emulated them: barriers)")
+                }
+            };
             s.push_str(&format!(
-                "  schedule {:<16} {:<13} {} explored, {} distinct: {}{}{} (trace {})\n",
+                "  schedule {:<16} {:<13} {} explored, {} distinct: {}{}{}{fua} (trace {})\n",
                 sc.schedule,
                 sc.verdict.name(),
                 sc.states_explored,
@@ -862,6 +890,8 @@ mod tests {
             first_state: first.map(|f| f.0.to_owned()),
             first_position: first.map(|f| f.1),
             op_barriers: Some(3),
+            fua_writes: 0,
+            fua_postflushes: 0,
         }
     }
 

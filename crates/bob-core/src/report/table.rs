@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use maud::{html, Markup, PreEscaped, DOCTYPE};
 use serde::{Deserialize, Serialize};
 
 use super::{merge_mount_failures, merge_read_errors, Cell, CellVerdict, OutcomeKind};
@@ -554,168 +555,149 @@ impl Grid {
 
     /// One self-contained HTML page: the table, each failure a link to its story below;
     /// with cells of several disk models, one page section per model, each headed by it,
-    /// then what the disk model changes.
+    /// then what the disk model changes. maud escapes every interpolated string by
+    /// construction (stories quote paths and kernel messages).
     pub fn to_html(&self) -> String {
         let models = self.disk_models();
-        if models.len() <= 1 {
-            return self.model_html();
+        let body = if models.len() <= 1 {
+            self.model_html(true)
+        } else {
+            html! {
+                @for m in &models {
+                    section {
+                        h1 { "Disk model: " (m.to_string()) }
+                        (self.for_model(*m).model_html(false))
+                    }
+                }
+                h1 { "What the disk model changes" }
+                ul { @for d in self.model_differences() { li { (d) } } }
+            }
+        };
+        html! {
+            (DOCTYPE)
+            html lang="en" {
+                head {
+                    meta charset="utf-8";
+                    title { "bob: persistence properties" }
+                    style { (PreEscaped(STYLE)) }
+                }
+                body { (body) }
+            }
         }
-        let mut sections = String::new();
-        for m in &models {
-            let page = self.for_model(*m).model_html();
-            let body = page
-                .split_once("<body>\n")
-                .map(|(_, b)| b.trim_end_matches("</body></html>\n"))
-                .unwrap_or("");
-            sections.push_str(&format!(
-                "<section><h1>Disk model: {}</h1>\n{}</section>\n",
-                esc(&m.to_string()),
-                body.replacen("<h1>", "<h2>", 1).replacen("</h1>", "</h2>", 1)
-            ));
-        }
-        let mut diffs = String::from("<h1>What the disk model changes</h1><ul>\n");
-        for d in self.model_differences() {
-            diffs.push_str(&format!("<li>{}</li>\n", esc(&d)));
-        }
-        diffs.push_str("</ul>\n");
-        let page = self.for_model(models[0]).model_html();
-        let head = page.split_once("<body>\n").map(|(h, _)| h).unwrap_or("");
-        format!("{head}<body>\n{sections}{diffs}</body></html>\n")
+        .into_string()
     }
 
-    /// [`Grid::to_html`] of a table of one disk model.
-    fn model_html(&self) -> String {
+    /// The body of [`Grid::to_html`] for a table of one disk model; `top` when it is the
+    /// page's only section (its heading is then the page's `h1`).
+    fn model_html(&self, top: bool) -> Markup {
         let failures = self.failures();
-        let mut s = String::from(
-            "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-             <title>bob: persistence properties</title><style>\
-             body{font-family:system-ui,sans-serif;margin:2em;color:#222}\
-             table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:.3em .6em;text-align:center}\
-             th.p,td.p{text-align:left;font-family:monospace}\
-             .violated{background:#f8d0d0}.unrecoverable{background:#f8e8c0}.needs-repair{background:#fff4dc}\
-             .read-error{background:#f8dcc8}.fsck-failed{background:#f0f0b0}.timeout{background:#e0d0f0}.not-exercised{background:#e4e4e4}.unavailable{color:#999}.n{color:#777;font-size:.8em}\
-             a{color:#900;font-weight:bold;text-decoration:none}li{margin:.4em 0}code{background:#f4f4f4}\
-             </style></head><body>\n",
-        );
-        s.push_str(&format!(
-            "<h1>Persistence properties</h1><p>Kernel {}, bob {}.{}</p>\n",
-            esc(&self.kernel),
-            esc(&self.tool_version),
-            esc(&self.model_line())
-        ));
-        if !self.notes.is_empty() {
-            s.push_str("<ul>");
-            for n in &self.notes {
-                s.push_str(&format!("<li>{}</li>", esc(n)));
+        let failure_index = |cell: &Cell| {
+            failures.iter().position(|f| f.config == cell.config && f.property == cell.property)
+        };
+        let intro =
+            format!("Kernel {}, bob {}.{}", self.kernel, self.tool_version, self.model_line());
+        html! {
+            @if top { h1 { "Persistence properties" } } @else { h2 { "Persistence properties" } }
+            p { (intro) }
+            @if !self.notes.is_empty() {
+                ul { @for n in &self.notes { li { (n) } } }
             }
-            s.push_str("</ul>\n");
-        }
-        s.push_str("<table><tr><th class=\"p\">property</th>");
-        for c in &self.configs {
-            s.push_str(&format!("<th>{}</th>", esc(c)));
-        }
-        s.push_str("</tr>\n");
-        for p in &self.properties {
-            s.push_str(&format!("<tr><td class=\"p\">{}</td>", esc(p)));
-            for c in &self.configs {
-                match self.cell(c, p) {
-                    None => s.push_str("<td></td>"),
-                    Some(cell) => {
-                        let mark = match failures
-                            .iter()
-                            .position(|f| f.config == cell.config && f.property == cell.property)
-                        {
-                            Some(i) => format!(
-                                "<a href=\"#w{}\" title=\"{}\">{}</a> ",
-                                i + 1,
-                                esc(cell.story.as_deref().unwrap_or("")),
-                                symbol(cell.verdict)
-                            ),
-                            None => esc(symbol(cell.verdict)),
-                        };
-                        let repairs = repair_note(cell);
-                        s.push_str(&format!(
-                            "<td class=\"{}\">{mark}<span class=\"n\">{}/{}/{}</span>{}</td>",
-                            cell.verdict.name(),
-                            cell.states_mounted,
-                            cell.states_unique,
-                            cell.states_explored,
-                            if repairs.is_empty() {
-                                String::new()
-                            } else {
-                                format!(" <small class=\"n\">{repairs}</small>")
+            table {
+                tr {
+                    th.p { "property" }
+                    @for c in &self.configs { th { (c) } }
+                }
+                @for p in &self.properties {
+                    tr {
+                        td.p { (p) }
+                        @for c in &self.configs {
+                            @match self.cell(c, p) {
+                                None => td {},
+                                Some(cell) => td class=(cell.verdict.name()) {
+                                    @if let Some(i) = failure_index(cell) {
+                                        a href={ "#w" (i + 1) } title=(cell.story.as_deref().unwrap_or("")) {
+                                            (symbol(cell.verdict))
+                                        }
+                                        " "
+                                    } @else {
+                                        (symbol(cell.verdict))
+                                    }
+                                    span.n {
+                                        (cell.states_mounted) "/" (cell.states_unique) "/"
+                                        (cell.states_explored)
+                                    }
+                                    @let repairs = repair_note(cell);
+                                    @if !repairs.is_empty() { " " small.n { (repairs) } }
+                                }
                             }
-                        ));
+                        }
                     }
                 }
             }
-            s.push_str("</tr>\n");
-        }
-        s.push_str(&format!("</table>\n<p class=\"n\">{}. {}</p>\n", esc(&legend()), esc(NUMBERS)));
-        if !failures.is_empty() {
-            s.push_str("<h2>Witnesses</h2><ol>\n");
-            for (i, cell) in failures.iter().enumerate() {
-                s.push_str(&format!(
-                    "<li id=\"w{}\"><b>{} / {}</b> ({}): {}<br><code>bob replay {} --to crash.img</code></li>\n",
-                    i + 1,
-                    esc(&cell.property),
-                    esc(&cell.config),
-                    cell.verdict.name(),
-                    esc(cell.story.as_deref().unwrap_or("")),
-                    esc(cell.witness.as_deref().unwrap_or(""))
-                ));
-            }
-            s.push_str("</ol>\n");
-        }
-        for p in self.scenario_properties() {
-            s.push_str(&format!(
-                "<h2>{}, per scenario of the reliability table</h2><table><tr>\
-                 <th class=\"p\">scenario</th><th>thesis' error</th><th>error found</th>",
-                esc(p)
-            ));
-            for c in &self.configs {
-                s.push_str(&format!("<th>{} detected?</th>", esc(c)));
-            }
-            s.push_str("</tr>\n");
-            for name in self.scenario_names(p) {
-                s.push_str(&format!(
-                    "<tr><td class=\"p\">{}</td><td>{}</td><td>{}</td>",
-                    esc(&name),
-                    esc(&thesis_error(&name)),
-                    esc(&self.scenario_error(p, &name))
-                ));
-                for c in &self.configs {
-                    let cell = self.cell(c, p);
-                    let sc = cell.and_then(|x| x.scenarios.iter().find(|y| y.scenario == name));
-                    match sc {
-                        None => s.push_str("<td></td>"),
-                        Some(sc) if sc.silent_states > 0 => s.push_str(&format!(
-                            "<td class=\"violated\" title=\"{}\">no: silent {} in {}<br>\
-                             <code>bob replay {} --state {} --to crash.img --check</code></td>",
-                            esc(sc.story.as_deref().unwrap_or("")),
-                            esc(&sc.silent_kinds.join(", ")),
-                            sc.silent_states,
-                            esc(cell.and_then(|x| x.witness.as_deref()).unwrap_or("?")),
-                            esc(sc.witness_state.as_deref().unwrap_or("?"))
-                        )),
-                        Some(sc) => s.push_str(&format!(
-                            "<td>yes{}</td>",
-                            if sc.error_states > 0 {
-                                format!(": error returned in {}", sc.error_states)
-                            } else {
-                                String::new()
-                            }
-                        )),
+            p.n { (legend()) ". " (NUMBERS) }
+            @if !failures.is_empty() {
+                h2 { "Witnesses" }
+                ol {
+                    @for (i, cell) in failures.iter().enumerate() {
+                        li id={ "w" (i + 1) } {
+                            b { (cell.property) " / " (cell.config) }
+                            " (" (cell.verdict.name()) "): " (cell.story.as_deref().unwrap_or(""))
+                            br;
+                            code { "bob replay " (cell.witness.as_deref().unwrap_or("")) " --to crash.img" }
+                        }
                     }
                 }
-                s.push_str("</tr>\n");
             }
-            s.push_str("</table>\n");
+            @for p in self.scenario_properties() {
+                h2 { (p) ", per scenario of the reliability table" }
+                table {
+                    tr {
+                        th.p { "scenario" }
+                        th { "thesis' error" }
+                        th { "error found" }
+                        @for c in &self.configs { th { (c) " detected?" } }
+                    }
+                    @for name in self.scenario_names(p) {
+                        tr {
+                            td.p { (name) }
+                            td { (thesis_error(&name)) }
+                            td { (self.scenario_error(p, &name)) }
+                            @for c in &self.configs {
+                                @let cell = self.cell(c, p);
+                                @let sc = cell.and_then(|x| x.scenarios.iter().find(|y| y.scenario == name));
+                                @match sc {
+                                    None => td {},
+                                    Some(sc) if sc.silent_states > 0 => td.violated title=(sc.story.as_deref().unwrap_or("")) {
+                                        "no: silent " (sc.silent_kinds.join(", ")) " in " (sc.silent_states)
+                                        br;
+                                        code {
+                                            "bob replay " (cell.and_then(|x| x.witness.as_deref()).unwrap_or("?"))
+                                            " --state " (sc.witness_state.as_deref().unwrap_or("?"))
+                                            " --to crash.img --check"
+                                        }
+                                    },
+                                    Some(sc) => td {
+                                        "yes"
+                                        @if sc.error_states > 0 { ": error returned in " (sc.error_states) }
+                                    },
+                                }
+                            }
+                        }
+                    }
+                }
+            }
         }
-        s.push_str("</body></html>\n");
-        s
     }
 }
+
+/// The page's style sheet: inline, so the page is one self-contained file.
+const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222}\
+table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:.3em .6em;text-align:center}\
+th.p,td.p{text-align:left;font-family:monospace}\
+.violated{background:#f8d0d0}.unrecoverable{background:#f8e8c0}.needs-repair{background:#fff4dc}\
+.read-error{background:#f8dcc8}.fsck-failed{background:#f0f0b0}.timeout{background:#e0d0f0}\
+.not-exercised{background:#e4e4e4}.unavailable{color:#999}.n{color:#777;font-size:.8em}\
+a{color:#900;font-weight:bold;text-decoration:none}li{margin:.4em 0}code{background:#f4f4f4}";
 
 /// The thesis' errors for every row of table 5.6 with this system call.
 fn thesis_error(scenario: &str) -> String {
@@ -732,10 +714,6 @@ fn thesis_error(scenario: &str) -> String {
     } else {
         kinds.join(", ")
     }
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 #[cfg(test)]
@@ -786,6 +764,16 @@ mod tests {
         }
     }
 
+    #[test]
+    fn html_escapes_what_file_systems_and_users_wrote() {
+        let mut g = sample();
+        g.cells[0].story = Some("/A/<script>alert(1)</script> & \"quoted\"".into());
+        g.notes.push("<i>note</i>".into());
+        let html = g.to_html();
+        assert!(!html.contains("<script>") && !html.contains("<i>"), "{html}");
+        assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt; &amp; &quot;quoted&quot;"));
+    }
+
     fn sample() -> Grid {
         // A cross whose cell also had states that needed repair: the table still says so.
         let mut repaired = cell("ext2", "single-block-append", CellVerdict::Violated, Some(3));
@@ -821,7 +809,11 @@ mod tests {
                 html.contains(&format!("href=\"#w{i}\"")) && html.contains(&format!("id=\"w{i}\""))
             );
         }
-        insta::assert_snapshot!("table_html", html);
+        // One line per row and item, so that snapshot diffs read.
+        let lines = ["</tr>", "</li>", "</h1>", "</h2>", "</p>", "</style>"]
+            .iter()
+            .fold(html.clone(), |h, end| h.replace(end, &format!("{end}\n")));
+        insta::assert_snapshot!("table_html", lines);
     }
 
     #[test]

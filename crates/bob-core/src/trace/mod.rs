@@ -17,7 +17,9 @@ pub mod blktrace;
 pub mod dir;
 pub mod file;
 mod format;
+pub mod fua;
 pub mod log;
+pub mod replay_log;
 pub mod sidecar;
 
 use std::sync::Arc;
@@ -45,6 +47,11 @@ pub mod flags {
     pub const MARK: u64 = 1 << 3;
     /// The write carries file-system metadata (REQ_META).
     pub const METADATA: u64 = 1 << 4;
+    /// bob's own bit, on a flush: the block layer issued it only to emulate the FUA of an
+    /// earlier write, because the recorded device (a loop device) has no FUA. A disk with
+    /// real FUA issues no such flush, so under the `real` FUA model it is no barrier. The
+    /// FLUSH bit stays, so replay-log and dm-log-writes readers see what was recorded.
+    pub const FUA_POSTFLUSH: u64 = 1 << 5;
 
     bitflags::bitflags! {
         /// The named entry flags as a typed set. Built with
@@ -61,6 +68,8 @@ pub mod flags {
             const MARK = MARK;
             /// [`METADATA`].
             const METADATA = METADATA;
+            /// [`FUA_POSTFLUSH`].
+            const FUA_POSTFLUSH = FUA_POSTFLUSH;
         }
     }
 
@@ -156,6 +165,10 @@ impl Entry {
     /// The mark's text, if this is a mark.
     pub fn mark_text(&self) -> Option<String> {
         (self.kind() == EntryKind::Mark).then(|| String::from_utf8_lossy(&self.data).into_owned())
+    }
+    /// Whether this flush only emulated an earlier write's FUA ([`flags::FUA_POSTFLUSH`]).
+    pub fn is_fua_postflush(&self) -> bool {
+        self.kind() == EntryKind::Flush && self.flags & flags::FUA_POSTFLUSH != 0
     }
     /// Whether this write carries metadata (REQ_META).
     pub fn is_metadata(&self) -> bool {

@@ -7,6 +7,7 @@ use bob_core::check::Subject;
 use bob_core::crash::DiskModel;
 use bob_core::fs::{self, Timeouts};
 use bob_core::record::{self, RecordRequest};
+use bob_core::trace::sidecar::Sidecar;
 use workloads::Property;
 
 /// These tests bind loop devices and mount images.
@@ -19,7 +20,19 @@ pub fn require_root() {
 
 /// One real recording of `property`'s workload on `config` (scratch under `dir`), cut
 /// into epochs under `disk`.
+#[allow(dead_code)] // each test file that shares this module uses one of the two
 pub fn record_subject(dir: &Path, config: &str, property: Property, disk: DiskModel) -> Subject {
+    record_subject_and_sidecar(dir, config, property, disk).0
+}
+
+/// [`record_subject`] with the recording's sidecar.
+#[allow(dead_code)]
+pub fn record_subject_and_sidecar(
+    dir: &Path,
+    config: &str,
+    property: Property,
+    disk: DiskModel,
+) -> (Subject, Sidecar) {
     require_root();
     let config = fs::by_name(config).expect("config");
     let work = dir.join("record");
@@ -33,5 +46,5 @@ pub fn record_subject(dir: &Path, config: &str, property: Property, disk: DiskMo
         timeouts: Timeouts::default(),
     })
     .expect("record");
-    Subject::of_recording(config, workload, recording, None, disk).expect("subject").0
+    Subject::of_recording(config, workload, recording, None, disk).expect("subject")
 }

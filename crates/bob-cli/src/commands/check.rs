@@ -1,0 +1,41 @@
+//! `bob check`: the crash states of a recorded trace, judged by the user's checker.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bob_core::run::{self, CheckTraceOptions};
+
+use crate::cli::{CheckArgs, Format};
+use crate::error::CliError;
+use crate::exit::Conclusion;
+use crate::options;
+use crate::print;
+use crate::progress::Bars;
+use crate::signals::CANCEL;
+
+/// Runs `bob check`.
+pub fn run(args: CheckArgs) -> Result<Conclusion, CliError> {
+    let explore = &args.explore;
+    let opts = CheckTraceOptions {
+        dir: args.dir.clone(),
+        checker: args.checker.clone(),
+        checker_timeout: Duration::from_secs(args.timeout),
+        strategies: options::strategies(&explore.strategy),
+        limits: options::limits(explore),
+        jobs: options::jobs(explore.jobs),
+        timeouts: options::timeouts(explore.recovery_timeout),
+        out_dir: explore.out.clone(),
+        scratch: explore.scratch.clone(),
+        atomic_write_unit: explore.atomic_write_unit.clone(),
+        fua: explore.fua.into(),
+    };
+    let bars = Bars::states(args.format == Format::Text && Bars::stderr_is_terminal());
+    let report = run::check_trace(&opts, &bars, &CANCEL);
+    bars.finish();
+    let report = report?;
+    print::result(args.format, &report, || report.to_text())?;
+    if CANCEL.load(Ordering::Relaxed) {
+        return Err(CliError::Interrupted);
+    }
+    Ok(Conclusion::Named(report.cell.verdict))
+}

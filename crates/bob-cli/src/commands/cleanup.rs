@@ -1,0 +1,54 @@
+//! `bob cleanup`: release what killed bob processes left behind; and the quiet version
+//! every resource-creating command runs first.
+
+use bob_core::run;
+
+use crate::cli::CleanupArgs;
+use crate::error::CliError;
+use crate::exit::Conclusion;
+use crate::print;
+
+/// Runs `bob cleanup`.
+pub fn run(args: CleanupArgs) -> Result<Conclusion, CliError> {
+    if !nix::unistd::geteuid().is_root() {
+        return Err(CliError::Environment(
+            "bob cleanup needs root to unmount and unbind loop devices".into(),
+        ));
+    }
+    let r = run::reclaim_dead();
+    print::result(args.format, &r, || {
+        let mut s = format!(
+            "reclaimed {} dead bob process(es): {} mounts, {} loop devices, {} scratch dirs, \
+             {} tracefs instances\n",
+            r.processes.len(),
+            r.mounts.len(),
+            r.loop_devices.len(),
+            r.dirs.len(),
+            r.tracefs_instances.len()
+        );
+        for f in &r.failures {
+            s.push_str(&format!("  could not release: {f}\n"));
+        }
+        s
+    })?;
+    if r.failures.is_empty() {
+        Ok(Conclusion::Done)
+    } else {
+        Err(CliError::CleanupIncomplete(r.failures.len()))
+    }
+}
+
+/// Reclaims what dead bob processes left, saying so in one line if there was anything.
+pub fn reclaim_quietly() {
+    let r = run::reclaim_dead();
+    if !r.processes.is_empty() || !r.tracefs_instances.is_empty() {
+        eprintln!(
+            "bob: reclaimed what {} killed bob process(es) left: {} mounts, {} loop devices, {} scratch dirs, {} tracefs instances",
+            r.processes.len(),
+            r.mounts.len(),
+            r.loop_devices.len(),
+            r.dirs.len(),
+            r.tracefs_instances.len()
+        );
+    }
+}

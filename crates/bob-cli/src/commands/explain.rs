@@ -1,0 +1,13 @@
+//! `bob explain`: a witness told in words.
+
+use crate::cli::ExplainArgs;
+use crate::error::CliError;
+use crate::exit::Conclusion;
+use crate::print;
+
+/// Runs `bob explain`.
+pub fn run(args: ExplainArgs) -> Result<Conclusion, CliError> {
+    let explanation = bob_core::report::explain(&args.witness)?;
+    print::result(args.format, &explanation, || explanation.to_text())?;
+    Ok(Conclusion::Done)
+}

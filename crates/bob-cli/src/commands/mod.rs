@@ -1,0 +1,42 @@
+//! One file per subcommand; each parses nothing (clap did), calls one bob-core function
+//! and prints its result. This module only dispatches.
+
+mod bench;
+mod check;
+mod cleanup;
+mod explain;
+mod import;
+mod list;
+pub mod log;
+mod mark;
+mod merge;
+mod record;
+mod replay;
+mod run;
+mod table;
+
+use crate::cli::Command;
+use crate::error::CliError;
+use crate::exit::Conclusion;
+
+/// Runs a parsed command.
+pub fn dispatch(command: Command) -> Result<Conclusion, CliError> {
+    if command.creates_resources() {
+        cleanup::reclaim_quietly();
+    }
+    match command {
+        Command::Run(args) => run::run(args),
+        Command::Replay(args) => replay::run(args),
+        Command::List(args) => list::run(args),
+        Command::Table(args) => table::run(args),
+        Command::Merge(args) => merge::run(args),
+        Command::Explain(args) => explain::run(args),
+        Command::Cleanup(args) => cleanup::run(args),
+        Command::Bench(args) => bench::run(args),
+        Command::Import(args) => import::run(args),
+        Command::Log(args) => log::run(args),
+        Command::Record(args) => record::run(args),
+        Command::Mark(args) => mark::run(args),
+        Command::Check(args) => check::run(args),
+    }
+}

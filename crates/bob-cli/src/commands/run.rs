@@ -1,0 +1,58 @@
+//! `bob run`: one configuration x property cell (one per disk model), end to end.
+
+use bob_core::check::OutcomeKind;
+use bob_core::device::loopdev;
+use bob_core::run::{self, environment};
+
+use crate::cli::{Backend, Format, RunArgs};
+use crate::error::{usage, CliError};
+use crate::exit::Conclusion;
+use crate::options;
+use crate::print;
+use crate::progress::Bars;
+use crate::signals::CANCEL;
+
+/// Runs `bob run`.
+pub fn run(args: RunArgs) -> Result<Conclusion, CliError> {
+    let (config, property) = (args.fs, args.property);
+    if args.backend == Backend::DmLogWrites {
+        bob_core::record::dm_log_writes_available().map_err(CliError::Environment)?;
+        return Err(usage(
+            "bob run --backend dm-log-writes: the property workloads record through the FUSE \
+             disk; record any command through dm-log-writes with `bob record --backend \
+             dm-log-writes --log-dev DEV --fs CONFIG --out DIR -- CMD` and explore it with \
+             `bob check DIR`",
+        ));
+    }
+    if let Some(reason) = config.unavailable {
+        let cell = run::unavailable_cell(&config, property, reason);
+        print::result(args.format, &cell, || cell.to_text())?;
+        return Ok(Conclusion::Named(cell.verdict));
+    }
+    if let Some(dev) = &args.device {
+        loopdev::vet_user_device(dev, args.force)?;
+        if !loopdev::is_loop_device(dev) {
+            return Err(usage(format!(
+                "{}: the FUSE-disk recorder attaches its disk to a loop device, and this is not one",
+                dev.display()
+            )));
+        }
+    }
+    environment::check(&config)?;
+    let mut options =
+        options::run_options(config, property, &args.explore, &args.cell, &args.schedules.0)?;
+    options.device = args.device;
+    options.trace = args.trace;
+    options.save_trace = args.save_trace;
+    let bars = Bars::states(args.format == Format::Text && Bars::stderr_is_terminal());
+    let cells = run::run_cell(&options, &bars, &CANCEL);
+    bars.finish();
+    let cells = cells?;
+    // One disk model prints its cell; several print one cell each (JSON: an array).
+    match (args.format, cells.as_slice()) {
+        (_, [cell]) => print::result(args.format, cell, || cell.to_text())?,
+        (Format::Json, _) => print::json(&cells)?,
+        (Format::Text, _) => print!("{}", cells.iter().map(|c| c.to_text()).collect::<String>()),
+    }
+    Ok(Conclusion::Named(OutcomeKind::worst(cells.iter().map(|c| c.verdict))))
+}

@@ -1,0 +1,65 @@
+//! The second stage of arguments: parsed syntax ([`crate::cli`]) into bob-core options.
+//! Nothing here touches the machine; what only the machine or the trace can refuse is the
+//! library's to refuse.
+
+use std::time::Duration;
+
+use bob_core::crash::{Limits, Strategy};
+use bob_core::fs::{FsConfig, Timeouts};
+use bob_core::run::{self, RunOptions};
+use workloads::{Property, Schedule};
+
+use crate::cli::{CellArgs, ExploreArgs, StrategySet};
+use crate::error::CliError;
+
+/// The strategies `--strategy` names, in order, without repeats.
+pub fn strategies(sets: &[StrategySet]) -> Vec<Strategy> {
+    let mut out: Vec<Strategy> = sets.iter().flat_map(|s| s.0.iter().copied()).collect();
+    out.dedup();
+    out
+}
+
+/// `--jobs`, or the number of cores.
+pub fn jobs(asked: Option<usize>) -> usize {
+    asked.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+}
+
+/// Step timeouts with `--recovery-timeout`.
+pub fn timeouts(recovery_seconds: u64) -> Timeouts {
+    Timeouts { recovery: Duration::from_secs(recovery_seconds), ..Timeouts::default() }
+}
+
+/// The options of one cell from the shared exploration arguments.
+pub fn run_options(
+    config: FsConfig,
+    property: Property,
+    explore: &ExploreArgs,
+    cell: &CellArgs,
+    schedules: &[Schedule],
+) -> Result<RunOptions, CliError> {
+    let disk_models =
+        run::disk_models(&explore.atomic_write_unit, explore.fua.into(), config.block_size())?;
+    Ok(RunOptions {
+        config,
+        property,
+        device: None,
+        strategies: strategies(&explore.strategy),
+        limits: limits(explore),
+        jobs: jobs(explore.jobs),
+        timeouts: timeouts(explore.recovery_timeout),
+        out_dir: explore.out.clone(),
+        scratch: explore.scratch.clone(),
+        trace: None,
+        save_trace: None,
+        shard: cell.shard.map(|s| (s.index, s.count)),
+        workload: None,
+        resume: cell.resume,
+        disk_models,
+        schedules: schedules.to_vec(),
+    })
+}
+
+/// `--max-states` and `--seed`.
+pub fn limits(explore: &ExploreArgs) -> Limits {
+    Limits { max_states: explore.max_states, seed: explore.seed, ..Limits::default() }
+}

@@ -1,0 +1,420 @@
+//! The JSON documents bob prints (`--format json`), declared in one place so that their
+//! shape is written down, versioned and snapshot-tested rather than assembled where they
+//! are printed. Every command's JSON is one of these types (or a type re-exported here);
+//! field names are snake_case, as the documents bob has always written, and a document
+//! that is bob's own carries `schema_version` ([`SCHEMA_VERSION`]).
+//!
+//! | command | document |
+//! |---|---|
+//! | `bob run` | [`Cell`] (one disk model) or an array of them |
+//! | `bob table`, `bob merge` | [`Grid`] |
+//! | `bob check` | [`CheckReport`] |
+//! | `bob replay` | [`ReplayReport`] |
+//! | `bob explain` | [`Explanation`] |
+//! | `bob list` | [`ListReport`] |
+//! | `bob cleanup` | [`Reclaimed`] |
+//! | `bob bench` | `bench::BenchReport` (declared with the benchmark, which sits above this module) |
+//! | `bob import` | [`ImportReport`], or [`BlktraceReport`] with `--blktrace` |
+//! | `bob log` | [`LogEntryRow`] rows (`--list`), [`crate::trace::replay_log::Answer`] (replay-log's verbs) |
+//!
+//! Adding a field is compatible; renaming or removing one bumps [`SCHEMA_VERSION`].
+//!
+//! This module sits between `report` (whose cells, tables and explanations it re-exports)
+//! and `run` (whose pipelines return its types); it imports no pipeline.
+
+use serde::{Deserialize, Serialize};
+
+use crate::check::OutcomeKind;
+pub use crate::device::registry::Reclaimed;
+pub use crate::report::explain::{Explanation, OpPersistence};
+pub use crate::report::table::Grid;
+pub use crate::report::{Cell, SCHEMA_VERSION};
+use crate::trace::blktrace::{Annotation, BlockRequest};
+use crate::trace::{flags, Entry, EntryKind, Trace};
+use workloads::ScenarioMark;
+
+/// `bob list`: the configurations and properties this bob knows.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ListReport {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Every configuration, available here or not.
+    pub configs: Vec<ConfigInfo>,
+    /// Every property.
+    pub properties: Vec<PropertyInfo>,
+}
+
+/// One configuration in [`ListReport`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConfigInfo {
+    /// Name on the command line.
+    pub name: String,
+    /// One line on what it is.
+    pub description: String,
+    /// Kernel file-system type.
+    pub fstype: String,
+    /// The mkfs command line (the device is appended).
+    pub mkfs: String,
+    /// Mount options while the workload runs.
+    pub mount_options: String,
+    /// The read-only fsck command line.
+    pub fsck: String,
+    /// The repair ladder, one command line per step.
+    pub repair: Vec<String>,
+    /// Whether it can run on this kernel (its programs are not checked here).
+    pub available: bool,
+    /// Why it cannot run anywhere, if it cannot.
+    pub unavailable: Option<String>,
+}
+
+/// One property in [`ListReport`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PropertyInfo {
+    /// Name on the command line.
+    pub name: String,
+    /// Its family (ordering, durability, ...).
+    pub family: String,
+    /// One line on what it promises.
+    pub summary: String,
+}
+
+impl ListReport {
+    /// Every configuration and property, with availability on this kernel.
+    pub fn gather() -> ListReport {
+        let configs = crate::fs::every()
+            .iter()
+            .map(|c| ConfigInfo {
+                name: c.name.into(),
+                description: c.description.into(),
+                fstype: c.fstype.into(),
+                mkfs: c.mkfs.join(" "),
+                mount_options: c.mount_options.into(),
+                fsck: c.fsck.join(" "),
+                repair: c.repair.iter().map(|s| s.text()).collect(),
+                available: c.unavailable.is_none() && c.kernel_supports(),
+                unavailable: c.unavailable.map(str::to_owned),
+            })
+            .collect();
+        let properties = workloads::Property::EVERY
+            .iter()
+            .map(|p| PropertyInfo {
+                name: p.name().into(),
+                family: p.family().to_string(),
+                summary: p.summary().into(),
+            })
+            .collect();
+        ListReport { schema_version: SCHEMA_VERSION, configs, properties }
+    }
+
+    /// The human-readable listing.
+    pub fn to_text(&self) -> String {
+        let mut s = String::from("Configurations:\n");
+        for c in &self.configs {
+            let note = match (&c.unavailable, c.available) {
+                (Some(why), _) => format!("  (unavailable: {why})"),
+                (None, false) => "  (unavailable: no kernel driver)".into(),
+                (None, true) => String::new(),
+            };
+            s.push_str(&format!("  {:<16} {}{}\n", c.name, c.description, note));
+        }
+        s.push_str("\nProperties:\n");
+        for p in &self.properties {
+            s.push_str(&format!("  {:<27} {:<11} {}\n", p.name, p.family, p.summary));
+        }
+        s
+    }
+}
+
+/// `bob check`: the cell of a checked trace, and, when a state failed, what the witness
+/// state was and what the user's checker said in it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CheckReport {
+    /// The cell (its `property` is the judge: `checker: CMD` or `fsck only`).
+    #[serde(flatten)]
+    pub cell: Cell,
+    /// The witness state's description (epoch and writes applied).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub witness_description: Option<String>,
+    /// The checker's output in the witness state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checker_output: Option<String>,
+}
+
+impl CheckReport {
+    /// The cell's text, the witness state and the checker's last lines.
+    pub fn to_text(&self) -> String {
+        let mut s = self.cell.to_text();
+        if let Some(description) = &self.witness_description {
+            s.push_str(&format!("  state:   {description}\n"));
+        }
+        if let Some(out) = &self.checker_output {
+            let lines: Vec<&str> = out.lines().collect();
+            for line in &lines[lines.len().saturating_sub(5)..] {
+                s.push_str(&format!("  checker> {line}\n"));
+            }
+        }
+        s
+    }
+}
+
+/// `bob replay`: which crash state was written where, what was recorded about it and,
+/// with `--check`, what checking the rebuilt image found.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ReplayReport {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The witness directory.
+    pub witness: String,
+    /// The image file written.
+    pub image: String,
+    /// The state's id (schedule-qualified).
+    pub state: String,
+    /// The drain schedule of the trace it came from.
+    pub schedule: Option<String>,
+    /// The state's description.
+    pub description: String,
+    /// The outcome the witness recorded (`unknown` for another state than its own).
+    pub recorded_outcome: String,
+    /// The recorded story.
+    pub recorded_story: String,
+    /// The witness's configuration.
+    pub config: String,
+    /// The witness's property, if any.
+    pub property: Option<String>,
+    /// The configuration's file-system type (to mount the image by hand).
+    pub fstype: String,
+    /// With `--check`: the outcome of the rebuilt image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<OutcomeKind>,
+    /// With `--check`: its story.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub story: Option<String>,
+    /// With `--check`: whether it reached the recorded outcome (absent when the record
+    /// names an outcome the table no longer has).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reproduced: Option<bool>,
+    /// With `--check` of a `detects-inconsistency` witness: its scenarios.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scenarios: Vec<ScenarioMark>,
+}
+
+impl ReplayReport {
+    /// The outcome that decides the exit code: the replayed one, or held when the image
+    /// was only written.
+    pub fn verdict(&self) -> OutcomeKind {
+        self.outcome.unwrap_or(OutcomeKind::Held)
+    }
+
+    /// What was written, and how to look at it.
+    pub fn to_text(&self) -> String {
+        let mut s = format!(
+            "wrote {}: crash state {} of {} / {}\n  {}\n  recorded: {}: {}\n",
+            self.image,
+            self.state,
+            self.config,
+            self.property.as_deref().unwrap_or("-"),
+            self.description,
+            self.recorded_outcome,
+            self.recorded_story
+        );
+        if let Some(outcome) = self.outcome {
+            s.push_str(&format!(
+                "  replayed: {outcome}: {}\n",
+                self.story.as_deref().unwrap_or("")
+            ));
+        }
+        s.push_str(&format!(
+            "  look:     mount -t {} -o loop,ro {} /mnt   (ext2: e2fsck -fy first)\n",
+            self.fstype, self.image
+        ));
+        s
+    }
+}
+
+/// Counts of a trace's entries, as `bob import` and `bob record` report them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceSummary {
+    /// Entries.
+    pub entries: usize,
+    /// Writes (data).
+    pub writes: usize,
+    /// Entries with the FLUSH flag.
+    pub flushes: usize,
+    /// Entries with the FUA flag.
+    pub fua: usize,
+    /// Discards.
+    pub discards: usize,
+    /// Marks.
+    pub marks: usize,
+    /// Writes marked as metadata.
+    pub metadata: usize,
+    /// The trace's sector size.
+    pub sector_size: u32,
+}
+
+impl TraceSummary {
+    /// Counts `trace`'s entries.
+    pub fn of(trace: &Trace) -> TraceSummary {
+        let count = |k: fn(&Entry) -> bool| trace.entries.iter().filter(|e| k(e)).count();
+        TraceSummary {
+            entries: trace.entries.len(),
+            writes: count(|e| matches!(e.kind(), EntryKind::Write { .. })),
+            flushes: count(|e| e.flags & flags::FLUSH != 0),
+            fua: count(|e| e.flags & flags::FUA != 0),
+            discards: count(|e| e.kind() == EntryKind::Discard),
+            marks: count(|e| e.kind() == EntryKind::Mark),
+            metadata: count(|e| e.is_metadata()),
+            sector_size: trace.sector_size,
+        }
+    }
+}
+
+/// `bob import LOG`: what was imported, and where.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ImportReport {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The imported trace's counts.
+    #[serde(flatten)]
+    pub summary: TraceSummary,
+    /// The trace directory written.
+    pub out: String,
+    /// Whether a base image came with it (`bob check` needs one).
+    pub base_image: bool,
+}
+
+/// How many writes a block-request annotation matched.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AnnotationCounts {
+    /// Writes matched to a request.
+    pub matched_writes: usize,
+    /// Writes no request covers.
+    pub unmatched_writes: usize,
+    /// Writes marked as metadata.
+    pub metadata_writes: usize,
+}
+
+impl From<&Annotation> for AnnotationCounts {
+    fn from(a: &Annotation) -> Self {
+        AnnotationCounts {
+            matched_writes: a.matched,
+            unmatched_writes: a.unmatched,
+            metadata_writes: a.metadata,
+        }
+    }
+}
+
+/// `bob import --blktrace`: the decoded requests, and the annotation of a trace if one
+/// was given.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BlktraceReport {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The block requests.
+    pub requests: Vec<BlockRequest>,
+    /// What annotating the trace matched, if a trace was annotated.
+    pub annotated: Option<AnnotationCounts>,
+}
+
+/// `bob log --list --format json`: one row per entry.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LogEntryRow {
+    /// Entry index.
+    pub index: usize,
+    /// First sector.
+    pub sector: u64,
+    /// Length in sectors.
+    pub nr_sectors: u64,
+    /// Raw flags.
+    pub flags: u64,
+    /// Flags by name (`FLUSH|FUA`, `-` for none).
+    pub flag_names: String,
+    /// A mark's text.
+    pub mark: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crash::DiskModel;
+
+    /// A cell as `bob run` prints it, with what differs between runs fixed.
+    fn cell() -> Cell {
+        let mut cell = Cell::of_results("ext4-ordered", "single-block-append", &[]).0;
+        cell.seconds = 1.5;
+        cell
+    }
+
+    #[test]
+    fn list_report_shape() {
+        let report = ListReport::gather();
+        let mut value = serde_json::to_value(&report).unwrap();
+        // The configurations and properties grow; the shape of one entry is the schema.
+        value["configs"] = serde_json::Value::Array(vec![value["configs"][0].clone()]);
+        value["properties"] = serde_json::Value::Array(vec![value["properties"][0].clone()]);
+        insta::assert_json_snapshot!("list", value, {
+            ".configs[0].available" => "[depends on the kernel]",
+        });
+    }
+
+    #[test]
+    fn replay_report_shape() {
+        let report = ReplayReport {
+            schema_version: SCHEMA_VERSION,
+            witness: "/tmp/bob-out/ext4-ordered/single-block-append".into(),
+            image: "/tmp/crash.img".into(),
+            state: "syncfs/e3:0-1".into(),
+            schedule: Some("syncfs".into()),
+            description: "epoch 3 of 5, writes 0-1 of 4".into(),
+            recorded_outcome: "violated".into(),
+            recorded_story: "op 1 did not persist".into(),
+            config: "ext4-ordered".into(),
+            property: Some("single-block-append".into()),
+            fstype: "ext4".into(),
+            outcome: Some(OutcomeKind::Violated),
+            story: Some("op 1 did not persist".into()),
+            reproduced: Some(true),
+            scenarios: Vec::new(),
+        };
+        insta::assert_json_snapshot!("replay", report, {
+            ".witness" => "[path]", ".image" => "[path]",
+        });
+        insta::assert_snapshot!("replay_text", report.to_text());
+    }
+
+    #[test]
+    fn check_report_shape() {
+        let mut cell = cell();
+        cell.config = "ext4-ordered".into();
+        cell.property = "checker: ./check.sh".into();
+        cell.disk_model = DiskModel::default();
+        let report = CheckReport {
+            cell,
+            witness_description: Some("epoch 2 of 3, writes 0 of 2".into()),
+            checker_output: Some("commit 1 missing\n".into()),
+        };
+        insta::assert_json_snapshot!("check", report, { ".seconds" => "[seconds]" });
+    }
+
+    #[test]
+    fn import_report_shape() {
+        let report = ImportReport {
+            schema_version: SCHEMA_VERSION,
+            summary: TraceSummary {
+                entries: 9,
+                writes: 5,
+                flushes: 2,
+                fua: 1,
+                ..TraceSummary::default()
+            },
+            out: "/tmp/trace".into(),
+            base_image: true,
+        };
+        insta::assert_json_snapshot!("import", report, { ".out" => "[path]" });
+    }
+
+    #[test]
+    fn run_cell_shape() {
+        insta::assert_json_snapshot!("run_cell", cell(), { ".seconds" => "[seconds]" });
+    }
+}

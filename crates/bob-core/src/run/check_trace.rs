@@ -1,0 +1,135 @@
+//! `bob check`: explore and check the crash states of a saved trace directory (recorded
+//! by `bob record`, imported by `bob import --base`, or saved by `bob run --save-trace`),
+//! judged by the user's checker or by recovery and fsck alone, and write the witness of
+//! the first failure. The same generate -> engine -> cell -> witness steps as
+//! [`super::run_cell`], over one recording and one disk model, with a user's judge.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use super::{environment, scratch_dir, Error, Progress};
+use crate::check::{self, EngineOptions, Judge, UserChecker};
+use crate::crash::{self, FuaModel, Limits, Strategy};
+use crate::fs::Timeouts;
+use crate::output::CheckReport;
+use crate::report::{self, witness, Cell};
+use crate::trace::sidecar::Sidecar;
+use crate::trace::TraceDir;
+
+/// What `bob check` checks, and how.
+#[derive(Clone, Debug)]
+pub struct CheckTraceOptions {
+    /// The trace directory.
+    pub dir: PathBuf,
+    /// Shell command run in each recovered mount (exit 0 = consistent); `None`: recovery
+    /// and the read-only fsck alone judge.
+    pub checker: Option<String>,
+    /// A checker run is killed (a timeout outcome) after this long.
+    pub checker_timeout: Duration,
+    /// Crash-state strategies.
+    pub strategies: Vec<Strategy>,
+    /// Budget and seed.
+    pub limits: Limits,
+    /// Parallel workers.
+    pub jobs: usize,
+    /// External step timeouts.
+    pub timeouts: Timeouts,
+    /// Where the witness goes (`<out>/<config>/check`).
+    pub out_dir: PathBuf,
+    /// Where scratch directories go (default: the system temp dir).
+    pub scratch: Option<PathBuf>,
+    /// The atomic write unit(s), as `--atomic-write-unit` gives them: exactly one.
+    pub atomic_write_unit: String,
+    /// What a FUA write means.
+    pub fua: FuaModel,
+}
+
+/// Checks the crash states of the trace in `opts.dir` and writes the witness of the
+/// first failure; stops with [`check::Error::Interrupted`] when `cancel` is set.
+pub fn check_trace(
+    opts: &CheckTraceOptions,
+    progress: &dyn Progress,
+    cancel: &AtomicBool,
+) -> Result<CheckReport, Error> {
+    let started = Instant::now();
+    let sidecar = Sidecar::load(&TraceDir::sidecar_path(&opts.dir))
+        .map_err(|e| Error::Invalid(e.to_string()))?;
+    if sidecar.base_image.file.is_empty() {
+        return Err(Error::Invalid(format!(
+            "{}: the trace has no base image; import it with --base IMAGE",
+            opts.dir.display()
+        )));
+    }
+    if opts.checker.as_ref().is_some_and(|c| c.trim().is_empty()) {
+        return Err(Error::Invalid("--checker: empty command".into()));
+    }
+    let (mut subject, sidecar) = witness::load_subject(&opts.dir)?;
+    environment::check(&subject.config)?;
+    let models =
+        crash::DiskModel::list(&opts.atomic_write_unit, opts.fua, subject.config.block_size())
+            .map_err(|e| Error::Invalid(format!("--atomic-write-unit: {e}")))?;
+    match models.as_slice() {
+        [model] => subject.set_disk(*model),
+        _ => {
+            return Err(Error::Invalid(
+                "bob check judges one disk model at a time: give one --atomic-write-unit".into(),
+            ))
+        }
+    }
+    let judge = match &opts.checker {
+        Some(command) => Judge::Checker(UserChecker {
+            command: command.clone(),
+            timeout: opts.checker_timeout.max(Duration::from_secs(1)),
+        }),
+        None => Judge::Oracle,
+    };
+    let states =
+        crash::generate(&subject.trace, &subject.epochs, &opts.strategies, &opts.limits).states;
+    let work = scratch_dir(opts.scratch.as_deref())?;
+    let engine = EngineOptions {
+        jobs: opts.jobs,
+        timeouts: opts.timeouts,
+        work_dir: work.path().to_owned(),
+    };
+    progress.phase("checking", states.len());
+    let results = check::run_states_with(
+        &subject,
+        &judge,
+        &states,
+        &engine,
+        &|d, t| progress.state_done(d, t),
+        cancel,
+    )?;
+    let label = match &opts.checker {
+        Some(c) => format!("checker: {c}"),
+        None => "fsck only".to_owned(),
+    };
+    let (mut cell, witness_index): (Cell, _) =
+        Cell::of_results(subject.config.name, &label, &results);
+    cell.disk_model = subject.disk;
+    let positions: Vec<usize> = (0..results.len()).collect();
+    (cell.mount_failures, cell.read_errors) =
+        report::cell_causes(&results, &positions, &subject, opts.timeouts.fsck);
+    let mut report = CheckReport { cell, witness_description: None, checker_output: None };
+    if let Some(i) = witness_index {
+        let r = &results[i];
+        let dir = opts.out_dir.join(subject.config.name).join("check");
+        let record = witness::StateRecord::of(r, &subject, None);
+        witness::write(&dir, &subject, &sidecar, &record, &r.check)?;
+        let io = |path: PathBuf| move |source| Error::Io { path, source };
+        if let Some(out) = &r.check.checker_output {
+            std::fs::write(dir.join("checker.txt"), out).map_err(io(dir.join("checker.txt")))?;
+        }
+        let acked = subject.acked_marks(&r.state.id).join("\n") + "\n";
+        std::fs::write(dir.join("acked-marks.txt"), acked)
+            .map_err(io(dir.join("acked-marks.txt")))?;
+        report.cell.witness = Some(dir.display().to_string());
+        report.cell.story = Some(format!("{} (state {})", record.story, record.id));
+        report.cell.witness_state = Some(record.id.clone());
+        report.witness_description = Some(record.description);
+        report.checker_output = r.check.checker_output.clone();
+    }
+    report.cell.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}

@@ -1,0 +1,142 @@
+//! `bob table`: every configuration x property cell, each run as [`super::run_cell`] runs
+//! one (or marked unavailable when the configuration cannot run here), gathered into a
+//! [`Grid`]; and the resume cache that lets a killed table redo only unfinished cells.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+
+use workloads::Property;
+
+use super::{cell_dir, environment, run_cell, unavailable_cell, Error, Progress, RunOptions};
+use crate::crash::{DiskModel, FuaModel};
+use crate::fs::FsConfig;
+use crate::report::table::Grid;
+use crate::report::Cell;
+
+/// What a table covers; every cell is run with `cell`'s options (its configuration,
+/// property and disk models replaced per cell).
+#[derive(Clone, Debug)]
+pub struct TableOptions {
+    /// Configurations (columns).
+    pub configs: Vec<FsConfig>,
+    /// Properties (rows).
+    pub properties: Vec<Property>,
+    /// The options every cell shares.
+    pub cell: RunOptions,
+    /// The atomic write unit(s), as `--atomic-write-unit` gives them (resolved against
+    /// each configuration's block size).
+    pub atomic_write_unit: String,
+    /// What a FUA write means.
+    pub fua: FuaModel,
+}
+
+/// Progress of a table: the cell being run, and each cell as it finishes (with the
+/// per-state progress of [`Progress`] within a cell).
+pub trait TableProgress: Progress {
+    /// Cell number `index` (from 0, one per configuration x property), `label`
+    /// (`config / property`), starts.
+    fn cell_started(&self, index: usize, label: &str);
+    /// A cell (one per disk model) is done.
+    fn cell_finished(&self, cell: &Cell);
+}
+
+/// The disk models `units` and `fua` name for a configuration with this block size.
+pub fn disk_models(units: &str, fua: FuaModel, block_size: u64) -> Result<Vec<DiskModel>, Error> {
+    DiskModel::list(units, fua, block_size)
+        .map_err(|e| Error::Invalid(format!("--atomic-write-unit: {e}")))
+}
+
+/// Runs every cell of the table. The machine is checked first (root, /dev/fuse, the
+/// programs of the first configuration that can run here); configurations that cannot
+/// run here give `unavailable` cells.
+pub fn run_table(
+    opts: &TableOptions,
+    progress: &dyn TableProgress,
+    cancel: &AtomicBool,
+) -> Result<Grid, Error> {
+    if let Some(c) = opts.configs.iter().find(|c| environment::unavailable_here(c).is_none()) {
+        environment::check(c)?;
+    }
+    let mut cells = Vec::new();
+    let mut started = 0;
+    for config in &opts.configs {
+        let reason = environment::unavailable_here(config);
+        let models = disk_models(&opts.atomic_write_unit, opts.fua, config.block_size())?;
+        for &property in &opts.properties {
+            let label = format!("{} / {}", config.name, property.name());
+            progress.cell_started(started, &label);
+            started += 1;
+            let found: Vec<Cell> = match &reason {
+                Some(why) => models
+                    .iter()
+                    .map(|&m| Cell { disk_model: m, ..unavailable_cell(config, property, why) })
+                    .collect(),
+                None => {
+                    let cell = RunOptions {
+                        config: config.clone(),
+                        property,
+                        disk_models: models.clone(),
+                        ..opts.cell.clone()
+                    };
+                    run_cell_cached(&cell, progress, cancel).map_err(|e| Error::Cell {
+                        config: config.name.into(),
+                        property: property.name().into(),
+                        source: Box::new(e),
+                    })?
+                }
+            };
+            for cell in found {
+                progress.cell_finished(&cell);
+                cells.push(cell);
+            }
+        }
+    }
+    Ok(Grid {
+        schema_version: crate::report::SCHEMA_VERSION,
+        kernel: crate::record::kernel_release(),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        configs: opts.configs.iter().map(|c| c.name.to_owned()).collect(),
+        properties: opts.properties.iter().map(|p| p.name().to_owned()).collect(),
+        notes: super::table_notes_with(&opts.configs, &opts.cell.schedules),
+        cells,
+    })
+}
+
+/// Where a finished cell is kept for `--resume`: `<cell dir>/cells.json`.
+pub fn cached_cells_path(opts: &RunOptions) -> PathBuf {
+    cell_dir(opts).join("cells.json")
+}
+
+/// The finished cells of an earlier run of this cell, if `opts.resume` asks for them and
+/// they were judged under the same disk models.
+pub fn cached_cells(opts: &RunOptions) -> Option<Vec<Cell>> {
+    if !opts.resume {
+        return None;
+    }
+    let text = std::fs::read_to_string(cached_cells_path(opts)).ok()?;
+    let cells: Vec<Cell> = serde_json::from_str(&text).ok()?;
+    cells.iter().map(|c| c.disk_model).eq(opts.disk_models.iter().copied()).then_some(cells)
+}
+
+/// [`run_cell`], keeping each finished cell as `cells.json` (one cell per disk model), so
+/// that `--resume` after a kill redoes only unfinished cells (and those resume from their
+/// journal).
+pub fn run_cell_cached(
+    opts: &RunOptions,
+    progress: &dyn Progress,
+    cancel: &AtomicBool,
+) -> Result<Vec<Cell>, Error> {
+    if let Some(cells) = cached_cells(opts) {
+        return Ok(cells);
+    }
+    let cells = run_cell(opts, progress, cancel)?;
+    let saved = cached_cells_path(opts);
+    let io = |source| Error::Io { path: saved.clone(), source };
+    if let Some(dir) = saved.parent() {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    let text = serde_json::to_string_pretty(&cells)
+        .map_err(|e| Error::Invalid(format!("{}: {e}", saved.display())))?;
+    std::fs::write(&saved, text).map_err(io)?;
+    Ok(cells)
+}

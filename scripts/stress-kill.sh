@@ -1,0 +1,34 @@
+#!/bin/bash
+# Kill + cleanup + table, in a loop: the run right after `bob cleanup` reclaimed a SIGKILLed
+# bob must never fail on its FUSE disk (issue 13's "Software caused connection abort").
+# Usage: scripts/stress-kill.sh [ROUNDS] [BOB]   (root; outside CI: a few minutes a round)
+set -u
+ROUNDS=${1:-6}
+BOB=${2:-target/release/bob}
+WORK=$(mktemp -d /tmp/bob-stress-kill.XXXXXX)
+failures=0
+for i in $(seq 1 "$ROUNDS"); do
+  mkdir -p "$WORK/scr-$i"
+  "$BOB" table --fs ext4-ordered,btrfs --property append-then-append \
+    --out "$WORK/killed-$i" --scratch "$WORK/scr-$i" >/dev/null 2>&1 &
+  pid=$!
+  sleep 8
+  kill -9 "$pid"
+  wait "$pid" 2>/dev/null
+  "$BOB" cleanup >"$WORK/cleanup-$i.log" 2>&1
+  timeout 600 "$BOB" table --fs orderless,nofs --property detects-inconsistency \
+    --out "$WORK/out-$i" --scratch "$WORK/scr-$i" >"$WORK/run-$i.log" 2>&1
+  rc=$?
+  # 0 held, 1 violation found (orderless violates): both are a finished table.
+  if [ "$rc" -gt 1 ] || grep -q "connection abort" "$WORK/run-$i.log"; then
+    failures=$((failures + 1))
+    echo "round $i: exit $rc"; tail -3 "$WORK/run-$i.log"
+  else
+    echo "round $i: finished (exit $rc)"
+  fi
+done
+leaks=$(losetup -a | grep -c "$WORK")
+mounts=$(grep -c "$WORK" /proc/mounts)
+echo "rounds $ROUNDS, failed $failures, loop devices left $leaks, mounts left $mounts"
+rm -rf "$WORK"
+[ "$failures" -eq 0 ] && [ "$leaks" -eq 0 ] && [ "$mounts" -eq 0 ]
