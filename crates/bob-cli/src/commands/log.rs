@@ -19,29 +19,6 @@ use crate::print;
 
 type Result = std::result::Result<Conclusion, CliError>;
 
-fn flag_names(f: u64) -> String {
-    let known = flags::FLUSH | flags::FUA | flags::DISCARD | flags::MARK | flags::METADATA;
-    let mut names: Vec<String> = [
-        (flags::FLUSH, "FLUSH"),
-        (flags::FUA, "FUA"),
-        (flags::DISCARD, "DISCARD"),
-        (flags::MARK, "MARK"),
-        (flags::METADATA, "METADATA"),
-    ]
-    .iter()
-    .filter(|(bit, _)| f & bit != 0)
-    .map(|(_, n)| (*n).to_owned())
-    .collect();
-    if f & !known != 0 {
-        names.push(format!("{:#x}", f & !known));
-    }
-    if names.is_empty() {
-        "-".into()
-    } else {
-        names.join("|")
-    }
-}
-
 fn log_path(p: &Path) -> PathBuf {
     if p.is_dir() {
         TraceDir::log_path(p)
@@ -122,7 +99,7 @@ fn list_log(path: &Path, format: Format) -> Result {
                     "{i} {} {} {}{}{}",
                     e.sector,
                     e.nr_sectors,
-                    flag_names(e.flags),
+                    flags::names(e.flags),
                     if mark.is_empty() { "" } else { " " },
                     mark
                 );
@@ -132,7 +109,7 @@ fn list_log(path: &Path, format: Format) -> Result {
                 sector: e.sector,
                 nr_sectors: e.nr_sectors,
                 flags: e.flags,
-                flag_names: flag_names(e.flags),
+                flag_names: flags::names(e.flags),
                 mark: e.mark_text(),
             }),
         }
