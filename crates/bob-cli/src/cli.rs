@@ -113,6 +113,41 @@ pub struct ExploreArgs {
     /// (write + flush, as bob and CrashMonkey treated it before).
     #[arg(long, value_enum, default_value_t = FuaArg::Real)]
     pub fua: FuaArg,
+    /// Mount and snapshot every state even when an earlier one recovered to the same
+    /// image (the verdict is always judged afresh; this only repeats the work).
+    #[arg(long)]
+    pub no_recovered_dedup: bool,
+    /// When the read-only fsck runs: `once` per distinct recovered image, or `always`,
+    /// for every mounted state.
+    #[arg(long, value_enum, default_value_t = FsckArg::Once)]
+    pub fsck: FsckArg,
+    /// Make the file system and base image anew for every cell, instead of once per
+    /// configuration and run.
+    #[arg(long)]
+    pub no_shared_setup: bool,
+}
+
+impl ExploreArgs {
+    /// The engine shortcuts these flags leave on.
+    pub fn speedups(&self) -> bob_core::check::Speedups {
+        bob_core::check::Speedups {
+            recovered_dedup: !self.no_recovered_dedup,
+            fsck: match self.fsck {
+                FsckArg::Once => bob_core::check::FsckPolicy::Once,
+                FsckArg::Always => bob_core::check::FsckPolicy::Always,
+            },
+            shared_setup: !self.no_shared_setup,
+        }
+    }
+}
+
+/// `--fsck`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FsckArg {
+    /// Once per distinct recovered image; other states reuse its result.
+    Once,
+    /// For every mounted state.
+    Always,
 }
 
 /// Options of the commands that run property cells (`bob run`, `bob table`): a shard of

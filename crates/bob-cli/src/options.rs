@@ -56,6 +56,7 @@ pub fn run_options(
         resume: cell.resume,
         disk_models,
         schedules: schedules.to_vec(),
+        speed: explore.speedups(),
     })
 }
 

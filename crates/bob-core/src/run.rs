@@ -139,6 +139,8 @@ pub struct RunOptions {
     /// model): one cell each, from the same recordings, with states common to several
     /// models mounted once.
     pub disk_models: Vec<crash::DiskModel>,
+    /// The engine's shortcuts (all on by default).
+    pub speed: check::Speedups,
 }
 
 /// Parses `I/N` (1-based I, as CI matrices number jobs) into a 0-based shard.
@@ -625,8 +627,12 @@ fn check_schedule(
     let (positions, states): (Vec<usize>, Vec<crash::CrashState>) = states.into_iter().unzip();
 
     progress.phase(&format!("checking {name}"), states.len());
-    let engine =
-        EngineOptions { jobs: opts.jobs, timeouts: opts.timeouts, work_dir: rec.scratch.clone() };
+    let engine = EngineOptions {
+        jobs: opts.jobs,
+        timeouts: opts.timeouts,
+        work_dir: rec.scratch.clone(),
+        speed: opts.speed,
+    };
     let results = check::run_states_journaled(
         subject,
         &check::Judge::Oracle,

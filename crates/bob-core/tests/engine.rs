@@ -279,7 +279,12 @@ impl Recorded {
     ) -> Result<Vec<StateResult>, check::Error> {
         let work_dir = self.dir.path().join(name);
         std::fs::create_dir_all(&work_dir).unwrap();
-        let options = EngineOptions { jobs, timeouts: Timeouts::default(), work_dir };
+        let options = EngineOptions {
+            jobs,
+            timeouts: Timeouts::default(),
+            work_dir,
+            speed: Default::default(),
+        };
         check::run_states(&self.subject, &self.states, &options, progress, cancel)
     }
 }

@@ -78,7 +78,12 @@ fn a_torn_ext4_superblock_needs_repair_and_the_property_is_judged_after_it() {
     }
     let work_dir = dir.path().join("check");
     std::fs::create_dir_all(&work_dir).unwrap();
-    let options = EngineOptions { jobs: 1, timeouts: Timeouts::default(), work_dir };
+    let options = EngineOptions {
+        jobs: 1,
+        timeouts: Timeouts::default(),
+        work_dir,
+        speed: Default::default(),
+    };
     let results =
         check::run_states(&subject, &states, &options, &|_, _| {}, &AtomicBool::new(false))
             .expect("check");
@@ -414,7 +419,12 @@ fn a_violation_found_after_repair_is_a_violation_whose_story_names_the_repair() 
     .states;
     let work_dir = dir.path().join("check");
     std::fs::create_dir_all(&work_dir).unwrap();
-    let options = EngineOptions { jobs: 1, timeouts: Timeouts::default(), work_dir };
+    let options = EngineOptions {
+        jobs: 1,
+        timeouts: Timeouts::default(),
+        work_dir,
+        speed: Default::default(),
+    };
     let results =
         check::run_states(&subject, &states, &options, &|_, _| {}, &AtomicBool::new(false))
             .expect("check");

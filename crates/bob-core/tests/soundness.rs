@@ -35,6 +35,7 @@ fn no_violation(config: &str, seed: u64) -> Result<(), TestCaseError> {
         // One recording per case keeps the property test's time as it was; the drain
         // schedules are exercised by the CLI tests.
         schedules: vec![workloads::Schedule::Sync],
+        speed: Default::default(),
     };
     let cells = run_cell(&opts, &Quiet, &AtomicBool::new(false)).expect("the run itself works");
     prop_assert_eq!(cells.len(), 2);

@@ -28,6 +28,7 @@ pub fn run(args: CheckArgs) -> Result<Conclusion, CliError> {
         scratch: explore.scratch.clone(),
         atomic_write_unit: explore.atomic_write_unit.clone(),
         fua: explore.fua.into(),
+        speed: explore.speedups(),
     };
     let bars = Bars::states(args.format == Format::Text && Bars::stderr_is_terminal());
     let report = run::check_trace(&opts, &bars, &CANCEL);

@@ -22,7 +22,12 @@ pub(super) fn check_states(
 ) -> Result<Vec<StateResult>, Error> {
     let dir = work.join(name);
     std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
-    let engine = EngineOptions { jobs: jobs.max(1), timeouts: options.timeouts, work_dir: dir };
+    let engine = EngineOptions {
+        jobs: jobs.max(1),
+        timeouts: options.timeouts,
+        work_dir: dir,
+        speed: Default::default(),
+    };
     check::run_states(subject, states, &engine, &|d, t| progress.state_done(d, t), cancel).map_err(
         |e| match e {
             check::Error::Interrupted => Error::Interrupted,

@@ -6,7 +6,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::{check_image_with, Error, Journal, Judge, Outcome, StateCheck, Subject};
+use super::{
+    check_image_in, AfterRecovery, Error, Journal, Judge, Outcome, RecoveredCache, StateCheck,
+    Subject,
+};
 use crate::crash::{CrashState, OverlayBuilder};
 use crate::device::fusedisk::DiskServer;
 use crate::fs::Timeouts;
@@ -21,6 +24,45 @@ pub struct EngineOptions {
     pub timeouts: Timeouts,
     /// Scratch directory for the FUSE disk and mount points.
     pub work_dir: PathBuf,
+    /// Which of the engine's shortcuts are on (all by default).
+    pub speed: Speedups,
+}
+
+/// The shortcuts that make checking fast, each exact and each switchable off, so that
+/// `bob bench --table` can measure what it gains and a doubt about one can be ruled out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Speedups {
+    /// States whose recovered images are identical but for mount stamps share the
+    /// snapshot and fsck result of the first (`--no-recovered-dedup` turns it off).
+    pub recovered_dedup: bool,
+    /// When the read-only fsck runs (`--fsck once|always`).
+    pub fsck: FsckPolicy,
+    /// mkfs and the base image are made once per configuration and reused by every cell
+    /// of a run (`--no-shared-setup` turns it off).
+    pub shared_setup: bool,
+}
+
+impl Default for Speedups {
+    fn default() -> Self {
+        Speedups { recovered_dedup: true, fsck: FsckPolicy::Once, shared_setup: true }
+    }
+}
+
+impl Speedups {
+    /// Every shortcut off: the engine as it was before them.
+    pub const NONE: Speedups =
+        Speedups { recovered_dedup: false, fsck: FsckPolicy::Always, shared_setup: false };
+}
+
+/// When a mounted state's read-only fsck runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FsckPolicy {
+    /// Once per distinct recovered image; states that recover to an image already checked
+    /// reuse its result (counted as `fsck_reused`).
+    Once,
+    /// For every mounted state.
+    Always,
 }
 
 /// One state's result within a run.
@@ -131,6 +173,7 @@ pub fn run_states_journaled(
         }
         results.insert(index, c);
     };
+    let recovered = &RecoveredCache::default();
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let first_error: Mutex<Option<Error>> = Mutex::new(None);
@@ -173,7 +216,9 @@ pub fn run_states_journaled(
                         Judge::Oracle => Vec::new(),
                         Judge::Checker(_) => subject.acked_marks(&state.id),
                     };
-                    let checked = check_image_with(
+                    let after =
+                        AfterRecovery { view: &view, cache: recovered, speed: options.speed };
+                    let checked = check_image_in(
                         subject,
                         judge,
                         &file,
@@ -181,6 +226,7 @@ pub fn run_states_journaled(
                         durable,
                         &acked,
                         &options.timeouts,
+                        Some(&after),
                     );
                     server.remove(&name);
                     match checked {

@@ -27,10 +27,13 @@ mod state;
 mod subject;
 
 pub use checker::{Judge, UserChecker, CHECKER_OUTPUT_MAX};
-pub use engine::{run_states, run_states_journaled, run_states_with, EngineOptions, StateResult};
+pub use engine::{
+    run_states, run_states_journaled, run_states_with, EngineOptions, FsckPolicy, Speedups,
+    StateResult,
+};
 pub use journal::Journal;
 pub use outcome::{Outcome, OutcomeKind};
-pub use state::{check_image, check_image_with};
+pub use state::{check_image, check_image_in, check_image_with, AfterRecovery, RecoveredCache};
 pub use subject::{qualified_id, split_schedule, Subject};
 
 /// Checking errors: the environment failed, not the file system under test.
@@ -107,6 +110,20 @@ pub struct StateCheck {
     /// beside the cell, never as its verdict.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub beside: Vec<workloads::Finding>,
+    /// Digest (hex) of the image as recovery left it, mount stamps masked, when dedup
+    /// after recovery or `--fsck once` computed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovered_image: Option<String>,
+    /// The snapshot came from an earlier state that recovered to the same image.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub snapshot_reused: bool,
+    /// The fsck result came from an earlier state that recovered to the same image.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub fsck_reused: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn mounted_default() -> bool {
@@ -128,6 +145,9 @@ impl StateCheck {
             scenarios: Vec::new(),
             pair: None,
             beside: Vec::new(),
+            recovered_image: None,
+            snapshot_reused: false,
+            fsck_reused: false,
         }
     }
 

@@ -2,16 +2,18 @@
 //! and the verdict, for a kernel configuration on a loop device or a research design in
 //! process.
 
+use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use workloads::{CrashContext, Snapshot};
 
 use super::checker::{checker_verdict, finish_checked, run_checker};
-use super::{Error, Judge, Outcome, Repair, StateCheck, Subject};
+use super::{Error, FsckPolicy, Judge, Outcome, Repair, Speedups, StateCheck, Subject};
 use crate::device::loopdev::LoopDevice;
 use crate::device::{cmd, mount};
 use crate::fs::{Recovery, RepairStep, Timeouts};
+use crate::image::CrashView;
 
 /// The outcome of a walk of the recovered tree that failed: `read-error` at the path the
 /// walk names in front of its error (`/A/f0: stat: Bad message (os error 74)`).
@@ -37,6 +39,50 @@ pub fn check_image(
     check_image_with(subject, &Judge::Oracle, disk_file, mnt, durable_ops, &[], timeouts)
 }
 
+/// What one recovered image gave: every state that recovers to it shares this.
+#[derive(Debug)]
+struct Recovered {
+    snapshot: Snapshot,
+    fsck: Option<String>,
+}
+
+/// The recovered images of one run already checked, by
+/// [`CrashView::recovered_digest`] (mount stamps masked): dedup after recovery. Journal
+/// replay converges many crash states into one image; the first to reach it is walked
+/// and fsck'd, the others reuse that, and each is still judged against its own
+/// expectations (the promises due in it differ).
+#[derive(Debug, Default)]
+pub struct RecoveredCache {
+    seen: Mutex<HashMap<[u8; 32], Arc<Recovered>>>,
+}
+
+/// Images kept at most (each with its snapshot): past that, new images are checked but
+/// not remembered, so memory stays bounded on the largest cells.
+const RECOVERED_KEPT: usize = 4096;
+
+impl RecoveredCache {
+    fn get(&self, key: &[u8; 32]) -> Option<Arc<Recovered>> {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner()).get(key).cloned()
+    }
+    fn insert(&self, key: [u8; 32], recovered: Recovered) {
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.len() < RECOVERED_KEPT {
+            seen.entry(key).or_insert_with(|| Arc::new(recovered));
+        }
+    }
+}
+
+/// Dedup after recovery, as a worker hands it to [`check_image_in`]: the state's view
+/// (it holds recovery's writes), the run's cache and the shortcuts that are on.
+pub struct AfterRecovery<'a> {
+    /// The view the state is served from.
+    pub view: &'a CrashView,
+    /// The run's recovered images.
+    pub cache: &'a RecoveredCache,
+    /// Which shortcuts are on.
+    pub speed: Speedups,
+}
+
 /// [`check_image`] with a choice of [`Judge`]. `acked_marks` are the marks made by the
 /// time of the crash (see [`Subject::acked_marks`]), handed to a user checker.
 pub fn check_image_with(
@@ -47,6 +93,21 @@ pub fn check_image_with(
     durable_ops: Vec<usize>,
     acked_marks: &[String],
     timeouts: &Timeouts,
+) -> Result<StateCheck, Error> {
+    check_image_in(subject, judge, disk_file, mnt, durable_ops, acked_marks, timeouts, None)
+}
+
+/// [`check_image_with`], with dedup after recovery when `after` is given.
+#[allow(clippy::too_many_arguments)] // each is one plain input of one state's check
+pub fn check_image_in(
+    subject: &Subject,
+    judge: &Judge,
+    disk_file: &Path,
+    mnt: &Path,
+    durable_ops: Vec<usize>,
+    acked_marks: &[String],
+    timeouts: &Timeouts,
+    after: Option<&AfterRecovery<'_>>,
 ) -> Result<StateCheck, Error> {
     if let Some(design) = subject.config.design() {
         let state = ResearchState { design, disk_file, mnt, acked_marks };
@@ -149,6 +210,24 @@ pub fn check_image_with(
             .map(|c| c.after_repair(repair))
             .and_then(|c| loopdev.detach().map(|()| c).map_err(Error::from));
     }
+    // The recovered image's key, taken now that recovery has written (journal recovery
+    // syncs the device before the mount returns).
+    let after = after.filter(|a| a.speed.recovered_dedup || a.speed.fsck == FsckPolicy::Once);
+    let key = after.map(|a| a.view.recovered_digest(&config.mount_stamps()));
+    let seen = after.zip(key.as_ref()).and_then(|(a, k)| a.cache.get(k));
+    if let (Some(hit), Some(a)) = (&seen, after) {
+        if a.speed.recovered_dedup {
+            fs_mount.unmount()?;
+            loopdev.detach()?;
+            let mut check =
+                oracle_verdict(subject, hit.snapshot.clone(), hit.fsck.clone(), durable_ops)
+                    .after_repair(repair);
+            check.recovered_image = key.map(|k| hex(&k));
+            check.snapshot_reused = true;
+            check.fsck_reused = true;
+            return Ok(check);
+        }
+    }
     let snapshot = workloads::take_snapshot(mnt, &subject.workload);
     fs_mount.unmount()?;
     let snapshot = match snapshot {
@@ -159,6 +238,15 @@ pub fn check_image_with(
         }
     };
 
+    let reuse_fsck = seen.filter(|_| after.is_some_and(|a| a.speed.fsck == FsckPolicy::Once));
+    if let Some(hit) = reuse_fsck {
+        loopdev.detach()?;
+        let mut check =
+            oracle_verdict(subject, snapshot, hit.fsck.clone(), durable_ops).after_repair(repair);
+        check.recovered_image = key.map(|k| hex(&k));
+        check.fsck_reused = true;
+        return Ok(check);
+    }
     let mut args = config.fsck[1..].to_vec();
     args.push(&dev_str);
     let fsck = match cmd::run(config.fsck[0], &args, timeouts.fsck) {
@@ -179,7 +267,16 @@ pub fn check_image_with(
     };
     loopdev.detach()?;
 
-    Ok(oracle_verdict(subject, snapshot, fsck, durable_ops).after_repair(repair))
+    if let (Some(a), Some(k)) = (after, key) {
+        a.cache.insert(k, Recovered { snapshot: snapshot.clone(), fsck: fsck.clone() });
+    }
+    let mut check = oracle_verdict(subject, snapshot, fsck, durable_ops).after_repair(repair);
+    check.recovered_image = key.map(|k| hex(&k));
+    Ok(check)
+}
+
+fn hex(d: &[u8; 32]) -> String {
+    d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Where climbing the repair ladder ended.

@@ -369,6 +369,32 @@ impl FsConfig {
         4096
     }
 
+    /// Disk byte ranges that mounting (and the routine fsck before it) stamps whatever the
+    /// state: times, mount counts, the mount point, and the checksum over them. Dedup
+    /// after recovery leaves them out of the recovered image's key
+    /// ([`crate::image::CrashView::recovered_digest`]); nothing a snapshot or fsck reads
+    /// depends on them. Offsets are the ext4 superblock's (`struct ext4_super_block`, at
+    /// byte 1024 for every ext2/3/4 image); xfs and btrfs stamp no times at mount, so
+    /// their lists are empty and only byte-identical recoveries merge.
+    pub fn mount_stamps(&self) -> Vec<std::ops::Range<u64>> {
+        const SB: u64 = 1024;
+        let field = |offset: u64, len: u64| SB + offset..SB + offset + len;
+        match self.fstype {
+            "ext2" | "ext3" | "ext4" => vec![
+                field(0x2C, 4),  // s_mtime
+                field(0x30, 4),  // s_wtime
+                field(0x34, 2),  // s_mnt_count
+                field(0x40, 4),  // s_lastcheck (e2fsck before an ext2 mount)
+                field(0x88, 64), // s_last_mounted: each worker mounts elsewhere
+                field(0x178, 8), // s_kbytes_written
+                field(0x274, 2), // s_wtime_hi, s_mtime_hi
+                field(0x277, 1), // s_lastcheck_hi
+                field(0x3FC, 4), // s_checksum (over the fields above too)
+            ],
+            _ => Vec::new(),
+        }
+    }
+
     /// Whether the kernel has this file system (per /proc/filesystems); for a research
     /// design, whether FUSE is there.
     pub fn kernel_supports(&self) -> bool {

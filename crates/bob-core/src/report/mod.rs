@@ -12,7 +12,7 @@ pub use explain::explain;
 use serde::{Deserialize, Serialize};
 
 pub use crate::check::OutcomeKind;
-use crate::check::{Outcome, StateResult, Subject};
+use crate::check::{Outcome, StateCheck, StateResult, Subject};
 use crate::crash::disk::FuaModel;
 use crate::crash::StateId;
 use crate::fs::regions::{RegionRole, Regions};
@@ -359,6 +359,19 @@ pub struct Cell {
     /// Distinct states that mounted (by themselves or after repair).
     #[serde(default)]
     pub states_mounted: usize,
+    /// Distinct images the mounted states recovered to (mount stamps masked), where dedup
+    /// after recovery or `--fsck once` computed them; summed over shards, so an upper
+    /// bound for a merged cell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub states_recovered_unique: Option<usize>,
+    /// Mounted states whose snapshot and fsck result came from an earlier state that
+    /// recovered to the same image (dedup after recovery).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub snapshot_reused: usize,
+    /// Mounted states whose fsck result came from an earlier state that recovered to the
+    /// same image (`--fsck once`); every state keeps a result.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fsck_reused: usize,
     /// Wall time of the cell, recording included.
     pub seconds: f64,
     /// Witness directory of the first violation (or first failure), if any.
@@ -690,6 +703,9 @@ impl Cell {
                 .enumerate()
                 .filter(|&(i, r)| distinct(i, r) && r.check.did_mount())
                 .count(),
+            states_recovered_unique: recovered_unique(results),
+            snapshot_reused: mounted_checks(results).filter(|c| c.snapshot_reused).count(),
+            fsck_reused: mounted_checks(results).filter(|c| c.fsck_reused).count(),
             seconds: 0.0,
             witness: None,
             story: None,
@@ -713,6 +729,17 @@ impl Cell {
             not_exercised: None,
         };
         (cell, witness_index)
+    }
+
+    /// Folds the speed counters of another part of the same cell (a shard, a schedule).
+    pub fn add_speed_counts(&mut self, b: &Cell) {
+        self.states_recovered_unique =
+            match (self.states_recovered_unique, b.states_recovered_unique) {
+                (None, None) => None,
+                (x, y) => Some(x.unwrap_or(0) + y.unwrap_or(0)),
+            };
+        self.snapshot_reused += b.snapshot_reused;
+        self.fsck_reused += b.fsck_reused;
     }
 
     /// Applies what the recording exercised: `op_barriers` is how many barriers the judged
@@ -743,6 +770,14 @@ impl Cell {
             self.seconds
         );
         s.push_str(&format!("  outcomes: {}\n", self.counts.text()));
+        if let Some(n) = self.states_recovered_unique {
+            s.push_str(&format!(
+                "  recovery: the mounted states recovered to {n} distinct image(s); {} reused \
+                 an earlier state's snapshot and fsck, {} its fsck alone\n",
+                self.snapshot_reused,
+                self.fsck_reused.saturating_sub(self.snapshot_reused)
+            ));
+        }
         for f in &self.mount_failures {
             let fate = match &f.repaired_by {
                 Some(step) => format!("mounted after {step}"),
@@ -872,6 +907,18 @@ pub fn scenario_text(sc: &ScenarioCell) -> String {
     } else {
         "nothing wrong".to_owned()
     }
+}
+
+/// The checks of the states that were mounted (not deduplicated before mounting).
+fn mounted_checks(results: &[StateResult]) -> impl Iterator<Item = &StateCheck> + '_ {
+    results.iter().enumerate().filter(|(i, r)| r.mounted_as == *i).map(|(_, r)| r.check.as_ref())
+}
+
+/// Distinct recovered images among the mounted states, if any was keyed.
+fn recovered_unique(results: &[StateResult]) -> Option<usize> {
+    let keys: std::collections::HashSet<&str> =
+        mounted_checks(results).filter_map(|c| c.recovered_image.as_deref()).collect();
+    (!keys.is_empty()).then_some(keys.len())
 }
 
 #[cfg(test)]

@@ -100,6 +100,7 @@ fn merge_cell(a: &mut Cell, b: &Cell) {
     a.states_explored += b.states_explored;
     a.states_unique += b.states_unique;
     a.states_mounted += b.states_mounted;
+    a.add_speed_counts(b);
     a.seconds += b.seconds;
     a.verdict = a.counts.verdict();
     merge_mount_failures(&mut a.mount_failures, &b.mount_failures);

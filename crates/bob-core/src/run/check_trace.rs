@@ -43,6 +43,8 @@ pub struct CheckTraceOptions {
     pub atomic_write_unit: String,
     /// What a FUA write means.
     pub fua: FuaModel,
+    /// The engine's shortcuts.
+    pub speed: check::Speedups,
 }
 
 /// Checks the crash states of the trace in `opts.dir` and writes the witness of the
@@ -91,6 +93,7 @@ pub fn check_trace(
         jobs: opts.jobs,
         timeouts: opts.timeouts,
         work_dir: work.path().to_owned(),
+        speed: opts.speed,
     };
     progress.phase("checking", states.len());
     let results = check::run_states_with(
