@@ -247,13 +247,8 @@ pub fn check_image_in(
         check.fsck_reused = true;
         return Ok(check);
     }
-    let mut args = config.fsck[1..].to_vec();
-    args.push(&dev_str);
-    let fsck = match cmd::run(config.fsck[0], &args, timeouts.fsck) {
-        Ok(out) if out.code == Some(0) => None,
-        Ok(out) => {
-            Some(format!("{} exit {:?}: {}", config.fsck.join(" "), out.code, out.last_line()))
-        }
+    let fsck = match config.fsck_on(&dev, timeouts.fsck) {
+        Ok(complaint) => complaint,
         Err(cmd::CmdError::Timeout { .. }) => {
             let check = StateCheck {
                 mounted: true,

@@ -430,6 +430,22 @@ impl FsConfig {
         }
     }
 
+    /// Runs the configuration's read-only fsck on `dev`, killed after `timeout`: `None`
+    /// when it found nothing, else one line with its exit code and last line of output
+    /// (`e2fsck -fn exit Some(4): ...`).
+    pub fn fsck_on(
+        &self,
+        dev: &std::path::Path,
+        timeout: Duration,
+    ) -> Result<Option<String>, crate::device::cmd::CmdError> {
+        let dev_str = dev.to_string_lossy();
+        let mut args: Vec<&str> = self.fsck[1..].to_vec();
+        args.push(&dev_str);
+        let out = crate::device::cmd::run(self.fsck[0], &args, timeout)?;
+        Ok((out.code != Some(0))
+            .then(|| format!("{} exit {:?}: {}", self.fsck.join(" "), out.code, out.last_line())))
+    }
+
     /// Whether this machine can run the configuration: [`FsConfig::runs_here`], then
     /// [`FsConfig::programs_installed`]. What bob itself needs (root, /dev/fuse) is
     /// [`privileges`]'s question.
