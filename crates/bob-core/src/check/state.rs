@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use workloads::{CrashContext, Snapshot};
 
 use super::checker::{checker_verdict, finish_checked, run_checker};
+use super::journal::hex;
 use super::{Error, FsckPolicy, Judge, Outcome, Repair, Speedups, StateCheck, Subject};
 use crate::device::loopdev::LoopDevice;
 use crate::device::{cmd, mount};
@@ -268,10 +269,6 @@ pub fn check_image_in(
     let mut check = oracle_verdict(subject, snapshot, fsck, durable_ops).after_repair(repair);
     check.recovered_image = key.map(|k| hex(&k));
     Ok(check)
-}
-
-fn hex(d: &[u8; 32]) -> String {
-    d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Where climbing the repair ladder ended.
