@@ -12,7 +12,7 @@ use crate::check::Subject;
 use crate::crash::{OverlayBuilder, StateId};
 use crate::device::fusedisk::DiskServer;
 use crate::device::loopdev::LoopDevice;
-use crate::device::{cmd, mount};
+use crate::device::mount;
 use crate::image::CrashView;
 use crate::run::Progress;
 
@@ -50,14 +50,10 @@ pub(super) fn floor(
         progress.state_done(r + 1, options.floor_runs);
     }
 
-    let dev_str = dev.path().to_string_lossy().into_owned();
-    let mut args = config.fsck[1..].to_vec();
-    args.push(&dev_str);
     let mut fsck = Vec::new();
     for _ in 0..BREAKDOWN_ROUNDS {
         let t = Instant::now();
-        cmd::run(config.fsck[0], &args, options.timeouts.fsck)
-            .map_err(crate::device::Error::from)?;
+        config.fsck_on(dev.path(), options.timeouts.fsck).map_err(crate::device::Error::from)?;
         fsck.push(ms(t.elapsed()));
     }
     dev.detach()?;

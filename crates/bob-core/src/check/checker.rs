@@ -91,13 +91,8 @@ pub(super) fn finish_checked(
     timeouts: &Timeouts,
 ) -> Result<StateCheck, Error> {
     let config = &subject.config;
-    let mut args = config.fsck[1..].to_vec();
-    args.push(dev_str);
-    let fsck = match cmd::run(config.fsck[0], &args, timeouts.fsck) {
-        Ok(out) if out.code == Some(0) => None,
-        Ok(out) => {
-            Some(format!("{} exit {:?}: {}", config.fsck.join(" "), out.code, out.last_line()))
-        }
+    let fsck = match config.fsck_on(Path::new(dev_str), timeouts.fsck) {
+        Ok(complaint) => complaint,
         Err(cmd::CmdError::Timeout { .. }) => {
             return Ok(StateCheck {
                 checker_output: Some(run.output),

@@ -27,7 +27,8 @@ struct JournalLine {
     check: StateCheck,
 }
 
-fn hex(d: &[u8; 32]) -> String {
+/// A digest as lowercase hex, as journals and recovered-image keys print it.
+pub(super) fn hex(d: &[u8; 32]) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
 }
 

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use workloads::{CrashContext, Snapshot};
 
 use super::checker::{checker_verdict, finish_checked, run_checker};
+use super::journal::hex;
 use super::{Error, FsckPolicy, Judge, Outcome, Repair, Speedups, StateCheck, Subject};
 use crate::device::loopdev::LoopDevice;
 use crate::device::{cmd, mount};
@@ -247,13 +248,8 @@ pub fn check_image_in(
         check.fsck_reused = true;
         return Ok(check);
     }
-    let mut args = config.fsck[1..].to_vec();
-    args.push(&dev_str);
-    let fsck = match cmd::run(config.fsck[0], &args, timeouts.fsck) {
-        Ok(out) if out.code == Some(0) => None,
-        Ok(out) => {
-            Some(format!("{} exit {:?}: {}", config.fsck.join(" "), out.code, out.last_line()))
-        }
+    let fsck = match config.fsck_on(&dev, timeouts.fsck) {
+        Ok(complaint) => complaint,
         Err(cmd::CmdError::Timeout { .. }) => {
             let check = StateCheck {
                 mounted: true,
@@ -273,10 +269,6 @@ pub fn check_image_in(
     let mut check = oracle_verdict(subject, snapshot, fsck, durable_ops).after_repair(repair);
     check.recovered_image = key.map(|k| hex(&k));
     Ok(check)
-}
-
-fn hex(d: &[u8; 32]) -> String {
-    d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Where climbing the repair ladder ended.

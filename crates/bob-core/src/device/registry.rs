@@ -130,11 +130,10 @@ fn alive(record: &Record) -> bool {
 /// Whether SIGKILL is pending for the process: its leader may sit in uninterruptible I/O
 /// to the process's own dead FUSE disk, dying but unable to finish.
 fn kill_pending(pid: u32) -> bool {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status.lines().filter(|l| l.starts_with("ShdPnd:") || l.starts_with("SigPnd:")).any(|l| {
-        let mask = u64::from_str_radix(l.split_whitespace().nth(1).unwrap_or("0"), 16);
-        mask.is_ok_and(|m| m & (1 << (9 - 1)) != 0)
-    })
+    const SIGKILL_BIT: u64 = 1 << (9 - 1);
+    procfs::process::Process::new(pid as i32)
+        .and_then(|p| p.status())
+        .is_ok_and(|s| (s.shdpnd | s.sigpnd) & SIGKILL_BIT != 0)
 }
 
 /// Waits until no thread of `pid` other than its (zombie) leader is left, or `timeout`.
@@ -157,6 +156,8 @@ fn wait_for_threads_to_exit(pid: u32, timeout: Duration) {
 /// FUSE mounts at or below `dir` with their connection numbers (the mount's minor device
 /// number names its directory in /sys/fs/fuse/connections).
 fn fuse_connections_below(dir: &Path) -> Vec<(PathBuf, u32)> {
+    // Read by hand: procfs (0.18) leaves the octal escapes of mountinfo's mount points
+    // in place, so a scratch directory with a space in its path would never match.
     let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     text.lines()
         .filter_map(|l| {
@@ -229,11 +230,11 @@ fn abort_fuse_below(dir: &Path, out: &mut Reclaimed) {
 
 /// Mount points at or below `dir` (from /proc/self/mounts), deepest first.
 pub fn mounts_below(dir: &Path) -> Vec<PathBuf> {
-    let text = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    let mut v: Vec<PathBuf> = text
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(1))
-        .map(|m| PathBuf::from(m.replace("\\040", " ")))
+    // procfs undoes every octal escape of a mount point, not only the space's.
+    let mut v: Vec<PathBuf> = procfs::mounts()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| PathBuf::from(m.fs_file))
         .filter(|m| m.starts_with(dir))
         .collect();
     v.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
@@ -263,11 +264,10 @@ pub fn loops_below(dir: &Path) -> Vec<PathBuf> {
 /// mount, then the directory itself.
 pub fn release_dir(dir: &Path, out: &mut Reclaimed) {
     let is_fuse = |m: &Path| {
-        std::fs::read_to_string("/proc/self/mounts").unwrap_or_default().lines().any(|l| {
-            let mut f = l.split_whitespace();
-            let (_, target, fstype) = (f.next(), f.next(), f.next().unwrap_or(""));
-            target.map(Path::new) == Some(m) && fstype.starts_with("fuse")
-        })
+        procfs::mounts()
+            .unwrap_or_default()
+            .iter()
+            .any(|e| Path::new(&e.fs_file) == m && e.fs_vfstype.starts_with("fuse"))
     };
     // Kernel mounts of states first: they hold the loop devices.
     for m in mounts_below(dir).into_iter().filter(|m| !is_fuse(m)) {

@@ -430,20 +430,46 @@ impl FsConfig {
         }
     }
 
-    /// Whether this machine can run the configuration (the error does not name it; callers
-    /// prefix its name where they need it): it is not retired, the kernel has
-    /// its driver (FUSE, for a research design), and its programs are installed. What
-    /// bob itself needs (root, /dev/fuse) is [`privileges`]'s question.
+    /// Runs the configuration's read-only fsck on `dev`, killed after `timeout`: `None`
+    /// when it found nothing, else one line with its exit code and last line of output
+    /// (`e2fsck -fn exit Some(4): ...`).
+    pub fn fsck_on(
+        &self,
+        dev: &std::path::Path,
+        timeout: Duration,
+    ) -> Result<Option<String>, crate::device::cmd::CmdError> {
+        let dev_str = dev.to_string_lossy();
+        let mut args: Vec<&str> = self.fsck[1..].to_vec();
+        args.push(&dev_str);
+        let out = crate::device::cmd::run(self.fsck[0], &args, timeout)?;
+        Ok((out.code != Some(0))
+            .then(|| format!("{} exit {:?}: {}", self.fsck.join(" "), out.code, out.last_line())))
+    }
+
+    /// Whether this machine can run the configuration: [`FsConfig::runs_here`], then
+    /// [`FsConfig::programs_installed`]. What bob itself needs (root, /dev/fuse) is
+    /// [`privileges`]'s question.
     pub fn availability(&self) -> Result<(), Unavailable> {
+        self.runs_here()?;
+        self.programs_installed()
+    }
+
+    /// Whether the configuration can run on this kernel at all: it is not retired, and the
+    /// kernel has its driver (FUSE, for a research design).
+    pub fn runs_here(&self) -> Result<(), Unavailable> {
         if let Some(reason) = self.unavailable {
-            return Err(Unavailable::Retired(reason));
+            return Err(Unavailable::Retired { config: self.name, reason });
         }
-        if !self.kernel_supports() {
-            return Err(match self.design() {
-                Some(_) => Unavailable::NoFuse,
-                None => Unavailable::NoDriver(self.fstype),
-            });
+        match (self.kernel_supports(), self.design()) {
+            (true, _) => Ok(()),
+            (false, Some(_)) => Err(Unavailable::NoFuse),
+            (false, None) => Err(Unavailable::NoDriver { config: self.name, fstype: self.fstype }),
         }
+    }
+
+    /// Whether the programs the configuration runs (mkfs, fsck, repair tools) are
+    /// installed: the first missing one.
+    pub fn programs_installed(&self) -> Result<(), Unavailable> {
         match self.programs().into_iter().find(|p| !crate::device::cmd::available(p)) {
             Some(program) => Err(Unavailable::MissingProgram {
                 program,
@@ -501,15 +527,26 @@ pub enum MkfsError {
     },
 }
 
-/// Why a configuration, or bob itself, cannot run on this machine.
+/// Why a configuration, or bob itself, cannot run on this machine. Nothing was concluded
+/// about the file system.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Unavailable {
     /// The configuration is listed but cannot run anywhere today (reiserfs).
-    #[error("{0}")]
-    Retired(&'static str),
-    /// The running kernel lacks the driver (named as the kernel names it).
-    #[error("this kernel has no {0} driver (see /proc/filesystems)")]
-    NoDriver(&'static str),
+    #[error("{config}: {reason}")]
+    Retired {
+        /// Configuration name.
+        config: &'static str,
+        /// Why.
+        reason: &'static str,
+    },
+    /// The running kernel lacks the driver.
+    #[error("{config}: this kernel has no {fstype} driver")]
+    NoDriver {
+        /// Configuration name.
+        config: &'static str,
+        /// The kernel's name of the file system.
+        fstype: &'static str,
+    },
     /// A program the configuration runs is not installed.
     #[error("{program} not found; install it (Debian: apt-get install {package})")]
     MissingProgram {
@@ -518,14 +555,30 @@ pub enum Unavailable {
         /// The Debian package that has it.
         package: &'static str,
     },
-    /// Not running as root.
+    /// Not running as root: loop devices and mounts need CAP_SYS_ADMIN.
     #[error(
         "bob needs root (CAP_SYS_ADMIN) to bind loop devices and mount file systems; run it with sudo"
     )]
     NotRoot,
-    /// No FUSE.
-    #[error("/dev/fuse is missing: bob's FUSE disk needs the fuse module")]
+    /// No /dev/fuse: bob's FUSE disk (recording disk, crash states, research designs)
+    /// cannot serve.
+    #[error("/dev/fuse is missing: the FUSE disk recorder needs the fuse module")]
     NoFuse,
+}
+
+impl Unavailable {
+    /// What is missing without the configuration's name, as a table cell or a recording
+    /// error that names the configuration itself says it.
+    pub fn reason(&self) -> String {
+        match self {
+            Unavailable::Retired { reason, .. } => (*reason).to_owned(),
+            Unavailable::NoDriver { fstype, .. } => format!("this kernel has no {fstype} driver"),
+            Unavailable::MissingProgram { program, package } => {
+                format!("{program} not found (Debian: apt-get install {package})")
+            }
+            other => other.to_string(),
+        }
+    }
 }
 
 /// Whether this process may do what every run needs: root (loop devices, mounts) and
@@ -538,13 +591,6 @@ pub fn privileges() -> Result<(), Unavailable> {
         return Err(Unavailable::NoFuse);
     }
     Ok(())
-}
-
-/// [`privileges`], then [`FsConfig::availability`]: everything a run of `config` needs
-/// from this machine, the first thing missing named.
-pub fn environment(config: &FsConfig) -> Result<(), Unavailable> {
-    privileges()?;
-    config.availability()
 }
 
 /// Default timeouts of external steps.
@@ -575,19 +621,18 @@ mod tests {
     #[test]
     fn a_retired_configuration_says_why_and_a_missing_driver_names_itself() {
         let reiserfs = by_name("reiserfs").unwrap();
-        assert_eq!(
-            reiserfs.availability(),
-            Err(Unavailable::Retired("reiserfs was removed from Linux in 6.13"))
-        );
-        assert_eq!(
-            Unavailable::NoDriver("ext4").to_string(),
-            "this kernel has no ext4 driver (see /proc/filesystems)"
-        );
+        let retired = reiserfs.availability().unwrap_err();
+        assert_eq!(retired.to_string(), "reiserfs: reiserfs was removed from Linux in 6.13");
+        assert_eq!(retired.reason(), "reiserfs was removed from Linux in 6.13");
+        let no_driver = Unavailable::NoDriver { config: "ext4-ordered", fstype: "ext4" };
+        assert_eq!(no_driver.to_string(), "ext4-ordered: this kernel has no ext4 driver");
+        assert_eq!(no_driver.reason(), "this kernel has no ext4 driver");
         let missing = Unavailable::MissingProgram { program: "mkfs.xfs", package: "xfsprogs" };
         assert_eq!(
             missing.to_string(),
             "mkfs.xfs not found; install it (Debian: apt-get install xfsprogs)"
         );
+        assert_eq!(missing.reason(), "mkfs.xfs not found (Debian: apt-get install xfsprogs)");
     }
 
     #[test]

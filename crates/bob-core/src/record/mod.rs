@@ -341,7 +341,7 @@ pub fn make_and_mount(
 ) -> Result<MountedDisk, Error> {
     config
         .availability()
-        .map_err(|e| Error::Unavailable { config: config.name.into(), reason: e.to_string() })?;
+        .map_err(|e| Error::Unavailable { config: config.name.into(), reason: e.reason() })?;
     let base_path = work_dir.join("base.img");
     let fuse_dir = work_dir.join("record-disk");
     let mnt = work_dir.join("record-mnt");

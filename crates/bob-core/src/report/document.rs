@@ -23,14 +23,10 @@ pub struct Machine {
 impl Machine {
     /// This machine.
     pub fn here() -> Machine {
-        // The first line of /proc/meminfo is MemTotal in kB.
-        let memory = std::fs::read_to_string("/proc/meminfo")
-            .ok()
-            .and_then(|m| {
-                m.lines().next().and_then(|l| l.split_whitespace().nth(1)).map(str::to_owned)
-            })
-            .and_then(|kb| kb.parse::<u64>().ok())
-            .map(|kb| format!("{} GiB", (kb + (1 << 19)) >> 20))
+        use procfs::Current;
+        // MemTotal, in bytes, rounded to whole GiB.
+        let memory = procfs::Meminfo::current()
+            .map(|m| format!("{} GiB", (m.mem_total + (1 << 29)) >> 30))
             .unwrap_or_default();
         let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
         Machine { cores, memory }

@@ -73,14 +73,28 @@ pub mod flags {
         }
     }
 
+    /// The flags dm-log-writes defines, the ones replay-log names: all but bob's own
+    /// [`FUA_POSTFLUSH`].
+    pub const KERNEL: EntryFlags = EntryFlags::FLUSH
+        .union(EntryFlags::FUA)
+        .union(EntryFlags::DISCARD)
+        .union(EntryFlags::MARK)
+        .union(EntryFlags::METADATA);
+
+    /// The flags of `bits` that are among `named`, by name in bit order, and the other
+    /// bits of `bits`.
+    pub fn split_names(bits: u64, named: EntryFlags) -> (Vec<&'static str>, u64) {
+        let known = EntryFlags::from_bits_retain(bits) & named;
+        (known.iter_names().map(|(name, _)| name).collect(), bits & !named.bits())
+    }
+
     /// The flags of `bits` by name, in bit order and joined by `|` (`FLUSH|FUA`), the
     /// bits without a name as one hex number at the end (`METADATA|0x300`); `-` for none.
     pub fn names(bits: u64) -> String {
-        let set = EntryFlags::from_bits_retain(bits);
-        let mut out: Vec<String> = set.iter_names().map(|(name, _)| name.to_owned()).collect();
-        let unnamed = bits & !EntryFlags::all().bits();
-        if unnamed != 0 {
-            out.push(format!("{unnamed:#x}"));
+        let (mut out, unnamed) = split_names(bits, EntryFlags::all());
+        let unnamed = format!("{unnamed:#x}");
+        if unnamed != "0x0" {
+            out.push(&unnamed);
         }
         if out.is_empty() {
             "-".into()
@@ -236,5 +250,8 @@ mod tests {
         assert_eq!(names(raw), format!("METADATA|{:#x}", 3u64 << 8 | 1 << 40));
         assert_eq!(EntryFlags::from_bits_retain(raw).bits(), raw);
         assert!(EntryFlags::from_bits_retain(raw).contains(EntryFlags::METADATA));
+        assert_eq!(names(flags::FLUSH | flags::FUA_POSTFLUSH), "FLUSH|FUA_POSTFLUSH");
+        let (kernel, rest) = flags::split_names(flags::MARK | flags::FUA_POSTFLUSH, flags::KERNEL);
+        assert_eq!((kernel, rest), (vec!["MARK"], flags::FUA_POSTFLUSH));
     }
 }

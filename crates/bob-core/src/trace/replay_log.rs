@@ -775,16 +775,9 @@ fn read_at_most(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
 
 /// `entry_flags_to_str`: `FLUSH|FUA|...`, `UNKNOWN.0x..` for other bits, `NONE` for none.
 pub fn flag_names(f: u64) -> String {
-    let table = [
-        (flags::FLUSH, "FLUSH"),
-        (flags::FUA, "FUA"),
-        (flags::DISCARD, "DISCARD"),
-        (flags::MARK, "MARK"),
-        (flags::METADATA, "METADATA"),
-    ];
-    let mut parts: Vec<String> =
-        table.iter().filter(|(b, _)| f & b != 0).map(|(_, n)| (*n).to_owned()).collect();
-    let rest = table.iter().fold(f, |r, (b, _)| r & !b);
+    // replay-log knows the kernel's flags only: bob's FUA_POSTFLUSH is unknown to it.
+    let (names, rest) = flags::split_names(f, flags::KERNEL);
+    let mut parts: Vec<String> = names.into_iter().map(str::to_owned).collect();
     if rest != 0 {
         parts.push(format!("UNKNOWN.{rest:#x}"));
     }
