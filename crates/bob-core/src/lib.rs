@@ -19,6 +19,14 @@
 //! * [`output`]: the JSON documents the CLI prints, declared and versioned in one place.
 #![warn(missing_docs)]
 
+/// The version of every JSON document bob writes (cells, tables, witnesses' state
+/// records, journals). 2: outcomes from [`check::outcome::OutcomeKind`] (`mount-failed`
+/// became `unrecoverable`, with `needs-repair` and `read-error` beside it), per-cell causes
+/// (`mount_failures`, `read_errors`) and `states_mounted`. Documents without the field are
+/// version 1 and still read. Here, at the root, because every stage writes documents and
+/// none should import another for it.
+pub const SCHEMA_VERSION: u32 = 2;
+
 pub mod bench;
 pub mod check;
 pub mod crash;

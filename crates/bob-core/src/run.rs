@@ -579,7 +579,7 @@ fn record_schedule(
                 timeouts: opts.timeouts,
             })?;
             recording.sidecar.schedule = schedule.map(|s| s.name().to_owned());
-            Subject::of_recording(opts.config.clone(), workload, recording, schedule, disk)?
+            subject_of(opts.config.clone(), workload, recording, schedule, disk)?
         }
     };
     if let Some(dir) = &opts.save_trace {
@@ -786,6 +786,34 @@ fn count_entries(
     pick: impl Fn(&crate::trace::Entry) -> bool,
 ) -> usize {
     trace.entries.iter().filter(|e| pick(e)).count()
+}
+
+/// The subject of a fresh recording of `workload` on `config` (under drain `schedule`,
+/// if any), its trace cut under `disk`; and the recording's sidecar. Here rather than in
+/// `check`, so that checking never depends on how a trace was recorded.
+pub fn subject_of(
+    config: FsConfig,
+    workload: workloads::Workload,
+    recording: record::Recording,
+    schedule: Option<Schedule>,
+    disk: crash::DiskModel,
+) -> Result<(Subject, crate::trace::sidecar::Sidecar), check::Error> {
+    let base = crate::image::BaseImage::open(&recording.base_image)
+        .map_err(|source| check::Error::Io { path: recording.base_image.clone(), source })?;
+    let trace = std::sync::Arc::new(recording.trace);
+    let epochs = crash::epochs(&trace, &disk);
+    let subject = Subject {
+        config,
+        workload,
+        observed: recording.observed,
+        trace,
+        epochs,
+        spans: recording.sidecar.ops.clone(),
+        schedule,
+        base: std::sync::Arc::new(base),
+        disk,
+    };
+    Ok((subject, recording.sidecar))
 }
 
 #[cfg(test)]

@@ -343,7 +343,7 @@ fn record_states(ctx: &Phase<'_>, params: &workloads::Params) -> Result<Recorded
         return Err(Error::Interrupted);
     }
     let base_path = recording.base_image.clone();
-    let (subject, _) = Subject::of_recording(
+    let (subject, _) = crate::run::subject_of(
         options.config.clone(),
         workload,
         recording,

@@ -66,7 +66,7 @@ impl Journal {
         use std::io::Write;
         if let Some(sink) = &self.sink {
             let line = JournalLine {
-                schema_version: crate::report::SCHEMA_VERSION,
+                schema_version: crate::SCHEMA_VERSION,
                 digest: hex(digest),
                 check: check.clone(),
             };

@@ -36,33 +36,6 @@ pub struct Subject {
 }
 
 impl Subject {
-    /// The subject of a fresh recording of `workload` on `config` (under drain `schedule`,
-    /// if any), its trace cut under `disk`; and the recording's sidecar.
-    pub fn of_recording(
-        config: FsConfig,
-        workload: Workload,
-        recording: crate::record::Recording,
-        schedule: Option<workloads::Schedule>,
-        disk: DiskModel,
-    ) -> Result<(Subject, crate::trace::sidecar::Sidecar), Error> {
-        let base = BaseImage::open(&recording.base_image)
-            .map_err(|source| Error::Io { path: recording.base_image.clone(), source })?;
-        let trace = Arc::new(recording.trace);
-        let epochs = crate::crash::epochs(&trace, &disk);
-        let subject = Subject {
-            config,
-            workload,
-            observed: recording.observed,
-            trace,
-            epochs,
-            spans: recording.sidecar.ops.clone(),
-            schedule,
-            base: Arc::new(base),
-            disk,
-        };
-        Ok((subject, recording.sidecar))
-    }
-
     /// Cuts the trace again under another disk model (state ids change meaning with it).
     pub fn set_disk(&mut self, disk: DiskModel) {
         if disk != self.disk || self.epochs.is_empty() {

@@ -17,12 +17,7 @@ use crate::crash::disk::FuaModel;
 use crate::crash::StateId;
 use crate::fs::regions::{RegionRole, Regions};
 
-/// The version of every JSON document bob writes (cells, tables, witnesses' state
-/// records, journals). 2: outcomes from [`OutcomeKind`] (`mount-failed` became
-/// `unrecoverable`, with `needs-repair` and `read-error` beside it), per-cell causes
-/// (`mount_failures`, `read_errors`) and `states_mounted`. Documents without the field
-/// are version 1 and still read.
-pub const SCHEMA_VERSION: u32 = 2;
+pub use crate::SCHEMA_VERSION;
 
 /// What documents without `schema_version` are.
 pub(crate) fn schema_v1() -> u32 {

@@ -46,5 +46,5 @@ pub fn record_subject_and_sidecar(
         timeouts: Timeouts::default(),
     })
     .expect("record");
-    Subject::of_recording(config, workload, recording, None, disk).expect("subject")
+    bob_core::run::subject_of(config, workload, recording, None, disk).expect("subject")
 }
