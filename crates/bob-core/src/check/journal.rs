@@ -21,7 +21,7 @@ pub struct Journal {
 
 #[derive(Serialize, Deserialize)]
 struct JournalLine {
-    #[serde(default = "crate::report::schema_v1")]
+    #[serde(default = "schema_v1")]
     schema_version: u32,
     digest: String,
     check: StateCheck,
@@ -76,4 +76,9 @@ impl Journal {
             }
         }
     }
+}
+
+/// Journals written before documents carried a version are version 1.
+fn schema_v1() -> u32 {
+    1
 }
