@@ -42,7 +42,14 @@ pub fn run(args: RunArgs) -> Result<Conclusion, CliError> {
     let mut options =
         options::run_options(config, property, &args.explore, &args.cell, &args.schedules.0)?;
     options.device = args.device;
-    options.trace = args.trace;
+    options.trace = match &args.traces {
+        Some(dir) => {
+            let set = run::load_trace_set(dir)?;
+            let (config, property) = (options.config.name, options.property.name());
+            Some(run::cell_traces_in(&set, dir, config, property, &options.schedules)?)
+        }
+        None => args.trace,
+    };
     options.save_trace = args.save_trace;
     let bars = Bars::states(args.format == Format::Text && Bars::stderr_is_terminal());
     let cells = run::run_cell(&options, &bars, &CANCEL);
