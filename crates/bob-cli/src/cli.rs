@@ -156,7 +156,8 @@ pub enum FsckArg {
 #[derive(Debug, Args)]
 pub struct CellArgs {
     /// Check only shard I of N of each cell's crash states (1-based, e.g. 2/4); merge the
-    /// results with `bob merge`.
+    /// results with `bob merge`. Every shard must split the same recordings, so this
+    /// needs --traces (or, for `bob run`, --trace).
     #[arg(long)]
     pub shard: Option<Shard>,
     /// Continue an interrupted run: reuse its recorded trace and every verdict already

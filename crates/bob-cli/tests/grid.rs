@@ -283,3 +283,17 @@ fn shards_of_one_recorded_set_merge_into_the_unsharded_run() {
     assert!(refused.stdout.is_empty(), "nothing merged");
     assert_no_leaks(&dir.scratch());
 }
+
+#[test]
+fn a_shard_that_would_record_afresh_is_refused() {
+    let dir = Dir::new();
+    let (code, _) = table_json(&dir, "out", &["--fs", "ext2", "--shard", "1/2"]);
+    assert_eq!(code, 2);
+    let out = run(&["table", "--fs", "ext2", "--shard", "1/2"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--record-only") && err.contains("--traces"), "{err}");
+    let out = run(&["run", "--fs", "ext2", "--property", "single-block-append", "--shard", "1/2"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--trace DIR"));
+    assert_no_leaks(&dir.scratch());
+}

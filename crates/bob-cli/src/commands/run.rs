@@ -38,6 +38,14 @@ pub fn run(args: RunArgs) -> Result<Conclusion, CliError> {
             )));
         }
     }
+    if args.cell.shard.is_some() && args.trace.is_none() && args.traces.is_none() {
+        // Each shard would record afresh and split another trace's states.
+        return Err(usage(
+            "bob run --shard: shards must split one recording; check a saved one with \
+             `--trace DIR` (from --save-trace) or `--traces DIR` (from `bob table \
+             --record-only`)",
+        ));
+    }
     environment::check(&config)?;
     let mut options =
         options::run_options(config, property, &args.explore, &args.cell, &args.schedules.0)?;
