@@ -57,6 +57,22 @@ pub enum MergeError {
         /// The other input's.
         second: String,
     },
+    /// Two shards of one cell split its states differently (`1/3` and `2/4`), or one
+    /// shard came twice: their sum would not be the cell's states once each.
+    #[error(
+        "{config} / {property}: shards {first} and {second} do not split the cell's states \
+         once each; merge one of each shard I/N of the same N"
+    )]
+    ShardMismatch {
+        /// Configuration.
+        config: String,
+        /// Property.
+        property: String,
+        /// The shard seen first (`1/3`).
+        first: String,
+        /// The one that does not fit with it.
+        second: String,
+    },
 }
 
 fn symbol(v: CellVerdict) -> &'static str {
@@ -207,8 +223,25 @@ impl Grid {
         out.schema_version = super::SCHEMA_VERSION;
         let mut index: BTreeMap<(String, String, crate::crash::DiskModel), usize> = BTreeMap::new();
         let mut cells: Vec<Cell> = Vec::new();
+        // The shards (`I/N`) seen of each cell, so that each is merged once and all of one N.
+        let mut shards: BTreeMap<(String, String, crate::crash::DiskModel), Vec<String>> =
+            BTreeMap::new();
         let mut add = |cell: Cell, cells: &mut Vec<Cell>| {
             let key = (cell.config.clone(), cell.property.clone(), cell.disk_model);
+            if let Some(shard) = cell.shard.clone() {
+                let seen = shards.entry(key.clone()).or_default();
+                let count = |s: &str| s.split_once('/').map(|(_, n)| n.to_owned());
+                if let Some(clash) = seen.iter().find(|s| **s == shard || count(s) != count(&shard))
+                {
+                    return Err(MergeError::ShardMismatch {
+                        config: cell.config.clone(),
+                        property: cell.property.clone(),
+                        first: clash.clone(),
+                        second: shard,
+                    });
+                }
+                seen.push(shard);
+            }
             match index.get(&key) {
                 Some(&i) => merge_cell(&mut cells[i], &cell)?,
                 None => {
@@ -997,6 +1030,13 @@ mod tests {
         let (one, other) = ("ab".repeat(32), "cd".repeat(32));
         let same = Grid::merge(vec![shard(1, &one), shard(2, &one)]).unwrap();
         assert_eq!(same.cells[0].schedules[0].states_explored, 10);
+        let twice = Grid::merge(vec![shard(1, &one), shard(1, &one)]).unwrap_err();
+        assert!(matches!(twice, MergeError::ShardMismatch { .. }), "{twice}");
+        assert!(twice.to_string().contains("shards 1/2 and 1/2"), "{twice}");
+        let mut of_three = shard(2, &one);
+        of_three.cells[0].shard = Some("2/3".into());
+        let split = Grid::merge(vec![shard(1, &one), of_three]).unwrap_err();
+        assert!(split.to_string().contains("shards 1/2 and 2/3"), "{split}");
         let e = Grid::merge(vec![shard(1, &one), shard(2, &other)]).unwrap_err();
         assert!(matches!(e, MergeError::TraceMismatch { .. }), "{e}");
         let text = e.to_string();
