@@ -56,8 +56,15 @@ pub fn record_table(
         let path = path.to_owned();
         move |source| Error::Io { path, source }
     };
-    // An earlier set's cells must not linger beside this one's.
+    // An earlier set's cells must not linger beside this one's; a `traces` directory that
+    // is no set's (no manifest beside it) is the user's, and stays.
     let traces = dir.join(TRACES);
+    if traces.exists() && !dir.join(MANIFEST).is_file() {
+        return Err(Error::Invalid(format!(
+            "{}: exists and is not a trace set's (no {MANIFEST} beside it); choose another --out",
+            traces.display()
+        )));
+    }
     match std::fs::remove_dir_all(&traces) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&traces)(e)),
         _ => {}
@@ -73,6 +80,10 @@ pub fn record_table(
         schedules: opts.cell.schedules.iter().map(|s| s.name().to_owned()).collect(),
         cells: Vec::new(),
     };
+    // The manifest first (with no cell yet), so that an interrupted recording is still
+    // known as a set (and replaced by the next), and lists only what was saved whole.
+    let manifest = dir.join(MANIFEST);
+    write_manifest(&manifest, &set)?;
     let mut started = 0;
     for config in &opts.configs {
         let unavailable = environment::unavailable_here(config);
@@ -97,11 +108,14 @@ pub fn record_table(
             set.cells.push(cell);
         }
     }
-    let manifest = dir.join(MANIFEST);
-    let text = serde_json::to_string_pretty(&set)
-        .map_err(|e| Error::Invalid(format!("{}: {e}", manifest.display())))?;
-    std::fs::write(&manifest, text).map_err(io(&manifest))?;
+    write_manifest(&manifest, &set)?;
     Ok(set)
+}
+
+fn write_manifest(path: &Path, set: &TraceSet) -> Result<(), Error> {
+    let text = serde_json::to_string_pretty(set)
+        .map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))?;
+    std::fs::write(path, text).map_err(|source| Error::Io { path: path.to_owned(), source })
 }
 
 /// Records one cell under each of its schedules into the set `dir`.
