@@ -156,7 +156,8 @@ pub enum FsckArg {
 #[derive(Debug, Args)]
 pub struct CellArgs {
     /// Check only shard I of N of each cell's crash states (1-based, e.g. 2/4); merge the
-    /// results with `bob merge`.
+    /// results with `bob merge`. Every shard must split the same recordings, so this
+    /// needs --traces (or, for `bob run`, --trace).
     #[arg(long)]
     pub shard: Option<Shard>,
     /// Continue an interrupted run: reuse its recorded trace and every verdict already
@@ -208,6 +209,10 @@ pub struct RunArgs {
     /// trace directory, or one holding a directory per drain schedule.
     #[arg(long, conflicts_with = "device")]
     pub trace: Option<PathBuf>,
+    /// Check this cell's recordings in a trace set (from `bob table --record-only`)
+    /// instead of recording.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["device", "trace", "save_trace"])]
+    pub traces: Option<PathBuf>,
     /// Save the recorded trace directory here (log, sidecar, base image); with several
     /// drain schedules, one directory per schedule below it (`DIR/syncfs`, ...).
     #[arg(long)]
@@ -257,6 +262,16 @@ pub struct TableArgs {
     /// and each cross names the schedule that produced it.
     #[arg(long, default_value = "all", value_name = "LIST")]
     pub schedules: ScheduleList,
+    /// Only record: save every cell's traces (one per drain schedule) as a trace set in
+    /// --out (DIR/traces.json, DIR/traces/CONFIG/PROPERTY/SCHEDULE/), checking no state;
+    /// check it, whole or in shards, with --traces DIR.
+    #[arg(long, conflicts_with_all = ["traces", "shard", "resume", "doc"])]
+    pub record_only: bool,
+    /// Check the recordings of this trace set (from --record-only) instead of recording
+    /// each cell, so that every shard splits the same traces; without --fs and --property,
+    /// the set's configurations and properties.
+    #[arg(long, value_name = "DIR")]
+    pub traces: Option<PathBuf>,
     /// Exploration options.
     #[command(flatten)]
     pub explore: ExploreArgs,
@@ -708,6 +723,10 @@ mod tests {
         assert!(ok(&["bench", "--multi-block-bytes", "1000"]).is_err());
         assert!(ok(&["import", "x.log"]).is_err(), "a log import needs --out");
         assert!(ok(&["check", "dir", "--shard", "1/2"]).is_err(), "bob check runs whole");
+        assert!(ok(&["table", "--record-only", "--out", "t"]).is_ok());
+        assert!(ok(&["table", "--traces", "t", "--shard", "1/3"]).is_ok());
+        assert!(ok(&["table", "--record-only", "--shard", "1/3"]).is_err());
+        assert!(ok(&["table", "--record-only", "--traces", "t"]).is_err());
         assert!(ok(&["import", "--blktrace", "dir"]).is_ok());
         assert!(ok(&[
             "record",

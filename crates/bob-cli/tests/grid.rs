@@ -171,3 +171,129 @@ fn explain_tells_what_persisted() {
     let text = run(&["explain", witness]);
     assert!(String::from_utf8_lossy(&text.stdout).contains("not persisted"));
 }
+
+/// `bob table` in `dir` with scratch `scratch`, output `out`, JSON on stdout; its exit
+/// code and document.
+fn table_json(dir: &Dir, out: &str, args: &[&str]) -> (i32, serde_json::Value) {
+    let (o, scratch) = (dir.path().join(out), dir.scratch());
+    let mut all = vec![
+        "table",
+        "--format",
+        "json",
+        "--scratch",
+        scratch.to_str().unwrap(),
+        "--out",
+        o.to_str().unwrap(),
+    ];
+    all.extend_from_slice(args);
+    let res = run(&all);
+    let doc = serde_json::from_slice(&res.stdout).unwrap_or(serde_json::Value::Null);
+    (res.status.code().unwrap_or(-1), doc)
+}
+
+/// Small cells of one recording: one configuration and property, the sync schedule.
+const SMALL: [&str; 4] = ["--schedules", "sync", "--max-states", "30"];
+
+#[test]
+fn shards_of_one_recorded_set_merge_into_the_unsharded_run() {
+    let dir = Dir::new();
+    let (fs, property) = ("ext2", "single-block-append");
+    let set = dir.path().join("set");
+    let s = set.to_str().unwrap();
+    // Record once: a trace set, and nothing checked.
+    let mut args = vec!["--record-only", "--fs", fs, "--property", property];
+    args.extend_from_slice(&SMALL);
+    let (code, recorded) = table_json(&dir, "set", &args);
+    assert_eq!(code, 0, "{recorded}");
+    let digest = recorded["cells"][0]["schedules"][0]["trace_digest"].as_str().unwrap().to_owned();
+    assert_eq!(digest.len(), 64, "{recorded}");
+    assert!(set.join("traces.json").is_file());
+    let trace = set.join("traces/ext2/single-block-append/sync");
+    for f in ["trace.log", "trace.json", "base.img"] {
+        assert!(trace.join(f).is_file(), "{f} in {}", trace.display());
+    }
+    assert!(!set.join("table.md").exists(), "record-only checks nothing");
+
+    // The set's cells are the default table; unsharded, then three shards.
+    let mut args = vec!["--traces", s];
+    args.extend_from_slice(&SMALL);
+    let (_, whole) = table_json(&dir, "whole", &args);
+    let w = &whole["cells"][0];
+    assert_eq!((w["config"].as_str(), w["property"].as_str()), (Some(fs), Some(property)));
+    assert_eq!(w["schedules"][0]["trace_digest"], digest.as_str(), "{w}");
+    let mut files = Vec::new();
+    for i in 1..=3 {
+        let shard = format!("{i}/3");
+        let mut args = vec!["--traces", s, "--shard", &shard];
+        args.extend_from_slice(&SMALL);
+        let (_, grid) = table_json(&dir, &format!("s{i}"), &args);
+        assert_eq!(grid["cells"][0]["shard"], shard.as_str(), "{grid}");
+        let f = dir.path().join(format!("shard{i}.json"));
+        std::fs::write(&f, grid.to_string()).unwrap();
+        files.push(f);
+    }
+    let mut args = vec!["merge", "--format", "json"];
+    args.extend(files.iter().map(|f| f.to_str().unwrap()));
+    let merged = run(&args);
+    let merged: serde_json::Value = serde_json::from_slice(&merged.stdout).unwrap();
+    let m = &merged["cells"][0];
+    for key in [
+        "verdict",
+        "states_explored",
+        "states_unique",
+        "counts",
+        "witness_state",
+        "witness_position",
+        "schedules",
+    ] {
+        assert_eq!(m[key], w[key], "{key}: merged {m} vs unsharded {w}");
+    }
+    if w["verdict"] != "held" {
+        assert!(m["witness_state"].is_string(), "{m}");
+    }
+
+    // `bob run --traces` checks the same recording.
+    let mut args = vec!["--traces", s];
+    args.extend_from_slice(&SMALL);
+    let (_, cell) = util::run_cell(&dir, fs, property, &args);
+    for key in ["states_explored", "states_unique", "counts", "schedules"] {
+        assert_eq!(cell[key], w[key], "{key}: bob run {cell} vs bob table {w}");
+    }
+
+    // A shard of another recording does not merge with these.
+    let mut args = vec!["--record-only", "--fs", fs, "--property", property];
+    args.extend_from_slice(&SMALL);
+    let (code, other) = table_json(&dir, "set2", &args);
+    assert_eq!(code, 0, "{other}");
+    let other_digest = other["cells"][0]["schedules"][0]["trace_digest"].as_str().unwrap();
+    assert_ne!(other_digest, digest, "two recordings of a workload differ (times, ids)");
+    let set2 = dir.path().join("set2");
+    let mut args = vec!["--traces", set2.to_str().unwrap(), "--shard", "2/3"];
+    args.extend_from_slice(&SMALL);
+    let (_, foreign) = table_json(&dir, "foreign", &args);
+    let f = dir.path().join("foreign.json");
+    std::fs::write(&f, foreign.to_string()).unwrap();
+    let refused = run(&["merge", files[0].to_str().unwrap(), f.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    for part in ["ext2 / single-block-append", "schedule sync", &digest, other_digest] {
+        assert!(err.contains(part), "{part}: {err}");
+    }
+    assert!(refused.stdout.is_empty(), "nothing merged");
+    assert_no_leaks(&dir.scratch());
+}
+
+#[test]
+fn a_shard_that_would_record_afresh_is_refused() {
+    let dir = Dir::new();
+    let (code, _) = table_json(&dir, "out", &["--fs", "ext2", "--shard", "1/2"]);
+    assert_eq!(code, 2);
+    let out = run(&["table", "--fs", "ext2", "--shard", "1/2"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--record-only") && err.contains("--traces"), "{err}");
+    let out = run(&["run", "--fs", "ext2", "--property", "single-block-append", "--shard", "1/2"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--trace DIR"));
+    assert_no_leaks(&dir.scratch());
+}

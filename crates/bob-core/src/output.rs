@@ -8,6 +8,7 @@
 //! |---|---|
 //! | `bob run` | [`Cell`] (one disk model) or an array of them |
 //! | `bob table`, `bob merge` | [`Grid`] |
+//! | `bob table --record-only` | [`TraceSet`] (also the set's manifest, `traces.json`) |
 //! | `bob check` | [`CheckReport`] |
 //! | `bob replay` | [`ReplayReport`] |
 //! | `bob explain` | [`Explanation`] |
@@ -120,6 +121,79 @@ impl ListReport {
         s.push_str("\nProperties:\n");
         for p in &self.properties {
             s.push_str(&format!("  {:<27} {:<11} {}\n", p.name, p.family, p.summary));
+        }
+        s
+    }
+}
+
+/// `bob table --record-only`: the recordings of a table saved as a trace set, which
+/// `bob table --traces` checks (in shards) instead of recording; also the set's manifest
+/// (`DIR/traces.json`; the layout is documented at [`crate::run::record_table`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceSet {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// `uname -r` of the machine that recorded.
+    pub kernel: String,
+    /// bob's version.
+    pub tool_version: String,
+    /// Configuration names, in table order.
+    pub configs: Vec<String>,
+    /// Property names, in table order.
+    pub properties: Vec<String>,
+    /// The drain schedules asked for (each cell records those its configuration supports).
+    pub schedules: Vec<String>,
+    /// One entry per configuration x property.
+    pub cells: Vec<RecordedCell>,
+}
+
+/// One cell of a [`TraceSet`]: its recordings, one per drain schedule.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecordedCell {
+    /// Configuration.
+    pub config: String,
+    /// Property.
+    pub property: String,
+    /// Why the configuration could not run on the recording machine (nothing recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
+    /// Its recordings.
+    pub schedules: Vec<RecordedTrace>,
+}
+
+/// One recording of a [`RecordedCell`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecordedTrace {
+    /// The drain schedule it was recorded under.
+    pub schedule: String,
+    /// blake3 of the trace (`Trace::digest`): what the cells checked from it carry as
+    /// `trace_digest`, and what `bob merge` compares.
+    pub trace_digest: String,
+    /// Entries of the log.
+    pub entries: usize,
+    /// Its trace directory, relative to the set.
+    pub dir: String,
+}
+
+impl TraceSet {
+    /// One line per recording.
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        for c in &self.cells {
+            if let Some(why) = &c.unavailable {
+                s.push_str(&format!("{} / {}: not recorded ({why})\n", c.config, c.property));
+            }
+            for r in &c.schedules {
+                s.push_str(&format!(
+                    "{} / {} [{}]: {} entries, trace {}, in {}\n",
+                    c.config,
+                    c.property,
+                    r.schedule,
+                    r.entries,
+                    &r.trace_digest[..r.trace_digest.len().min(12)],
+                    r.dir
+                ));
+            }
         }
         s
     }
@@ -411,6 +485,39 @@ mod tests {
             base_image: true,
         };
         insta::assert_json_snapshot!("import", report, { ".out" => "[path]" });
+    }
+
+    #[test]
+    fn trace_set_shape() {
+        let set = TraceSet {
+            schema_version: SCHEMA_VERSION,
+            kernel: "6.18.0".into(),
+            tool_version: "0.1.0".into(),
+            configs: vec!["ext4-ordered".into(), "reiserfs".into()],
+            properties: vec!["append-then-rename".into()],
+            schedules: vec!["sync".into()],
+            cells: vec![
+                RecordedCell {
+                    config: "ext4-ordered".into(),
+                    property: "append-then-rename".into(),
+                    unavailable: None,
+                    schedules: vec![RecordedTrace {
+                        schedule: "sync".into(),
+                        trace_digest: "ab".repeat(32),
+                        entries: 42,
+                        dir: "traces/ext4-ordered/append-then-rename/sync".into(),
+                    }],
+                },
+                RecordedCell {
+                    config: "reiserfs".into(),
+                    property: "append-then-rename".into(),
+                    unavailable: Some("removed from the kernel".into()),
+                    schedules: Vec::new(),
+                },
+            ],
+        };
+        insta::assert_json_snapshot!("trace_set", set);
+        insta::assert_snapshot!("trace_set_text", set.to_text());
     }
 
     #[test]

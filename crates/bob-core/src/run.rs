@@ -9,6 +9,7 @@ pub mod environment;
 mod grid;
 pub mod interop;
 mod replay;
+mod traces;
 
 pub use check_trace::{check_trace, CheckTraceOptions};
 pub use grid::{
@@ -16,6 +17,7 @@ pub use grid::{
     TableProgress,
 };
 pub use replay::{replay_witness, ReplayOptions};
+pub use traces::{cell_traces, cell_traces_in, load_trace_set, record_table, MANIFEST, TRACES};
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -266,6 +268,16 @@ pub fn cell_schedules(config: &FsConfig, asked: &[Schedule]) -> Vec<Schedule> {
     Schedule::ALL.iter().copied().filter(|s| asked.contains(s) && supported.contains(s)).collect()
 }
 
+/// The error of a cell none of whose asked schedules its configuration supports.
+fn no_schedule(opts: &RunOptions) -> Error {
+    let names = |list: &[Schedule]| list.iter().map(|s| s.name()).collect::<Vec<_>>().join(",");
+    Error::NoSchedule {
+        config: opts.config.name.into(),
+        asked: names(&opts.schedules),
+        supported: names(&opts.config.schedules()),
+    }
+}
+
 /// Records (or loads), explores and checks one cell, once per drain schedule, under each
 /// of `opts.disk_models`, and writes the witness of each model's first failure over the
 /// union of the schedules' states. One cell per disk model, in order.
@@ -314,17 +326,7 @@ pub fn run_cell(
     } else {
         let s = cell_schedules(&opts.config, &opts.schedules);
         if s.is_empty() {
-            return Err(Error::NoSchedule {
-                config: opts.config.name.into(),
-                asked: opts.schedules.iter().map(|s| s.name()).collect::<Vec<_>>().join(","),
-                supported: opts
-                    .config
-                    .schedules()
-                    .iter()
-                    .map(|s| s.name())
-                    .collect::<Vec<_>>()
-                    .join(","),
-            });
+            return Err(no_schedule(opts));
         }
         s.into_iter().map(|s| (Some(s), None)).collect()
     };
@@ -561,26 +563,7 @@ fn record_schedule(
             }
             (subject, sidecar)
         }
-        None => {
-            let base_workload = match &opts.workload {
-                Some(w) => w.clone(),
-                None => workloads::workload_for(opts.property, &opts.config.workload_params()),
-            };
-            let workload = match schedule {
-                Some(s) => s.apply(&base_workload),
-                None => base_workload,
-            };
-            progress.phase(&format!("recording {name}"), 0);
-            let mut recording = record::record(&RecordRequest {
-                config: &opts.config,
-                workload: &workload,
-                device: opts.device.as_deref(),
-                work_dir: &scratch,
-                timeouts: opts.timeouts,
-            })?;
-            recording.sidecar.schedule = schedule.map(|s| s.name().to_owned());
-            subject_of(opts.config.clone(), workload, recording, schedule, disk)?
-        }
+        None => record_fresh(opts, schedule, disk, &scratch, progress)?,
     };
     if let Some(dir) = &opts.save_trace {
         // One schedule saves where asked; several save one directory each below it.
@@ -600,6 +583,36 @@ fn record_schedule(
     }
     let trace_digest = subject.trace.digest();
     Ok(Recorded { subject, sidecar, journal, scratch, name, trace_digest })
+}
+
+/// Records the cell's workload (the property's, or `opts.workload`) under one drain
+/// schedule on a fresh file system in `scratch`, cut under `disk`.
+fn record_fresh(
+    opts: &RunOptions,
+    schedule: Option<Schedule>,
+    disk: crash::DiskModel,
+    scratch: &Path,
+    progress: &dyn Progress,
+) -> Result<(Subject, crate::trace::sidecar::Sidecar), Error> {
+    let base_workload = match &opts.workload {
+        Some(w) => w.clone(),
+        None => workloads::workload_for(opts.property, &opts.config.workload_params()),
+    };
+    let workload = match schedule {
+        Some(s) => s.apply(&base_workload),
+        None => base_workload,
+    };
+    let name = schedule.map(|s| s.name()).unwrap_or("trace");
+    progress.phase(&format!("recording {name}"), 0);
+    let mut recording = record::record(&RecordRequest {
+        config: &opts.config,
+        workload: &workload,
+        device: opts.device.as_deref(),
+        work_dir: scratch,
+        timeouts: opts.timeouts,
+    })?;
+    recording.sidecar.schedule = schedule.map(|s| s.name().to_owned());
+    Ok(subject_of(opts.config.clone(), workload, recording, schedule, disk)?)
 }
 
 /// Generates the crash states of one recording under its subject's disk model and checks

@@ -38,11 +38,26 @@ pub fn run(args: RunArgs) -> Result<Conclusion, CliError> {
             )));
         }
     }
+    if args.cell.shard.is_some() && args.trace.is_none() && args.traces.is_none() {
+        // Each shard would record afresh and split another trace's states.
+        return Err(usage(
+            "bob run --shard: shards must split one recording; check a saved one with \
+             `--trace DIR` (from --save-trace) or `--traces DIR` (from `bob table \
+             --record-only`)",
+        ));
+    }
     environment::check(&config)?;
     let mut options =
         options::run_options(config, property, &args.explore, &args.cell, &args.schedules.0)?;
     options.device = args.device;
-    options.trace = args.trace;
+    options.trace = match &args.traces {
+        Some(dir) => {
+            let set = run::load_trace_set(dir)?;
+            let (config, property) = (options.config.name, options.property.name());
+            Some(run::cell_traces_in(&set, dir, config, property, &options.schedules)?)
+        }
+        None => args.trace,
+    };
     options.save_trace = args.save_trace;
     let bars = Bars::states(args.format == Format::Text && Bars::stderr_is_terminal());
     let cells = run::run_cell(&options, &bars, &CANCEL);

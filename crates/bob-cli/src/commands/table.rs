@@ -1,11 +1,13 @@
 //! `bob table`: every configuration x property cell, printed as a table; the tables are
-//! also left under `--out`, and the results document written with `--doc`.
+//! also left under `--out`, and the results document written with `--doc`. With
+//! `--record-only` it records the cells' traces as a trace set instead, and with
+//! `--traces` it checks such a set's recordings rather than recording.
 
 use bob_core::report::document;
 use bob_core::run::{self, TableOptions};
 use workloads::Property;
 
-use crate::cli::TableArgs;
+use crate::cli::{Format, TableArgs, TableFormat};
 use crate::error::CliError;
 use crate::exit::Conclusion;
 use crate::options;
@@ -13,10 +15,29 @@ use crate::print;
 use crate::progress::Bars;
 use crate::signals::CANCEL;
 
+/// Why `--shard` alone is refused: each shard would record the workloads afresh and split
+/// another trace's states, and no merge of such shards is a partition of one recording.
+const SHARD_NEEDS_TRACES: &str =
+    "bob table --shard: shards must split one recording; record once with `bob table \
+     --record-only --out DIR` and check each shard with `--traces DIR --shard I/N`";
+
 /// Runs `bob table`.
 pub fn run(args: TableArgs) -> Result<Conclusion, CliError> {
-    let configs = if args.fs.is_empty() { bob_core::fs::all() } else { args.fs };
-    let properties = if args.property.is_empty() { Property::ALL.to_vec() } else { args.property };
+    if args.cell.shard.is_some() && args.traces.is_none() {
+        return Err(crate::error::usage(SHARD_NEEDS_TRACES));
+    }
+    // A trace set names the cells it recorded; they are the default table.
+    let set = args.traces.as_deref().map(run::load_trace_set).transpose()?;
+    let configs = match (&set, args.fs.is_empty()) {
+        (_, false) => args.fs,
+        (Some(set), true) => named(&set.configs, bob_core::fs::by_name, "configuration")?,
+        (None, true) => bob_core::fs::all(),
+    };
+    let properties = match (&set, args.property.is_empty()) {
+        (_, false) => args.property,
+        (Some(set), true) => named(&set.properties, |n| n.parse().ok(), "property")?,
+        (None, true) => Property::ALL.to_vec(),
+    };
     let Some(first) = configs.first().cloned() else {
         return Err(crate::error::usage("bob table: no configuration"));
     };
@@ -28,8 +49,20 @@ pub fn run(args: TableArgs) -> Result<Conclusion, CliError> {
         cell,
         atomic_write_unit: explore.atomic_write_unit.clone(),
         fua: explore.fua.into(),
+        traces: args.traces,
     };
-    let bars = Bars::table(Bars::stderr_is_terminal(), opts.configs.len() * opts.properties.len());
+    if args.record_only {
+        let bars = Bars::table(Bars::stderr_is_terminal(), cells_of(&opts));
+        let set = run::record_table(&opts, &explore.out, &bars, &CANCEL);
+        bars.finish();
+        let set = set?;
+        let text = matches!(args.format, TableFormat::Md | TableFormat::Html);
+        let format = if text { Format::Text } else { Format::Json };
+        print::result(format, &set, || set.to_text())?;
+        eprintln!("bob: traces of {} cells in {}", set.cells.len(), explore.out.display());
+        return Ok(Conclusion::Done);
+    }
+    let bars = Bars::table(Bars::stderr_is_terminal(), cells_of(&opts));
     let grid = run::run_table(&opts, &bars, &CANCEL);
     bars.finish();
     let grid = grid?;
@@ -48,4 +81,25 @@ pub fn run(args: TableArgs) -> Result<Conclusion, CliError> {
         out.display()
     );
     Ok(Conclusion::of_table(&grid))
+}
+
+/// Cells of the table (configurations x properties).
+fn cells_of(opts: &TableOptions) -> usize {
+    opts.configs.len() * opts.properties.len()
+}
+
+/// The configurations or properties a trace set names, as this bob knows them.
+fn named<T>(
+    names: &[String],
+    find: impl Fn(&str) -> Option<T>,
+    what: &str,
+) -> Result<Vec<T>, CliError> {
+    names
+        .iter()
+        .map(|n| {
+            find(n).ok_or_else(|| {
+                crate::error::usage(format!("--traces: the set names an unknown {what} {n:?}"))
+            })
+        })
+        .collect()
 }

@@ -38,6 +38,41 @@ pub enum MergeError {
     /// Two inputs come from different kernels.
     #[error("tables from different kernels: {0} and {1}")]
     KernelMismatch(String, String),
+    /// Two results of one cell were checked from different recordings of a schedule
+    /// (shards that each recorded afresh): their states are no partition of one trace.
+    #[error(
+        "{config} / {property}: schedule {schedule} was recorded twice (trace {first} and \
+         {second}); shards must check one recording: record once with `bob table \
+         --record-only --out DIR` and check shards with `--traces DIR`"
+    )]
+    TraceMismatch {
+        /// Configuration.
+        config: String,
+        /// Property.
+        property: String,
+        /// The drain schedule.
+        schedule: String,
+        /// The trace digest of the first input with the cell.
+        first: String,
+        /// The other input's.
+        second: String,
+    },
+    /// Two shards of one cell split its states differently (`1/3` and `2/4`), or one
+    /// shard came twice: their sum would not be the cell's states once each.
+    #[error(
+        "{config} / {property}: shards {first} and {second} do not split the cell's states \
+         once each; merge one of each shard I/N of the same N"
+    )]
+    ShardMismatch {
+        /// Configuration.
+        config: String,
+        /// Property.
+        property: String,
+        /// The shard seen first (`1/3`).
+        first: String,
+        /// The one that does not fit with it.
+        second: String,
+    },
 }
 
 fn symbol(v: CellVerdict) -> &'static str {
@@ -87,15 +122,17 @@ const NUMBERS: &str =
      contents; explored: every crash state generated); rN: N states mounted only after \
      repair; uN: N states never mounted; eN: N states mounted but a read failed.";
 
-/// Merges two results for the same cell (two shards of it, or a rerun).
-fn merge_cell(a: &mut Cell, b: &Cell) {
+/// Merges two results for the same cell (two shards of it, or a rerun of the same
+/// recordings); refuses results of different recordings of a schedule.
+fn merge_cell(a: &mut Cell, b: &Cell) -> Result<(), MergeError> {
     if b.verdict == CellVerdict::Unavailable {
-        return;
+        return Ok(());
     }
     if a.verdict == CellVerdict::Unavailable {
         *a = b.clone();
-        return;
+        return Ok(());
     }
+    same_recordings(a, b)?;
     a.counts.merge(&b.counts);
     a.states_explored += b.states_explored;
     a.states_unique += b.states_unique;
@@ -154,6 +191,28 @@ fn merge_cell(a: &mut Cell, b: &Cell) {
         a.witness_schedule = best.witness_schedule;
     }
     a.shard = None;
+    Ok(())
+}
+
+/// Whether `a` and `b` were checked from the same recording of every schedule both have
+/// (one trace digest per schedule; an empty digest is unknown and compares with any).
+fn same_recordings(a: &Cell, b: &Cell) -> Result<(), MergeError> {
+    for x in &a.schedules {
+        let Some(y) = b.schedules.iter().find(|y| y.schedule == x.schedule) else { continue };
+        if !x.trace_digest.is_empty()
+            && !y.trace_digest.is_empty()
+            && x.trace_digest != y.trace_digest
+        {
+            return Err(MergeError::TraceMismatch {
+                config: a.config.clone(),
+                property: a.property.clone(),
+                schedule: x.schedule.clone(),
+                first: x.trace_digest.clone(),
+                second: y.trace_digest.clone(),
+            });
+        }
+    }
+    Ok(())
 }
 
 impl Grid {
@@ -165,10 +224,27 @@ impl Grid {
         out.schema_version = super::SCHEMA_VERSION;
         let mut index: BTreeMap<(String, String, crate::crash::DiskModel), usize> = BTreeMap::new();
         let mut cells: Vec<Cell> = Vec::new();
+        // The shards (`I/N`) seen of each cell, so that each is merged once and all of one N.
+        let mut shards: BTreeMap<(String, String, crate::crash::DiskModel), Vec<String>> =
+            BTreeMap::new();
         let mut add = |cell: Cell, cells: &mut Vec<Cell>| {
             let key = (cell.config.clone(), cell.property.clone(), cell.disk_model);
+            if let Some(shard) = cell.shard.clone() {
+                let seen = shards.entry(key.clone()).or_default();
+                let count = |s: &str| s.split_once('/').map(|(_, n)| n.to_owned());
+                if let Some(clash) = seen.iter().find(|s| **s == shard || count(s) != count(&shard))
+                {
+                    return Err(MergeError::ShardMismatch {
+                        config: cell.config.clone(),
+                        property: cell.property.clone(),
+                        first: clash.clone(),
+                        second: shard,
+                    });
+                }
+                seen.push(shard);
+            }
             match index.get(&key) {
-                Some(&i) => merge_cell(&mut cells[i], &cell),
+                Some(&i) => merge_cell(&mut cells[i], &cell)?,
                 None => {
                     index.insert(key, cells.len());
                     let mut cell = cell;
@@ -176,9 +252,10 @@ impl Grid {
                     cells.push(cell);
                 }
             }
+            Ok::<(), MergeError>(())
         };
         for c in std::mem::take(&mut out.cells) {
-            add(c, &mut cells);
+            add(c, &mut cells)?;
         }
         for g in iter {
             if g.kernel != out.kernel {
@@ -200,7 +277,7 @@ impl Grid {
                 }
             }
             for c in g.cells {
-                add(c, &mut cells);
+                add(c, &mut cells)?;
             }
         }
         // What this bob writes is of its schema, whatever the inputs were.
@@ -857,7 +934,7 @@ mod tests {
         // Another shard's states exercised it: merged, the cell is judged.
         let mut b = cell("ext2", "fsync-durable", CellVerdict::Held, None);
         b.promises = vec![promise(3)];
-        merge_cell(&mut a, &b);
+        merge_cell(&mut a, &b).unwrap();
         assert_eq!(a.verdict, CellVerdict::Held);
         // Only durability rows turn into not-exercised.
         let mut c = cell("ext2", "append-then-dir-op", CellVerdict::Held, None);
@@ -928,6 +1005,46 @@ mod tests {
         assert!(md.contains("| mkdir | P-BD, C-OB, C-BD, C-OI | only errors returned | yes: error returned in 1 | yes: nothing wrong |"), "{md}");
         assert!(md.contains("--state e0:3 --to crash.img --check"), "{md}");
         assert!(merged.to_html().contains("--state e0:3"));
+    }
+
+    #[test]
+    fn merge_refuses_shards_of_different_recordings_in_one_line() {
+        let share = |digest: &str| crate::report::ScheduleCell {
+            schedule: "sync".into(),
+            trace_digest: digest.into(),
+            verdict: CellVerdict::Held,
+            states_explored: 5,
+            states_unique: 5,
+            counts: Default::default(),
+            first_state: None,
+            first_position: None,
+            op_barriers: None,
+            fua_writes: 0,
+            fua_postflushes: 0,
+        };
+        let shard = |i: usize, digest: &str| {
+            let mut c = cell("ext4-ordered", "append-then-rename", CellVerdict::Held, None);
+            c.shard = Some(format!("{i}/2"));
+            c.schedules = vec![share(digest)];
+            grid(vec![c])
+        };
+        let (one, other) = ("ab".repeat(32), "cd".repeat(32));
+        let same = Grid::merge(vec![shard(1, &one), shard(2, &one)]).unwrap();
+        assert_eq!(same.cells[0].schedules[0].states_explored, 10);
+        let twice = Grid::merge(vec![shard(1, &one), shard(1, &one)]).unwrap_err();
+        assert!(matches!(twice, MergeError::ShardMismatch { .. }), "{twice}");
+        assert!(twice.to_string().contains("shards 1/2 and 1/2"), "{twice}");
+        let mut of_three = shard(2, &one);
+        of_three.cells[0].shard = Some("2/3".into());
+        let split = Grid::merge(vec![shard(1, &one), of_three]).unwrap_err();
+        assert!(split.to_string().contains("shards 1/2 and 2/3"), "{split}");
+        let e = Grid::merge(vec![shard(1, &one), shard(2, &other)]).unwrap_err();
+        assert!(matches!(e, MergeError::TraceMismatch { .. }), "{e}");
+        let text = e.to_string();
+        assert!(!text.contains('\n'), "one line: {text}");
+        for part in ["ext4-ordered / append-then-rename", "schedule sync", &one, &other] {
+            assert!(text.contains(part), "{part}: {text}");
+        }
     }
 
     #[test]

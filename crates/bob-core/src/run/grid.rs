@@ -28,6 +28,9 @@ pub struct TableOptions {
     pub atomic_write_unit: String,
     /// What a FUA write means.
     pub fua: FuaModel,
+    /// Check the recordings of this trace set (`bob table --record-only`) instead of
+    /// recording each cell (`--traces`), so that shards split the same recordings.
+    pub traces: Option<PathBuf>,
 }
 
 /// Progress of a table: the cell being run, and each cell as it finishes (with the
@@ -57,6 +60,7 @@ pub fn run_table(
     if let Some(c) = opts.configs.iter().find(|c| environment::unavailable_here(c).is_none()) {
         environment::check(c)?;
     }
+    let set = opts.traces.as_deref().map(super::load_trace_set).transpose()?;
     let mut cells = Vec::new();
     let mut started = 0;
     for config in &opts.configs {
@@ -72,17 +76,28 @@ pub fn run_table(
                     .map(|&m| Cell { disk_model: m, ..unavailable_cell(config, property, why) })
                     .collect(),
                 None => {
-                    let cell = RunOptions {
+                    let mut cell = RunOptions {
                         config: config.clone(),
                         property,
                         disk_models: models.clone(),
                         ..opts.cell.clone()
                     };
-                    run_cell_cached(&cell, progress, cancel).map_err(|e| Error::Cell {
+                    let in_cell = |e: Error| Error::Cell {
                         config: config.name.into(),
                         property: property.name().into(),
                         source: Box::new(e),
-                    })?
+                    };
+                    if let (Some(set), Some(dir)) = (&set, &opts.traces) {
+                        let found = super::cell_traces_in(
+                            set,
+                            dir,
+                            config.name,
+                            property.name(),
+                            &cell.schedules,
+                        );
+                        cell.trace = Some(found.map_err(in_cell)?);
+                    }
+                    run_cell_cached(&cell, progress, cancel).map_err(in_cell)?
                 }
             };
             for cell in found {
