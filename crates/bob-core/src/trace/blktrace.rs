@@ -161,6 +161,24 @@ pub struct BlockRequest {
 }
 
 impl BlockRequest {
+    /// A request of loop0 issued at `issue` and completed at `done` (ns), for tests.
+    #[cfg(test)]
+    pub(crate) fn for_test(rwbs: &str, sector: u64, bytes: u64, issue: u64, done: u64) -> Self {
+        let (op, flags) = parse_rwbs(rwbs).expect("a valid RWBS");
+        BlockRequest {
+            major: 7,
+            minor: 0,
+            sector,
+            bytes,
+            rwbs: rwbs.into(),
+            op,
+            flags,
+            issue_ns: Some(issue),
+            complete_ns: Some(done),
+            error: 0,
+        }
+    }
+
     /// Length in 512-byte sectors.
     pub fn nr_sectors(&self) -> u64 {
         self.bytes / 512
@@ -772,20 +790,9 @@ Events (7,0): 5 entries
 
     #[test]
     fn annotate_marks_metadata_and_follows_split_requests() {
-        let req = |sector, bytes, rwbs: &str| {
-            let (op, flags) = parse_rwbs(rwbs).unwrap();
-            BlockRequest {
-                major: 7,
-                minor: 0,
-                sector,
-                bytes,
-                rwbs: rwbs.into(),
-                op,
-                flags,
-                issue_ns: Some(0),
-                complete_ns: None,
-                error: 0,
-            }
+        let req = |sector, bytes, rwbs: &str| BlockRequest {
+            complete_ns: None,
+            ..BlockRequest::for_test(rwbs, sector, bytes, 0, 0)
         };
         let reqs = vec![req(0, 8192, "WSM"), req(100, 1024, "WS"), req(0, 0, "FF")];
         let mut trace = Trace::new(

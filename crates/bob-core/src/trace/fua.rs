@@ -172,19 +172,7 @@ mod tests {
     use crate::trace::Entry;
 
     fn req(rwbs: &str, sector: u64, bytes: u64, issue: u64, done: u64) -> BlockRequest {
-        let (op, flags) = parse_rwbs(rwbs).unwrap();
-        BlockRequest {
-            major: 7,
-            minor: 0,
-            sector,
-            bytes,
-            rwbs: rwbs.into(),
-            op,
-            flags,
-            issue_ns: Some(issue),
-            complete_ns: Some(done),
-            error: 0,
-        }
+        BlockRequest::for_test(rwbs, sector, bytes, issue, done)
     }
 
     fn bio(rwbs: &str, sector: u64, bytes: u64, time: u64) -> QueuedBio {
