@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::{
-    check_image_in, AfterRecovery, Error, Journal, Judge, Outcome, RecoveredCache, StateCheck,
+    check_image_with, AfterRecovery, Error, Journal, Judge, Outcome, RecoveredCache, StateCheck,
     Subject,
 };
 use crate::crash::{CrashState, OverlayBuilder};
@@ -218,7 +218,7 @@ pub fn run_states_journaled(
                     };
                     let after =
                         AfterRecovery { view: &view, cache: recovered, speed: options.speed };
-                    let checked = check_image_in(
+                    let checked = check_image_with(
                         subject,
                         judge,
                         &file,

@@ -37,7 +37,7 @@ pub fn check_image(
     durable_ops: Vec<usize>,
     timeouts: &Timeouts,
 ) -> Result<StateCheck, Error> {
-    check_image_with(subject, &Judge::Oracle, disk_file, mnt, durable_ops, &[], timeouts)
+    check_image_with(subject, &Judge::Oracle, disk_file, mnt, durable_ops, &[], timeouts, None)
 }
 
 /// What one recovered image gave: every state that recovers to it shares this.
@@ -84,23 +84,11 @@ pub struct AfterRecovery<'a> {
     pub speed: Speedups,
 }
 
-/// [`check_image`] with a choice of [`Judge`]. `acked_marks` are the marks made by the
-/// time of the crash (see [`Subject::acked_marks`]), handed to a user checker.
-pub fn check_image_with(
-    subject: &Subject,
-    judge: &Judge,
-    disk_file: &Path,
-    mnt: &Path,
-    durable_ops: Vec<usize>,
-    acked_marks: &[String],
-    timeouts: &Timeouts,
-) -> Result<StateCheck, Error> {
-    check_image_in(subject, judge, disk_file, mnt, durable_ops, acked_marks, timeouts, None)
-}
-
-/// [`check_image_with`], with dedup after recovery when `after` is given.
+/// [`check_image`] with a choice of [`Judge`], and dedup after recovery when `after` is
+/// given. `acked_marks` are the marks made by the time of the crash (see
+/// [`Subject::acked_marks`]), handed to a user checker.
 #[allow(clippy::too_many_arguments)] // each is one plain input of one state's check
-pub fn check_image_in(
+pub fn check_image_with(
     subject: &Subject,
     judge: &Judge,
     disk_file: &Path,
