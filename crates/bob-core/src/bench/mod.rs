@@ -338,6 +338,7 @@ fn record_states(ctx: &Phase<'_>, params: &workloads::Params) -> Result<Recorded
         device: None,
         work_dir: &record_dir,
         timeouts: options.timeouts,
+        setup: None,
     })?;
     if ctx.interrupted() {
         return Err(Error::Interrupted);

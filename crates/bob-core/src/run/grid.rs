@@ -57,6 +57,15 @@ pub fn run_table(
     if let Some(c) = opts.configs.iter().find(|c| environment::unavailable_here(c).is_none()) {
         environment::check(c)?;
     }
+    // mkfs once per configuration for the whole table (see `record::setup`): the cache
+    // lives in a scratch directory of the table's own, removed when the table ends.
+    let setup_work = match opts.cell.speed.shared_setup {
+        true => Some(super::scratch_dir(opts.cell.scratch.as_deref())?),
+        false => None,
+    };
+    let setup_cache = setup_work
+        .as_ref()
+        .map(|w| std::sync::Arc::new(crate::record::SetupCache::new(w.path().join("setup"))));
     let mut cells = Vec::new();
     let mut started = 0;
     for config in &opts.configs {
@@ -76,6 +85,7 @@ pub fn run_table(
                         config: config.clone(),
                         property,
                         disk_models: models.clone(),
+                        setup_cache: setup_cache.clone(),
                         ..opts.cell.clone()
                     };
                     run_cell_cached(&cell, progress, cancel).map_err(|e| Error::Cell {
