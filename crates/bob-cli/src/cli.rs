@@ -128,6 +128,17 @@ pub struct ExploreArgs {
 }
 
 impl ExploreArgs {
+    /// Every option at its default, as a command line without any of them gives it
+    /// (`bob bench --table` runs its tables so).
+    pub fn defaults() -> ExploreArgs {
+        #[derive(Parser)]
+        struct Only {
+            #[command(flatten)]
+            explore: ExploreArgs,
+        }
+        Only::parse_from(["bob"]).explore
+    }
+
     /// The engine shortcuts these flags leave on.
     pub fn speedups(&self) -> bob_core::check::Speedups {
         bob_core::check::Speedups {
@@ -153,7 +164,7 @@ pub enum FsckArg {
 /// Options of the commands that run property cells (`bob run`, `bob table`): a shard of
 /// each cell's states, and resuming an interrupted run. `bob check` has neither: it runs
 /// one trace whole.
-#[derive(Debug, Args)]
+#[derive(Debug, Default, Args)]
 pub struct CellArgs {
     /// Check only shard I of N of each cell's crash states (1-based, e.g. 2/4); merge the
     /// results with `bob merge`.
@@ -337,12 +348,22 @@ pub struct ListArgs {
 /// `bob bench` arguments.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Configuration (see `bob list`).
-    #[arg(long = "fs", default_value = "ext4-ordered", value_parser = parse_config)]
-    pub fs: FsConfig,
-    /// Property whose workload is recorded (see `bob list`).
-    #[arg(long, default_value = "single-block-append")]
-    pub property: Property,
+    /// Configuration (see `bob list`; default ext4-ordered). With `--table`, several,
+    /// comma-separated (default: all).
+    #[arg(long = "fs", value_delimiter = ',', value_parser = parse_config)]
+    pub fs: Vec<FsConfig>,
+    /// Property whose workload is recorded (see `bob list`; default single-block-append).
+    /// With `--table`, several, comma-separated (default: all).
+    #[arg(long, value_delimiter = ',')]
+    pub property: Vec<Property>,
+    /// Time a whole `bob table` (narrowed by `--fs` and `--property`; every drain
+    /// schedule, the default disk model) with the engine's shortcuts on against the same
+    /// with all of them off, one run each: `table_speedup`.
+    #[arg(long)]
+    pub table: bool,
+    /// With `--table`: at most this many crash states per cell and drain schedule.
+    #[arg(long, requires = "table")]
+    pub max_states: Option<usize>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -706,6 +727,8 @@ mod tests {
         assert!(ok(&["table", "--schedules", "syncfs,nope"]).is_err());
         assert!(ok(&["bench", "--floor-runs", "0"]).is_err());
         assert!(ok(&["bench", "--multi-block-bytes", "1000"]).is_err());
+        assert!(ok(&["bench", "--table", "--fs", "ext2,xfs", "--max-states", "5"]).is_ok());
+        assert!(ok(&["bench", "--max-states", "5"]).is_err(), "--max-states needs --table");
         assert!(ok(&["import", "x.log"]).is_err(), "a log import needs --out");
         assert!(ok(&["check", "dir", "--shard", "1/2"]).is_err(), "bob check runs whole");
         assert!(ok(&["import", "--blktrace", "dir"]).is_ok());

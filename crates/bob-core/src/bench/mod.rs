@@ -34,9 +34,11 @@ mod naive;
 mod recorder;
 mod report;
 mod stats;
+mod table;
 
 pub use naive::write_overlay;
 pub use report::*;
+pub use table::{run_table_bench, TableBenchReport, TableRun};
 
 use floor::floor;
 use machine::{load_average, machine, peak_rss_kib, pin_mmap_threshold, reset_hwm};
@@ -101,6 +103,9 @@ pub enum Error {
     /// The run was interrupted (Ctrl-C).
     #[error("interrupted")]
     Interrupted,
+    /// A table of `bob bench --table` failed (bob or the machine, not a file system).
+    #[error(transparent)]
+    Table(Box<crate::run::Error>),
     /// I/O on bob's own scratch files.
     #[error("{path}: {source}")]
     Io {
