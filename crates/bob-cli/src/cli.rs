@@ -377,7 +377,8 @@ pub struct BenchArgs {
     /// measure how the cost grows with the trace.
     #[arg(long)]
     pub multi_block_bytes: Option<BlockBytes>,
-    /// Run the naive pipeline on at most this many evenly spaced states (default: all).
+    /// Run the whole-image-copy naive pipeline (the strawman, not the headline) on at most
+    /// this many evenly spaced states (default: all).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub naive_sample: Option<u64>,
     /// MiB the recorder-overhead workload writes (0 skips that measurement).

@@ -223,3 +223,65 @@ impl TableBenchReport {
         s
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::CellVerdict;
+
+    fn cell(property: &str, verdict: CellVerdict) -> Cell {
+        Cell { verdict, ..Cell::of_results("ext2", property, &[]).0 }
+    }
+
+    fn run(speedups: Speedups, seconds: f64) -> TableRun {
+        let grid = Grid {
+            schema_version: crate::report::SCHEMA_VERSION,
+            kernel: "k".into(),
+            tool_version: "v".into(),
+            configs: vec!["ext2".into()],
+            properties: vec!["a".into()],
+            notes: Vec::new(),
+            cells: vec![Cell { states_explored: 10, ..cell("a", CellVerdict::Held) }],
+        };
+        TableRun::of(&grid, speedups, seconds)
+    }
+
+    #[test]
+    fn cells_are_matched_by_configuration_property_and_disk_model() {
+        let a = [cell("a", CellVerdict::Held), cell("b", CellVerdict::Violated)];
+        let b = [cell("b", CellVerdict::Violated), cell("a", CellVerdict::Violated)];
+        let differ = differing_verdicts(&a, &b);
+        assert_eq!(differ.len(), 1, "{differ:?}");
+        assert!(differ[0].starts_with("ext2 / a / ") && differ[0].ends_with("held vs violated"));
+        assert!(differing_verdicts(&a, &a).is_empty());
+        assert!(differing_verdicts(&a, &b[..1])[0].ends_with("held vs missing"));
+    }
+
+    #[test]
+    fn the_summary_names_the_speedup_and_both_runs() {
+        let optimised = run(Speedups::default(), 2.0);
+        assert_eq!(optimised.states_per_s, 5.0);
+        let baseline = run(Speedups::NONE, 5.0);
+        let report = TableBenchReport {
+            table_speedup: ratio(baseline.seconds, optimised.seconds),
+            verdicts_agree: true,
+            optimised,
+            baseline,
+            differing_cells: Vec::new(),
+            configs: vec!["ext2".into()],
+            properties: vec!["a".into()],
+            schedules: vec!["sync".into()],
+            max_states: Some(5),
+            jobs: 2,
+            machine: machine(),
+            load_average: [1.0, 1.0],
+        };
+        assert_eq!(report.table_speedup, 2.5);
+        let text = report.to_text();
+        assert!(text.contains("table_speedup: 2.50x"), "{text}");
+        assert!(text.contains("--no-recovered-dedup --fsck always --no-shared-setup"), "{text}");
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["baseline"]["speedups"]["fsck"], "always");
+        assert_eq!(json["optimised"]["seconds"], 2.0);
+    }
+}
