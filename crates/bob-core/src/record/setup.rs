@@ -11,6 +11,7 @@
 //! stays mounted (setup, then recording without an unmount between), which a cached
 //! image cannot carry over.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -26,8 +27,9 @@ const VERSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 #[derive(Debug)]
 pub struct SetupCache {
     dir: PathBuf,
-    /// Held while an image is made, so that two recordings never make the same one.
-    making: Mutex<()>,
+    /// Each mkfs program's version (`-V`), asked once per run; held while an image is
+    /// made, so that two recordings never make the same one.
+    versions: Mutex<HashMap<&'static str, String>>,
 }
 
 /// Where a recording's file system came from.
@@ -42,7 +44,7 @@ pub enum SetupSource {
 impl SetupCache {
     /// A cache in `dir` (created when the first image is made).
     pub fn new(dir: PathBuf) -> SetupCache {
-        SetupCache { dir, making: Mutex::new(()) }
+        SetupCache { dir, versions: Mutex::new(HashMap::new()) }
     }
 
     /// Writes a fresh mkfs'd image of `config` to `to` (replacing it): a copy of the
@@ -53,14 +55,16 @@ impl SetupCache {
         to: &Path,
         timeouts: Timeouts,
     ) -> Result<SetupSource, Error> {
-        let image = self.dir.join(format!("{}.img", cache_key(config)));
-        let source = {
-            let _making = self.making.lock().unwrap_or_else(|p| p.into_inner());
+        let (image, source) = {
+            let mut versions = self.versions.lock().unwrap_or_else(|p| p.into_inner());
+            let program = config.mkfs.first().copied().unwrap_or_default();
+            let version = versions.entry(program).or_insert_with(|| mkfs_version(program));
+            let image = self.dir.join(format!("{}.img", cache_key(config, version)));
             if image.exists() {
-                SetupSource::Reused
+                (image, SetupSource::Reused)
             } else {
                 make_image(config, &image, timeouts)?;
-                SetupSource::Made
+                (image, SetupSource::Made)
             }
         };
         copy_private(&image, to).map_err(|source| Error::Io { path: to.to_owned(), source })?;
@@ -68,17 +72,18 @@ impl SetupCache {
     }
 }
 
+/// What `program -V` prints (empty when it cannot say).
+fn mkfs_version(program: &str) -> String {
+    crate::device::cmd::run(program, &["-V"], VERSION_TIMEOUT)
+        .map(|out| format!("{}{}", out.stdout.trim(), out.stderr.trim()))
+        .unwrap_or_default()
+}
+
 /// What decides a made image's content, hashed: the configuration's name, its mkfs
 /// program and arguments, the image size, the mkfs program's version and bob's.
-fn cache_key(config: &FsConfig) -> String {
-    let version = config
-        .mkfs
-        .first()
-        .and_then(|program| crate::device::cmd::run(program, &["-V"], VERSION_TIMEOUT).ok())
-        .map(|out| format!("{}{}", out.stdout.trim(), out.stderr.trim()))
-        .unwrap_or_default();
+fn cache_key(config: &FsConfig, mkfs_version: &str) -> String {
     let text = format!(
-        "{}\0{}\0{}\0{version}\0{}",
+        "{}\0{}\0{}\0{mkfs_version}\0{}",
         config.name,
         config.mkfs.join("\u{1}"),
         config.image_bytes,
@@ -132,13 +137,14 @@ mod tests {
     fn the_key_follows_what_mkfs_makes() {
         let ext4 = crate::fs::by_name("ext4-ordered").unwrap();
         let same_mkfs = crate::fs::by_name("ext4-writeback").unwrap();
-        assert_eq!(cache_key(&ext4), cache_key(&ext4));
+        assert_eq!(cache_key(&ext4, "1.47"), cache_key(&ext4, "1.47"));
         // Another configuration name is another entry, even with the same mkfs.
-        assert_ne!(cache_key(&ext4), cache_key(&same_mkfs));
+        assert_ne!(cache_key(&ext4, "1.47"), cache_key(&same_mkfs, "1.47"));
         let bigger = FsConfig { image_bytes: ext4.image_bytes * 2, ..ext4.clone() };
-        assert_ne!(cache_key(&ext4), cache_key(&bigger));
+        assert_ne!(cache_key(&ext4, "1.47"), cache_key(&bigger, "1.47"));
         let other_args = FsConfig { mkfs: &["mke2fs", "-q", "-F", "-t", "ext2"], ..ext4.clone() };
-        assert_ne!(cache_key(&ext4), cache_key(&other_args));
+        assert_ne!(cache_key(&ext4, "1.47"), cache_key(&other_args, "1.47"));
+        assert_ne!(cache_key(&ext4, "1.47"), cache_key(&ext4, "1.48"));
     }
 
     #[test]
