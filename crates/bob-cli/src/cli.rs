@@ -368,21 +368,21 @@ pub struct BenchArgs {
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
     /// Timed mount + umount rounds of the floor.
-    #[arg(long, default_value_t = bob_core::bench::DEFAULT_FLOOR_RUNS as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = bob_core::bench::DEFAULT_FLOOR_RUNS as u64, value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "table")]
     pub floor_runs: u64,
     /// The engine's parallel workers (default: number of cores).
     #[arg(long, short = 'j', value_parser = clap::value_parser!(u64).range(1..))]
     pub jobs: Option<u64>,
     /// Size of the multi-block workloads (e.g. 256K, 1M, 4M; a multiple of 4 KiB), to
     /// measure how the cost grows with the trace.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "table")]
     pub multi_block_bytes: Option<BlockBytes>,
     /// Run the whole-image-copy naive pipeline (the strawman, not the headline) on at most
     /// this many evenly spaced states (default: all).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "table")]
     pub naive_sample: Option<u64>,
     /// MiB the recorder-overhead workload writes (0 skips that measurement).
-    #[arg(long, default_value_t = bob_core::bench::DEFAULT_RECORDER_BYTES >> 20)]
+    #[arg(long, default_value_t = bob_core::bench::DEFAULT_RECORDER_BYTES >> 20, conflicts_with = "table")]
     pub recorder_mib: u64,
     /// Timeout for each recovery step (mount, repairing fsck), in seconds.
     #[arg(long, default_value_t = 30)]
@@ -730,6 +730,7 @@ mod tests {
         assert!(ok(&["bench", "--multi-block-bytes", "1000"]).is_err());
         assert!(ok(&["bench", "--table", "--fs", "ext2,xfs", "--max-states", "5"]).is_ok());
         assert!(ok(&["bench", "--max-states", "5"]).is_err(), "--max-states needs --table");
+        assert!(ok(&["bench", "--table", "--naive-sample", "5"]).is_err(), "not a table's option");
         assert!(ok(&["import", "x.log"]).is_err(), "a log import needs --out");
         assert!(ok(&["check", "dir", "--shard", "1/2"]).is_err(), "bob check runs whole");
         assert!(ok(&["import", "--blktrace", "dir"]).is_ok());
