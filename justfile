@@ -29,6 +29,10 @@ bench:
     cargo run --release -p bob-cli -- bench --fs ext4-ordered
     cargo run --release -p bob-cli -- bench --fs xfs
 
+# A whole ext4-ordered table, shortcuts on against off (table_speedup).
+bench-table:
+    cargo run --release -p bob-cli -- bench --table --fs ext4-ordered
+
 # researchfs: NoFS vs orderless vs ordered-core over FUSE on an image file (docs/researchfs.md).
 bench-researchfs scale="1":
     cargo run --release -p researchfs --example bench -- --scale {{scale}}

@@ -128,6 +128,17 @@ pub struct ExploreArgs {
 }
 
 impl ExploreArgs {
+    /// Every option at its default, as a command line without any of them gives it
+    /// (`bob bench --table` runs its tables so).
+    pub fn defaults() -> ExploreArgs {
+        #[derive(Parser)]
+        struct Only {
+            #[command(flatten)]
+            explore: ExploreArgs,
+        }
+        Only::parse_from(["bob"]).explore
+    }
+
     /// The engine shortcuts these flags leave on.
     pub fn speedups(&self) -> bob_core::check::Speedups {
         bob_core::check::Speedups {
@@ -153,7 +164,7 @@ pub enum FsckArg {
 /// Options of the commands that run property cells (`bob run`, `bob table`): a shard of
 /// each cell's states, and resuming an interrupted run. `bob check` has neither: it runs
 /// one trace whole.
-#[derive(Debug, Args)]
+#[derive(Debug, Default, Args)]
 pub struct CellArgs {
     /// Check only shard I of N of each cell's crash states (1-based, e.g. 2/4); merge the
     /// results with `bob merge`. Every shard must split the same recordings, so this
@@ -352,30 +363,41 @@ pub struct ListArgs {
 /// `bob bench` arguments.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Configuration (see `bob list`).
-    #[arg(long = "fs", default_value = "ext4-ordered", value_parser = parse_config)]
-    pub fs: FsConfig,
-    /// Property whose workload is recorded (see `bob list`).
-    #[arg(long, default_value = "single-block-append")]
-    pub property: Property,
+    /// Configuration (see `bob list`; default ext4-ordered). With `--table`, several,
+    /// comma-separated (default: all).
+    #[arg(long = "fs", value_delimiter = ',', value_parser = parse_config)]
+    pub fs: Vec<FsConfig>,
+    /// Property whose workload is recorded (see `bob list`; default single-block-append).
+    /// With `--table`, several, comma-separated (default: all).
+    #[arg(long, value_delimiter = ',')]
+    pub property: Vec<Property>,
+    /// Time a whole `bob table` (narrowed by `--fs` and `--property`; every drain
+    /// schedule, the default disk model) with the engine's shortcuts on against the same
+    /// with all of them off, one run each: `table_speedup`.
+    #[arg(long)]
+    pub table: bool,
+    /// With `--table`: at most this many crash states per cell and drain schedule.
+    #[arg(long, requires = "table")]
+    pub max_states: Option<usize>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
     /// Timed mount + umount rounds of the floor.
-    #[arg(long, default_value_t = bob_core::bench::DEFAULT_FLOOR_RUNS as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = bob_core::bench::DEFAULT_FLOOR_RUNS as u64, value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "table")]
     pub floor_runs: u64,
     /// The engine's parallel workers (default: number of cores).
     #[arg(long, short = 'j', value_parser = clap::value_parser!(u64).range(1..))]
     pub jobs: Option<u64>,
     /// Size of the multi-block workloads (e.g. 256K, 1M, 4M; a multiple of 4 KiB), to
     /// measure how the cost grows with the trace.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "table")]
     pub multi_block_bytes: Option<BlockBytes>,
-    /// Run the naive pipeline on at most this many evenly spaced states (default: all).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Run the whole-image-copy naive pipeline (the strawman, not the headline) on at most
+    /// this many evenly spaced states (default: all).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "table")]
     pub naive_sample: Option<u64>,
     /// MiB the recorder-overhead workload writes (0 skips that measurement).
-    #[arg(long, default_value_t = bob_core::bench::DEFAULT_RECORDER_BYTES >> 20)]
+    #[arg(long, default_value_t = bob_core::bench::DEFAULT_RECORDER_BYTES >> 20, conflicts_with = "table")]
     pub recorder_mib: u64,
     /// Timeout for each recovery step (mount, repairing fsck), in seconds.
     #[arg(long, default_value_t = 30)]
@@ -721,6 +743,9 @@ mod tests {
         assert!(ok(&["table", "--schedules", "syncfs,nope"]).is_err());
         assert!(ok(&["bench", "--floor-runs", "0"]).is_err());
         assert!(ok(&["bench", "--multi-block-bytes", "1000"]).is_err());
+        assert!(ok(&["bench", "--table", "--fs", "ext2,xfs", "--max-states", "5"]).is_ok());
+        assert!(ok(&["bench", "--max-states", "5"]).is_err(), "--max-states needs --table");
+        assert!(ok(&["bench", "--table", "--naive-sample", "5"]).is_err(), "not a table's option");
         assert!(ok(&["import", "x.log"]).is_err(), "a log import needs --out");
         assert!(ok(&["check", "dir", "--shard", "1/2"]).is_err(), "bob check runs whole");
         assert!(ok(&["table", "--record-only", "--out", "t"]).is_ok());

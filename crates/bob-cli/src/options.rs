@@ -57,6 +57,7 @@ pub fn run_options(
         disk_models,
         schedules: schedules.to_vec(),
         speed: explore.speedups(),
+        setup_cache: None,
     })
 }
 

@@ -143,6 +143,9 @@ pub struct RunOptions {
     pub disk_models: Vec<crash::DiskModel>,
     /// The engine's shortcuts (all on by default).
     pub speed: check::Speedups,
+    /// The made file systems of the run this cell belongs to (a table's), when
+    /// `speed.shared_setup`; `None`: the cell keeps its own, shared by its schedules.
+    pub setup_cache: Option<std::sync::Arc<record::SetupCache>>,
 }
 
 /// Parses `I/N` (1-based I, as CI matrices number jobs) into a 0-based shard.
@@ -250,6 +253,8 @@ struct Recorded {
     scratch: PathBuf,
     name: &'static str,
     trace_digest: String,
+    /// Where its file system came from; `None` when the trace was loaded, not recorded.
+    setup: Option<record::SetupSource>,
 }
 
 /// One recording's crash states under one disk model, checked: the results and their
@@ -293,6 +298,15 @@ pub fn run_cell(
         opts.disk_models.clone()
     };
     let work = scratch_dir(opts.scratch.as_deref())?;
+    // Without a run's cache the cell keeps one of its own: its schedules share mkfs.
+    let with_cache;
+    let opts = if opts.speed.shared_setup && opts.setup_cache.is_none() {
+        let cache = record::SetupCache::new(work.path().join("setup"));
+        with_cache = RunOptions { setup_cache: Some(std::sync::Arc::new(cache)), ..opts.clone() };
+        &with_cache
+    } else {
+        opts
+    };
 
     // The cell's journal: per schedule, its trace and every result as it is reached, so
     // that a killed run resumes (`--resume`) without recording again or losing a verdict.
@@ -390,6 +404,9 @@ fn assemble(
     let (mut cell, witness_index) =
         Cell::of_results(opts.config.name, opts.property.name(), &results);
     cell.disk_model = recs.first().map(|r| r.subject.disk).unwrap_or_default();
+    let setups = |source| recs.iter().filter(|r| r.setup == Some(source)).count();
+    cell.setup_made = setups(record::SetupSource::Made);
+    cell.setup_reused = setups(record::SetupSource::Reused);
     for (slot, family) in [
         (&mut cell.other_reorderings, workloads::Family::Ordering),
         (&mut cell.other_durability, workloads::Family::Durability),
@@ -548,6 +565,7 @@ fn record_schedule(
     let journal_dir = run_dir.join(name);
     let resuming = opts.resume && journal_dir.join("trace.json").exists() && saved.is_none();
     let trace_source = if resuming { Some(journal_dir.clone()) } else { saved };
+    let mut setup = None;
     let (mut subject, sidecar) = match &trace_source {
         Some(dir) => {
             let (subject, sidecar) = witness::load_subject(dir)?;
@@ -563,7 +581,11 @@ fn record_schedule(
             }
             (subject, sidecar)
         }
-        None => record_fresh(opts, schedule, disk, &scratch, progress)?,
+        None => {
+            let (subject, sidecar, made) = record_fresh(opts, schedule, disk, &scratch, progress)?;
+            setup = Some(made);
+            (subject, sidecar)
+        }
     };
     if let Some(dir) = &opts.save_trace {
         // One schedule saves where asked; several save one directory each below it.
@@ -582,7 +604,7 @@ fn record_schedule(
         return Err(check::Error::Interrupted.into());
     }
     let trace_digest = subject.trace.digest();
-    Ok(Recorded { subject, sidecar, journal, scratch, name, trace_digest })
+    Ok(Recorded { subject, sidecar, journal, scratch, name, trace_digest, setup })
 }
 
 /// Records the cell's workload (the property's, or `opts.workload`) under one drain
@@ -593,7 +615,7 @@ fn record_fresh(
     disk: crash::DiskModel,
     scratch: &Path,
     progress: &dyn Progress,
-) -> Result<(Subject, crate::trace::sidecar::Sidecar), Error> {
+) -> Result<(Subject, crate::trace::sidecar::Sidecar, record::SetupSource), Error> {
     let base_workload = match &opts.workload {
         Some(w) => w.clone(),
         None => workloads::workload_for(opts.property, &opts.config.workload_params()),
@@ -610,9 +632,12 @@ fn record_fresh(
         device: opts.device.as_deref(),
         work_dir: scratch,
         timeouts: opts.timeouts,
+        setup: opts.setup_cache.as_deref().filter(|_| opts.speed.shared_setup),
     })?;
     recording.sidecar.schedule = schedule.map(|s| s.name().to_owned());
-    Ok(subject_of(opts.config.clone(), workload, recording, schedule, disk)?)
+    let made = recording.setup;
+    let (subject, sidecar) = subject_of(opts.config.clone(), workload, recording, schedule, disk)?;
+    Ok((subject, sidecar, made))
 }
 
 /// Generates the crash states of one recording under its subject's disk model and checks

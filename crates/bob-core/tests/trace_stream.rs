@@ -39,6 +39,7 @@ fn record_in(config: &str, property: Property, work: &Path) -> Recording {
         device: None,
         work_dir: work,
         timeouts: Timeouts::default(),
+        setup: None,
     })
     .expect("record")
 }

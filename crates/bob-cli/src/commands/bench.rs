@@ -1,9 +1,12 @@
 //! `bob bench`: bob's engine against the naive per-state pipeline and the mount floor on
 //! one list of crash states, plus the recorder's overhead (see `bob_core::bench`).
 //! Exit 0 when both pipelines reach the same verdict on every state, 2 otherwise.
+//! `bob bench --table`: a whole table with the engine's shortcuts on against all off
+//! (exit 0 when both tables ran; differing verdicts are reported, not failed).
 
 use bob_core::bench::{self, BenchOptions};
-use bob_core::run::environment;
+use bob_core::run::{environment, TableOptions};
+use workloads::{Property, Schedule};
 
 use crate::cli::BenchArgs;
 use crate::error::{usage, CliError};
@@ -15,8 +18,18 @@ use crate::signals::CANCEL;
 
 /// Runs `bob bench`.
 pub fn run(args: BenchArgs) -> Result<Conclusion, CliError> {
-    environment::check_runnable(&args.fs)?;
-    let mut opts = BenchOptions::new(args.fs, args.property);
+    if args.table {
+        return run_table(args);
+    }
+    let (fs, property) = match (&args.fs[..], &args.property[..]) {
+        ([], []) => (default_config()?, Property::SingleBlockAppend),
+        ([fs], []) => (fs.clone(), Property::SingleBlockAppend),
+        ([], [p]) => (default_config()?, *p),
+        ([fs], [p]) => (fs.clone(), *p),
+        _ => return Err(usage("bob bench: one --fs and one --property (several need --table)")),
+    };
+    environment::check_runnable(&fs)?;
+    let mut opts = BenchOptions::new(fs, property);
     opts.multi_block_bytes = args.multi_block_bytes.map(|b| b.0);
     opts.naive_sample = args.naive_sample.map(|n| n as usize);
     opts.floor_runs = args.floor_runs as usize;
@@ -45,5 +58,48 @@ pub fn run(args: BenchArgs) -> Result<Conclusion, CliError> {
             engine: d.engine.to_string(),
         });
     }
+    Ok(Conclusion::Done)
+}
+
+/// The configuration `bob bench` measures unless told otherwise.
+fn default_config() -> Result<bob_core::fs::FsConfig, CliError> {
+    bob_core::fs::by_name("ext4-ordered").ok_or_else(|| usage("ext4-ordered is not known"))
+}
+
+/// `bob bench --table`: the table of `--fs` x `--property` (default: all of each), every
+/// drain schedule, the default disk model and strategies, timed both ways.
+fn run_table(args: BenchArgs) -> Result<Conclusion, CliError> {
+    let configs = if args.fs.is_empty() { bob_core::fs::all() } else { args.fs };
+    let properties = if args.property.is_empty() { Property::ALL.to_vec() } else { args.property };
+    let Some(first) = configs.first().cloned() else {
+        return Err(usage("bob bench --table: no configuration"));
+    };
+    let explore = crate::cli::ExploreArgs {
+        max_states: args.max_states,
+        jobs: args.jobs.map(|j| j as usize),
+        recovery_timeout: args.recovery_timeout,
+        scratch: args.scratch,
+        ..crate::cli::ExploreArgs::defaults()
+    };
+    let cell = options::run_options(
+        first,
+        properties[0],
+        &explore,
+        &crate::cli::CellArgs::default(),
+        Schedule::ALL,
+    )?;
+    let table = TableOptions {
+        configs,
+        properties,
+        cell,
+        atomic_write_unit: explore.atomic_write_unit.clone(),
+        fua: explore.fua.into(),
+        traces: None,
+    };
+    let bars = Bars::phases(Bars::stderr_is_terminal());
+    let report = bench::run_table_bench(&table, &bars, &CANCEL);
+    bars.finish();
+    let report = report?;
+    print::result(args.format, &report, || report.to_text())?;
     Ok(Conclusion::Done)
 }

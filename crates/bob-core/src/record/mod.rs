@@ -16,6 +16,7 @@ pub mod blktrace_live;
 pub mod custom;
 pub mod dmlogwrites;
 mod live;
+pub mod setup;
 pub mod tracefs;
 
 use std::fs::File;
@@ -34,6 +35,7 @@ use crate::trace::log::LogError;
 use crate::trace::sidecar::{BaseImageInfo, OpSpan, RoleNote, Sidecar, SIDECAR_FORMAT};
 use crate::trace::{Entry, EntryKind, Trace, SECTOR_SIZE};
 use live::{LiveMap, Source};
+pub use setup::{SetupCache, SetupSource};
 
 const SECTOR: usize = SECTOR_SIZE as usize;
 
@@ -133,6 +135,18 @@ impl RecordingDisk {
             .truncate(true)
             .open(path)?;
         base.set_len(size)?;
+        let state = Mutex::new(RecState::default());
+        Ok(RecordingDisk { base, base_path: path.to_owned(), size, state })
+    }
+
+    /// Opens the image already at `path` (a made file system) as the base, which must be
+    /// `size` bytes long.
+    pub fn open(path: &Path, size: u64) -> std::io::Result<RecordingDisk> {
+        let base = std::fs::OpenOptions::new().read(true).write(true).open(path)?;
+        let len = base.metadata()?.len();
+        if len != size {
+            return Err(std::io::Error::other(format!("{len} bytes, not the {size} expected")));
+        }
         let state = Mutex::new(RecState::default());
         Ok(RecordingDisk { base, base_path: path.to_owned(), size, state })
     }
@@ -274,6 +288,9 @@ pub struct RecordRequest<'a> {
     pub work_dir: &'a Path,
     /// External step timeouts.
     pub timeouts: Timeouts,
+    /// Where the run's made file systems are kept, to start from a copy instead of
+    /// running mkfs (`None`: mkfs on the recording disk). Research designs ignore it.
+    pub setup: Option<&'a SetupCache>,
 }
 
 /// A finished recording.
@@ -286,6 +303,8 @@ pub struct Recording {
     pub observed: Observed,
     /// Path of the base image.
     pub base_image: PathBuf,
+    /// Whether mkfs ran for it or it started from a copy of a made image.
+    pub setup: SetupSource,
 }
 
 /// Whether this kernel has device-mapper (for the dm-log-writes backend).
@@ -339,6 +358,17 @@ pub fn make_and_mount(
     work_dir: &Path,
     timeouts: Timeouts,
 ) -> Result<MountedDisk, Error> {
+    make_or_copy_and_mount(config, device, work_dir, timeouts, None).map(|(md, _)| md)
+}
+
+/// [`make_and_mount`], with the file system copied from `setup`'s made image when given.
+fn make_or_copy_and_mount(
+    config: &FsConfig,
+    device: Option<&Path>,
+    work_dir: &Path,
+    timeouts: Timeouts,
+    setup: Option<&SetupCache>,
+) -> Result<(MountedDisk, SetupSource), Error> {
     config
         .availability()
         .map_err(|e| Error::Unavailable { config: config.name.into(), reason: e.reason() })?;
@@ -348,9 +378,14 @@ pub fn make_and_mount(
     for d in [&fuse_dir, &mnt] {
         std::fs::create_dir_all(d).map_err(io_err(d))?;
     }
-    let disk = Arc::new(
-        RecordingDisk::create(&base_path, config.image_bytes).map_err(io_err(&base_path))?,
-    );
+    let (disk, source) = match setup {
+        Some(cache) => {
+            let source = cache.copy_made(config, &base_path, timeouts)?;
+            (RecordingDisk::open(&base_path, config.image_bytes), source)
+        }
+        None => (RecordingDisk::create(&base_path, config.image_bytes), SetupSource::Made),
+    };
+    let disk = Arc::new(disk.map_err(io_err(&base_path))?);
     // One FUSE thread: requests are handled strictly in the order the loop driver sends them.
     let server = DiskServer::start(&fuse_dir, 1)?;
     let disk_file = server.add("record.img", disk.clone());
@@ -359,9 +394,11 @@ pub fn make_and_mount(
         None => LoopDevice::attach_free(&disk_file)?,
     };
     let dev = loopdev.path().to_owned();
-    config.mkfs_on(&dev, timeouts.mkfs)?;
+    if setup.is_none() {
+        config.mkfs_on(&dev, timeouts.mkfs)?;
+    }
     let fs_mount = mount::mount(&dev, &mnt, config.fstype, config.mount_options)?;
-    Ok(MountedDisk {
+    let mounted = MountedDisk {
         disk,
         dev,
         mnt,
@@ -370,7 +407,8 @@ pub fn make_and_mount(
         fs_mount: Some(fs_mount),
         loopdev: Some(loopdev),
         _server: server,
-    })
+    };
+    Ok((mounted, source))
 }
 
 impl MountedDisk {
@@ -512,9 +550,10 @@ pub fn record(req: &RecordRequest<'_>) -> Result<Recording, Error> {
     let config = req.config;
     if let Some(design) = config.design() {
         let (trace, observed, base_path) = record_research(req, design)?;
-        return finish(req, trace, observed, base_path, None);
+        return finish(req, trace, observed, base_path, None, SetupSource::Made);
     }
-    let mut md = make_and_mount(config, req.device, req.work_dir, req.timeouts)?;
+    let (mut md, setup) =
+        make_or_copy_and_mount(config, req.device, req.work_dir, req.timeouts, req.setup)?;
     let (disk, mnt, base_path) = (md.disk.clone(), md.mnt.clone(), md.base_path.clone());
 
     let mut observed = Observed::default();
@@ -547,7 +586,7 @@ pub fn record(req: &RecordRequest<'_>) -> Result<Recording, Error> {
         }
         None => None,
     };
-    finish(req, trace, observed, base_path, fua)
+    finish(req, trace, observed, base_path, fua, setup)
 }
 
 /// The sidecar of a finished recording.
@@ -557,6 +596,7 @@ fn finish(
     observed: Observed,
     base_path: PathBuf,
     fua: Option<tracefs::FuaMarking>,
+    setup: SetupSource,
 ) -> Result<Recording, Error> {
     let config = req.config;
     let ops = op_spans(&trace, req.workload);
@@ -583,7 +623,7 @@ fn finish(
         schedule: None,
         fua,
     };
-    Ok(Recording { trace, sidecar, observed, base_image: base_path })
+    Ok(Recording { trace, sidecar, observed, base_image: base_path, setup })
 }
 
 /// Where each workload op's begin and end marks are in the trace.

@@ -369,6 +369,13 @@ pub struct Cell {
     pub fsck_reused: usize,
     /// Wall time of the cell, recording included.
     pub seconds: f64,
+    /// Recordings of this cell whose file system was made by mkfs for them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub setup_made: usize,
+    /// Recordings of this cell that started from a copy of a file system the run had
+    /// already made (shared setup), instead of running mkfs.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub setup_reused: usize,
     /// Witness directory of the first violation (or first failure), if any.
     pub witness: Option<String>,
     /// The first violation's (or failure's) one-line story.
@@ -702,6 +709,8 @@ impl Cell {
             snapshot_reused: mounted_checks(results).filter(|c| c.snapshot_reused).count(),
             fsck_reused: mounted_checks(results).filter(|c| c.fsck_reused).count(),
             seconds: 0.0,
+            setup_made: 0,
+            setup_reused: 0,
             witness: None,
             story: None,
             witness_state: None,

@@ -61,6 +61,15 @@ pub fn run_table(
         environment::check(c)?;
     }
     let set = opts.traces.as_deref().map(super::load_trace_set).transpose()?;
+    // mkfs once per configuration for the whole table (see `record::setup`): the cache
+    // lives in a scratch directory of the table's own, removed when the table ends.
+    let setup_work = match opts.cell.speed.shared_setup {
+        true => Some(super::scratch_dir(opts.cell.scratch.as_deref())?),
+        false => None,
+    };
+    let setup_cache = setup_work
+        .as_ref()
+        .map(|w| std::sync::Arc::new(crate::record::SetupCache::new(w.path().join("setup"))));
     let mut cells = Vec::new();
     let mut started = 0;
     for config in &opts.configs {
@@ -80,6 +89,7 @@ pub fn run_table(
                         config: config.clone(),
                         property,
                         disk_models: models.clone(),
+                        setup_cache: setup_cache.clone(),
                         ..opts.cell.clone()
                     };
                     let in_cell = |e: Error| Error::Cell {

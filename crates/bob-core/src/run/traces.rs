@@ -139,7 +139,7 @@ fn record_cell(
         let scratch = work.path().join("record");
         std::fs::create_dir_all(&scratch)
             .map_err(|source| Error::Io { path: scratch.clone(), source })?;
-        let (subject, sidecar) =
+        let (subject, sidecar, _) =
             record_fresh(opts, Some(schedule), DiskModel::default(), &scratch, progress)?;
         let rel = cell_traces(opts.config.name, opts.property.name()).join(schedule.name());
         witness::save_trace(&dir.join(&rel), &subject, &sidecar)?;

@@ -44,6 +44,7 @@ pub fn record_subject_and_sidecar(
         device: None,
         work_dir: &work,
         timeouts: Timeouts::default(),
+        setup: None,
     })
     .expect("record");
     bob_core::run::subject_of(config, workload, recording, None, disk).expect("subject")
