@@ -288,7 +288,12 @@ pub fn run_states_journaled(
                         };
                         server.remove(&name);
                         match checked {
-                            Err(e) if e.is_infrastructure() && retries < INFRA_RETRIES => {
+                            // An interrupt stops at once: no retry.
+                            Err(e)
+                                if e.is_infrastructure()
+                                    && retries < INFRA_RETRIES
+                                    && !cancel.load(Ordering::Relaxed) =>
+                            {
                                 retries += 1;
                                 match fresh_mount_point(&options.work_dir, worker, retries, &mnt) {
                                     Ok(fresh) => mnt = fresh,
