@@ -91,7 +91,7 @@ pub struct ExploreArgs {
     /// Seed for sampled strategies.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// Parallel workers (default: number of cores).
+    /// Parallel workers (default: twice the number of cores; see docs/performance.md).
     #[arg(long, short = 'j')]
     pub jobs: Option<usize>,
     /// Timeout for each recovery step (mount, repairing fsck), in seconds.

@@ -6,7 +6,7 @@
 //! |---|---|
 //! | 0 | every property held (or was not exercised, or a table's column cannot run here) |
 //! | 1 | a violation, or any failure of a crash state (the outcomes with exit 1) |
-//! | 2 | usage or environment error, or bob failed: nothing concluded about the file system |
+//! | 2 | usage or environment error, or bob failed (also `infra-error`: a crash state bob could not check, and no failure found elsewhere): nothing concluded about the file system |
 //! | 130 | interrupted (SIGINT, SIGTERM): nothing concluded |
 //!
 //! The documented exception: `bob log` (and bob invoked as `replay-log`) exits as
@@ -21,7 +21,8 @@ pub const HELD: u8 = 0;
 /// A violation, or a failure of a crash state (needs-repair, unrecoverable, read-error,
 /// fsck-failed, timeout).
 pub const FOUND: u8 = 1;
-/// Usage or environment error: nothing was concluded about the file system.
+/// Usage or environment error, or bob could not check every crash state (`infra-error`):
+/// nothing was concluded about the file system.
 pub const ERROR: u8 = 2;
 /// Interrupted by SIGINT or SIGTERM (128 + 2, as a shell reports a SIGINT death).
 pub const INTERRUPTED: u8 = 130;
@@ -86,6 +87,7 @@ fn of_outcome(kind: OutcomeKind) -> u8 {
         | OutcomeKind::FsckFailed
         | OutcomeKind::Timeout
         | OutcomeKind::NeedsRepair => FOUND,
+        OutcomeKind::InfraError => ERROR,
     }
 }
 

@@ -22,8 +22,16 @@ fn replay_confirms(dir: &Dir, cell: &serde_json::Value) {
 /// explored, counts that add up to the states explored, and every state whose mount
 /// failed (repaired or not) listed by cause.
 /// The per-outcome counts of a cell (`counts`): every state explored is in one of them.
-const COUNT_KINDS: [&str; 7] =
-    ["held", "violated", "needs_repair", "unrecoverable", "read_error", "fsck_failed", "timeout"];
+const COUNT_KINDS: [&str; 8] = [
+    "held",
+    "violated",
+    "needs_repair",
+    "unrecoverable",
+    "read_error",
+    "fsck_failed",
+    "timeout",
+    "infra_error",
+];
 
 fn cell_is_consistent(cell: &serde_json::Value) {
     assert_eq!(cell["schema_version"], 2, "{cell}");
@@ -456,4 +464,67 @@ fn every_fsync_promise_is_judged_after_it_returned() {
         assert!(p["states"].as_u64().unwrap() > 0, "{p}");
     }
     assert_ne!(cell["verdict"], "not-exercised");
+}
+
+/// Issue 13: one state's infrastructure failure never ends a run. The test-only hook
+/// `BOB_TEST_FAIL_STATE=K:TIMES` makes bob's check of its K-th distinct state fail in bob's
+/// own machinery (a FUSE connection abort) on the first TIMES attempts. Once: the state is
+/// retried on a fresh loop device and mount point and the cell is what it is without the
+/// hook. Twice: that state is `infra-error`, every other state is still checked, the run
+/// exits 2, nothing is left behind, and `--resume` checks only that state again.
+#[test]
+fn an_infrastructure_failure_is_retried_then_reported_and_the_run_goes_on() {
+    let (fs, property) = ("ext4-ordered", "single-block-append");
+    let dir = Dir::new();
+    // One recording for every run: two recordings differ in their states.
+    let trace = dir.path().join("trace");
+    let trace = trace.to_str().unwrap();
+    let (code, clean) =
+        run_cell(&dir, fs, property, &["--schedules", "sync", "--save-trace", trace]);
+    let cell_args = ["--schedules", "sync", "--trace", trace];
+    cell_is_consistent(&clean);
+    assert_eq!((code, &clean["verdict"]), (0, &"held".into()), "{clean}");
+    assert_eq!(clean["infra_retries"], 0, "{clean}");
+
+    let once = [("BOB_TEST_FAIL_STATE", "1:1")];
+    let (code, cell) = util::run_json_with_env(&dir, "run", fs, property, &cell_args, &once);
+    cell_is_consistent(&cell);
+    assert_eq!(code, 0, "a retry that succeeds changes nothing: {cell}");
+    assert_eq!(cell["infra_retries"], 1, "{cell}");
+    for k in ["verdict", "counts", "states_explored", "states_unique", "states_mounted"] {
+        assert_eq!(cell[k], clean[k], "{k}: {cell}");
+    }
+
+    // Recorded afresh (not from --trace), so that `--resume` finds the trace in the
+    // cell's journal.
+    let twice = [("BOB_TEST_FAIL_STATE", "1:2")];
+    let sync = ["--schedules", "sync"];
+    let (code, cell) = util::run_json_with_env(&dir, "run", fs, property, &sync, &twice);
+    cell_is_consistent(&cell);
+    assert_eq!(code, 2, "bob could not check every state: {cell}");
+    assert_eq!(cell["verdict"], "infra-error", "{cell}");
+    assert_eq!(cell["infra_retries"], 1, "{cell}");
+    // The distinct state not checked counts for every explored state with its contents;
+    // every other state was checked.
+    let count = |c: &serde_json::Value, k: &str| c["counts"][k].as_u64().unwrap();
+    assert!(count(&cell, "infra_error") >= 1, "{cell}");
+    let explored = cell["states_explored"].as_u64().unwrap();
+    assert_eq!(count(&cell, "held") + count(&cell, "infra_error"), explored, "{cell}");
+    let why = cell["infra_error"].as_str().expect("the cell names the state and why");
+    assert!(why.starts_with("sync/e"), "{why}");
+    assert!(why.contains("BOB_TEST_FAIL_STATE") && why.contains("retry"), "{why}");
+    assert!(cell["witness"].is_null(), "an unchecked state has nothing to replay: {cell}");
+
+    // The journal holds no verdict for the unchecked state: a resumed run checks it, and
+    // reuses the verdicts of the others.
+    let journal = dir.out().join(fs).join(property).join("run/sync/results.jsonl");
+    let journaled = std::fs::read_to_string(&journal).expect("the cell keeps its journal");
+    assert!(!journaled.contains("infra-error"), "{journaled}");
+    let unique = cell["states_unique"].as_u64().unwrap() as usize;
+    assert_eq!(journaled.lines().count(), unique - 1, "every other distinct state journaled");
+    let (code, resumed) = run_cell(&dir, fs, property, &[&sync[..], &["--resume"]].concat());
+    cell_is_consistent(&resumed);
+    assert_eq!(code, 0, "{resumed}");
+    assert_eq!((count(&resumed, "held"), resumed["infra_retries"].as_u64()), (explored, Some(0)));
+    assert!(!journal.exists(), "a cell checked in full removes its journal");
 }

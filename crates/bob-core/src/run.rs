@@ -310,7 +310,7 @@ pub fn run_cell(
 
     // The cell's journal: per schedule, its trace and every result as it is reached, so
     // that a killed run resumes (`--resume`) without recording again or losing a verdict.
-    // Removed when the cell completes.
+    // Removed when the cell completes with every state checked.
     let cell_dir = cell_dir(opts);
     let run_dir = cell_dir.join("run");
     if !opts.resume || opts.trace.is_some() {
@@ -367,7 +367,11 @@ pub fn run_cell(
         cells.push(cell);
     }
     drop(recs);
-    let _ = std::fs::remove_dir_all(&run_dir);
+    // A cell with states bob could not check keeps its traces and journal, so that
+    // `--resume` checks only those states, of the same recordings.
+    if cells.iter().all(|c| c.counts.infra_error == 0) {
+        let _ = std::fs::remove_dir_all(&run_dir);
+    }
     Ok(cells)
 }
 
@@ -407,6 +411,8 @@ fn assemble(
     let setups = |source| recs.iter().filter(|r| r.setup == Some(source)).count();
     cell.setup_made = setups(record::SetupSource::Made);
     cell.setup_reused = setups(record::SetupSource::Reused);
+    cell.infra_error =
+        report::first_infra_error(&results, |i, r| recs[owner[i]].subject.qualify(&r.state.id));
     for (slot, family) in [
         (&mut cell.other_reorderings, workloads::Family::Ordering),
         (&mut cell.other_durability, workloads::Family::Durability),

@@ -102,7 +102,12 @@ pub fn checking_states(scratch: &Path) -> bool {
 
 /// Runs bob, printing everything on failure of the caller's assertions.
 pub fn run(args: &[&str]) -> Output {
-    let out = bob().args(args).output().expect("run bob");
+    run_with_env(args, &[])
+}
+
+/// [`run`] with environment variables set (the test-only hooks, `BOB_TEST_FAIL_STATE`).
+pub fn run_with_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let out = bob().args(args).envs(env.iter().copied()).output().expect("run bob");
     eprintln!(
         "$ bob {}\n-- exit {:?}\n-- stdout\n{}\n-- stderr\n{}",
         args.join(" "),
@@ -128,6 +133,18 @@ pub fn run_json(
     property: &str,
     extra: &[&str],
 ) -> (i32, serde_json::Value) {
+    run_json_with_env(dir, command, fs, property, extra, &[])
+}
+
+/// [`run_json`] with environment variables set.
+pub fn run_json_with_env(
+    dir: &Dir,
+    command: &str,
+    fs: &str,
+    property: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (i32, serde_json::Value) {
     let scratch = dir.scratch();
     let out_dir = dir.out();
     let mut args = vec![
@@ -144,7 +161,7 @@ pub fn run_json(
         out_dir.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
-    let out = run(&args);
+    let out = run_with_env(&args, env);
     let code = out.status.code().unwrap_or(-1);
     let cell = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
     assert_no_leaks(&scratch);

@@ -2,7 +2,7 @@
 //! workers over one FUSE disk, each with its own loop device and mount point.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -93,6 +93,62 @@ fn check_key(digest: &[u8; 32], durable_ops: &[usize]) -> [u8; 32] {
     *h.finalize().as_bytes()
 }
 
+/// How many times a state is tried again after bob's own machinery failed on it (see
+/// [`Error::is_infrastructure`]) before it is recorded as `infra-error`. One: a transient
+/// failure (a loop device taken under us, an aborted FUSE connection) does not repeat on
+/// fresh devices, and a failure that does is worth reporting rather than hammering.
+const INFRA_RETRIES: usize = 1;
+
+/// A new mount point for `worker` after an infrastructure failure at `old` (which may
+/// still be mounted or busy: it is removed only if it can be, and the work directory's
+/// drop releases whatever is left below it).
+fn fresh_mount_point(
+    work_dir: &Path,
+    worker: usize,
+    retry: usize,
+    old: &Path,
+) -> Result<PathBuf, Error> {
+    let _ = std::fs::remove_dir(old);
+    let fresh = work_dir.join(format!("mnt-{worker}.{retry}"));
+    std::fs::create_dir_all(&fresh).map_err(|source| Error::Io { path: fresh.clone(), source })?;
+    Ok(fresh)
+}
+
+/// Test only: `BOB_TEST_FAIL_STATE=K[:TIMES]` makes the check of the K-th distinct state
+/// (0-based, in the engine's order, in every engine run of the process) fail with an
+/// infrastructure error on its first TIMES attempts (default 1), before anything is
+/// attached, so that the CLI tests can show a retry (TIMES 1) and an `infra-error`
+/// (TIMES 2) deterministically on the real machine. Unset in normal use.
+struct InjectedFailure {
+    state: Option<usize>,
+    times: usize,
+}
+
+impl InjectedFailure {
+    fn from_env() -> InjectedFailure {
+        let spec = std::env::var("BOB_TEST_FAIL_STATE").unwrap_or_default();
+        let (state, times) = spec.split_once(':').unwrap_or((&spec, "1"));
+        InjectedFailure {
+            state: state.trim().parse().ok(),
+            times: times.trim().parse().unwrap_or(1),
+        }
+    }
+
+    /// The error the `attempt`-th try (0-based) of the `k`-th distinct state is to fail
+    /// with, if it is to fail: a FUSE connection abort on its file, as a killed bob's
+    /// cleanup could cause.
+    fn fails(&self, k: usize, attempt: usize, file: &Path) -> Option<Error> {
+        (self.state == Some(k) && attempt < self.times).then(|| {
+            Error::Device(crate::device::Error::Fuse {
+                path: file.to_owned(),
+                source: std::io::Error::other(
+                    "connection aborted (injected by BOB_TEST_FAIL_STATE, a test hook)",
+                ),
+            })
+        })
+    }
+}
+
 /// Checks `states` of `subject`: dedup by content, then `jobs` workers in parallel.
 /// `progress` is called after each state mounted with (mounted so far, unique total).
 /// Stops early with [`Error::Interrupted`] when `cancel` is set.
@@ -177,13 +233,14 @@ pub fn run_states_journaled(
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let first_error: Mutex<Option<Error>> = Mutex::new(None);
+    let injected = &InjectedFailure::from_env();
 
     std::thread::scope(|scope| {
         for worker in 0..jobs {
             let (server, builder, unique, store, next, done, first_error, keys, due) =
                 (&server, &builder, &unique, &store, &next, &done, &first_error, &keys, &due);
             scope.spawn(move || {
-                let mnt = options.work_dir.join(format!("mnt-{worker}"));
+                let mut mnt = options.work_dir.join(format!("mnt-{worker}"));
                 if let Err(source) = std::fs::create_dir_all(&mnt) {
                     *first_error.lock().unwrap_or_else(|p| p.into_inner()) =
                         Some(Error::Io { path: mnt, source });
@@ -204,38 +261,83 @@ pub fn run_states_journaled(
                         continue;
                     }
                     let state = &states[index];
-                    let view = Arc::new(CrashView::new(
-                        subject.base.clone(),
-                        subject.trace.clone(),
-                        builder.state(&state.id),
-                    ));
-                    let name = format!("state-{index}.img");
-                    let file = server.add(&name, view.clone());
-                    let durable = due[index].clone();
                     let acked = match judge {
                         Judge::Oracle => Vec::new(),
                         Judge::Checker(_) => subject.acked_marks(&state.id),
                     };
-                    let after =
-                        AfterRecovery { view: &view, cache: recovered, speed: options.speed };
-                    let checked = check_image_with(
-                        subject,
-                        judge,
-                        &file,
-                        &mnt,
-                        durable,
-                        &acked,
-                        &options.timeouts,
-                        Some(&after),
-                    );
-                    server.remove(&name);
+                    // A failure of bob's own machinery is retried once, from scratch: a
+                    // fresh view (the failed attempt's recovery writes are in the old
+                    // one's overlay), a fresh FUSE file, loop device and mount point (the
+                    // old mount point may still be busy; this worker keeps the new one).
+                    let mut retries = 0;
+                    let checked = loop {
+                        let view = Arc::new(CrashView::new(
+                            subject.base.clone(),
+                            subject.trace.clone(),
+                            builder.state(&state.id),
+                        ));
+                        let name = format!("state-{index}.{retries}.img");
+                        let file = server.add(&name, view.clone());
+                        let checked = match injected.fails(k, retries, &file) {
+                            Some(e) => Err(e),
+                            None => check_image_with(
+                                subject,
+                                judge,
+                                &file,
+                                &mnt,
+                                due[index].clone(),
+                                &acked,
+                                &options.timeouts,
+                                Some(&AfterRecovery {
+                                    view: &view,
+                                    cache: recovered,
+                                    speed: options.speed,
+                                }),
+                            ),
+                        };
+                        server.remove(&name);
+                        match checked {
+                            // An interrupt stops at once: no retry.
+                            Err(e)
+                                if e.is_infrastructure()
+                                    && retries < INFRA_RETRIES
+                                    && !cancel.load(Ordering::Relaxed) =>
+                            {
+                                retries += 1;
+                                match fresh_mount_point(&options.work_dir, worker, retries, &mnt) {
+                                    Ok(fresh) => mnt = fresh,
+                                    Err(e) => break Err(e),
+                                }
+                            }
+                            other => {
+                                break other.map(|mut c| {
+                                    c.recovery_writes = view.recovery_writes();
+                                    c
+                                })
+                            }
+                        }
+                    };
                     match checked {
                         Ok(mut c) => {
-                            c.recovery_writes = view.recovery_writes();
+                            c.infra_retries = retries;
                             if c.outcome == Outcome::Held {
                                 c.snapshot = None;
                             }
                             journal.record(&keys[index], &c);
+                            store(index, c);
+                            let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                            progress(n, unique.len());
+                        }
+                        // Not journaled: it is no verdict, and `--resume` must try again.
+                        Err(e) if e.is_infrastructure() => {
+                            let message = format!(
+                                "{} (also after a retry on a fresh loop device and mount point)",
+                                e.to_string().replace('\n', " ")
+                            );
+                            let c = StateCheck {
+                                infra_retries: retries,
+                                ..StateCheck::failed(Outcome::InfraError { message })
+                            };
                             store(index, c);
                             let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                             progress(n, unique.len());

@@ -63,6 +63,37 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// Whether this error is bob's own machinery failing on one state (the one place
+    /// that decides it): the engine retries such a state once on a fresh loop device and
+    /// mount point, and if it fails again records it as `infra-error` and goes on with
+    /// the others. Loop devices, mounts, the FUSE disk, spawning a program and bob's own
+    /// scratch files fail transiently (EBUSY from a loop device another process just
+    /// took, a FUSE connection aborted under us, an unmount that raced a late reference,
+    /// EAGAIN), and another attempt can succeed.
+    ///
+    /// Not retried, the run ends: an interrupt or cancel (the user asked to stop, at
+    /// once); a missing program (the environment lacks it for every state: one line
+    /// naming the package is more use than a table of `infra-error`); a device the user
+    /// named that is refused, and a state id that does not fit its trace (input errors
+    /// that no retry changes).
+    pub fn is_infrastructure(&self) -> bool {
+        use crate::device::{cmd::CmdError, Error as Device};
+        match self {
+            Error::Interrupted | Error::BadState { .. } => false,
+            Error::Device(Device::Cmd(CmdError::NotFound { .. }) | Device::Refused { .. }) => false,
+            Error::Device(
+                Device::Loop { .. }
+                | Device::Mount { .. }
+                | Device::Fuse { .. }
+                | Device::Io { .. }
+                | Device::Cmd(CmdError::Spawn { .. } | CmdError::Timeout { .. }),
+            ) => true,
+            Error::Io { .. } => true,
+        }
+    }
+}
+
 /// What the repair ladder did to a state the kernel would not mount.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Repair {
@@ -120,10 +151,18 @@ pub struct StateCheck {
     /// The fsck result came from an earlier state that recovered to the same image.
     #[serde(default, skip_serializing_if = "is_false")]
     pub fsck_reused: bool,
+    /// Attempts that failed in bob's own machinery before this result (see
+    /// [`Error::is_infrastructure`]): 1 when a retry on a fresh loop device succeeded.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub infra_retries: usize,
 }
 
 fn is_false(b: &bool) -> bool {
     !*b
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 fn mounted_default() -> bool {
@@ -148,6 +187,7 @@ impl StateCheck {
             recovered_image: None,
             snapshot_reused: false,
             fsck_reused: false,
+            infra_retries: 0,
         }
     }
 

@@ -15,6 +15,7 @@
 //! | `fsck-failed` | `F` | 1 | the property held but the read-only fsck found damage |
 //! | `timeout` | `T` | 1 | an external step hung and was killed |
 //! | `needs-repair` | `R` | 1 | the kernel would not mount a state; the repair tool made it mountable and the property held there |
+//! | `infra-error` | `I` | 2 | bob's own machinery (loop device, mount, FUSE disk) failed on a state twice: that state was not checked |
 //! | `not-exercised` | `N` | 0 | no state tested what the property is about (nothing failed, nothing was shown) |
 //! | `held` | (empty) | 0 | held in every state explored |
 //! | `not-applicable` | `-` | 0 | the configuration cannot run this property |
@@ -23,8 +24,12 @@
 //! Precedence is the table's row order: a cell whose states differ shows the first kind
 //! any of them reached. Exit codes: 0 when nothing failed (held, and the kinds that say a
 //! cell was not run or not exercised: a table with unavailable configurations is not a
-//! failed run), 1 for a violation or any failure of a crash state. `bob run` of a single
-//! unavailable configuration still exits 2 (an environment error): see the CLI.
+//! failed run), 1 for a violation or any failure of a crash state, 2 for `infra-error`:
+//! bob could not check every state, which says nothing about the file system. It ranks
+//! below every failure a state showed (a violation found is a conclusion, whatever else
+//! went unchecked) and above what says "nothing failed" (a held cell with an unchecked
+//! state is not held). `bob run` of a single unavailable configuration still exits 2 (an
+//! environment error): see the CLI.
 
 use serde::{Deserialize, Serialize};
 
@@ -47,6 +52,9 @@ pub enum OutcomeKind {
     Timeout,
     /// The kernel mount failed, repair made the state mountable, the property held.
     NeedsRepair,
+    /// bob's own machinery failed on a state, and again on a fresh loop device and mount
+    /// point: the state was not checked.
+    InfraError,
     /// Nothing in the explored states exercised the property.
     NotExercised,
     /// Held in every state explored.
@@ -60,13 +68,14 @@ pub enum OutcomeKind {
 impl OutcomeKind {
     /// Every kind, in precedence order (the first one a cell's states reached is the
     /// cell's verdict).
-    pub const ALL: [OutcomeKind; 10] = [
+    pub const ALL: [OutcomeKind; 11] = [
         OutcomeKind::Violated,
         OutcomeKind::Unrecoverable,
         OutcomeKind::ReadError,
         OutcomeKind::FsckFailed,
         OutcomeKind::Timeout,
         OutcomeKind::NeedsRepair,
+        OutcomeKind::InfraError,
         OutcomeKind::NotExercised,
         OutcomeKind::Held,
         OutcomeKind::NotApplicable,
@@ -74,13 +83,14 @@ impl OutcomeKind {
     ];
 
     /// The kinds a single checked crash state can have (the others describe cells).
-    pub const STATE: [OutcomeKind; 7] = [
+    pub const STATE: [OutcomeKind; 8] = [
         OutcomeKind::Violated,
         OutcomeKind::Unrecoverable,
         OutcomeKind::ReadError,
         OutcomeKind::FsckFailed,
         OutcomeKind::Timeout,
         OutcomeKind::NeedsRepair,
+        OutcomeKind::InfraError,
         OutcomeKind::Held,
     ];
 
@@ -93,6 +103,7 @@ impl OutcomeKind {
             OutcomeKind::FsckFailed => "fsck-failed",
             OutcomeKind::Timeout => "timeout",
             OutcomeKind::NeedsRepair => "needs-repair",
+            OutcomeKind::InfraError => "infra-error",
             OutcomeKind::NotExercised => "not-exercised",
             OutcomeKind::Held => "held",
             OutcomeKind::NotApplicable => "not-applicable",
@@ -117,6 +128,7 @@ impl OutcomeKind {
             OutcomeKind::FsckFailed => "F",
             OutcomeKind::Timeout => "T",
             OutcomeKind::NeedsRepair => "R",
+            OutcomeKind::InfraError => "I",
             OutcomeKind::NotExercised => "N",
             OutcomeKind::Held => "",
             OutcomeKind::NotApplicable => "-",
@@ -130,7 +142,7 @@ impl OutcomeKind {
     }
 
     /// The process exit code this kind asks for: 0 when nothing failed, 1 for a violation
-    /// or a failure of a crash state.
+    /// or a failure of a crash state, 2 when bob could not check a state.
     pub fn exit_code(self) -> u8 {
         match self {
             OutcomeKind::Held
@@ -143,6 +155,7 @@ impl OutcomeKind {
             | OutcomeKind::FsckFailed
             | OutcomeKind::Timeout
             | OutcomeKind::NeedsRepair => 1,
+            OutcomeKind::InfraError => 2,
         }
     }
 
@@ -160,6 +173,7 @@ impl OutcomeKind {
             OutcomeKind::FsckFailed => "no violation, but the read-only fsck complained",
             OutcomeKind::Timeout => "no violation, but a step hung",
             OutcomeKind::NeedsRepair => "the property held, but some crash state mounted only after the file system's repair tool",
+            OutcomeKind::InfraError => "not checked: bob's own loop device, mount or FUSE disk failed on a crash state twice (nothing concluded about it; run again with --resume)",
             OutcomeKind::NotExercised => "no explored state exercised the property",
             OutcomeKind::Held => "held in every state explored",
             OutcomeKind::NotApplicable => "the property does not apply to this configuration",
@@ -232,6 +246,12 @@ pub enum Outcome {
         /// Which step.
         step: String,
     },
+    /// bob's own machinery failed on this state, and again when retried on a fresh loop
+    /// device and mount point: the state was not checked. Never journaled as a verdict.
+    InfraError {
+        /// What failed and where, one line (`loop device /dev/loop7: attach: ...`).
+        message: String,
+    },
 }
 
 impl Outcome {
@@ -245,6 +265,7 @@ impl Outcome {
             Outcome::ReadError { .. } => OutcomeKind::ReadError,
             Outcome::FsckFailed { .. } => OutcomeKind::FsckFailed,
             Outcome::Timeout { .. } => OutcomeKind::Timeout,
+            Outcome::InfraError { .. } => OutcomeKind::InfraError,
         }
     }
     /// Short kebab-case name.
@@ -265,6 +286,7 @@ impl Outcome {
             }
             Outcome::ReadError { path, error } => format!("reading {path}: {error}"),
             Outcome::Timeout { step } => step.clone(),
+            Outcome::InfraError { message } => format!("not checked: {message}"),
         }
     }
 }
@@ -307,6 +329,9 @@ mod tests {
         assert_eq!(OutcomeKind::worst([Held, NeedsRepair, Unrecoverable]), Unrecoverable);
         assert_eq!(OutcomeKind::worst([Held, NeedsRepair]), NeedsRepair);
         assert_eq!(OutcomeKind::worst([ReadError, FsckFailed, Timeout]), ReadError);
+        // An unchecked state hides no failure found elsewhere, and no held cell hides it.
+        assert_eq!(OutcomeKind::worst([Held, InfraError, NeedsRepair]), NeedsRepair);
+        assert_eq!(OutcomeKind::worst([Held, InfraError, NotExercised]), InfraError);
         assert_eq!(OutcomeKind::worst([]), Held);
         for k in OutcomeKind::ALL.into_iter().filter(|k| k.is_failure()) {
             assert!(k.precedence() < Held.precedence(), "{k} must outrank held");
@@ -314,7 +339,7 @@ mod tests {
     }
 
     #[test]
-    fn exit_codes_fail_only_on_violations_and_state_failures() {
+    fn exit_codes_fail_on_violations_and_state_failures_and_2_on_unchecked_states() {
         use OutcomeKind::*;
         for k in [Held, NotExercised, NotApplicable, Unavailable] {
             assert_eq!(k.exit_code(), 0, "{k}");
@@ -322,6 +347,7 @@ mod tests {
         for k in [Violated, Unrecoverable, ReadError, FsckFailed, Timeout, NeedsRepair] {
             assert_eq!(k.exit_code(), 1, "{k}");
         }
+        assert_eq!(InfraError.exit_code(), 2, "bob could not check everything");
         for k in OutcomeKind::STATE {
             assert!(OutcomeKind::ALL.contains(&k));
         }

@@ -108,6 +108,9 @@ pub struct OutcomeCounts {
     pub fsck_failed: usize,
     /// Timed out.
     pub timeout: usize,
+    /// Not checked: bob's own machinery failed on them twice (`infra-error`).
+    #[serde(default)]
+    pub infra_error: usize,
 }
 
 impl OutcomeCounts {
@@ -120,6 +123,7 @@ impl OutcomeCounts {
             OutcomeKind::ReadError => &mut self.read_error,
             OutcomeKind::FsckFailed => &mut self.fsck_failed,
             OutcomeKind::Timeout => &mut self.timeout,
+            OutcomeKind::InfraError => &mut self.infra_error,
             OutcomeKind::NotExercised | OutcomeKind::NotApplicable | OutcomeKind::Unavailable => {
                 return None
             }
@@ -150,11 +154,13 @@ impl OutcomeCounts {
         OutcomeKind::worst(OutcomeKind::STATE.into_iter().filter(|&k| self.get(k) > 0))
     }
 
-    /// The counts as `3 held, 1 needs-repair`, every state kind, in precedence order.
+    /// The counts as `3 held, 1 needs-repair`, every state kind, in precedence order
+    /// (`infra-error` only when a state has it: it is bob's trouble, not a result).
     pub fn text(&self) -> String {
         OutcomeKind::ALL
             .into_iter()
             .filter(|k| OutcomeKind::STATE.contains(k))
+            .filter(|&k| k != OutcomeKind::InfraError || self.infra_error > 0)
             .map(|k| format!("{} {}", self.get(k), k.name()))
             .collect::<Vec<_>>()
             .join(", ")
@@ -444,6 +450,15 @@ pub struct Cell {
     /// Why the cell is `not-exercised`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_exercised: Option<String>,
+    /// Distinct states retried on a fresh loop device and mount point after bob's own
+    /// machinery failed on them (each retried once; `counts.infra_error` are those whose
+    /// retry failed too).
+    #[serde(default)]
+    pub infra_retries: usize,
+    /// The first state not checked (`counts.infra_error`) and why: `sync/e3:0-4: loop
+    /// device /dev/loop7: ...`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infra_error: Option<String>,
 }
 
 /// One promise of a workload and how often it was judged.
@@ -668,17 +683,31 @@ pub fn summarize_scenarios(results: &[StateResult], positions: &[usize]) -> Vec<
 
 /// Folds per-state results into counts, the verdict, and the index of the state whose
 /// witness the cell shows (the first violation, else the first failure of the category
-/// the verdict names).
+/// the verdict names; none for `infra-error`).
 pub fn summarize(results: &[StateResult]) -> (CellVerdict, OutcomeCounts, Option<usize>) {
     let mut counts = OutcomeCounts::default();
     for r in results {
         counts.add(r.check.outcome.kind(), 1);
     }
     let verdict = counts.verdict();
-    let witness = results
-        .iter()
-        .position(|r| r.check.outcome.kind() == verdict && verdict != CellVerdict::Held);
+    // A state bob could not check has nothing to replay.
+    let witness = results.iter().position(|r| {
+        r.check.outcome.kind() == verdict
+            && !matches!(verdict, CellVerdict::Held | CellVerdict::InfraError)
+    });
     (verdict, counts, witness)
+}
+
+/// The first of `results` that bob could not check, as `<its id>: <why>` (`id(i, r)`
+/// names `results[i]`: with its schedule in a cell of several).
+pub fn first_infra_error(
+    results: &[StateResult],
+    id: impl Fn(usize, &StateResult) -> String,
+) -> Option<String> {
+    results.iter().enumerate().find_map(|(i, r)| match &r.check.outcome {
+        Outcome::InfraError { message } => Some(format!("{}: {message}", id(i, r))),
+        _ => None,
+    })
 }
 
 impl Cell {
@@ -731,6 +760,13 @@ impl Cell {
             schedules: Vec::new(),
             op_barriers: None,
             not_exercised: None,
+            infra_retries: results
+                .iter()
+                .enumerate()
+                .filter(|&(i, r)| distinct(i, r))
+                .map(|(_, r)| r.check.infra_retries)
+                .sum(),
+            infra_error: first_infra_error(results, |_, r| r.state.id.to_string()),
         };
         (cell, witness_index)
     }
@@ -839,6 +875,22 @@ impl Cell {
         }
         if let Some(why) = &self.not_exercised {
             s.push_str(&format!("  not exercised: {why}\n"));
+        }
+        if self.infra_retries > 0 {
+            s.push_str(&format!(
+                "  retried: {} state(s) on a fresh loop device and mount point after bob's own \
+                 machinery failed on them (not the file system's doing)\n",
+                self.infra_retries
+            ));
+        }
+        if self.counts.infra_error > 0 {
+            s.push_str(&format!(
+                "  NOT CHECKED: {} state(s): bob's own machinery failed on them twice, so \
+                 nothing is concluded about them; run again with --resume to check only \
+                 them (first {})\n",
+                self.counts.infra_error,
+                self.infra_error.as_deref().unwrap_or("?")
+            ));
         }
         if self.schedules.len() > 1 && self.counts.violated == 0 {
             let names: Vec<&str> = self.schedules.iter().map(|s| s.schedule.as_str()).collect();
@@ -1009,6 +1061,24 @@ mod tests {
             c.text(),
             "1 violated, 1 unrecoverable, 1 read-error, 0 fsck-failed, 0 timeout, 2 needs-repair, 5 held"
         );
+    }
+
+    #[test]
+    fn states_bob_could_not_check_are_counted_and_said_in_words() {
+        let mut cell = Cell::of_results("ext4-ordered", "single-block-append", &[]).0;
+        cell.counts.add(OutcomeKind::Held, 4);
+        cell.counts.add(OutcomeKind::InfraError, 1);
+        cell.verdict = cell.counts.verdict();
+        cell.infra_retries = 2;
+        cell.infra_error = Some("sync/e1:0: loop device /dev/loop7: attach: busy".into());
+        assert_eq!(cell.verdict, OutcomeKind::InfraError, "a held cell with a hole is not held");
+        assert!(cell.counts.text().ends_with("1 infra-error, 4 held"), "{}", cell.counts.text());
+        let text = cell.to_text();
+        assert!(text.contains("retried: 2 state(s) on a fresh loop device"), "{text}");
+        assert!(text.contains("NOT CHECKED: 1 state(s)"), "{text}");
+        assert!(text.contains("--resume") && text.contains("sync/e1:0: loop device"), "{text}");
+        cell.counts.add(OutcomeKind::Violated, 1);
+        assert_eq!(cell.counts.verdict(), OutcomeKind::Violated, "a violation found stands");
     }
 
     #[test]

@@ -80,8 +80,8 @@ fn symbol(v: CellVerdict) -> &'static str {
 }
 
 /// The small note beside a cell's numbers: states that needed repair (`r3`), states that
-/// stayed unmountable (`u1`) and states that mounted but could not be read (`e2`); empty
-/// when there were none.
+/// stayed unmountable (`u1`), states that mounted but could not be read (`e2`) and states
+/// bob could not check (`i1`); empty when there were none.
 fn repair_note(cell: &Cell) -> String {
     let repaired: usize =
         cell.mount_failures.iter().filter(|f| f.repaired_by.is_some()).map(|f| f.count).sum();
@@ -100,7 +100,21 @@ fn repair_note(cell: &Cell) -> String {
     if cell.counts.read_error > 0 {
         parts.push(format!("e{}", cell.counts.read_error));
     }
+    if cell.counts.infra_error > 0 {
+        parts.push(format!("i{}", cell.counts.infra_error));
+    }
     parts.join(" ")
+}
+
+/// What a footnote says of a cell's states bob could not check, if it has any.
+fn infra_note(cell: &Cell) -> Option<String> {
+    (cell.counts.infra_error > 0).then(|| {
+        format!(
+            "{} state(s) not checked, bob's own machinery failed on them twice (first {})",
+            cell.counts.infra_error,
+            cell.infra_error.as_deref().unwrap_or("?")
+        )
+    })
 }
 
 /// The legend under a table: every letter that can appear, from the outcome table.
@@ -120,7 +134,9 @@ const NUMBERS: &str =
     "Numbers: states mounted / distinct / explored (mounted: distinct states that \
      mounted, by themselves or after repair; distinct: after merging states with identical \
      contents; explored: every crash state generated); rN: N states mounted only after \
-     repair; uN: N states never mounted; eN: N states mounted but a read failed.";
+     repair; uN: N states never mounted; eN: N states mounted but a read failed; iN: N \
+     states not checked because bob's own loop device, mount or FUSE disk failed on them \
+     twice (run again with --resume).";
 
 /// Merges two results for the same cell (two shards of it, or a rerun of the same
 /// recordings); refuses results of different recordings of a schedule.
@@ -139,6 +155,8 @@ fn merge_cell(a: &mut Cell, b: &Cell) -> Result<(), MergeError> {
     a.states_mounted += b.states_mounted;
     a.add_speed_counts(b);
     a.seconds += b.seconds;
+    a.infra_retries += b.infra_retries;
+    a.infra_error = a.infra_error.take().or_else(|| b.infra_error.clone());
     a.verdict = a.counts.verdict();
     merge_mount_failures(&mut a.mount_failures, &b.mount_failures);
     merge_read_errors(&mut a.read_errors, &b.read_errors);
@@ -358,13 +376,17 @@ impl Grid {
         out
     }
 
-    /// Crosses and other failures, in table order, numbered as the table's footnotes.
+    /// Crosses and other failures, in table order, numbered as the table's footnotes (a
+    /// cell with states bob could not check among them, saying which).
     fn failures(&self) -> Vec<&Cell> {
         let mut v = Vec::new();
         for p in &self.properties {
             for c in &self.configs {
                 if let Some(cell) = self.cell(c, p) {
-                    if cell.witness.is_some() || cell.verdict == CellVerdict::NotExercised {
+                    if cell.witness.is_some()
+                        || cell.verdict == CellVerdict::NotExercised
+                        || cell.counts.infra_error > 0
+                    {
                         v.push(cell);
                     }
                 }
@@ -465,13 +487,16 @@ impl Grid {
         if !failures.is_empty() {
             s.push('\n');
             for (i, cell) in failures.iter().enumerate() {
-                let what = match (&cell.witness, &cell.not_exercised) {
+                let mut what = match (&cell.witness, &cell.not_exercised) {
                     (Some(w), _) => {
                         format!("{} — witness `{w}`", cell.story.as_deref().unwrap_or(""))
                     }
                     (None, Some(why)) => why.clone(),
                     (None, None) => String::new(),
                 };
+                if let Some(unchecked) = infra_note(cell) {
+                    what = if what.is_empty() { unchecked } else { format!("{what}; {unchecked}") };
+                }
                 s.push_str(&format!(
                     "{}. {} / {} ({}): {what}\n",
                     i + 1,
@@ -720,8 +745,11 @@ impl Grid {
                         li id={ "w" (i + 1) } {
                             b { (cell.property) " / " (cell.config) }
                             " (" (cell.verdict.name()) "): " (cell.story.as_deref().unwrap_or(""))
-                            br;
-                            code { "bob replay " (cell.witness.as_deref().unwrap_or("")) " --to crash.img" }
+                            @if let Some(unchecked) = infra_note(cell) { " " (unchecked) }
+                            @if let Some(w) = &cell.witness {
+                                br;
+                                code { "bob replay " (w) " --to crash.img" }
+                            }
                         }
                     }
                 }
@@ -774,6 +802,7 @@ table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:.3em .6em;tex
 th.p,td.p{text-align:left;font-family:monospace}\
 .violated{background:#f8d0d0}.unrecoverable{background:#f8e8c0}.needs-repair{background:#fff4dc}\
 .read-error{background:#f8dcc8}.fsck-failed{background:#f0f0b0}.timeout{background:#e0d0f0}\
+.infra-error{background:#d8e4f0}\
 .not-exercised{background:#e4e4e4}.unavailable{color:#999}.n{color:#777;font-size:.8em}\
 a{color:#900;font-weight:bold;text-decoration:none}li{margin:.4em 0}code{background:#f4f4f4}";
 
@@ -871,6 +900,27 @@ mod tests {
             cell("ext2", "append-then-rename", CellVerdict::Violated, Some(1)),
             cell("ext4-ordered", "append-then-rename", CellVerdict::Unrecoverable, Some(7)),
         ])
+    }
+
+    #[test]
+    fn a_cell_with_states_bob_could_not_check_says_so_in_the_table() {
+        let mut g = sample();
+        let c = &mut g.cells[1];
+        c.counts.held -= 1;
+        c.counts.infra_error = 1;
+        c.verdict = c.counts.verdict();
+        c.infra_error = Some("sync/e1:0: FUSE disk at /x: aborted".into());
+        let md = g.to_markdown();
+        assert!(md.contains("| I 8/9/10 i1 [2] |"), "{md}");
+        assert!(
+            md.contains(
+                "2. single-block-append / ext4-ordered (infra-error): 1 state(s) not checked"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("iN: N states not checked"), "{md}");
+        let html = g.to_html();
+        assert!(html.contains("(infra-error): ") && html.contains("sync/e1:0: FUSE disk"));
     }
 
     #[test]

@@ -133,14 +133,17 @@ pub fn cached_cells_path(opts: &RunOptions) -> PathBuf {
 }
 
 /// The finished cells of an earlier run of this cell, if `opts.resume` asks for them and
-/// they were judged under the same disk models.
+/// they were judged under the same disk models. A cell with states bob could not check
+/// (`infra-error`) is not finished: it runs again, from its journal.
 pub fn cached_cells(opts: &RunOptions) -> Option<Vec<Cell>> {
     if !opts.resume {
         return None;
     }
     let text = std::fs::read_to_string(cached_cells_path(opts)).ok()?;
     let cells: Vec<Cell> = serde_json::from_str(&text).ok()?;
-    cells.iter().map(|c| c.disk_model).eq(opts.disk_models.iter().copied()).then_some(cells)
+    let same_models = cells.iter().map(|c| c.disk_model).eq(opts.disk_models.iter().copied());
+    let all_checked = cells.iter().all(|c| c.counts.infra_error == 0);
+    (same_models && all_checked).then_some(cells)
 }
 
 /// [`run_cell`], keeping each finished cell as `cells.json` (one cell per disk model), so
