@@ -496,8 +496,10 @@ fn assemble(
     if let Some(i) = witness_index {
         let rec = &recs[owner[i]];
         let r = &results[i];
-        let replayed = confirm(&rec.subject, &r.state, opts, work)?;
-        cell.confirmed = Some(replayed == r.check.outcome.name());
+        match confirm(&rec.subject, &r.state, opts, work)? {
+            Ok(replayed) => cell.confirmed = Some(replayed == r.check.outcome.name()),
+            Err(why) => cell.confirm_error = Some(why),
+        }
         let record = witness::StateRecord::of(r, &rec.subject, Some(opts.property.name().into()));
         witness::write(dir, &rec.subject, &rec.sidecar, &record, &r.check)?;
         cell.witness = Some(dir.display().to_string());
@@ -541,9 +543,11 @@ fn assemble(
         else {
             continue;
         };
+        // A replay that could not run leaves the scenario unconfirmed (`None`), not denied.
         let again = confirm_check(&recs[owner[i]].subject, &results[i].state, opts, work)?;
-        sc.confirmed =
-            Some(again.scenarios.iter().any(|m| m.scenario == sc.scenario && !m.silent.is_empty()));
+        sc.confirmed = again.ok().map(|again| {
+            again.scenarios.iter().any(|m| m.scenario == sc.scenario && !m.silent.is_empty())
+        });
     }
     Ok(cell)
 }
@@ -750,34 +754,60 @@ pub fn cell_dir(opts: &RunOptions) -> PathBuf {
 
 /// Checks the witness state again, independently of the engine: a fresh image file
 /// written from the trace (not the COW view), a fresh loop device and mount. Returns the
-/// outcome's name, which must equal the engine's for the cross to stand.
+/// outcome's name, which must equal the engine's for the cross to stand; `Err(why)` inside
+/// when bob's own machinery failed twice (the cross then stands unconfirmed, and says so).
 fn confirm(
     subject: &Subject,
     state: &crash::CrashState,
     opts: &RunOptions,
     work: &WorkDir,
-) -> Result<&'static str, Error> {
-    Ok(confirm_check(subject, state, opts, work)?.outcome.name())
+) -> Result<Result<&'static str, String>, Error> {
+    Ok(confirm_check(subject, state, opts, work)?.map(|c| c.outcome.name()))
 }
 
-/// [`confirm`]'s whole check of the state.
+/// [`confirm`]'s whole check of the state. An infrastructure failure (see
+/// [`check::Error::is_infrastructure`]) is retried once on a fresh image, loop device and
+/// mount point, as the engine retries a state; a second one is returned as its message,
+/// so that one replay that cannot run never ends a table.
 fn confirm_check(
     subject: &Subject,
     state: &crash::CrashState,
     opts: &RunOptions,
     work: &WorkDir,
+) -> Result<Result<check::StateCheck, String>, Error> {
+    let mut attempt = 0;
+    loop {
+        match confirm_once(subject, state, opts, work, attempt) {
+            Ok(c) => return Ok(Ok(c)),
+            Err(Error::Check(e)) if e.is_infrastructure() => {
+                if attempt == 1 {
+                    return Ok(Err(e.to_string()));
+                }
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn confirm_once(
+    subject: &Subject,
+    state: &crash::CrashState,
+    opts: &RunOptions,
+    work: &WorkDir,
+    attempt: usize,
 ) -> Result<check::StateCheck, Error> {
-    let image = work.path().join("confirm.img");
-    let mnt = work.path().join("confirm-mnt");
+    let image = work.path().join(format!("confirm-{attempt}.img"));
+    let mnt = work.path().join(format!("confirm-mnt-{attempt}"));
     std::fs::create_dir_all(&mnt).map_err(|source| Error::Io { path: mnt.clone(), source })?;
     let overlay = crash::OverlayBuilder::new(&subject.trace, &subject.epochs).state(&state.id);
     crate::image::CrashView::new(subject.base.clone(), subject.trace.clone(), overlay)
         .materialize(&image)
         .map_err(|source| Error::Io { path: image.clone(), source })?;
     let durable = subject.durable_ops(&state.id);
-    let checked = check::check_image(subject, &image, &mnt, durable, &opts.timeouts)?;
+    let checked = check::check_image(subject, &image, &mnt, durable, &opts.timeouts);
     let _ = std::fs::remove_file(&image);
-    Ok(checked)
+    Ok(checked?)
 }
 
 /// Header notes every table carries.

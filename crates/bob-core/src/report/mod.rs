@@ -397,6 +397,10 @@ pub struct Cell {
     /// reached the same outcome; a cross that does not is marked, never silently printed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confirmed: Option<bool>,
+    /// Why the independent replay of the witness could not run (bob's own machinery
+    /// failed twice); the cross stands, unconfirmed, and the table marks it `x?`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirm_error: Option<String>,
     /// `I/N` when this cell covers one shard of its crash states.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<String>,
@@ -745,6 +749,7 @@ impl Cell {
             witness_state: None,
             witness_position: None,
             confirmed: None,
+            confirm_error: None,
             shard: None,
             counts,
             mount_failures: Vec::new(),
@@ -923,10 +928,15 @@ impl Cell {
             ));
         }
         if let Some(w) = &self.witness {
-            let confirmed = match self.confirmed {
-                Some(true) => " (confirmed by an independent replay)",
-                Some(false) => " (NOT confirmed: an independent replay reached another outcome)",
-                None => "",
+            let confirmed = match (self.confirmed, &self.confirm_error) {
+                (Some(true), _) => " (confirmed by an independent replay)".to_owned(),
+                (Some(false), _) => {
+                    " (NOT confirmed: an independent replay reached another outcome)".to_owned()
+                }
+                (None, Some(why)) => {
+                    format!(" (NOT confirmed: the independent replay could not run: {why})")
+                }
+                (None, None) => String::new(),
             };
             let state = self
                 .witness_state

@@ -204,6 +204,7 @@ fn merge_cell(a: &mut Cell, b: &Cell) -> Result<(), MergeError> {
         a.witness_state = best.witness_state;
         a.witness_position = best.witness_position;
         a.confirmed = best.confirmed;
+        a.confirm_error = best.confirm_error;
         a.earlier_op = best.earlier_op;
         a.later_op = best.later_op;
         a.witness_schedule = best.witness_schedule;
@@ -459,8 +460,12 @@ impl Grid {
                     None => "".to_owned(),
                     Some(cell) if cell.verdict == CellVerdict::Unavailable => "n/a".into(),
                     Some(cell) => {
-                        let mark =
-                            if cell.confirmed == Some(false) { "x?" } else { symbol(cell.verdict) };
+                        let mark = if cell.confirmed == Some(false) || cell.confirm_error.is_some()
+                        {
+                            "x?"
+                        } else {
+                            symbol(cell.verdict)
+                        };
                         let note =
                             note_of(cell).map(|i| format!(" [{}]", i + 1)).unwrap_or_default();
                         let repairs = repair_note(cell);
@@ -869,6 +874,17 @@ mod tests {
             cells,
             notes: vec!["ext2 and ext3 are served by the ext4 driver.".into()],
         }
+    }
+
+    #[test]
+    fn a_cross_whose_replay_could_not_run_stands_unconfirmed_and_says_why() {
+        let mut g = sample();
+        let i = g.cells.iter().position(|c| c.verdict == CellVerdict::Violated).unwrap();
+        g.cells[i].confirmed = None;
+        g.cells[i].confirm_error = Some("loop device: no free device".into());
+        assert!(g.to_markdown().contains("x?"), "{}", g.to_markdown());
+        let text = g.cells[i].to_text();
+        assert!(text.contains("NOT confirmed: the independent replay could not run: loop device"));
     }
 
     #[test]
