@@ -32,10 +32,11 @@ pub struct NaiveBreakdown {
     pub delete_ms: f64,
 }
 
-/// The naive pipeline with a sparse copy of the base image (only its data, holes kept),
-/// run on an evenly spaced sample of the states.
+/// One run of a naive pipeline: the sparse-copy baseline (every state, or an evenly
+/// spaced sample, copied sparsely), or the whole-image copy (`std::fs::copy`, a strawman
+/// kept to compare with figures measured before, never the headline).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct NaiveSparse {
+pub struct NaiveRun {
     /// States in the sample.
     pub states: usize,
     /// States per second.
@@ -50,24 +51,26 @@ pub struct NaiveSparse {
     pub ratio_mounted: f64,
 }
 
-/// The naive pipeline with a whole copy of the base image per state (`std::fs::copy`):
-/// a strawman, since writing the whole image per state is what no one scripting it by
-/// hand would keep doing; kept to compare with figures measured before, never the
-/// headline.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct NaiveFullCopy {
-    /// States it checked (all, or the `--naive-sample` sample).
-    pub states: usize,
-    /// States per second.
-    pub states_per_s: f64,
-    /// Wall time, seconds.
-    pub seconds: f64,
-    /// Where the time goes.
-    pub breakdown: NaiveBreakdown,
-    /// Engine covered/s over this variant's states/s.
-    pub ratio_covered: f64,
-    /// Engine mounted/s over this variant's states/s.
-    pub ratio_mounted: f64,
+impl NaiveRun {
+    /// A run of `states` in `seconds` at `states_per_s`, against the engine's covered and
+    /// mounted states per second.
+    pub fn of(
+        states: usize,
+        seconds: f64,
+        states_per_s: f64,
+        breakdown: NaiveBreakdown,
+        engine_covered_per_s: f64,
+        engine_mounted_per_s: f64,
+    ) -> NaiveRun {
+        NaiveRun {
+            states,
+            states_per_s,
+            seconds,
+            breakdown,
+            ratio_covered: super::stats::ratio(engine_covered_per_s, states_per_s),
+            ratio_mounted: super::stats::ratio(engine_mounted_per_s, states_per_s),
+        }
+    }
 }
 
 /// The engine run with one worker on a sample of the states.
@@ -153,8 +156,9 @@ pub struct Disagreement {
 
 /// Everything `bob bench` measures. The first nine fields are the stable keys the issue
 /// names; the rest explain them. "Naive" in them is the honest baseline, the naive
-/// pipeline with sparse copies ([`NaiveSparse`]); the whole-copy strawman is reported
-/// apart, as [`NaiveFullCopy`] (before, the headline keys were measured against it).
+/// pipeline with sparse copies (`naive_sparse`, a [`NaiveRun`]); the whole-copy strawman
+/// is reported apart, as `naive_full_copy` (before, the headline keys were measured
+/// against it).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BenchReport {
     /// Naive pipeline (sparse copies): states per second.
@@ -205,9 +209,9 @@ pub struct BenchReport {
     pub naive_breakdown: NaiveBreakdown,
     /// The naive pipeline with a sparse copy, on a sample of the states: the headline's
     /// baseline, in detail.
-    pub naive_sparse: NaiveSparse,
+    pub naive_sparse: NaiveRun,
     /// The strawman: the naive pipeline copying the whole image per state.
-    pub naive_full_copy: NaiveFullCopy,
+    pub naive_full_copy: NaiveRun,
     /// Engine wall time over all states, seconds.
     pub engine_seconds: f64,
     /// Engine wall time per mounted state, ms.

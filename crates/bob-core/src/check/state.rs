@@ -73,7 +73,7 @@ impl RecoveredCache {
     }
 }
 
-/// Dedup after recovery, as a worker hands it to [`check_image_in`]: the state's view
+/// Dedup after recovery, as a worker hands it to [`check_image_with`]: the state's view
 /// (it holds recovery's writes), the run's cache and the shortcuts that are on.
 pub struct AfterRecovery<'a> {
     /// The view the state is served from.
