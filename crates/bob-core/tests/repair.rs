@@ -76,17 +76,7 @@ fn a_torn_ext4_superblock_needs_repair_and_the_property_is_judged_after_it() {
     for s in &states {
         s.id.validate(&subject.epochs, &subject.trace).expect("a valid state id");
     }
-    let work_dir = dir.path().join("check");
-    std::fs::create_dir_all(&work_dir).unwrap();
-    let options = EngineOptions {
-        jobs: 1,
-        timeouts: Timeouts::default(),
-        work_dir,
-        speed: Default::default(),
-    };
-    let results =
-        check::run_states(&subject, &states, &options, &|_, _| {}, &AtomicBool::new(false))
-            .expect("check");
+    let results = check_states(dir.path(), &subject, &states);
 
     // Every such state failed the kernel mount, was repaired by e2fsck, and was judged.
     let repaired: Vec<_> = results.iter().filter(|r| r.check.repair.is_some()).collect();
@@ -417,17 +407,7 @@ fn a_violation_found_after_repair_is_a_violation_whose_story_names_the_repair() 
         &crash::Limits::default(),
     )
     .states;
-    let work_dir = dir.path().join("check");
-    std::fs::create_dir_all(&work_dir).unwrap();
-    let options = EngineOptions {
-        jobs: 1,
-        timeouts: Timeouts::default(),
-        work_dir,
-        speed: Default::default(),
-    };
-    let results =
-        check::run_states(&subject, &states, &options, &|_, _| {}, &AtomicBool::new(false))
-            .expect("check");
+    let results = check_states(dir.path(), &subject, &states);
     let violated = results
         .iter()
         .find(|r| r.check.outcome.kind() == OutcomeKind::Violated && r.check.repair.is_none())
@@ -461,4 +441,22 @@ fn a_violation_found_after_repair_is_a_violation_whose_story_names_the_repair() 
     };
     assert_eq!(story, &format!("after e2fsck -f -y: {before}"));
     assert_eq!(checked.repair.as_ref().unwrap().fixed_by.as_deref(), Some("e2fsck -f -y"));
+}
+
+/// Every state of `states` through the engine, one worker, scratch under `dir`.
+fn check_states(
+    dir: &std::path::Path,
+    subject: &check::Subject,
+    states: &[crash::CrashState],
+) -> Vec<check::StateResult> {
+    let work_dir = dir.join("check");
+    std::fs::create_dir_all(&work_dir).unwrap();
+    let options = EngineOptions {
+        jobs: 1,
+        timeouts: Timeouts::default(),
+        work_dir,
+        speed: Default::default(),
+    };
+    check::run_states(subject, states, &options, &|_, _| {}, &AtomicBool::new(false))
+        .expect("check")
 }
