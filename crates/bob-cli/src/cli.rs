@@ -38,6 +38,11 @@ pub enum Command {
     Merge(MergeArgs),
     /// Tell a witness's story in words: what persisted, what did not, which bytes are wrong.
     Explain(ExplainArgs),
+    /// Build a static HTML site from a `bob table --out` directory: the table, a page per
+    /// cell and per witness, with the trace and the crash state drawn.
+    Report(ReportArgs),
+    /// The cells whose verdict changed between two tables (exit 0 none, 1 some).
+    Diff(DiffArgs),
     /// Release what killed bob processes left behind (mounts, loop devices, FUSE disks,
     /// scratch directories); never touches a live process's or anything bob did not make.
     Cleanup(CleanupArgs),
@@ -283,6 +288,10 @@ pub struct TableArgs {
     /// the set's configurations and properties.
     #[arg(long, value_name = "DIR")]
     pub traces: Option<PathBuf>,
+    /// Also build the static HTML site of the run into this directory (what `bob report
+    /// OUT --to DIR` builds).
+    #[arg(long, value_name = "DIR", conflicts_with = "record_only")]
+    pub html_site: Option<PathBuf>,
     /// Exploration options.
     #[command(flatten)]
     pub explore: ExploreArgs,
@@ -311,6 +320,47 @@ pub struct CleanupArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+}
+
+/// `bob report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The `--out` directory of a `bob table` run (its table.json and witnesses).
+    pub out: PathBuf,
+    /// The site's directory (created; its pages replaced).
+    #[arg(long)]
+    pub to: PathBuf,
+    /// Another table's JSON: also write diff.html, what changed from this run to it.
+    #[arg(long, value_name = "TABLE_JSON")]
+    pub diff: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// `bob diff` output formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DiffFormat {
+    /// Text (in colour on a terminal, unless NO_COLOR is set).
+    Text,
+    /// Markdown.
+    Md,
+    /// JSON.
+    Json,
+    /// One self-contained HTML page.
+    Html,
+}
+
+/// `bob diff`.
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// The first table's JSON (`bob table --format json`, or `table.json` under --out).
+    pub a: PathBuf,
+    /// The second's.
+    pub b: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
+    pub format: DiffFormat,
 }
 
 /// `bob explain`.

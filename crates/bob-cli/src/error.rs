@@ -18,6 +18,9 @@ pub enum CliError {
     /// A library pipeline failed: bob or the machine, not the file system under test.
     #[error(transparent)]
     Run(run::Error),
+    /// The site of `bob report` could not be built.
+    #[error(transparent)]
+    Site(#[from] bob_core::report::site::Error),
     /// A witness directory could not be read or rebuilt.
     #[error(transparent)]
     Witness(#[from] bob_core::report::witness::Error),

@@ -9,6 +9,8 @@
 //! | 2 | usage or environment error, or bob failed (also `infra-error`: a crash state bob could not check, and no failure found elsewhere): nothing concluded about the file system |
 //! | 130 | interrupted (SIGINT, SIGTERM): nothing concluded |
 //!
+//! `bob diff` exits 0 when no verdict changed and 1 when one did (2 on error).
+//!
 //! The documented exception: `bob log` (and bob invoked as `replay-log`) exits as
 //! xfstests' replay-log does, so that scripts written for it see the same statuses.
 
@@ -40,6 +42,8 @@ pub enum Conclusion {
     Table(OutcomeKind),
     /// replay-log's own exit status (`bob log`).
     ReplayLog(u8),
+    /// `bob diff`: whether some cell's verdict changed (exit 1, so that CI can gate on it).
+    Changed(bool),
 }
 
 impl Conclusion {
@@ -56,12 +60,14 @@ pub fn code(end: &Result<Conclusion, CliError>) -> u8 {
         Ok(Conclusion::Named(OutcomeKind::Unavailable)) => ERROR,
         Ok(Conclusion::Named(kind) | Conclusion::Table(kind)) => of_outcome(*kind),
         Ok(Conclusion::ReplayLog(status)) => *status,
+        Ok(Conclusion::Changed(changed)) => u8::from(*changed),
         Err(CliError::Interrupted) => INTERRUPTED,
         Err(
             CliError::Usage(_)
             | CliError::Environment(_)
             | CliError::Run(_)
             | CliError::Witness(_)
+            | CliError::Site(_)
             | CliError::Device(_)
             | CliError::Bench(_)
             | CliError::Io { .. }

@@ -5,6 +5,7 @@
 //! progress, signals} -> {cli, error, exit} -> bob-core; no module imports a command.
 
 mod cli;
+mod color;
 mod commands;
 mod error;
 mod exit;

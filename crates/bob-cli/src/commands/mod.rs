@@ -4,6 +4,7 @@
 mod bench;
 mod check;
 mod cleanup;
+mod diff;
 mod explain;
 mod import;
 mod list;
@@ -12,6 +13,7 @@ mod mark;
 mod merge;
 mod record;
 mod replay;
+mod report;
 mod run;
 mod table;
 
@@ -31,6 +33,8 @@ pub fn dispatch(command: Command) -> Result<Conclusion, CliError> {
         Command::Table(args) => table::run(args),
         Command::Merge(args) => merge::run(args),
         Command::Explain(args) => explain::run(args),
+        Command::Report(args) => report::run(args),
+        Command::Diff(args) => diff::run(args),
         Command::Cleanup(args) => cleanup::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Import(args) => import::run(args),

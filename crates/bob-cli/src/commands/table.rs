@@ -73,6 +73,10 @@ pub fn run(args: TableArgs) -> Result<Conclusion, CliError> {
         document::write_document(doc, &grid)
             .map_err(|source| CliError::Io { path: doc.clone(), source })?;
     }
+    if let Some(site) = &args.html_site {
+        let report = bob_core::report::site::build(out, site, None)?;
+        eprint!("bob: {}", report.to_text());
+    }
     print!("{}", print::table(&grid, args.format));
     let (explored, mounted, secs) = grid.totals();
     eprintln!(

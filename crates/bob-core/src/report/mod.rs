@@ -1,9 +1,12 @@
 //! Results a person or a machine reads: a cell (one configuration x one property) with its
 //! verdict and counts, witness directories that replay exactly, and the text/JSON forms.
 
+pub mod diff;
 pub mod document;
 pub mod explain;
+pub mod site;
 pub mod table;
+pub mod timeline;
 pub mod witness;
 
 pub use document::document;

@@ -1,0 +1,464 @@
+//! `bob diff`: the cells whose verdict changed between two tables (two kernels, two disk
+//! models, two drain schedules, two commits of a file system), so that CI can gate on a
+//! regression. Cells are matched on configuration, property, disk model and drain
+//! schedule; a dimension that is the one thing the two tables differ in (each table of
+//! one disk model, and the models differ) is what is compared, not matched on.
+
+use maud::{html, Markup};
+use serde::{Deserialize, Serialize};
+
+use super::table::Grid;
+use super::{Cell, CellVerdict};
+use crate::crash::DiskModel;
+
+/// One side of a diff: where its table came from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DiffSide {
+    /// The table file as named on the command line.
+    pub table: String,
+    /// `uname -r` of the machine that ran it.
+    pub kernel: String,
+    /// bob's version.
+    pub tool_version: String,
+    /// Its disk models (as `512 B atomic writes, real FUA`).
+    pub disk_models: Vec<String>,
+}
+
+/// The witness of one side of a change.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DiffWitness {
+    /// The verdict on this side.
+    pub verdict: CellVerdict,
+    /// Outcome counts, in words (`3 violated, ..., 40 held`).
+    pub counts: String,
+    /// The witness directory, as its table names it (absent: held, nothing to replay).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub witness: Option<String>,
+    /// The witness's state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// Its story.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub story: Option<String>,
+    /// The disk model of this side's cell.
+    pub disk_model: DiskModel,
+}
+
+/// A cell (or one drain schedule's share of it) whose verdict changed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CellChange {
+    /// Configuration.
+    pub config: String,
+    /// Property.
+    pub property: String,
+    /// The disk model, when both sides' cells have the same one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_model: Option<DiskModel>,
+    /// The drain schedule whose share changed; absent: the cell's verdict (over every
+    /// schedule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+    /// The first table's side.
+    pub a: DiffWitness,
+    /// The second's.
+    pub b: DiffWitness,
+}
+
+/// A cell found in one table only.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct UnmatchedCell {
+    /// Configuration.
+    pub config: String,
+    /// Property.
+    pub property: String,
+    /// Disk model.
+    pub disk_model: DiskModel,
+    /// Its verdict.
+    pub verdict: CellVerdict,
+}
+
+/// `bob diff A.json B.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TableDiff {
+    /// [`super::SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The first table.
+    pub a: DiffSide,
+    /// The second.
+    pub b: DiffSide,
+    /// What cells were matched on (`config`, `property`, `disk_model`, `schedule`).
+    pub matched_on: Vec<String>,
+    /// Cells present in both tables.
+    pub matched: usize,
+    /// Matched cells and schedule shares whose verdict changed, in the first table's
+    /// order (a cell's own change first, then its schedules').
+    pub changes: Vec<CellChange>,
+    /// Cells of the first table the second lacks.
+    pub only_in_a: Vec<UnmatchedCell>,
+    /// Cells of the second table the first lacks.
+    pub only_in_b: Vec<UnmatchedCell>,
+}
+
+fn side(table: &str, g: &Grid) -> DiffSide {
+    DiffSide {
+        table: table.into(),
+        kernel: g.kernel.clone(),
+        tool_version: g.tool_version.clone(),
+        disk_models: g.disk_models().iter().map(|m| m.to_string()).collect(),
+    }
+}
+
+fn witness(c: &Cell) -> DiffWitness {
+    DiffWitness {
+        verdict: c.verdict,
+        counts: c.counts.text(),
+        witness: c.witness.clone(),
+        state: c.witness_state.clone(),
+        story: c.story.clone(),
+        disk_model: c.disk_model,
+    }
+}
+
+fn unmatched(c: &Cell) -> UnmatchedCell {
+    UnmatchedCell {
+        config: c.config.clone(),
+        property: c.property.clone(),
+        disk_model: c.disk_model,
+        verdict: c.verdict,
+    }
+}
+
+impl TableDiff {
+    /// The diff of table `a` (read from the file named `a_name`) against `b`.
+    pub fn of(a_name: &str, a: &Grid, b_name: &str, b: &Grid) -> TableDiff {
+        let (ma, mb) = (a.disk_models(), b.disk_models());
+        // Two tables of one disk model each, different: the model is what is compared.
+        let compare_models = ma.len() == 1 && mb.len() == 1 && ma != mb;
+        let key = |c: &Cell| (c.config.clone(), c.property.clone(), (!compare_models).then_some(c.disk_model));
+        let mut changes = Vec::new();
+        let mut only_in_a = Vec::new();
+        let mut matched = 0;
+        for ca in &a.cells {
+            let Some(cb) = b.cells.iter().find(|cb| key(cb) == key(ca)) else {
+                only_in_a.push(unmatched(ca));
+                continue;
+            };
+            matched += 1;
+            let model = (!compare_models).then_some(ca.disk_model);
+            if ca.verdict != cb.verdict {
+                changes.push(CellChange {
+                    config: ca.config.clone(),
+                    property: ca.property.clone(),
+                    disk_model: model,
+                    schedule: None,
+                    a: witness(ca),
+                    b: witness(cb),
+                });
+            }
+            for sa in &ca.schedules {
+                let Some(sb) = cb.schedules.iter().find(|s| s.schedule == sa.schedule) else {
+                    continue;
+                };
+                if sa.verdict == sb.verdict {
+                    continue;
+                }
+                let share = |c: &Cell, s: &super::ScheduleCell| DiffWitness {
+                    verdict: s.verdict,
+                    counts: s.counts.text(),
+                    witness: c.witness.clone().filter(|_| s.first_state.is_some()),
+                    state: s.first_state.clone(),
+                    story: (c.witness_state == s.first_state).then(|| c.story.clone()).flatten(),
+                    disk_model: c.disk_model,
+                };
+                changes.push(CellChange {
+                    config: ca.config.clone(),
+                    property: ca.property.clone(),
+                    disk_model: model,
+                    schedule: Some(sa.schedule.clone()),
+                    a: share(ca, sa),
+                    b: share(cb, sb),
+                });
+            }
+        }
+        let only_in_b = b
+            .cells
+            .iter()
+            .filter(|cb| !a.cells.iter().any(|ca| key(ca) == key(cb)))
+            .map(unmatched)
+            .collect();
+        let mut matched_on = vec!["config".to_owned(), "property".to_owned()];
+        if !compare_models {
+            matched_on.push("disk_model".into());
+        }
+        matched_on.push("schedule".into());
+        TableDiff {
+            schema_version: super::SCHEMA_VERSION,
+            a: side(a_name, a),
+            b: side(b_name, b),
+            matched_on,
+            matched,
+            changes,
+            only_in_a,
+            only_in_b,
+        }
+    }
+
+    /// Whether some matched cell's verdict changed (`bob diff` exits 1 then). Cells in
+    /// one table only are listed but change nothing: tables of different row sets still
+    /// compare on the rows they share.
+    pub fn changed(&self) -> bool {
+        !self.changes.is_empty()
+    }
+
+    fn what(c: &CellChange) -> String {
+        let mut s = format!("{} / {}", c.property, c.config);
+        if let Some(m) = &c.disk_model {
+            s.push_str(&format!(" [{}]", m.slug()));
+        }
+        if let Some(sc) = &c.schedule {
+            s.push_str(&format!(" schedule {sc}"));
+        }
+        s
+    }
+
+    fn side_line(w: &DiffWitness) -> String {
+        let mut s = format!("{} ({})", w.verdict.name(), w.counts);
+        if let Some(story) = &w.story {
+            s.push_str(&format!(": {story}"));
+        }
+        if let Some(dir) = &w.witness {
+            let state = w.state.as_deref().map(|st| format!(" --state {st}")).unwrap_or_default();
+            s.push_str(&format!("; replay: bob replay {dir}{state} --to crash.img --check"));
+        }
+        s
+    }
+
+    fn header(&self) -> String {
+        let models = if self.matched_on.iter().any(|m| m == "disk_model") {
+            String::new()
+        } else {
+            format!(
+                "; disk models compared: A {}, B {}",
+                self.a.disk_models.join(", "),
+                self.b.disk_models.join(", ")
+            )
+        };
+        format!(
+            "A = {} (kernel {}), B = {} (kernel {}); {} cell(s) matched on {}{models}",
+            self.a.table,
+            self.a.kernel,
+            self.b.table,
+            self.b.kernel,
+            self.matched,
+            self.matched_on.join(", ")
+        )
+    }
+
+    /// For the terminal; `paint(verdict, text)` may colour a verdict's name.
+    pub fn to_text_with(&self, paint: &dyn Fn(CellVerdict, &str) -> String) -> String {
+        let mut s = format!("{}\n", self.header());
+        if self.changes.is_empty() {
+            s.push_str("no verdict changed\n");
+        }
+        for c in &self.changes {
+            s.push_str(&format!(
+                "{}: {} -> {}\n  A: {}\n  B: {}\n",
+                Self::what(c),
+                paint(c.a.verdict, c.a.verdict.name()),
+                paint(c.b.verdict, c.b.verdict.name()),
+                Self::side_line(&c.a),
+                Self::side_line(&c.b)
+            ));
+        }
+        for (name, cells) in [("A", &self.only_in_a), ("B", &self.only_in_b)] {
+            for u in cells {
+                s.push_str(&format!(
+                    "only in {name}: {} / {} [{}]: {}\n",
+                    u.property,
+                    u.config,
+                    u.disk_model.slug(),
+                    u.verdict.name()
+                ));
+            }
+        }
+        s
+    }
+
+    /// Plain text.
+    pub fn to_text(&self) -> String {
+        self.to_text_with(&|_, t| t.to_owned())
+    }
+
+    /// Markdown.
+    pub fn to_markdown(&self) -> String {
+        let mut s = format!("{}.\n\n", self.header());
+        if self.changes.is_empty() {
+            s.push_str("No verdict changed.\n");
+        } else {
+            s.push_str("| cell | A | B |\n|---|---|---|\n");
+            for c in &self.changes {
+                s.push_str(&format!(
+                    "| {} | {} | {} |\n",
+                    Self::what(c),
+                    c.a.verdict.name(),
+                    c.b.verdict.name()
+                ));
+            }
+            s.push('\n');
+            for (i, c) in self.changes.iter().enumerate() {
+                s.push_str(&format!(
+                    "{}. {}\n   - A: {}\n   - B: {}\n",
+                    i + 1,
+                    Self::what(c),
+                    Self::side_line(&c.a).replace('|', "\\|"),
+                    Self::side_line(&c.b).replace('|', "\\|")
+                ));
+            }
+        }
+        for (name, cells) in [("A", &self.only_in_a), ("B", &self.only_in_b)] {
+            for u in cells {
+                s.push_str(&format!(
+                    "- only in {name}: {} / {} [{}]: {}\n",
+                    u.property,
+                    u.config,
+                    u.disk_model.slug(),
+                    u.verdict.name()
+                ));
+            }
+        }
+        s
+    }
+
+    /// The body of an HTML page of the diff; `link(side, change)` gives the page of a
+    /// side's witness when the site has one.
+    pub fn html_body(&self, link: &dyn Fn(char, &CellChange) -> Option<String>) -> Markup {
+        let side = |name: char, c: &CellChange, w: &DiffWitness| {
+            html! {
+                td class=(w.verdict.name()) {
+                    b { (w.verdict.name()) } br;
+                    span.n { (w.counts) }
+                    @if let Some(story) = &w.story { br; (story) }
+                    @if let Some(dir) = &w.witness {
+                        br;
+                        @if let Some(href) = link(name, c) {
+                            a href=(href) { "witness page" } " "
+                        }
+                        code {
+                            "bob replay " (dir)
+                            @if let Some(st) = &w.state { " --state " (st) }
+                            " --to crash.img --check"
+                        }
+                    }
+                }
+            }
+        };
+        html! {
+            h1 { "What changed between two tables" }
+            p { (self.header()) "." }
+            @if self.changes.is_empty() {
+                p.held { "No verdict changed." }
+            } @else {
+                table.diff {
+                    tr { th.p { "cell" } th { "A" } th { "B" } }
+                    @for c in &self.changes {
+                        tr.change {
+                            td.p { (Self::what(c)) }
+                            (side('a', c, &c.a))
+                            (side('b', c, &c.b))
+                        }
+                    }
+                }
+            }
+            @if !self.only_in_a.is_empty() || !self.only_in_b.is_empty() {
+                h2 { "Cells in one table only" }
+                ul {
+                    @for (name, cells) in [("A", &self.only_in_a), ("B", &self.only_in_b)] {
+                        @for u in cells {
+                            li { "only in " (name) ": " (u.property) " / " (u.config) " [" (u.disk_model.slug()) "]: " (u.verdict.name()) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{OutcomeCounts, ScheduleCell};
+
+    fn cell(model: u64, verdict: CellVerdict) -> Cell {
+        let mut counts = OutcomeCounts { held: 9, ..Default::default() };
+        if verdict == CellVerdict::Violated {
+            counts.violated = 1;
+        }
+        let failed = verdict != CellVerdict::Held;
+        Cell {
+            config: "ext4-ordered".into(),
+            property: "single-block-overwrite".into(),
+            disk_model: DiskModel { atomic_write_unit: model, ..DiskModel::default() },
+            verdict,
+            witness: failed.then(|| "bob-out/a/ext4-ordered/single-block-overwrite".into()),
+            witness_state: failed.then(|| "sync/e1:0-3,4[0-3]".into()),
+            story: failed.then(|| "a mix of 4 new, 4 old sectors".into()),
+            schedules: vec![ScheduleCell {
+                schedule: "sync".into(),
+                trace_digest: "ab".into(),
+                verdict,
+                states_explored: 10,
+                states_unique: 10,
+                counts: counts.clone(),
+                first_state: failed.then(|| "sync/e1:0-3,4[0-3]".into()),
+                first_position: None,
+                op_barriers: None,
+                fua_writes: 0,
+                fua_postflushes: 0,
+            }],
+            counts,
+            ..Default::default()
+        }
+    }
+
+    fn grid(cells: Vec<Cell>) -> Grid {
+        Grid {
+            schema_version: crate::report::SCHEMA_VERSION,
+            kernel: "6.1.0-test".into(),
+            tool_version: "0.1.0".into(),
+            configs: vec!["ext4-ordered".into()],
+            properties: vec!["single-block-overwrite".into()],
+            cells,
+            notes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn tables_of_two_disk_models_compare_the_models() {
+        let a = grid(vec![cell(512, CellVerdict::Violated)]);
+        let b = grid(vec![cell(4096, CellVerdict::Held)]);
+        let d = TableDiff::of("a.json", &a, "b.json", &b);
+        assert!(d.changed());
+        assert_eq!(d.matched, 1);
+        assert_eq!(d.matched_on, ["config", "property", "schedule"]);
+        assert_eq!(d.changes.len(), 2, "the cell and its sync share");
+        assert_eq!(d.changes[1].schedule.as_deref(), Some("sync"));
+        insta::assert_json_snapshot!("table_diff", d);
+        insta::assert_snapshot!("table_diff_text", d.to_text());
+        assert!(d.to_markdown().contains("| single-block-overwrite / ext4-ordered | violated | held |"));
+        let same = TableDiff::of("a.json", &a, "a.json", &a);
+        assert!(!same.changed());
+        assert!(same.to_text().contains("no verdict changed"));
+    }
+
+    #[test]
+    fn tables_of_both_models_match_on_the_model() {
+        let a = grid(vec![cell(512, CellVerdict::Violated), cell(4096, CellVerdict::Held)]);
+        let b = grid(vec![cell(512, CellVerdict::Held)]);
+        let d = TableDiff::of("a.json", &a, "b.json", &b);
+        assert!(d.matched_on.iter().any(|m| m == "disk_model"));
+        assert_eq!(d.matched, 1);
+        assert_eq!(d.only_in_a.len(), 1);
+        assert_eq!(d.only_in_a[0].disk_model.atomic_write_unit, 4096);
+        assert!(d.changed());
+    }
+}

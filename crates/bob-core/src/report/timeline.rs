@@ -1,0 +1,519 @@
+//! A witness's trace as a picture: the epochs between barriers, each write a box sized by
+//! its sectors and coloured by what bob knows it holds, flushes and FUA writes as walls,
+//! the workload's ops marked above, and the crash state drawn on it (which writes
+//! persisted, which tore and in which units, which never reached the disk). The layout
+//! ([`Timeline`]) is computed apart from its drawing ([`Timeline::svg`]) so that tests can
+//! check what is drawn without parsing SVG.
+
+use maud::{html, Markup};
+use workloads::stamp::{Stamp, DRAIN_OP, SETUP_OP};
+
+use crate::check::Subject;
+use crate::crash::disk::FuaModel;
+use crate::crash::StateId;
+use crate::fs::regions::Regions;
+use crate::trace::{Entry, EntryKind};
+
+/// Epochs further than this from the crash epoch collapse into one box, when the trace
+/// has more than [`COLLAPSE_ABOVE`] write boxes: a long trace stays readable around the
+/// crash.
+pub const KEEP_EPOCHS_AROUND_CRASH: usize = 3;
+/// Write boxes above which far epochs collapse.
+pub const COLLAPSE_ABOVE: usize = 150;
+
+/// What a write holds, as far as bob knows: the role a research design recorded, the
+/// workload's stamp in its first sector, a superblock or journal region of the image, the
+/// kernel's REQ_META flag, or nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteRole {
+    /// The CSS class (`role-data`, `role-meta`, ...): one colour per kind of role.
+    pub class: &'static str,
+    /// In words (`data of /A/log (op 0)`, `metadata`, `journal-superblock`).
+    pub label: String,
+}
+
+/// What became of one write in the crash state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fate {
+    /// Persisted whole (every write of an earlier epoch, and the crash epoch's applied).
+    Applied,
+    /// Persisted in part: the write's atomic units in order, each `(first sector, last
+    /// sector, persisted)` within the request.
+    Torn(Vec<(u32, u32, bool)>),
+    /// A write of the crash epoch that did not persist.
+    Missing,
+    /// A write of a later epoch: the crash came before it was issued.
+    Later,
+}
+
+impl Fate {
+    /// Its name (the `data-fate` attribute and the legend).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Fate::Applied => "applied",
+            Fate::Torn(_) => "torn",
+            Fate::Missing => "missing",
+            Fate::Later => "later",
+        }
+    }
+}
+
+/// One write (or discard) of the trace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteBox {
+    /// Entry index in the trace.
+    pub entry: usize,
+    /// Its epoch.
+    pub epoch: usize,
+    /// First sector.
+    pub sector: u64,
+    /// Sectors.
+    pub sectors: u64,
+    /// A discard rather than a write.
+    pub discard: bool,
+    /// Carries FUA.
+    pub fua: bool,
+    /// What it holds.
+    pub role: WriteRole,
+    /// What became of it.
+    pub fate: Fate,
+}
+
+/// What a wall between boxes is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wall {
+    /// An empty cache flush (a barrier).
+    Flush,
+    /// A flush that only emulated a FUA on the recording device: no barrier under the
+    /// `real` FUA model.
+    FuaEmulation,
+    /// The flush before a REQ_PREFLUSH write.
+    Preflush,
+    /// The completion of a FUA write: a barrier under the `barrier` model, under `real`
+    /// only that write's own durability.
+    Fua {
+        /// Whether it closes the epoch (the `barrier` FUA model).
+        barrier: bool,
+    },
+}
+
+/// One item of the timeline, left to right.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Item {
+    /// A write box.
+    Write(WriteBox),
+    /// A wall, at trace entry `entry`.
+    Wall {
+        /// Entry index.
+        entry: usize,
+        /// Which.
+        wall: Wall,
+    },
+    /// Epochs far from the crash, drawn as one box.
+    Collapsed {
+        /// First and last epoch collapsed.
+        epochs: (usize, usize),
+        /// Writes in them.
+        writes: usize,
+    },
+    /// Where the crash fell: after the crash epoch's last entry.
+    Crash,
+}
+
+/// A workload op's place in the trace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpMark {
+    /// Index in the workload.
+    pub index: usize,
+    /// The op in words.
+    pub text: String,
+    /// Entry of its begin mark.
+    pub begin: usize,
+    /// Entry of its end mark.
+    pub end: usize,
+}
+
+/// The whole picture's content.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Timeline {
+    /// Items, in trace order.
+    pub items: Vec<Item>,
+    /// The workload's ops.
+    pub ops: Vec<OpMark>,
+    /// The crash epoch.
+    pub crash_epoch: usize,
+    /// Epochs of the trace.
+    pub epochs: usize,
+}
+
+/// The role of `entry` (see [`WriteRole`]); `names` maps model file ids to paths.
+fn role_of(entry: &Entry, regions: &Regions, names: &dyn Fn(u32) -> String) -> WriteRole {
+    let role = |class, label: String| WriteRole { class, label };
+    if let Some(r) = crate::fs::roles::entry_role(entry) {
+        let class = match r {
+            researchfs::Role::Data => "role-data",
+            researchfs::Role::Superblock => "role-super",
+            researchfs::Role::Journal => "role-journal",
+            researchfs::Role::Inode => "role-inode",
+            researchfs::Role::Directory => "role-dir",
+            _ => "role-meta",
+        };
+        return role(class, r.to_string());
+    }
+    if entry.kind() == EntryKind::Discard {
+        return role("role-discard", "discard".into());
+    }
+    if let Some(s) = entry.data.get(..512).and_then(Stamp::decode) {
+        let by = match s.op {
+            SETUP_OP => "setup".to_owned(),
+            DRAIN_OP => "drain".to_owned(),
+            op => format!("op {op}"),
+        };
+        return role("role-data", format!("data of {} ({by})", names(s.file)));
+    }
+    let start = entry.sector * 512;
+    let end = start + entry.nr_sectors * 512;
+    if let Some(r) = regions.regions.iter().find(|r| r.start < end && start < r.end) {
+        let class = match r.role {
+            crate::fs::regions::RegionRole::JournalSuperblock
+            | crate::fs::regions::RegionRole::LogStart => "role-journal",
+            _ => "role-super",
+        };
+        return role(class, r.role.name().into());
+    }
+    if entry.is_metadata() {
+        role("role-meta", "metadata (REQ_META)".into())
+    } else {
+        role("role-unknown", "not known (no stamp, no REQ_META)".into())
+    }
+}
+
+impl Timeline {
+    /// The timeline of `subject`'s trace with crash state `id` drawn on it; `regions` are
+    /// the image's superblocks and journal (may be empty), `names` names model files.
+    pub fn of(
+        subject: &Subject,
+        id: &StateId,
+        regions: &Regions,
+        names: &dyn Fn(u32) -> String,
+    ) -> Timeline {
+        let trace = &subject.trace;
+        let epochs = &subject.epochs;
+        let crash = id.epoch as usize;
+        // Entry -> (epoch, position) for the writes of epochs.
+        let mut place = vec![None; trace.entries.len()];
+        for e in epochs {
+            for (p, &w) in e.writes.iter().enumerate() {
+                if let Some(slot) = place.get_mut(w) {
+                    *slot = Some((e.index, p as u32));
+                }
+            }
+        }
+        let real_fua = subject.disk.fua == FuaModel::Real;
+        let total_writes: usize = epochs.iter().map(|e| e.writes.len()).sum();
+        let collapse = total_writes > COLLAPSE_ABOVE;
+        let shown = |epoch: usize| !collapse || epoch.abs_diff(crash) <= KEEP_EPOCHS_AROUND_CRASH;
+        // The epoch an entry that is no write belongs to: the next write's.
+        let mut context = vec![epochs.len().saturating_sub(1); trace.entries.len()];
+        let mut next = epochs.len().saturating_sub(1);
+        for i in (0..trace.entries.len()).rev() {
+            if let Some((e, _)) = place[i] {
+                next = e;
+            }
+            context[i] = next;
+        }
+        let crash_end = epochs.get(crash).map(|e| e.end_entry(trace)).unwrap_or(0);
+        let mut items = Vec::new();
+        let mut crash_drawn = false;
+        for (i, entry) in trace.entries.iter().enumerate() {
+            if !crash_drawn && i >= crash_end {
+                items.push(Item::Crash);
+                crash_drawn = true;
+            }
+            let epoch = place[i].map(|p| p.0).unwrap_or(context[i]);
+            if !shown(epoch) {
+                let writes = usize::from(place[i].is_some());
+                match items.last_mut() {
+                    Some(Item::Collapsed { epochs: (_, last), writes: n }) => {
+                        *last = (*last).max(epoch);
+                        *n += writes;
+                    }
+                    _ => items.push(Item::Collapsed { epochs: (epoch, epoch), writes }),
+                }
+                continue;
+            }
+            match entry.kind() {
+                EntryKind::Flush => {
+                    let wall = if real_fua && entry.is_fua_postflush() {
+                        Wall::FuaEmulation
+                    } else {
+                        Wall::Flush
+                    };
+                    items.push(Item::Wall { entry: i, wall });
+                }
+                EntryKind::Mark => {}
+                kind => {
+                    let Some((e, position)) = place[i] else { continue };
+                    let (preflush, fua) = match kind {
+                        EntryKind::Write { preflush, fua } => (preflush, fua),
+                        _ => (false, false),
+                    };
+                    if preflush {
+                        items.push(Item::Wall { entry: i, wall: Wall::Preflush });
+                    }
+                    let fate = match e.cmp(&crash) {
+                        std::cmp::Ordering::Less => Fate::Applied,
+                        std::cmp::Ordering::Greater => Fate::Later,
+                        std::cmp::Ordering::Equal => {
+                            match id.applied.iter().find(|a| a.write == position) {
+                                None => Fate::Missing,
+                                Some(a) if a.sectors.is_none() => Fate::Applied,
+                                Some(a) => Fate::Torn(units(
+                                    entry,
+                                    epochs[e].unit_sectors.max(1),
+                                    |k| a.has_sector(k),
+                                )),
+                            }
+                        }
+                    };
+                    items.push(Item::Write(WriteBox {
+                        entry: i,
+                        epoch: e,
+                        sector: entry.sector,
+                        sectors: entry.nr_sectors,
+                        discard: kind == EntryKind::Discard,
+                        fua,
+                        role: role_of(entry, regions, names),
+                        fate,
+                    }));
+                    if fua {
+                        items.push(Item::Wall { entry: i, wall: Wall::Fua { barrier: !real_fua } });
+                    }
+                }
+            }
+        }
+        if !crash_drawn {
+            items.push(Item::Crash);
+        }
+        let ops = subject
+            .spans
+            .iter()
+            .map(|s| OpMark {
+                index: s.index,
+                text: s.text.clone(),
+                begin: s.begin_entry,
+                end: s.end_entry,
+            })
+            .collect();
+        Timeline { items, ops, crash_epoch: crash, epochs: epochs.len() }
+    }
+
+    /// The write boxes drawn.
+    pub fn writes(&self) -> impl Iterator<Item = &WriteBox> {
+        self.items.iter().filter_map(|i| match i {
+            Item::Write(w) => Some(w),
+            _ => None,
+        })
+    }
+}
+
+/// The atomic units of `entry` (split at absolute multiples of `unit` sectors), each with
+/// whether `persisted` says its first sector persisted (a unit persists whole or not).
+fn units(entry: &Entry, unit: u64, persisted: impl Fn(u32) -> bool) -> Vec<(u32, u32, bool)> {
+    let mut out = Vec::new();
+    let mut k = 0u64;
+    while k < entry.nr_sectors {
+        let abs = entry.sector + k;
+        let len = (unit - abs % unit).min(entry.nr_sectors - k);
+        out.push((k as u32, (k + len - 1) as u32, persisted(k as u32)));
+        k += len;
+    }
+    out
+}
+
+/// Width of a write box: grows with the log of its sectors, so that a 1 MiB write is
+/// visibly bigger than a 4 KiB one without hiding the small ones.
+fn box_width(sectors: u64) -> f64 {
+    14.0 + 6.0 * (sectors.max(1) as f64).log2()
+}
+
+const TOP: f64 = 58.0;
+const BOX_H: f64 = 60.0;
+const GAP: f64 = 3.0;
+const WALL_W: f64 = 7.0;
+
+impl Timeline {
+    /// The picture as inline SVG (maud escapes every label).
+    pub fn svg(&self) -> Markup {
+        // x of each item, and of each trace entry (for the op marks).
+        let mut xs = Vec::with_capacity(self.items.len());
+        let mut x = 10.0;
+        let mut entry_x: Vec<(usize, f64)> = Vec::new();
+        for item in &self.items {
+            xs.push(x);
+            let w = match item {
+                Item::Write(b) => {
+                    entry_x.push((b.entry, x));
+                    box_width(b.sectors)
+                }
+                Item::Wall { entry, .. } => {
+                    entry_x.push((*entry, x));
+                    WALL_W
+                }
+                Item::Collapsed { .. } => 90.0,
+                Item::Crash => 14.0,
+            };
+            x += w + GAP;
+        }
+        let width = x + 10.0;
+        let height = TOP + BOX_H + 44.0;
+        // An entry's x: the nearest drawn item at or after it (marks have no item).
+        let at = |entry: usize| {
+            entry_x
+                .iter()
+                .find(|(e, _)| *e >= entry)
+                .map(|p| p.1)
+                .unwrap_or(width - 20.0)
+        };
+        // Epoch bands under the boxes.
+        let mut bands: Vec<(usize, f64, f64)> = Vec::new();
+        for (item, &x) in self.items.iter().zip(&xs) {
+            if let Item::Write(b) = item {
+                let end = x + box_width(b.sectors);
+                match bands.last_mut() {
+                    Some((e, _, last)) if *e == b.epoch => *last = end,
+                    _ => bands.push((b.epoch, x, end)),
+                }
+            }
+        }
+        html! {
+            svg xmlns="http://www.w3.org/2000/svg" class="timeline" width=(width) height=(height)
+                viewBox={ "0 0 " (width) " " (height) } role="img"
+                aria-label="the trace's writes by epoch, with the crash state" {
+                defs {
+                    pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse"
+                        patternTransform="rotate(45)" {
+                        line x1="0" y1="0" x2="0" y2="6" stroke="#999" stroke-width="2" {}
+                    }
+                }
+                @for (i, op) in self.ops.iter().enumerate() {
+                    @let (x0, x1) = (at(op.begin), at(op.end));
+                    @let y = 12.0 + (i % 3) as f64 * 13.0;
+                    g.op data-op=(op.index) {
+                        title { "op " (op.index) ": " (op.text) }
+                        line x1=(x0) y1=(y) x2=(x1.max(x0 + 4.0)) y2=(y) stroke="#333" stroke-width="2" {}
+                        line x1=(x0) y1=(y) x2=(x0) y2=(TOP - 2.0) stroke="#333" stroke-dasharray="2,2" {}
+                        text x=(x0 + 2.0) y=(y - 2.0) font-size="10" { "op " (op.index) }
+                    }
+                }
+                @for (epoch, x0, x1) in &bands {
+                    text.epoch x=((x0 + x1) / 2.0) y=(TOP + BOX_H + 16.0) font-size="11"
+                        text-anchor="middle" { "e" (epoch) }
+                    line x1=(x0) y1=(TOP + BOX_H + 5.0) x2=(x1) y2=(TOP + BOX_H + 5.0)
+                        stroke=(if *epoch == self.crash_epoch { "#c00" } else { "#888" }) stroke-width="2" {}
+                }
+                @for (item, &x) in self.items.iter().zip(&xs) {
+                    @match item {
+                        Item::Write(b) => {
+                            @let w = box_width(b.sectors);
+                            @let label = format!(
+                                "entry {}: {} of {} sectors at sector {}{}; {}; {}",
+                                b.entry,
+                                if b.discard { "discard" } else { "write" },
+                                b.sectors,
+                                b.sector,
+                                if b.fua { " (FUA)" } else { "" },
+                                b.role.label,
+                                fate_words(&b.fate),
+                            );
+                            g {
+                                title { (label) }
+                                rect class={ "write " (b.role.class) " " (b.fate.name()) }
+                                    data-entry=(b.entry) data-epoch=(b.epoch) data-fate=(b.fate.name())
+                                    x=(x) y=(TOP) width=(w) height=(BOX_H) {}
+                                @if let Fate::Torn(units) = &b.fate {
+                                    @for (first, last, kept) in units {
+                                        @let ux = x + w * f64::from(*first) / b.sectors as f64;
+                                        @let uw = w * f64::from(last - first + 1) / b.sectors as f64;
+                                        rect class={ "unit " (if *kept { "kept" } else { "lost" }) }
+                                            data-unit={ (first) "-" (last) }
+                                            x=(ux) y=(TOP + 6.0) width=(uw) height=(BOX_H - 12.0) {}
+                                    }
+                                }
+                            }
+                        }
+                        Item::Wall { entry, wall } => {
+                            @let (class, words) = wall_words(*wall);
+                            g {
+                                title { "entry " (entry) ": " (words) }
+                                rect class={ "wall " (class) } data-entry=(entry)
+                                    x=(x + 1.5) y=(TOP - 8.0) width=(WALL_W - 3.0) height=(BOX_H + 16.0) {}
+                            }
+                        }
+                        Item::Collapsed { epochs: (a, b), writes } => {
+                            g.collapsed {
+                                title { "epochs " (a) "-" (b) ": " (writes) " writes, all " (if *a > self.crash_epoch { "issued after the crash" } else { "persisted" }) }
+                                rect x=(x) y=(TOP) width="90" height=(BOX_H) fill="#eee" stroke="#999" stroke-dasharray="4,3" {}
+                                text x=(x + 45.0) y=(TOP + 17.0) font-size="10" text-anchor="middle" { "e" (a) "–e" (b) }
+                                text x=(x + 45.0) y=(TOP + 31.0) font-size="10" text-anchor="middle" { (writes) " writes" }
+                            }
+                        }
+                        Item::Crash => {
+                            g.crash {
+                                title { "the crash: in epoch " (self.crash_epoch) }
+                                line x1=(x + 7.0) y1=(TOP - 14.0) x2=(x + 7.0) y2=(TOP + BOX_H + 10.0)
+                                    stroke="#c00" stroke-width="3" {}
+                                text x=(x + 7.0) y=(TOP + BOX_H + 30.0) font-size="11" fill="#c00"
+                                    text-anchor="middle" { "crash" }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What became of a write, in words.
+fn fate_words(fate: &Fate) -> String {
+    match fate {
+        Fate::Applied => "persisted".into(),
+        Fate::Missing => "did not persist (crash epoch)".into(),
+        Fate::Later => "issued after the crash".into(),
+        Fate::Torn(units) => {
+            let kept: Vec<String> = units
+                .iter()
+                .filter(|u| u.2)
+                .map(|u| if u.0 == u.1 { u.0.to_string() } else { format!("{}-{}", u.0, u.1) })
+                .collect();
+            format!("torn: only sectors {} persisted", kept.join(","))
+        }
+    }
+}
+
+/// A wall's CSS class and its meaning.
+fn wall_words(wall: Wall) -> (&'static str, &'static str) {
+    match wall {
+        Wall::Flush => ("flush", "flush (a barrier)"),
+        Wall::FuaEmulation => {
+            ("fua-emulation", "flush that only emulated FUA on the recording device (no barrier)")
+        }
+        Wall::Preflush => ("flush", "preflush (a barrier before the write)"),
+        Wall::Fua { barrier: true } => ("fua", "FUA completion (a barrier under --fua barrier)"),
+        Wall::Fua { barrier: false } => ("fua", "FUA: this write is durable once it completes"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_split_at_aligned_boundaries() {
+        let e = Entry::write(6, vec![0u8; 8 * 512]);
+        // Units of 4 sectors aligned on absolute sectors: 6-7, 8-11, 12-13.
+        let u = units(&e, 4, |k| k >= 2 && k <= 5);
+        assert_eq!(u, vec![(0, 1, false), (2, 5, true), (6, 7, false)]);
+        assert!(fate_words(&Fate::Torn(u)).contains("only sectors 2-5 persisted"));
+    }
+}
