@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace on a fresh Debian machine: installs what is missing
-# (the file-system tools bob drives), then `cargo test --workspace`. Needs root, because
+# (the file-system tools bob drives, and Debian's chromium and chromedriver for the tests of
+# the HTML site in a real browser), then `cargo test --workspace`. Needs root, because
 # the tests bind loop devices and mount real images.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-for pair in mke2fs:e2fsprogs mkfs.xfs:xfsprogs mkfs.btrfs:btrfs-progs fusermount3:fuse3 sqlite3:sqlite3; do
+for pair in mke2fs:e2fsprogs mkfs.xfs:xfsprogs mkfs.btrfs:btrfs-progs fusermount3:fuse3 sqlite3:sqlite3 chromium:chromium chromedriver:chromium-driver; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 if [ ${#need[@]} -gt 0 ]; then

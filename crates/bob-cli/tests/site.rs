@@ -69,7 +69,11 @@ impl Drop for Driver {
 struct BrowserLog;
 
 impl WebDriverCompatibleCommand for BrowserLog {
-    fn endpoint(&self, base: &url::Url, session: Option<&str>) -> Result<url::Url, url::ParseError> {
+    fn endpoint(
+        &self,
+        base: &url::Url,
+        session: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
         base.join(&format!("session/{}/se/log", session.unwrap_or("")))
     }
     fn method_and_body(&self, _: &url::Url) -> (http::Method, Option<String>) {
@@ -99,7 +103,10 @@ async fn connect(driver: &Driver, chromium: &Path) -> Client {
     // chromedriver takes a moment to listen.
     let mut last = None;
     for _ in 0..100 {
-        match ClientBuilder::new(connector.clone()).capabilities(caps.clone()).connect(&driver.url).await
+        match ClientBuilder::new(connector.clone())
+            .capabilities(caps.clone())
+            .connect(&driver.url)
+            .await
         {
             Ok(c) => return c,
             Err(e) => last = Some(e),
@@ -180,16 +187,21 @@ fn the_site_in_a_browser_and_diff_between_disk_models() {
     let stdout = String::from_utf8_lossy(&text.stdout);
     assert!(stdout.contains("single-block-overwrite / ext4-ordered: violated -> held"), "{stdout}");
     assert!(!stdout.contains('\x1b'), "no colour into a pipe: {stdout}");
-    let d: Value = serde_json::from_slice(&run(&["diff", a, b, "--format", "json"]).stdout).unwrap();
+    let d: Value =
+        serde_json::from_slice(&run(&["diff", a, b, "--format", "json"]).stdout).unwrap();
     let changes = d["changes"].as_array().unwrap();
     assert!(!changes.is_empty());
     let cell_change = changes.iter().find(|c| c["schedule"].is_null()).unwrap();
-    assert_eq!((cell_change["a"]["verdict"].as_str(), cell_change["b"]["verdict"].as_str()), (Some("violated"), Some("held")));
+    assert_eq!(
+        (cell_change["a"]["verdict"].as_str(), cell_change["b"]["verdict"].as_str()),
+        (Some("violated"), Some("held"))
+    );
     assert!(cell_change["a"]["witness"].is_string() && cell_change["a"]["state"].is_string());
     assert_eq!(d["matched_on"], json!(["config", "property", "schedule"]));
     assert_eq!(d["only_in_a"][0]["property"], "single-block-append");
     let md = run(&["diff", a, b, "--format", "md"]);
-    assert!(String::from_utf8_lossy(&md.stdout).contains("| single-block-overwrite / ext4-ordered | violated | held |"));
+    assert!(String::from_utf8_lossy(&md.stdout)
+        .contains("| single-block-overwrite / ext4-ordered | violated | held |"));
     let same = run(&["diff", a, a]);
     assert_eq!(same.status.code(), Some(0), "identical tables: nothing changed");
     assert!(String::from_utf8_lossy(&same.stdout).contains("no verdict changed"));
@@ -249,7 +261,11 @@ fn the_site_in_a_browser_and_diff_between_disk_models() {
 
         // The console collector sees an error when there is one.
         let broken = dir.path().join("broken.html");
-        std::fs::write(&broken, "<!DOCTYPE html><title>x</title><script>throw new Error('planted')</script>").unwrap();
+        std::fs::write(
+            &broken,
+            "<!DOCTYPE html><title>x</title><script>throw new Error('planted')</script>",
+        )
+        .unwrap();
         client.goto(&file_url(&broken)).await.unwrap();
         let planted = console_errors(&client).await;
         assert!(planted.iter().any(|m| m.contains("planted")), "{planted:?}");
@@ -286,7 +302,10 @@ fn the_site_in_a_browser_and_diff_between_disk_models() {
             let td = a.find(Locator::XPath("..")).await.unwrap();
             let title = td.attr("title").await.unwrap().unwrap();
             let held = format!("{} held", cell["counts"]["held"]);
-            assert!(title.starts_with(cell["verdict"].as_str().unwrap()) && title.contains(&held), "{title}");
+            assert!(
+                title.starts_with(cell["verdict"].as_str().unwrap()) && title.contains(&held),
+                "{title}"
+            );
             assert!(!a.text().await.unwrap().trim().is_empty(), "a letter, not only a colour");
         }
 

@@ -12,6 +12,8 @@
 //! | `bob check` | [`CheckReport`] |
 //! | `bob replay` | [`ReplayReport`] |
 //! | `bob explain` | [`Explanation`] |
+//! | `bob diff` | [`TableDiff`] |
+//! | `bob report`, `bob table --html-site` | [`SiteReport`] |
 //! | `bob list` | [`ListReport`] |
 //! | `bob cleanup` | [`Reclaimed`] |
 //! | `bob bench` | `bench::BenchReport` (declared with the benchmark, which sits above this module) |
@@ -27,7 +29,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::check::OutcomeKind;
 pub use crate::device::registry::Reclaimed;
+pub use crate::report::diff::{CellChange, DiffSide, DiffWitness, TableDiff, UnmatchedCell};
 pub use crate::report::explain::{Explanation, OpPersistence};
+pub use crate::report::site::SiteReport;
 pub use crate::report::table::Grid;
 pub use crate::report::{Cell, SCHEMA_VERSION};
 use crate::trace::blktrace::{Annotation, BlockRequest};
@@ -523,5 +527,20 @@ mod tests {
     #[test]
     fn run_cell_shape() {
         insta::assert_json_snapshot!("run_cell", cell(), { ".seconds" => "[seconds]" });
+    }
+
+    #[test]
+    fn site_report_shape() {
+        let report = SiteReport {
+            schema_version: SCHEMA_VERSION,
+            site: "bob-out/site".into(),
+            index: "bob-out/site/index.html".into(),
+            cells: 4,
+            witnesses: 3,
+            unreadable_witnesses: 0,
+            diff: true,
+        };
+        insta::assert_json_snapshot!("site_report", report);
+        insta::assert_snapshot!("site_report_text", report.to_text());
     }
 }

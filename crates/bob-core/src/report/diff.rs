@@ -134,7 +134,9 @@ impl TableDiff {
         let (ma, mb) = (a.disk_models(), b.disk_models());
         // Two tables of one disk model each, different: the model is what is compared.
         let compare_models = ma.len() == 1 && mb.len() == 1 && ma != mb;
-        let key = |c: &Cell| (c.config.clone(), c.property.clone(), (!compare_models).then_some(c.disk_model));
+        let key = |c: &Cell| {
+            (c.config.clone(), c.property.clone(), (!compare_models).then_some(c.disk_model))
+        };
         let mut changes = Vec::new();
         let mut only_in_a = Vec::new();
         let mut matched = 0;
@@ -444,7 +446,9 @@ mod tests {
         assert_eq!(d.changes[1].schedule.as_deref(), Some("sync"));
         insta::assert_json_snapshot!("table_diff", d);
         insta::assert_snapshot!("table_diff_text", d.to_text());
-        assert!(d.to_markdown().contains("| single-block-overwrite / ext4-ordered | violated | held |"));
+        assert!(d
+            .to_markdown()
+            .contains("| single-block-overwrite / ext4-ordered | violated | held |"));
         let same = TableDiff::of("a.json", &a, "a.json", &a);
         assert!(!same.changed());
         assert!(same.to_text().contains("no verdict changed"));

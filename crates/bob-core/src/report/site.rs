@@ -412,7 +412,11 @@ fn replay_command(dir: &Path, state: Option<&str>) -> String {
 }
 
 /// What a run of a file's sectors holds, for the sector map: CSS class and words.
-fn class_words(class: SectorClass, own: Option<u32>, names: &dyn Fn(u32) -> String) -> (&'static str, String) {
+fn class_words(
+    class: SectorClass,
+    own: Option<u32>,
+    names: &dyn Fn(u32) -> String,
+) -> (&'static str, String) {
     match class {
         SectorClass::Zero => ("c-zero", "zeros".into()),
         SectorClass::Garbage => ("c-garbage", "garbage".into()),
@@ -426,6 +430,9 @@ fn class_words(class: SectorClass, own: Option<u32>, names: &dyn Fn(u32) -> Stri
         SectorClass::Data { op: Some(k), .. } => ("c-new", format!("new data of op {k}")),
     }
 }
+
+/// A run of a file's sectors in the sector map: CSS class, words, first sector, sectors.
+type Run = (&'static str, String, u64, u64);
 
 /// Renders the page of the witness in `dir` (cell `c`'s).
 fn witness_html(dir: &Path, c: &Cell) -> Result<String, witness::Error> {
@@ -445,14 +452,15 @@ fn witness_html(dir: &Path, c: &Cell) -> Result<String, witness::Error> {
         }
     }
     let names = |f: u32| names_of.get(&f).cloned().unwrap_or_else(|| format!("file {f}"));
-    let regions = Regions::of_image(&subject.config, subject.base.path(), std::time::Duration::from_secs(20));
+    let regions =
+        Regions::of_image(&subject.config, subject.base.path(), std::time::Duration::from_secs(20));
     let timeline = Timeline::of(subject, &id, &regions, &names);
     let snapshot: Option<Snapshot> = std::fs::read_to_string(dir.join("snapshot.json"))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
         .flatten();
     // Files whose content is anything but their own old data: what the crash touched.
-    let mut files: Vec<(String, u64, Vec<(&'static str, String, u64, u64)>)> = Vec::new();
+    let mut files: Vec<(String, u64, Vec<Run>)> = Vec::new();
     if let Some(s) = &snapshot {
         for (path, node) in &s.entries {
             let Some(content) = &node.content else { continue };

@@ -268,11 +268,11 @@ impl Timeline {
                             match id.applied.iter().find(|a| a.write == position) {
                                 None => Fate::Missing,
                                 Some(a) if a.sectors.is_none() => Fate::Applied,
-                                Some(a) => Fate::Torn(units(
-                                    entry,
-                                    epochs[e].unit_sectors.max(1),
-                                    |k| a.has_sector(k),
-                                )),
+                                Some(a) => {
+                                    Fate::Torn(units(entry, epochs[e].unit_sectors.max(1), |k| {
+                                        a.has_sector(k)
+                                    }))
+                                }
                             }
                         }
                     };
@@ -369,11 +369,7 @@ impl Timeline {
         let height = TOP + BOX_H + 44.0;
         // An entry's x: the nearest drawn item at or after it (marks have no item).
         let at = |entry: usize| {
-            entry_x
-                .iter()
-                .find(|(e, _)| *e >= entry)
-                .map(|p| p.1)
-                .unwrap_or(width - 20.0)
+            entry_x.iter().find(|(e, _)| *e >= entry).map(|p| p.1).unwrap_or(width - 20.0)
         };
         // Epoch bands under the boxes.
         let mut bands: Vec<(usize, f64, f64)> = Vec::new();
@@ -512,7 +508,7 @@ mod tests {
     fn units_split_at_aligned_boundaries() {
         let e = Entry::write(6, vec![0u8; 8 * 512]);
         // Units of 4 sectors aligned on absolute sectors: 6-7, 8-11, 12-13.
-        let u = units(&e, 4, |k| k >= 2 && k <= 5);
+        let u = units(&e, 4, |k| (2..=5).contains(&k));
         assert_eq!(u, vec![(0, 1, false), (2, 5, true), (6, 7, false)]);
         assert!(fate_words(&Fate::Torn(u)).contains("only sectors 2-5 persisted"));
     }
