@@ -187,6 +187,20 @@ struct Loaded<'a> {
     dir: Option<PathBuf>,
     /// The witness page, when it was written.
     page: Option<Result<String, String>>,
+    /// Pages of other drain schedules' first states: (schedule, page).
+    schedule_pages: Vec<(String, String)>,
+}
+
+impl Loaded<'_> {
+    /// The page showing state `state` of this cell, if one was written.
+    fn page_of(&self, state: Option<&str>) -> Option<String> {
+        let state = state?;
+        if self.cell.witness_state.as_deref() == Some(state) {
+            return self.page.clone()?.ok();
+        }
+        let (schedule, _) = crate::check::split_schedule(state);
+        self.schedule_pages.iter().find(|(s, _)| Some(s.as_str()) == schedule).map(|p| p.1.clone())
+    }
 }
 
 /// Builds the site of the `bob table --out` directory `out` into `to` (created); with
@@ -206,7 +220,7 @@ pub fn build(out: &Path, to: &Path, against: Option<(&str, &Grid)>) -> Result<Si
                 c.witness.as_ref().map(PathBuf::from)
             }
         });
-        loaded.push(Loaded { cell: c, dir, page: None });
+        loaded.push(Loaded { cell: c, dir, page: None, schedule_pages: Vec::new() });
     }
     let mut witnesses = 0;
     let mut unreadable = 0;
@@ -222,6 +236,22 @@ pub fn build(out: &Path, to: &Path, against: Option<(&str, &Grid)>) -> Result<Si
             Err(e) => {
                 unreadable += 1;
                 l.page = Some(Err(e.to_string()));
+                continue;
+            }
+        }
+        for sc in &l.cell.schedules {
+            let Some(state) = &sc.first_state else { continue };
+            let other = witness::schedule_dir(dir, &sc.schedule);
+            if l.cell.witness_state.as_ref() == Some(state) || !other.join("trace.json").exists() {
+                continue;
+            }
+            // A schedule's trace that does not read costs its page, not the site.
+            if let Ok(html) = schedule_witness_html(dir, l.cell, sc, state) {
+                let name = schedule_witness_page(l.cell, &sc.schedule);
+                let path = to.join(&name);
+                std::fs::write(&path, html).map_err(io(&path))?;
+                witnesses += 1;
+                l.schedule_pages.push((sc.schedule.clone(), name));
             }
         }
     }
@@ -238,7 +268,7 @@ pub fn build(out: &Path, to: &Path, against: Option<(&str, &Grid)>) -> Result<Si
                     && x.property == c.property
                     && x.disk_model == c.a.disk_model
             })?;
-            loaded.iter().find(|l| std::ptr::eq(l.cell, cell))?.page.clone()?.ok()
+            loaded.iter().find(|l| std::ptr::eq(l.cell, cell))?.page_of(c.a.state.as_deref())
         };
         page("bob: what changed", d.html_body(&link))
     });
@@ -366,7 +396,14 @@ fn cell_html(l: &Loaded) -> String {
                     tr {
                         td.p { (s.schedule) } td class=(s.verdict.name()) { (s.verdict.name()) }
                         td { (s.states_explored) } td { (s.states_unique) } td.l { (s.counts.text()) }
-                        td { @if let Some(f) = &s.first_state { code { (f) } } }
+                        td {
+                            @if let Some(f) = &s.first_state {
+                                @match l.page_of(Some(f)) {
+                                    Some(href) => a href=(href) { code { (f) } },
+                                    None => code { (f) },
+                                }
+                            }
+                        }
                     }
                 }
             }
@@ -434,6 +471,94 @@ fn class_words(
 /// A run of a file's sectors in the sector map: CSS class, words, first sector, sectors.
 type Run = (&'static str, String, u64, u64);
 
+/// Model file ids to paths, from the model's states (the last name a file had).
+fn model_names(subject: &crate::check::Subject) -> std::collections::BTreeMap<u32, String> {
+    let mut names_of = std::collections::BTreeMap::new();
+    for s in workloads::model_states(&subject.workload) {
+        for (path, &node) in &s.names {
+            names_of.insert(node, path.clone());
+        }
+    }
+    names_of
+}
+
+/// The trace drawn with crash state `id` on it, and its legend.
+fn trace_section(
+    subject: &crate::check::Subject,
+    id: &crate::crash::StateId,
+    names: &dyn Fn(u32) -> String,
+) -> Markup {
+    let regions =
+        Regions::of_image(&subject.config, subject.base.path(), std::time::Duration::from_secs(20));
+    let timeline = Timeline::of(subject, id, &regions, names);
+    let writes = timeline.writes().count();
+    let torn = timeline.writes().filter(|w| w.fate.name() == "torn").count();
+    html! {
+        h2 { "The trace" }
+        p.n { (writes) " writes in " (timeline.epochs) " epochs; the crash fell in epoch "
+            (timeline.crash_epoch) ", where " (torn) " write(s) tore. Box width grows with the "
+            "log of the write's sectors; hover a box for its entry, sectors and role."
+            @if timeline.items.iter().any(|i| matches!(i, super::timeline::Item::Collapsed { .. })) {
+                " Epochs far from the crash are collapsed into one box each run."
+            }
+        }
+        div.scroll { (timeline.svg()) }
+        p.n {
+            "Roles:"
+            @for (class, what) in [("role-data", "file data (the workload's stamp)"), ("role-meta", "metadata (REQ_META)"), ("role-super", "superblock"), ("role-journal", "journal"), ("role-inode", "inode"), ("role-dir", "directory"), ("role-unknown", "not known")] {
+                svg width="14" height="14" style="vertical-align:middle;margin:0 .3em 0 1em" { rect class=(class) width="14" height="14" {} }
+                (what)
+            }
+            br;
+            "The crash state: solid = persisted; dashed red outline = in the crash epoch, did not "
+            "persist; faded = issued after the crash; torn writes show their atomic units "
+            "(green: persisted, hatched: lost). Walls: black = flush (a barrier), orange = FUA, "
+            "grey = a flush that only emulated FUA (no barrier under real FUA)."
+        }
+    }
+}
+
+/// The page of a state of another drain schedule's trace that the witness in `dir`
+/// keeps (`<dir>/schedules/<name>/`): its trace and crash state; the recovered files are
+/// not kept for it, `--check` on its replay shows them.
+fn schedule_witness_html(
+    dir: &Path,
+    c: &Cell,
+    sc: &super::ScheduleCell,
+    state: &str,
+) -> Result<String, witness::Error> {
+    let loaded = witness::load_for(dir, Some(state))?;
+    let mut subject = loaded.subject;
+    subject.set_disk(c.disk_model);
+    let id = subject.state_id(state).map_err(|e| witness::Error::Invalid {
+        path: witness::schedule_dir(dir, &sc.schedule),
+        message: e.to_string(),
+    })?;
+    let names_of = model_names(&subject);
+    let names = |f: u32| names_of.get(&f).cloned().unwrap_or_else(|| format!("file {f}"));
+    let body = html! {
+        h1 { "Witness: " (c.property) " / " (c.config) ", schedule " (sc.schedule) }
+        p class=(sc.verdict.name()) style="display:inline-block;padding:.4em .8em" {
+            b { (sc.verdict.name()) } ": " (sc.counts.text())
+        }
+        p { "Crash state " code id="state" { (state) } " under " (c.disk_model.to_string())
+            ", the first of this schedule's " (sc.verdict.name()) " states." }
+        p { (id.describe(&subject.trace, &subject.epochs)) }
+        p { a href=(cell_page(c)) { "The cell's page" } }
+        (trace_section(&subject, &id, &names))
+        p { "bob keeps this schedule's trace with the cell's witness, not its recovered files: "
+            "replay it with --check to see them." }
+        h2 { "Replay it" }
+        pre { (replay_command(dir, Some(state))) }
+    };
+    Ok(page(&format!("bob: witness of {} / {}, {}", c.property, c.config, sc.schedule), body))
+}
+
+/// The page of a cell's state of drain schedule `schedule` (not the witness's own).
+pub fn schedule_witness_page(c: &Cell, schedule: &str) -> String {
+    format!("witness-{}--{}.html", key(c), safe(schedule))
+}
+
 /// Renders the page of the witness in `dir` (cell `c`'s).
 fn witness_html(dir: &Path, c: &Cell) -> Result<String, witness::Error> {
     let loaded = witness::load(dir)?;
@@ -444,17 +569,8 @@ fn witness_html(dir: &Path, c: &Cell) -> Result<String, witness::Error> {
         message: e.to_string(),
     })?;
     let explanation = super::explain(dir)?;
-    // Model file ids to paths, from the model's states (the last name a file had).
-    let mut names_of: std::collections::BTreeMap<u32, String> = Default::default();
-    for s in workloads::model_states(&subject.workload) {
-        for (path, &node) in &s.names {
-            names_of.insert(node, path.clone());
-        }
-    }
+    let names_of = model_names(subject);
     let names = |f: u32| names_of.get(&f).cloned().unwrap_or_else(|| format!("file {f}"));
-    let regions =
-        Regions::of_image(&subject.config, subject.base.path(), std::time::Duration::from_secs(20));
-    let timeline = Timeline::of(subject, &id, &regions, &names);
     let snapshot: Option<Snapshot> = std::fs::read_to_string(dir.join("snapshot.json"))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok())
@@ -479,8 +595,6 @@ fn witness_html(dir: &Path, c: &Cell) -> Result<String, witness::Error> {
             }
         }
     }
-    let writes = timeline.writes().count();
-    let torn = timeline.writes().filter(|w| w.fate.name() == "torn").count();
     let body = html! {
         h1 { "Witness: " (c.property) " / " (c.config) }
         p class=(c.verdict.name()) style="display:inline-block;padding:.4em .8em" {
@@ -490,23 +604,7 @@ fn witness_html(dir: &Path, c: &Cell) -> Result<String, witness::Error> {
             @if let Some(s) = &loaded.sidecar.schedule { ", recorded under the " (s) " drain schedule" } "." }
         p { (record.description) }
         p { a href=(cell_page(c)) { "The cell's page" } }
-        h2 { "The trace" }
-        p.n { (writes) " writes in " (timeline.epochs) " epochs; the crash fell in epoch "
-            (timeline.crash_epoch) ", where " (torn) " write(s) tore. Box width grows with the "
-            "log of the write's sectors; hover a box for its entry, sectors and role." }
-        div.scroll { (timeline.svg()) }
-        p.n {
-            "Roles:"
-            @for (class, what) in [("role-data", "file data (the workload's stamp)"), ("role-meta", "metadata (REQ_META)"), ("role-super", "superblock"), ("role-journal", "journal"), ("role-inode", "inode"), ("role-dir", "directory"), ("role-unknown", "not known")] {
-                svg width="14" height="14" style="vertical-align:middle;margin:0 .3em 0 1em" { rect class=(class) width="14" height="14" {} }
-                (what)
-            }
-            br;
-            "The crash state: solid = persisted; dashed red outline = in the crash epoch, did not "
-            "persist; faded = issued after the crash; torn writes show their atomic units "
-            "(green: persisted, hatched: lost). Walls: black = flush (a barrier), orange = FUA, "
-            "grey = a flush that only emulated FUA (no barrier under real FUA)."
-        }
+        (trace_section(subject, &id, &names))
         h2 { "The workload's ops after recovery" }
         table {
             tr { th { "op" } th.p { "what" } th { "after recovery" } }
