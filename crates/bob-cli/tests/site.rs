@@ -122,7 +122,13 @@ fn file_url(p: &Path) -> String {
 
 /// A `bob table --format json` run of one configuration under one atomic write unit,
 /// with its `--out` in `dir/name`; the exit code, and the JSON file it printed.
-fn table(dir: &Dir, name: &str, properties: &str, unit: &str) -> (i32, PathBuf, PathBuf) {
+fn table(
+    dir: &Dir,
+    name: &str,
+    properties: &str,
+    schedules: &str,
+    unit: &str,
+) -> (i32, PathBuf, PathBuf) {
     let out = dir.path().join(name);
     let scratch = dir.scratch();
     let out_s = out.to_str().unwrap();
@@ -133,7 +139,7 @@ fn table(dir: &Dir, name: &str, properties: &str, unit: &str) -> (i32, PathBuf, 
         "--property",
         properties,
         "--schedules",
-        "sync",
+        schedules,
         "--atomic-write-unit",
         unit,
         "--format",
@@ -163,8 +169,8 @@ fn the_site_in_a_browser_and_diff_between_disk_models() {
     // overwrite tears under 512 B units only. The first table has a second row, which
     // the second lacks.
     let (code_a, out_a, json_a) =
-        table(&dir, "awu512", "single-block-overwrite,single-block-append", "512");
-    let (code_b, _, json_b) = table(&dir, "awu4096", "single-block-overwrite", "4096");
+        table(&dir, "awu512", "single-block-overwrite,single-block-append", "sync,syncfs", "512");
+    let (code_b, _, json_b) = table(&dir, "awu4096", "single-block-overwrite", "sync", "4096");
     assert_eq!(code_a, 1, "512 B units tear the overwrite");
     let grid_a: Value = serde_json::from_slice(&std::fs::read(&json_a).unwrap()).unwrap();
     let grid_b: Value = serde_json::from_slice(&std::fs::read(&json_b).unwrap()).unwrap();
@@ -219,7 +225,22 @@ fn the_site_in_a_browser_and_diff_between_disk_models() {
     let cells = grid_a["cells"].as_array().unwrap();
     let witness_page = site.join("witness-ext4-ordered--single-block-overwrite--awu-512.html");
     assert!(witness_page.is_file(), "{pages:?}");
-    assert_eq!(pages.len(), 1 + cells.len() + 2 + 1, "index, cells, 2 witnesses, diff: {pages:?}");
+    // A witness page per cross, and one per other drain schedule's first state.
+    let witness_pages: usize = cells
+        .iter()
+        .filter(|c| c["witness"].is_string())
+        .map(|c| {
+            let other =
+                |s: &&Value| s["first_state"].is_string() && s["first_state"] != c["witness_state"];
+            1 + c["schedules"].as_array().unwrap().iter().filter(other).count()
+        })
+        .sum();
+    assert!(witness_pages > 2, "the syncfs recordings' states get pages too: {pages:?}");
+    assert_eq!(
+        pages.len(),
+        1 + cells.len() + witness_pages + 1,
+        "index, cells, witnesses, diff: {pages:?}"
+    );
 
     // The witness's trace and crash state, as bob's log reader and `bob explain` see them
     // (neither goes through the drawing).
