@@ -502,7 +502,90 @@ fn wall_words(wall: Wall) -> (&'static str, &'static str) {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
+    use crate::crash::{self, Applied, DiskModel};
+    use crate::image::BaseImage;
+    use crate::trace::Trace;
+
+    /// A subject of `entries` (on an empty base image) under the 4 KiB, real FUA model.
+    fn subject(entries: Vec<Entry>, base: &std::path::Path) -> Subject {
+        std::fs::write(base, vec![0u8; 1 << 16]).unwrap();
+        let trace = Arc::new(Trace::new(512, entries));
+        let p = workloads::Property::SingleBlockAppend;
+        Subject {
+            config: crate::fs::by_name("ext4-ordered").unwrap(),
+            workload: workloads::workload_for(p, &Default::default()),
+            observed: Default::default(),
+            epochs: crash::epochs(&trace, &DiskModel::default()),
+            trace,
+            spans: Vec::new(),
+            schedule: None,
+            disk: DiskModel::default(),
+            base: Arc::new(BaseImage::open(base).unwrap()),
+        }
+    }
+
+    #[test]
+    fn a_long_trace_collapses_the_epochs_far_from_the_crash() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut entries = Vec::new();
+        for k in 0..200u64 {
+            entries.push(Entry::write(k * 8, vec![1u8; 4096]));
+            entries.push(Entry::flush());
+        }
+        let s = subject(entries, &tmp.path().join("base.img"));
+        assert_eq!(s.epochs.len(), 201, "the last, empty epoch is kept");
+        let id = crash::StateId { epoch: 100, applied: Vec::new() };
+        let t = Timeline::of(&s, &id, &Regions::default(), &|f| format!("file {f}"));
+        let epochs: Vec<usize> = t.writes().map(|w| w.epoch).collect();
+        assert_eq!(epochs, (97..=103).collect::<Vec<_>>(), "three epochs either side");
+        let collapsed: Vec<((usize, usize), usize)> = t
+            .items
+            .iter()
+            .filter_map(|i| match i {
+                Item::Collapsed { epochs, writes } => Some((*epochs, *writes)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(collapsed, vec![((0, 96), 97), ((104, 200), 96)]);
+        let fates: Vec<&str> = t.writes().map(|w| w.fate.name()).collect();
+        assert_eq!(fates, ["applied", "applied", "applied", "missing", "later", "later", "later"]);
+        assert_eq!(t.items.iter().filter(|i| **i == Item::Crash).count(), 1);
+    }
+
+    #[test]
+    fn a_short_trace_draws_every_write_with_its_fate_and_walls() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut fua = Entry::write(16, vec![3u8; 4096]);
+        fua.flags |= crate::trace::flags::FUA;
+        let entries = vec![
+            Entry::write(0, vec![1u8; 4096]),
+            Entry::flush(),
+            Entry::write(8, vec![2u8; 8192]),
+            fua,
+            Entry::write(40, vec![4u8; 4096]),
+        ];
+        let s = subject(entries, &tmp.path().join("base.img"));
+        // Crash in epoch 1: the 8 KiB write torn (its second 4 KiB unit kept), the FUA
+        // write whole, the last write missing.
+        let id = crash::StateId {
+            epoch: 1,
+            applied: vec![Applied { write: 0, sectors: Some(vec![(8, 15)]) }, Applied::whole(1)],
+        };
+        let t = Timeline::of(&s, &id, &Regions::default(), &|f| format!("file {f}"));
+        let boxes: Vec<(usize, &str)> = t.writes().map(|w| (w.entry, w.fate.name())).collect();
+        assert_eq!(boxes, [(0, "applied"), (2, "torn"), (3, "applied"), (4, "missing")]);
+        let torn = t.writes().find(|w| w.entry == 2).unwrap();
+        assert_eq!(torn.fate, Fate::Torn(vec![(0, 7, false), (8, 15, true)]));
+        assert!(t.items.contains(&Item::Wall { entry: 1, wall: Wall::Flush }));
+        assert!(t.items.contains(&Item::Wall { entry: 3, wall: Wall::Fua { barrier: false } }));
+        let svg = t.svg().into_string();
+        assert_eq!(svg.matches("<rect class=\"write ").count(), 4);
+        assert_eq!(svg.matches("class=\"unit kept\"").count(), 1);
+        assert_eq!(svg.matches("class=\"unit lost\"").count(), 1);
+    }
 
     #[test]
     fn units_split_at_aligned_boundaries() {
