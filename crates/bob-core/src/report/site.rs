@@ -139,7 +139,7 @@ th.p,td.p{text-align:left;font-family:monospace}td.l{text-align:left}\
 .read-error{background:#f6cfb0}.fsck-failed{background:#eeeea0}.timeout{background:#dcc8f0}\
 .infra-error{background:#c8d8f0}.held{background:#d4f0d4}\
 .not-exercised{background:#e4e4e4}.not-applicable{background:#f4f4f4}.unavailable{color:#888}\
-.n{color:#555;font-size:.8em}td a.m{font-weight:bold;font-size:1.1em;text-decoration:none;color:#222;display:inline-block;min-width:1.5em}\
+.n{color:#555;font-size:.8em}td a.m{font-weight:bold;font-size:1.1em;text-decoration:none;color:#222;display:block}\
 a{color:#803}code,pre{background:#f4f4f4;padding:.1em .3em}pre{padding:.6em;overflow-x:auto}\
 .scroll{overflow-x:auto;border:1px solid #ddd;padding:.3em;margin:.5em 0}\
 rect.write{stroke:#222;stroke-width:1}rect.write.missing{fill:#fff !important;stroke-dasharray:4,2;stroke:#c00}\

@@ -18,6 +18,9 @@ use crate::trace::{Entry, EntryKind};
 /// has more than [`COLLAPSE_ABOVE`] write boxes: a long trace stays readable around the
 /// crash.
 pub const KEEP_EPOCHS_AROUND_CRASH: usize = 3;
+/// In a long trace, a big epoch other than the crash epoch shows this many writes at
+/// each end and collapses its middle.
+pub const KEEP_WRITES_AT_EPOCH_ENDS: usize = 8;
 /// Write boxes above which far epochs collapse.
 pub const COLLAPSE_ABOVE: usize = 150;
 
@@ -109,7 +112,7 @@ pub enum Item {
         /// Which.
         wall: Wall,
     },
-    /// Epochs far from the crash, drawn as one box.
+    /// Epochs far from the crash (or the middle of a big epoch), drawn as one box.
     Collapsed {
         /// First and last epoch collapsed.
         epochs: (usize, usize),
@@ -212,13 +215,26 @@ impl Timeline {
         let real_fua = subject.disk.fua == FuaModel::Real;
         let total_writes: usize = epochs.iter().map(|e| e.writes.len()).sum();
         let collapse = total_writes > COLLAPSE_ABOVE;
-        let shown = |epoch: usize| !collapse || epoch.abs_diff(crash) <= KEEP_EPOCHS_AROUND_CRASH;
-        // The epoch an entry that is no write belongs to: the next write's.
-        let mut context = vec![epochs.len().saturating_sub(1); trace.entries.len()];
-        let mut next = epochs.len().saturating_sub(1);
+        // In a long trace, epochs far from the crash collapse, and so do the middle writes
+        // of a big epoch other than the crash epoch (they all share one fate).
+        let shown = |epoch: usize, position: u32| {
+            if !collapse {
+                return true;
+            }
+            if epoch.abs_diff(crash) > KEEP_EPOCHS_AROUND_CRASH {
+                return false;
+            }
+            let n = epochs.get(epoch).map_or(0, |e| e.writes.len()) as u32;
+            let keep = KEEP_WRITES_AT_EPOCH_ENDS as u32;
+            epoch == crash || n <= 3 * keep || position < keep || position >= n - keep
+        };
+        // Where an entry that is no write belongs: with the next write (epoch, position).
+        let last = (epochs.len().saturating_sub(1), 0);
+        let mut context = vec![last; trace.entries.len()];
+        let mut next = last;
         for i in (0..trace.entries.len()).rev() {
-            if let Some((e, _)) = place[i] {
-                next = e;
+            if let Some(p) = place[i] {
+                next = p;
             }
             context[i] = next;
         }
@@ -230,8 +246,8 @@ impl Timeline {
                 items.push(Item::Crash);
                 crash_drawn = true;
             }
-            let epoch = place[i].map(|p| p.0).unwrap_or(context[i]);
-            if !shown(epoch) {
+            let (epoch, position) = place[i].unwrap_or(context[i]);
+            if !shown(epoch, position) {
                 let writes = usize::from(place[i].is_some());
                 match items.last_mut() {
                     Some(Item::Collapsed { epochs: (_, last), writes: n }) => {
@@ -450,7 +466,9 @@ impl Timeline {
                             g.collapsed {
                                 title { "epochs " (a) "-" (b) ": " (writes) " writes, all " (if *a > self.crash_epoch { "issued after the crash" } else { "persisted" }) }
                                 rect x=(x) y=(TOP) width="90" height=(BOX_H) fill="#eee" stroke="#999" stroke-dasharray="4,3" {}
-                                text x=(x + 45.0) y=(TOP + 17.0) font-size="10" text-anchor="middle" { "e" (a) "–e" (b) }
+                                text x=(x + 45.0) y=(TOP + 17.0) font-size="10" text-anchor="middle" {
+                                    "e" (a) @if b > a { "–e" (b) }
+                                }
                                 text x=(x + 45.0) y=(TOP + 31.0) font-size="10" text-anchor="middle" { (writes) " writes" }
                             }
                         }
@@ -553,6 +571,23 @@ mod tests {
         let fates: Vec<&str> = t.writes().map(|w| w.fate.name()).collect();
         assert_eq!(fates, ["applied", "applied", "applied", "missing", "later", "later", "later"]);
         assert_eq!(t.items.iter().filter(|i| **i == Item::Crash).count(), 1);
+    }
+
+    #[test]
+    fn a_big_epoch_beside_the_crash_keeps_its_ends_and_collapses_its_middle() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut entries = vec![Entry::write(0, vec![1u8; 4096]), Entry::flush()];
+        for k in 1..=200u64 {
+            entries.push(Entry::write(k * 8, vec![2u8; 4096]));
+        }
+        let s = subject(entries, &tmp.path().join("base.img"));
+        let id = crash::StateId::whole(0, [0]);
+        let t = Timeline::of(&s, &id, &Regions::default(), &|f| format!("file {f}"));
+        let later: Vec<usize> = t.writes().filter(|w| w.epoch == 1).map(|w| w.entry).collect();
+        let ends: Vec<usize> = (2..10).chain(194..202).collect();
+        assert_eq!(later, ends, "eight writes at each end of epoch 1");
+        assert!(t.items.contains(&Item::Collapsed { epochs: (1, 1), writes: 184 }));
+        assert!(t.writes().filter(|w| w.epoch == 1).all(|w| w.fate == Fate::Later));
     }
 
     #[test]
