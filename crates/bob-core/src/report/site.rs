@@ -491,15 +491,18 @@ fn trace_section(
     let regions =
         Regions::of_image(&subject.config, subject.base.path(), std::time::Duration::from_secs(20));
     let timeline = Timeline::of(subject, id, &regions, names);
-    let writes = timeline.writes().count();
+    let writes: usize = subject.epochs.iter().map(|e| e.writes.len()).sum();
+    let drawn = timeline.writes().count();
     let torn = timeline.writes().filter(|w| w.fate.name() == "torn").count();
     html! {
         h2 { "The trace" }
-        p.n { (writes) " writes in " (timeline.epochs) " epochs; the crash fell in epoch "
+        p.n { (writes) " writes in " (timeline.epochs) " epochs"
+            @if drawn < writes { " (" (drawn) " drawn one by one)" }
+            "; the crash fell in epoch "
             (timeline.crash_epoch) ", where " (torn) " write(s) tore. Box width grows with the "
             "log of the write's sectors; hover a box for its entry, sectors and role."
             @if timeline.items.iter().any(|i| matches!(i, super::timeline::Item::Collapsed { .. })) {
-                " Epochs far from the crash are collapsed into one box each run."
+                " Epochs far from the crash, and the middle of big epochs beside it, are collapsed into one dashed box each run."
             }
         }
         div.scroll { (timeline.svg()) }
