@@ -208,6 +208,25 @@ fn the_site_in_a_browser_and_diff_between_disk_models() {
     let md = run(&["diff", a, b, "--format", "md"]);
     assert!(String::from_utf8_lossy(&md.stdout)
         .contains("| single-block-overwrite / ext4-ordered | violated | held |"));
+    // On a terminal (util-linux's `script` gives it one) the verdicts are in colour,
+    // unless NO_COLOR is set.
+    if let Some(script) = which("script") {
+        let line = format!("{} diff {a} {b}", env!("CARGO_BIN_EXE_bob"));
+        let tty = |no_color: Option<&str>| {
+            let mut c = Command::new(&script);
+            c.args(["-qec", &line, "/dev/null"]);
+            if let Some(v) = no_color {
+                c.env("NO_COLOR", v);
+            } else {
+                c.env_remove("NO_COLOR");
+            }
+            let o = c.output().unwrap();
+            assert_eq!(o.status.code(), Some(1), "script passes bob diff's exit on");
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        };
+        assert!(tty(None).contains("\x1b[1;31mviolated\x1b[0m -> \x1b[32mheld"), "{}", tty(None));
+        assert!(!tty(Some("1")).contains('\x1b'), "NO_COLOR");
+    }
     let same = run(&["diff", a, a]);
     assert_eq!(same.status.code(), Some(0), "identical tables: nothing changed");
     assert!(String::from_utf8_lossy(&same.stdout).contains("no verdict changed"));

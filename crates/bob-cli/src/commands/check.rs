@@ -34,7 +34,9 @@ pub fn run(args: CheckArgs) -> Result<Conclusion, CliError> {
     let report = run::check_trace(&opts, &bars, &CANCEL);
     bars.finish();
     let report = report?;
-    print::result(args.format, &report, || report.to_text())?;
+    print::result(args.format, &report, || {
+        crate::color::cell_text(&report.cell, report.to_text())
+    })?;
     if CANCEL.load(Ordering::Relaxed) {
         return Err(CliError::Interrupted);
     }

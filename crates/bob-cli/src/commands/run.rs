@@ -8,9 +8,9 @@ use crate::cli::{Backend, Format, RunArgs};
 use crate::error::{usage, CliError};
 use crate::exit::Conclusion;
 use crate::options;
-use crate::print;
 use crate::progress::Bars;
 use crate::signals::CANCEL;
+use crate::{color, print};
 
 /// Runs `bob run`.
 pub fn run(args: RunArgs) -> Result<Conclusion, CliError> {
@@ -26,7 +26,7 @@ pub fn run(args: RunArgs) -> Result<Conclusion, CliError> {
     }
     if let Some(reason) = config.unavailable {
         let cell = run::unavailable_cell(&config, property, reason);
-        print::result(args.format, &cell, || painted(&cell))?;
+        print::result(args.format, &cell, || color::cell_text(&cell, cell.to_text()))?;
         return Ok(Conclusion::Named(cell.verdict));
     }
     if let Some(dev) = &args.device {
@@ -65,16 +65,11 @@ pub fn run(args: RunArgs) -> Result<Conclusion, CliError> {
     let cells = cells?;
     // One disk model prints its cell; several print one cell each (JSON: an array).
     match (args.format, cells.as_slice()) {
-        (_, [cell]) => print::result(args.format, cell, || painted(cell))?,
+        (_, [cell]) => print::result(args.format, cell, || color::cell_text(cell, cell.to_text()))?,
         (Format::Json, _) => print::json(&cells)?,
-        (Format::Text, _) => print!("{}", cells.iter().map(painted).collect::<String>()),
+        (Format::Text, _) => {
+            print!("{}", cells.iter().map(|c| color::cell_text(c, c.to_text())).collect::<String>())
+        }
     }
     Ok(Conclusion::Named(OutcomeKind::worst(cells.iter().map(|c| c.verdict))))
-}
-
-/// A cell's text with its verdict in colour on a terminal (see `color`).
-fn painted(cell: &bob_core::report::Cell) -> String {
-    let verdict = cell.verdict.name().to_uppercase();
-    let coloured = crate::color::Painter::stdout().verdict(cell.verdict, &verdict);
-    cell.to_text().replacen(&format!(": {verdict} ("), &format!(": {coloured} ("), 1)
 }
