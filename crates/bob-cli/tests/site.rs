@@ -128,11 +128,12 @@ fn table(
     properties: &str,
     schedules: &str,
     unit: &str,
+    extra: &[&str],
 ) -> (i32, PathBuf, PathBuf) {
     let out = dir.path().join(name);
     let scratch = dir.scratch();
     let out_s = out.to_str().unwrap();
-    let o = run(&[
+    let mut args = vec![
         "table",
         "--fs",
         "ext4-ordered",
@@ -148,7 +149,9 @@ fn table(
         scratch.to_str().unwrap(),
         "--out",
         out_s,
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let o = run(&args);
     assert_no_leaks(&scratch);
     let json = dir.path().join(format!("{name}.json"));
     std::fs::write(&json, &o.stdout).unwrap();
@@ -168,9 +171,25 @@ fn the_site_in_a_browser_and_diff_between_disk_models() {
     // The same configuration and property under 512 B and 4 KiB atomic writes: a 4 KiB
     // overwrite tears under 512 B units only. The first table has a second row, which
     // the second lacks.
-    let (code_a, out_a, json_a) =
-        table(&dir, "awu512", "single-block-overwrite,single-block-append", "sync,syncfs", "512");
-    let (code_b, _, json_b) = table(&dir, "awu4096", "single-block-overwrite", "sync", "4096");
+    let (code_a, out_a, json_a) = table(
+        &dir,
+        "awu512",
+        "single-block-overwrite,single-block-append",
+        "sync,syncfs",
+        "512",
+        &[],
+    );
+    let site_b = dir.path().join("site4096");
+    let (code_b, _, json_b) = table(
+        &dir,
+        "awu4096",
+        "single-block-overwrite",
+        "sync",
+        "4096",
+        &["--html-site", site_b.to_str().unwrap()],
+    );
+    assert!(site_b.join("index.html").is_file(), "bob table --html-site builds the site");
+    assert!(site_b.join("cell-ext4-ordered--single-block-overwrite--awu-4096.html").is_file());
     assert_eq!(code_a, 1, "512 B units tear the overwrite");
     let grid_a: Value = serde_json::from_slice(&std::fs::read(&json_a).unwrap()).unwrap();
     let grid_b: Value = serde_json::from_slice(&std::fs::read(&json_b).unwrap()).unwrap();
