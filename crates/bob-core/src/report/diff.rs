@@ -455,6 +455,19 @@ mod tests {
     }
 
     #[test]
+    fn the_html_page_escapes_stories_and_links_witness_pages() {
+        let mut bad = cell(512, CellVerdict::Violated);
+        bad.story = Some("/A/<script>alert(1)</script> & \"x\"".into());
+        let d =
+            TableDiff::of("a", &grid(vec![bad]), "b", &grid(vec![cell(4096, CellVerdict::Held)]));
+        let html = d.html_body(&|side, _| (side == 'a').then(|| "w.html".to_owned())).into_string();
+        assert!(!html.contains("<script>"), "{html}");
+        assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt; &amp; &quot;x&quot;"));
+        assert_eq!(html.matches("href=\"w.html\"").count(), 2, "A's witness, in both rows");
+        assert_eq!(html.matches("<tr class=\"change\">").count(), 2);
+    }
+
+    #[test]
     fn tables_of_both_models_match_on_the_model() {
         let a = grid(vec![cell(512, CellVerdict::Violated), cell(4096, CellVerdict::Held)]);
         let b = grid(vec![cell(512, CellVerdict::Held)]);
