@@ -85,6 +85,13 @@ impl Design {
         }
     }
 
+    /// The durability timeout T_D, in write requests, of the disk this design wants under
+    /// it: it checkpoints and reuses freed blocks after the disk's asynchronous durability
+    /// notifications (OptFS). `None`: the design never asks the disk.
+    pub fn adn_requests(self) -> Option<u32> {
+        None
+    }
+
     /// Whether the superblock's clean flag is maintained (NoFS writes no superblock at
     /// all after mkfs: nothing in it changes).
     pub fn keeps_clean_flag(self) -> bool {

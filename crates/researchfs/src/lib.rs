@@ -47,7 +47,9 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 pub use design::{Design, Options};
-pub use device::{BlockDevice, FileDevice, MemDevice, RecordingDevice, Role, WriteInfo};
+pub use device::{
+    BlockDevice, Durability, FileDevice, MemDevice, RecordingDevice, Role, WriteInfo,
+};
 pub use fs::{mkfs, Attr, Fs};
 pub use fsck::{fsck, FsckReport};
 pub use fuse::{mount, mount_with, MountedFs};

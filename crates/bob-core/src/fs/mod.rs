@@ -308,7 +308,32 @@ pub fn names() -> Vec<&'static str> {
     every().iter().map(|c| c.name).collect()
 }
 
+/// What bob's disk offers a configuration while it is recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct DiskFeatures {
+    /// Cache flushes (every configuration).
+    pub flush: bool,
+    /// Forced unit access writes. A kernel file system on bob's loop device sees no FUA
+    /// (the block layer follows each FUA write with a flush, which the `real` FUA model
+    /// undoes); a research design passes FUA straight to the disk.
+    pub fua: bool,
+    /// Asynchronous durability notifications: the durability timeout T_D in write
+    /// requests ([`crate::record::RecordingDisk::set_adn`]); `None`: none sent.
+    pub adn_requests: Option<u32>,
+}
+
 impl FsConfig {
+    /// The disk features bob's recording disk offers this configuration: notifications
+    /// only to a design that listens for them (they are barriers in its traces; every
+    /// other configuration's traces stay what they were).
+    pub fn disk_features(&self) -> DiskFeatures {
+        DiskFeatures {
+            flush: true,
+            fua: true,
+            adn_requests: self.design().and_then(researchfs::Design::adn_requests),
+        }
+    }
+
     /// Options used when mounting a crash state.
     pub fn check_mount_options(&self) -> String {
         [self.mount_options, self.check_mount_extra]

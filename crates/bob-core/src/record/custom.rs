@@ -167,6 +167,11 @@ impl MarkReader {
                     if text.is_empty() {
                         continue;
                     }
+                    // Only bob's disk may notify durability: a program's mark that looks
+                    // like a notification is logged as the program's.
+                    if text.starts_with(crate::trace::ADN_PREFIX) {
+                        text.insert_str(0, "program ");
+                    }
                     if text.len() > max {
                         let mut cut = max;
                         while !text.is_char_boundary(cut) {
