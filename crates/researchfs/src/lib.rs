@@ -152,6 +152,9 @@ pub enum Error {
     /// Past the largest file size.
     #[error("file too large")]
     TooBig,
+    /// The design has no such operation (osync/dsync without a journal).
+    #[error("operation not supported by this design")]
+    NotSupported,
     /// Mounting or unmounting with FUSE failed.
     #[error("FUSE mount at {path}: {source}")]
     Mount {
@@ -178,6 +181,7 @@ impl Error {
             Error::TooManyLinks => libc::EMLINK,
             Error::BadName => libc::EINVAL,
             Error::TooBig => libc::EFBIG,
+            Error::NotSupported => libc::EOPNOTSUPP,
         }
     }
 }

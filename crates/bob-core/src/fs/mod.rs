@@ -272,6 +272,15 @@ pub fn research() -> Vec<FsConfig> {
                 researchfs::Design::Ordered => {
                     "researchfs ordered-core: a flush between dependent writes"
                 }
+                researchfs::Design::JournalFlush => {
+                    "researchfs journal-flush: journaling, a flush before and after each commit (ext4-style)"
+                }
+                researchfs::Design::Optfs => {
+                    "researchfs OptFS: optimistic journaling, checksums, no flushes, osync/dsync, ADN"
+                }
+                researchfs::Design::OptfsNocsum => {
+                    "researchfs optfs-nocsum: OptFS without checksums (negative control)"
+                }
             },
             fstype: "fuse.researchfs",
             mkfs: &[],
