@@ -551,6 +551,10 @@ pub struct RecordArgs {
     /// Directory for scratch files (default: the system temp dir).
     #[arg(long)]
     pub scratch: Option<PathBuf>,
+    /// Latency model of bob's recording disk: hdd, ssd or none (each write, discard and
+    /// flush takes the model's time; constants in docs/researchfs.md). FUSE disk only.
+    #[arg(long, default_value = "none")]
+    pub latency: bob_core::record::latency::Latency,
     /// The command and its arguments (after `--`); it runs with the mount as its working
     /// directory and BOB_MARK_FILE naming the mark control file.
     #[arg(last = true, required = true)]

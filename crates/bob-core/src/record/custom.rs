@@ -89,6 +89,8 @@ pub struct CommandRequest<'a> {
     pub annotate: Annotate,
     /// The recorder.
     pub backend: Backend,
+    /// The recording disk's latency model (FUSE disk only).
+    pub latency: super::latency::Latency,
 }
 
 /// A finished recording of a command.
@@ -243,6 +245,7 @@ pub fn record_command(req: &CommandRequest<'_>) -> Result<CommandRecording, Erro
     let config = req.config;
     let mut md = make_and_mount(config, req.device, req.work_dir, req.timeouts)?;
     mount::syncfs(&md.mnt)?;
+    md.disk.set_latency(req.latency);
     md.disk.start(&md.log_path)?;
     let tracing = start_tracing(req.annotate, &md.dev)?;
     let fifo = req.work_dir.join("marks.fifo");

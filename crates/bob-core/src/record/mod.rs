@@ -15,6 +15,7 @@
 pub mod blktrace_live;
 pub mod custom;
 pub mod dmlogwrites;
+pub mod latency;
 mod live;
 pub mod setup;
 pub mod tracefs;
@@ -103,6 +104,11 @@ struct RecState {
     failed: Option<LogError>,
     /// The disk's durability clock (see [`RecordingDisk::set_adn`]).
     adn: AdnClock,
+    /// The latency model while recording (see [`RecordingDisk::set_latency`]).
+    latency: Option<latency::Costs>,
+    /// Write requests made since the last flush or notification (what a flush must
+    /// write to the media).
+    dirty: u64,
 }
 
 /// The deterministic clock of asynchronous durability notifications: it counts write
@@ -148,6 +154,7 @@ impl RecState {
     /// have arrived since the last notification, appends the next one.
     fn tick(&mut self) -> std::io::Result<()> {
         self.adn.received += 1;
+        self.dirty += 1;
         let Some(every) = self.adn.every else { return Ok(()) };
         self.adn.since += 1;
         if self.adn.since >= every {
@@ -155,6 +162,8 @@ impl RecState {
             self.log(|log| log.append(&Entry::adn(traced)))?;
             self.adn.durable = received;
             self.adn.since = 0;
+            // The disk wrote its cache back on its own: nothing left for a flush.
+            self.dirty = 0;
         }
         Ok(())
     }
@@ -198,8 +207,15 @@ impl RecordingDisk {
         // The base image is synced: every write so far is durable.
         let adn =
             AdnClock { durable: st.adn.received, since: 0, at_start: st.adn.received, ..st.adn };
-        *st = RecState { log: Some(log), adn, ..RecState::default() };
+        let latency = st.latency;
+        *st = RecState { log: Some(log), adn, latency, ..RecState::default() };
         Ok(())
+    }
+
+    /// Sets the latency model applied while recording (`--latency`): every write, discard
+    /// and flush then takes the model's time before it completes ([`latency`]).
+    pub fn set_latency(&self, model: latency::Latency) {
+        self.lock().latency = model.costs();
     }
 
     /// Turns asynchronous durability notifications on (`Some(t_d)`) or off. With them on,
@@ -284,6 +300,12 @@ impl Disk for RecordingDisk {
         let mut st = self.lock();
         st.log(|log| log.append(&Entry::flush()))?;
         st.adn.durable = st.adn.received;
+        let delay = st.latency.filter(|_| st.log.is_some()).map(|c| c.flush(st.dirty));
+        st.dirty = 0;
+        drop(st);
+        if let Some(d) = delay {
+            std::thread::sleep(d);
+        }
         Ok(())
     }
     fn discard(&self, offset: u64, len: u64) -> std::io::Result<()> {
@@ -303,7 +325,13 @@ impl RecordingDisk {
         match st.log(|log| log.append_write(first, extra, data))? {
             Some(at) => {
                 st.live.insert(first, (data.len() / SECTOR) as u64, Source::Log(at));
-                st.tick()
+                let delay = st.latency.map(|c| c.write(data.len() as u64));
+                st.tick()?;
+                drop(st);
+                if let Some(d) = delay {
+                    std::thread::sleep(d);
+                }
+                Ok(())
             }
             None => {
                 st.adn.received += 1;
@@ -320,7 +348,13 @@ impl RecordingDisk {
         let count = len.div_ceil(SECTOR_SIZE);
         if st.log(|log| log.append(&Entry::discard(first, count)))?.is_some() {
             st.live.insert(first, count, Source::Zero);
-            return st.tick();
+            let delay = st.latency.map(|c| c.write(0));
+            st.tick()?;
+            drop(st);
+            if let Some(d) = delay {
+                std::thread::sleep(d);
+            }
+            return Ok(());
         }
         st.adn.received += 1;
         st.adn.durable = st.adn.received;
@@ -862,6 +896,38 @@ mod tests {
             }
         }
         assert!(later > 0);
+    }
+
+    #[test]
+    fn the_latency_model_charges_flushes_per_dirty_request_and_notifications_clear_them() {
+        use std::time::{Duration, Instant};
+        let tmp = tempfile::tempdir().unwrap();
+        let disk = RecordingDisk::create(&tmp.path().join("base.img"), 1 << 20).unwrap();
+        disk.set_latency(latency::Latency::Hdd);
+        // T_D = 7 write requests, counted from the last notification (flushes do not
+        // reset the disk's clock).
+        disk.set_adn(Some(7));
+        // Not recording (mkfs, setup): no latency.
+        let t = Instant::now();
+        Disk::flush(&disk).unwrap();
+        assert!(t.elapsed() < Duration::from_millis(8));
+        disk.start(&tmp.path().join(LOG_FILE)).unwrap();
+        for k in 0..3u64 {
+            Disk::write_at(&disk, k * 4096, &[1; 4096]).unwrap();
+        }
+        let t = Instant::now();
+        Disk::flush(&disk).unwrap();
+        // 8.5 ms + 3 x 4 ms.
+        assert!(t.elapsed() >= Duration::from_micros(20_500), "{:?}", t.elapsed());
+        // Four more writes: the notification after the seventh leaves nothing dirty.
+        for k in 0..4u64 {
+            Disk::write_at(&disk, k * 4096, &[2; 4096]).unwrap();
+        }
+        let t = Instant::now();
+        Disk::flush(&disk).unwrap();
+        let took = t.elapsed();
+        assert!(took >= Duration::from_micros(8_500) && took < Duration::from_micros(12_500));
+        disk.stop().unwrap();
     }
 
     #[test]
