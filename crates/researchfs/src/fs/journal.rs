@@ -296,6 +296,7 @@ impl Journal {
     /// is in the disk cache (osync). `dsync` adds a flush, so that everything committed
     /// is durable when it returns.
     pub(super) fn commit(&mut self, dev: &dyn BlockDevice, dsync: bool) -> Result<()> {
+        let mut flushed = false;
         if !self.running.is_empty() {
             let tx = std::mem::take(&mut self.running);
             let n = tx.meta.len() as u64;
@@ -358,9 +359,11 @@ impl Journal {
             self.stats.commits += 1;
             if self.mode.commit_flushes {
                 self.flush(dev)?;
+                flushed = true;
             }
         }
-        if dsync {
+        // journal-flush's flush after the commit block already made everything durable.
+        if dsync && !flushed {
             self.flush(dev)?;
         }
         self.poll(dev)
