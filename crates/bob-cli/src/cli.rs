@@ -379,6 +379,11 @@ pub struct BenchArgs {
     /// With `--table`: at most this many crash states per cell and drain schedule.
     #[arg(long, requires = "table")]
     pub max_states: Option<usize>,
+    /// The file systems' own speed on bob's disk with this latency model (hdd, ssd,
+    /// none): a Varmail-like flow, optfs with osync against journal-flush with fsync
+    /// (`optfs_vs_fsync_flush`; `--fs` may name those two only).
+    #[arg(long, conflicts_with = "table")]
+    pub latency: Option<bob_core::record::latency::Latency>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
