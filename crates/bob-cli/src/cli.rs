@@ -429,6 +429,11 @@ pub struct BenchArgs {
     /// With `--table`: at most this many crash states per cell and drain schedule.
     #[arg(long, requires = "table")]
     pub max_states: Option<usize>,
+    /// The file systems' own speed on bob's disk with this latency model (hdd, ssd,
+    /// none): a Varmail-like flow, optfs with osync against journal-flush with fsync
+    /// (`optfs_vs_fsync_flush`; `--fs` may name those two only).
+    #[arg(long, conflicts_with = "table")]
+    pub latency: Option<bob_core::record::latency::Latency>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -601,6 +606,10 @@ pub struct RecordArgs {
     /// Directory for scratch files (default: the system temp dir).
     #[arg(long)]
     pub scratch: Option<PathBuf>,
+    /// Latency model of bob's recording disk: hdd, ssd or none (each write, discard and
+    /// flush takes the model's time; constants in docs/researchfs.md). FUSE disk only.
+    #[arg(long, default_value = "none")]
+    pub latency: bob_core::record::latency::Latency,
     /// The command and its arguments (after `--`); it runs with the mount as its working
     /// directory and BOB_MARK_FILE naming the mark control file.
     #[arg(last = true, required = true)]

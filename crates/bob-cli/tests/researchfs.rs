@@ -26,9 +26,22 @@ fn list_shows_the_research_designs_and_the_detection_property() {
     let out = run(&["list", "--format", "json"]);
     assert_eq!(out.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    for name in ["orderless", "nofs", "ordered-core"] {
-        let c = v["configs"].as_array().unwrap().iter().find(|c| c["name"] == name);
-        assert_eq!(c.map(|c| c["available"].clone()), Some(true.into()), "{name}");
+    let config = |name: &str| v["configs"].as_array().unwrap().iter().find(|c| c["name"] == name);
+    for name in ["orderless", "nofs", "ordered-core", "journal-flush", "optfs", "optfs-nocsum"] {
+        assert_eq!(config(name).map(|c| c["available"].clone()), Some(true.into()), "{name}");
+    }
+    // The disk features: notifications (with T_D) only for the designs that listen.
+    assert_eq!(config("optfs").unwrap()["disk"]["adn_requests"], 16);
+    assert_eq!(config("optfs-nocsum").unwrap()["disk"]["adn_requests"], 16);
+    for name in ["journal-flush", "nofs", "ext4-ordered", "ext4-nobarrier"] {
+        let disk = &config(name).unwrap()["disk"];
+        assert_eq!(disk["adn_requests"], serde_json::Value::Null, "{name}");
+        assert_eq!((disk["flush"].clone(), disk["fua"].clone()), (true.into(), true.into()));
+    }
+    let text = String::from_utf8(run(&["list"]).stdout).unwrap();
+    assert!(text.contains("ADN yes, T_D = 16 write requests"), "{text}");
+    for p in ["osync-prefix", "dsync-durable"] {
+        assert!(v["properties"].as_array().unwrap().iter().any(|x| x["name"] == p), "{p}");
     }
     assert!(v["properties"]
         .as_array()

@@ -70,6 +70,8 @@ pub struct ConfigInfo {
     pub available: bool,
     /// Why it cannot run anywhere, if it cannot.
     pub unavailable: Option<String>,
+    /// What bob's disk offers it: flush, FUA, asynchronous durability notifications.
+    pub disk: crate::fs::DiskFeatures,
 }
 
 /// One property in [`ListReport`].
@@ -98,6 +100,7 @@ impl ListReport {
                 repair: c.repair.iter().map(|s| s.text()).collect(),
                 available: c.unavailable.is_none() && c.kernel_supports(),
                 unavailable: c.unavailable.map(str::to_owned),
+                disk: c.disk_features(),
             })
             .collect();
         let properties = workloads::Property::EVERY
@@ -121,6 +124,21 @@ impl ListReport {
                 (None, true) => String::new(),
             };
             s.push_str(&format!("  {:<16} {}{}\n", c.name, c.description, note));
+        }
+        s.push_str("\nDisk features (bob's recording disk, per configuration):\n");
+        for c in &self.configs {
+            let yes = |b: bool| if b { "yes" } else { "no" };
+            let adn = c
+                .disk
+                .adn_requests
+                .map_or("no".to_string(), |t| format!("yes, T_D = {t} write requests"));
+            s.push_str(&format!(
+                "  {:<16} flush {}, FUA {}, ADN {}\n",
+                c.name,
+                yes(c.disk.flush),
+                yes(c.disk.fua),
+                adn
+            ));
         }
         s.push_str("\nProperties:\n");
         for p in &self.properties {

@@ -855,6 +855,20 @@ pub fn unavailable_cell(config: &FsConfig, property: Property, reason: &str) -> 
     }
 }
 
+/// The cell of a property that does not apply to a configuration (an osync/dsync
+/// property on a file system without them): `not-applicable`, never `held`.
+pub fn not_applicable_cell(config: &FsConfig, property: Property) -> Cell {
+    Cell {
+        verdict: CellVerdict::NotApplicable,
+        unavailable: Some(format!(
+            "{} has no osync()/dsync(), which the {} workload calls",
+            config.name,
+            property.name()
+        )),
+        ..Cell::of_results(config.name, property.name(), &[]).0
+    }
+}
+
 fn count_entries(
     trace: &crate::trace::Trace,
     pick: impl Fn(&crate::trace::Entry) -> bool,

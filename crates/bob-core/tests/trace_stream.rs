@@ -100,6 +100,7 @@ fn an_annotated_recording_writes_its_flags_back() {
         timeouts: Timeouts::default(),
         annotate: record::custom::Annotate::Tracefs,
         backend: record::custom::Backend::Fuse,
+        latency: record::latency::Latency::None,
     })
     .expect("record");
     assert_eq!(rec.exit_code, Some(0));

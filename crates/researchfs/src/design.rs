@@ -25,7 +25,23 @@ pub enum Design {
     /// comparison point.
     #[serde(rename = "ordered-core")]
     Ordered,
+    /// The core over a journal with ext4-style pessimistic commits: a flush before and
+    /// after each commit block, no checksums, checkpoint right after; fsync = commit +
+    /// flush. The baseline of OptFS.
+    JournalFlush,
+    /// The Optimistic File System (thesis ch. 6): the same journal with transactional
+    /// checksums and no flushes, checkpoints and block reuse delayed until the disk's
+    /// durability notifications, selective data journaling, `osync()` and `dsync()`.
+    Optfs,
+    /// OptFS without checksums, still without flushes: the negative control.
+    OptfsNocsum,
 }
+
+/// OptFS' durability timeout T_D in write requests: the disk under it notifies after
+/// every 16 write requests that all it received is durable. The prototype's T_D was 30 s
+/// (thesis §6.3.1); bob's disk counts requests so that recordings replay, and 16 makes
+/// the notifications land inside the small workloads bob explores.
+pub const OPTFS_T_D: u32 = 16;
 
 /// Mount options.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,7 +53,14 @@ pub struct Options {
 
 impl Design {
     /// Every design.
-    pub const ALL: [Design; 3] = [Design::Orderless, Design::Nofs, Design::Ordered];
+    pub const ALL: [Design; 6] = [
+        Design::Orderless,
+        Design::Nofs,
+        Design::Ordered,
+        Design::JournalFlush,
+        Design::Optfs,
+        Design::OptfsNocsum,
+    ];
 
     /// The name on bob's command line.
     pub fn name(self) -> &'static str {
@@ -45,6 +68,9 @@ impl Design {
             Design::Orderless => "orderless",
             Design::Nofs => "nofs",
             Design::Ordered => "ordered-core",
+            Design::JournalFlush => "journal-flush",
+            Design::Optfs => "optfs",
+            Design::OptfsNocsum => "optfs-nocsum",
         }
     }
 
@@ -54,6 +80,9 @@ impl Design {
             Design::Orderless => 1,
             Design::Nofs => 2,
             Design::Ordered => 3,
+            Design::JournalFlush => 4,
+            Design::Optfs => 5,
+            Design::OptfsNocsum => 6,
         }
     }
 
@@ -77,18 +106,52 @@ impl Design {
         self == Design::Ordered
     }
 
-    /// Whether fsync issues a flush.
+    /// Whether fsync issues a flush (a journaling design's fsync is its dsync: commit,
+    /// then flush).
     pub fn fsync_flushes(self, opts: Options) -> bool {
         match self {
             Design::Nofs => opts.durable,
-            Design::Orderless | Design::Ordered => true,
+            _ => true,
+        }
+    }
+
+    /// How the design journals, if it does.
+    pub fn journal(self) -> Option<crate::fs::JournalMode> {
+        use crate::fs::JournalMode;
+        match self {
+            Design::JournalFlush => {
+                Some(JournalMode { checksums: false, commit_flushes: true, selective_data: false })
+            }
+            Design::Optfs => {
+                Some(JournalMode { checksums: true, commit_flushes: false, selective_data: true })
+            }
+            Design::OptfsNocsum => {
+                Some(JournalMode { checksums: false, commit_flushes: false, selective_data: true })
+            }
+            Design::Orderless | Design::Nofs | Design::Ordered => None,
+        }
+    }
+
+    /// Whether programs can call `osync()` and `dsync()` on it (the journaling designs:
+    /// through the control file [`crate::fuse::SYNC_CONTROL`], or [`crate::Fs::osync`]).
+    pub fn has_osync(self) -> bool {
+        self.journal().is_some()
+    }
+
+    /// The durability timeout T_D, in write requests, of the disk this design wants under
+    /// it: it checkpoints and reuses freed blocks after the disk's asynchronous durability
+    /// notifications (OptFS). `None`: the design never asks the disk.
+    pub fn adn_requests(self) -> Option<u32> {
+        match self {
+            Design::Optfs | Design::OptfsNocsum => Some(OPTFS_T_D),
+            _ => None,
         }
     }
 
     /// Whether the superblock's clean flag is maintained (NoFS writes no superblock at
     /// all after mkfs: nothing in it changes).
     pub fn keeps_clean_flag(self) -> bool {
-        self != Design::Nofs
+        self != Design::Nofs && self.journal().is_none()
     }
 
     /// Bytes of file data per data block.
@@ -121,7 +184,7 @@ impl FromStr for Design {
     type Err = String;
     fn from_str(s: &str) -> Result<Design, String> {
         Design::ALL.into_iter().find(|d| d.name() == s).ok_or_else(|| {
-            format!("unknown researchfs design `{s}` (expected orderless, nofs or ordered-core)")
+            format!("unknown researchfs design `{s}` (expected orderless, nofs, ordered-core, journal-flush, optfs or optfs-nocsum)")
         })
     }
 }

@@ -108,6 +108,18 @@ impl WriteInfo {
     }
 }
 
+/// What a disk with asynchronous durability notifications (ADN, OptFS §6.2.1) has told
+/// the file system: of the write requests (writes and discards) it received since it was
+/// made, how many are durable. Writes are durable in the order received, so "the first
+/// `durable` writes" names them; a flush makes all of them durable.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Durability {
+    /// Write requests received so far: the sequence number of the last one.
+    pub received: u64,
+    /// The first `durable` of them are durable.
+    pub durable: u64,
+}
+
 /// A byte-addressed disk with a volatile write cache.
 pub trait BlockDevice: Send + Sync {
     /// Size in bytes.
@@ -120,6 +132,13 @@ pub trait BlockDevice: Send + Sync {
     fn flush(&self) -> io::Result<()>;
     /// Discards `len` bytes at `offset` (they read back as zeros).
     fn discard(&self, offset: u64, len: u64) -> io::Result<()>;
+    /// The disk's asynchronous durability notifications so far; `None` for a disk that
+    /// sends none (then only a flush or a FUA write makes anything durable). A file
+    /// system polls it: a write whose sequence number ([`Durability::received`] right after
+    /// it) is at most [`Durability::durable`] has reached the media.
+    fn durability(&self) -> Option<Durability> {
+        None
+    }
 }
 
 fn check_range(size: u64, offset: u64, len: u64) -> io::Result<()> {
@@ -132,10 +151,16 @@ fn check_range(size: u64, offset: u64, len: u64) -> io::Result<()> {
     }
 }
 
-/// A disk in memory. Flushes are counted (they have nothing to do).
+/// A disk in memory. Flushes are counted (they have nothing to do). Made
+/// [`MemDevice::with_adn`], it also sends durability notifications on the same
+/// request-counting clock as bob's recording disk.
 pub struct MemDevice {
     data: RwLock<Vec<u8>>,
     flushes: AtomicU64,
+    /// T_D in write requests, when the disk notifies.
+    adn: Option<u64>,
+    /// (received, durable) write requests.
+    clock: Mutex<Durability>,
 }
 
 impl MemDevice {
@@ -146,7 +171,27 @@ impl MemDevice {
 
     /// A disk holding `bytes`.
     pub fn from_bytes(bytes: Vec<u8>) -> MemDevice {
-        MemDevice { data: RwLock::new(bytes), flushes: AtomicU64::new(0) }
+        MemDevice {
+            data: RwLock::new(bytes),
+            flushes: AtomicU64::new(0),
+            adn: None,
+            clock: Mutex::new(Durability::default()),
+        }
+    }
+
+    /// A zero-filled disk of `size` bytes that notifies durability every `t_d` write
+    /// requests (everything received so far becomes durable then).
+    pub fn with_adn(size: u64, t_d: u64) -> MemDevice {
+        MemDevice { adn: Some(t_d.max(1)), ..MemDevice::new(size) }
+    }
+
+    fn tick(&self) {
+        if let Ok(mut c) = self.clock.lock() {
+            c.received += 1;
+            if self.adn.is_some_and(|t| c.received % t == 0) {
+                c.durable = c.received;
+            }
+        }
     }
 
     /// A copy of the whole disk.
@@ -174,17 +219,28 @@ impl BlockDevice for MemDevice {
         let mut data = self.data.write().map_err(|_| io::Error::other("poisoned"))?;
         check_range(data.len() as u64, offset, src.len() as u64)?;
         data[offset as usize..offset as usize + src.len()].copy_from_slice(src);
+        drop(data);
+        self.tick();
         Ok(())
     }
     fn flush(&self) -> io::Result<()> {
         self.flushes.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut c) = self.clock.lock() {
+            c.durable = c.received;
+        }
         Ok(())
     }
     fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
         let mut data = self.data.write().map_err(|_| io::Error::other("poisoned"))?;
         check_range(data.len() as u64, offset, len)?;
         data[offset as usize..(offset + len) as usize].fill(0);
+        drop(data);
+        self.tick();
         Ok(())
+    }
+    fn durability(&self) -> Option<Durability> {
+        self.adn?;
+        self.clock.lock().ok().map(|c| *c)
     }
 }
 
@@ -328,6 +384,9 @@ impl BlockDevice for RecordingDevice {
         self.inner.discard(offset, len)?;
         self.push(Request::Discard { offset, len });
         Ok(())
+    }
+    fn durability(&self) -> Option<Durability> {
+        self.inner.durability()
     }
 }
 

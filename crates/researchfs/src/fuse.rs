@@ -54,6 +54,38 @@ fn file_attr(a: &Attr) -> FileAttr {
     }
 }
 
+/// The control file through which programs on a mounted journaling design call
+/// `osync()` and `dsync()`: at the root, never listed by readdir, writable by anyone.
+/// Writing `osync` to it ends the running transaction and returns once it is in the disk
+/// cache; writing `dsync` (or fsync of the control file) also flushes. Any other text is
+/// EINVAL. On designs without osync it does not exist (ENOENT). fsync of any file is
+/// `dsync()` on those designs.
+pub const SYNC_CONTROL: &str = ".researchfs-sync";
+
+/// The control file's inode number (past every real inode, which are 32-bit slots of a
+/// far smaller table).
+const CTL: u32 = u32::MAX;
+
+fn ctl_attr() -> FileAttr {
+    FileAttr {
+        ino: INodeNo(u64::from(CTL)),
+        size: 0,
+        blocks: 0,
+        atime: UNIX_EPOCH,
+        mtime: UNIX_EPOCH,
+        ctime: UNIX_EPOCH,
+        crtime: UNIX_EPOCH,
+        kind: FileType::RegularFile,
+        perm: 0o666,
+        nlink: 1,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        flags: 0,
+        blksize: BLOCK as u32,
+    }
+}
+
 struct FuseFs {
     fs: Arc<Fs>,
 }
@@ -89,6 +121,12 @@ impl Filesystem for FuseFs {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let parent = ino!(parent, reply);
+        if parent == crate::layout::ROOT
+            && name.as_bytes() == SYNC_CONTROL.as_bytes()
+            && self.fs.design().has_osync()
+        {
+            return reply.entry(&TTL, &ctl_attr(), Generation(0));
+        }
         match self.fs.lookup(parent, name.as_bytes()) {
             Ok(ino) => self.entry(ino, reply),
             Err(e) => reply.error(errno(&e)),
@@ -97,6 +135,9 @@ impl Filesystem for FuseFs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         let ino = ino!(ino, reply);
+        if ino == CTL {
+            return reply.attr(&TTL, &ctl_attr());
+        }
         match self.fs.getattr(ino) {
             Ok(a) => reply.attr(&TTL, &file_attr(&a)),
             Err(e) => reply.error(errno(&e)),
@@ -123,6 +164,9 @@ impl Filesystem for FuseFs {
         reply: ReplyAttr,
     ) {
         let ino = ino!(ino, reply);
+        if ino == CTL {
+            return reply.attr(&TTL, &ctl_attr());
+        }
         // Only the size is stored; modes, owners and times are accepted and not kept.
         if let Some(size) = size {
             if let Err(e) = self.fs.truncate(ino, size) {
@@ -218,6 +262,9 @@ impl Filesystem for FuseFs {
         reply: ReplyData,
     ) {
         let ino = ino!(ino, reply);
+        if ino == CTL {
+            return reply.data(&[]);
+        }
         match self.fs.read(ino, offset, size as usize) {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(errno(&e)),
@@ -237,6 +284,17 @@ impl Filesystem for FuseFs {
         reply: ReplyWrite,
     ) {
         let ino = ino!(ino, reply);
+        if ino == CTL {
+            let done = match std::str::from_utf8(data).map(str::trim) {
+                Ok("osync") => self.fs.osync(),
+                Ok("dsync") => self.fs.dsync(),
+                _ => return reply.error(Errno::EINVAL),
+            };
+            return match done {
+                Ok(()) => reply.written(data.len() as u32),
+                Err(e) => reply.error(errno(&e)),
+            };
+        }
         match self.fs.write(ino, offset, data) {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(errno(&e)),
@@ -264,7 +322,8 @@ impl Filesystem for FuseFs {
         reply: ReplyEmpty,
     ) {
         let ino = ino!(ino, reply);
-        match self.fs.fsync(ino) {
+        let done = if ino == CTL { self.fs.dsync() } else { self.fs.fsync(ino) };
+        match done {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),
         }

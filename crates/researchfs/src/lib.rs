@@ -47,7 +47,9 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 pub use design::{Design, Options};
-pub use device::{BlockDevice, FileDevice, MemDevice, RecordingDevice, Role, WriteInfo};
+pub use device::{
+    BlockDevice, Durability, FileDevice, MemDevice, RecordingDevice, Role, WriteInfo,
+};
 pub use fs::{mkfs, Attr, Fs};
 pub use fsck::{fsck, FsckReport};
 pub use fuse::{mount, mount_with, MountedFs};
@@ -150,6 +152,9 @@ pub enum Error {
     /// Past the largest file size.
     #[error("file too large")]
     TooBig,
+    /// The design has no such operation (osync/dsync without a journal).
+    #[error("operation not supported by this design")]
+    NotSupported,
     /// Mounting or unmounting with FUSE failed.
     #[error("FUSE mount at {path}: {source}")]
     Mount {
@@ -176,6 +181,7 @@ impl Error {
             Error::TooManyLinks => libc::EMLINK,
             Error::BadName => libc::EINVAL,
             Error::TooBig => libc::EFBIG,
+            Error::NotSupported => libc::EOPNOTSUPP,
         }
     }
 }

@@ -129,3 +129,47 @@ fn checker_through_fuse_sees_orderless_garbage_and_nofs_eio() {
         assert!(!mounted_here(&mnt));
     }
 }
+
+#[test]
+fn programs_reach_osync_and_dsync_through_the_control_file() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    for design in [Design::Optfs, Design::JournalFlush, Design::Orderless] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mnt = tmp.path().join("mnt");
+        fs::create_dir(&mnt).unwrap();
+        let dev: Arc<dyn BlockDevice> =
+            Arc::new(FileDevice::create(&tmp.path().join("image"), 16 << 20).unwrap());
+        mkfs(design, dev.as_ref(), dev.size()).unwrap();
+        let m = mount(design, dev.clone(), &mnt).unwrap();
+        let ctl = mnt.join(researchfs::fuse::SYNC_CONTROL);
+        fs::write(mnt.join("f"), b"one").unwrap();
+        if !design.has_osync() {
+            assert!(!ctl.exists(), "{design}: a control file without osync");
+            assert!(fs::write(&ctl, b"osync").is_ok(), "{design}: an ordinary file then");
+            m.unmount().unwrap();
+            continue;
+        }
+        let commits = || m.fs().journal_stats().unwrap().commits;
+        assert_eq!(commits(), 0, "{design}");
+        fs::write(&ctl, b"osync").unwrap();
+        assert_eq!(commits(), 1, "{design}: osync ends the transaction");
+        fs::write(mnt.join("g"), b"two").unwrap();
+        let flushes = m.fs().journal_stats().unwrap().flushes;
+        fs::write(&ctl, b"dsync\n").unwrap();
+        assert_eq!(commits(), 2, "{design}");
+        assert!(m.fs().journal_stats().unwrap().flushes > flushes, "{design}: dsync flushes");
+        let e = fs::write(&ctl, b"sync please").unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc_einval()), "{design}");
+        let names: Vec<String> = fs::read_dir(&mnt)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert!(!names.iter().any(|n| n.as_str() == researchfs::fuse::SYNC_CONTROL), "{names:?}");
+        m.unmount().unwrap();
+        assert!(!mounted_here(&mnt));
+    }
+}
+
+fn libc_einval() -> i32 {
+    22
+}

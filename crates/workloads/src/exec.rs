@@ -245,6 +245,13 @@ fn run_op(
             }
             Ok(())
         }
+        Op::Osync | Op::Dsync => {
+            // The file system's control file: one write of the call's name.
+            let p = root.join(crate::SYNC_CONTROL);
+            let word = if *op == Op::Osync { "osync" } else { "dsync" };
+            let mut f = std::fs::OpenOptions::new().write(true).open(&p).map_err(io(&p))?;
+            std::io::Write::write_all(&mut f, word.as_bytes()).map_err(io(&p))
+        }
         Op::WritebackStart { path } => {
             // Starts writeback of the whole file and returns without waiting for it or
             // for any metadata: the `writeback-commit` drain schedule's first step.

@@ -45,3 +45,8 @@ pub use workload::{
 
 /// The atomic unit of the simulated disk and of every stamp: 512 bytes.
 pub const SECTOR: u64 = 512;
+
+/// The control file through which [`Op::Osync`] and [`Op::Dsync`] reach the file system:
+/// at the mount's root, written `osync` or `dsync` (researchfs' `fuse::SYNC_CONTROL`;
+/// the two crates share no code, a bob-core test checks they agree).
+pub const SYNC_CONTROL: &str = ".researchfs-sync";

@@ -49,6 +49,14 @@ pub enum Op {
     /// sync_file_range(path, 0, 0, SYNC_FILE_RANGE_WRITE): start writeback of the file's
     /// dirty data without waiting for it or committing metadata (a drain schedule).
     WritebackStart { path: String },
+    /// `osync()` (OptFS): ends the file system's running transaction without making it
+    /// durable: every op before it persists before any op after it. Reached by writing
+    /// `osync` to the control file [`crate::SYNC_CONTROL`] at the mount's root; only
+    /// configurations with osync run it.
+    Osync,
+    /// `dsync()` (OptFS): osync, then durable when it returns (a persistence point that
+    /// promises what sync does).
+    Dsync,
 }
 
 /// What kind of operation an op is, for every source of workloads (the property
@@ -87,6 +95,10 @@ pub enum OpKind {
     Syncfs,
     /// sync_file_range(SYNC_FILE_RANGE_WRITE): writeback started, nothing waited for.
     WritebackStart,
+    /// osync() (OptFS).
+    Osync,
+    /// dsync() (OptFS).
+    Dsync,
 }
 
 impl OpKind {
@@ -108,7 +120,14 @@ impl OpKind {
             OpKind::Sync => "sync",
             OpKind::Syncfs => "syncfs",
             OpKind::WritebackStart => "writeback-start",
+            OpKind::Osync => "osync",
+            OpKind::Dsync => "dsync",
         }
+    }
+
+    /// Whether the op delimits osync groups (osync and dsync).
+    pub fn is_osync(self) -> bool {
+        matches!(self, OpKind::Osync | OpKind::Dsync)
     }
 
     /// Whether ops of this kind change a directory (create, remove or move a name).
@@ -156,6 +175,8 @@ impl Op {
             Op::Sync => OpKind::Sync,
             Op::Syncfs => OpKind::Syncfs,
             Op::WritebackStart { .. } => OpKind::WritebackStart,
+            Op::Osync => OpKind::Osync,
+            Op::Dsync => OpKind::Dsync,
         }
     }
 
@@ -177,6 +198,7 @@ impl Op {
                 | Op::Fdatasync { .. }
                 | Op::Sync
                 | Op::Syncfs
+                | Op::Dsync
                 | Op::Creat { sync: true, .. }
         )
     }
@@ -192,6 +214,8 @@ impl Op {
                 | Op::Sync
                 | Op::Syncfs
                 | Op::WritebackStart { .. }
+                | Op::Osync
+                | Op::Dsync
         )
     }
 
@@ -209,7 +233,7 @@ impl Op {
             | Op::Fdatasync { path }
             | Op::WritebackStart { path } => vec![path],
             Op::Link { from, to } | Op::Rename { from, to } => vec![from, to],
-            Op::Sync | Op::Syncfs => vec![],
+            Op::Sync | Op::Syncfs | Op::Osync | Op::Dsync => vec![],
         }
     }
 
@@ -243,6 +267,8 @@ impl fmt::Display for Op {
             Op::Sync => write!(f, "sync"),
             Op::Syncfs => write!(f, "syncfs"),
             Op::WritebackStart { path } => write!(f, "writeback-start {path}"),
+            Op::Osync => write!(f, "osync"),
+            Op::Dsync => write!(f, "dsync"),
         }
     }
 }

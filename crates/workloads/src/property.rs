@@ -62,6 +62,12 @@ pub enum Property {
     /// "Detects its own inconsistency" (the NoFS thesis' reliability experiment as a
     /// property); not in [`Property::ALL`], see [`Property::EVERY`].
     DetectsInconsistency,
+    /// OptFS' prefix semantics (thesis §6.2.4): after a crash the file system holds a
+    /// prefix of the osync-delimited groups of ops. Only on configurations with osync.
+    OsyncPrefix,
+    /// What `dsync()` promised (everything before it) is durable once it returned. Only
+    /// on configurations with dsync.
+    DsyncDurable,
 }
 
 impl Property {
@@ -86,13 +92,22 @@ impl Property {
         Property::SyncDurable,
         Property::DirFsyncDurable,
         Property::DetectsInconsistency,
+        Property::OsyncPrefix,
+        Property::DsyncDurable,
     ];
 
-    /// Every property of the study's grid, in the order of the spec's table: [`EVERY`]
-    /// without the detection family (its last entry).
+    /// Every property of the study's grid, in the order of the spec's table: the first
+    /// seventeen of [`EVERY`], without the detection family and the osync/dsync
+    /// properties (rows one asks for by name).
     ///
     /// [`EVERY`]: Property::EVERY
-    pub const ALL: &'static [Property] = Property::EVERY.split_at(Property::EVERY.len() - 1).0;
+    pub const ALL: &'static [Property] = Property::EVERY.split_at(17).0;
+
+    /// Whether the property's workload calls `osync()`/`dsync()`: it applies only to
+    /// configurations that have them (elsewhere its cell is `not-applicable`).
+    pub fn needs_osync(self) -> bool {
+        matches!(self, Property::OsyncPrefix | Property::DsyncDurable)
+    }
 
     /// The kebab-case name used on the command line and in JSON.
     pub fn name(self) -> &'static str {
@@ -115,6 +130,8 @@ impl Property {
             Property::SyncDurable => "sync-durable",
             Property::DirFsyncDurable => "dir-fsync-durable",
             Property::DetectsInconsistency => "detects-inconsistency",
+            Property::OsyncPrefix => "osync-prefix",
+            Property::DsyncDurable => "dsync-durable",
         }
     }
 
@@ -134,8 +151,11 @@ impl Property {
             | OtruncAppendThenClose
             | AppendThenAppend
             | AppendThenDirOp
-            | DirOpThenAny => Family::Ordering,
-            FsyncDurable | FdatasyncDurable | SyncDurable | DirFsyncDurable => Family::Durability,
+            | DirOpThenAny
+            | OsyncPrefix => Family::Ordering,
+            FsyncDurable | FdatasyncDurable | SyncDurable | DirFsyncDurable | DsyncDurable => {
+                Family::Durability
+            }
             DetectsInconsistency => Family::Detection,
         }
     }
@@ -170,6 +190,8 @@ impl Property {
             DetectsInconsistency => {
                 "after a crash every access returns what some state allows or an error, never wrong data"
             }
+            OsyncPrefix => "the ops persist as a prefix of the osync-delimited groups (OptFS)",
+            DsyncDurable => "after dsync() returns, every earlier op is durable (OptFS)",
         }
     }
 }

@@ -298,6 +298,39 @@ pub fn workload_for(p: Property, params: &Params) -> Workload {
             fsync("/B"),
         ],
         DetectsInconsistency => return detection_workload(params),
+        OsyncPrefix => {
+            // The thesis' reliability workloads (§6.4.1: appends with frequent osync;
+            // overwrites with frequent osync) and its atomic-update case (Table 6.9,
+            // gedit: write a temporary file, osync, rename it over the original).
+            setup.extend([creat("/A/doc"), write("/A/doc", 0, b)]);
+            vec![
+                append("/A/f0", 0, b),
+                Op::Osync,
+                append("/A/f0", b, b),
+                Op::Osync,
+                append("/A/f0", 2 * b, b),
+                Op::Osync,
+                write("/big0", random_offset(params, p, 0, b), b),
+                Op::Osync,
+                write("/big1", random_offset(params, p, 1, b), b),
+                Op::Osync,
+                creat("/A/doc.tmp"),
+                append("/A/doc.tmp", 0, b),
+                Op::Osync,
+                rename("/A/doc.tmp", "/A/doc"),
+                Op::Osync,
+                append("/B/f5", 0, b),
+            ]
+        }
+        DsyncDurable => vec![
+            append("/A/f0", 0, 2 * b),
+            Op::Dsync,
+            write("/big0", random_offset(params, p, 0, b), b),
+            creat("/B/c0"),
+            Op::Dsync,
+            append("/A/f0", 2 * b, b),
+            append("/B/f5", 0, b),
+        ],
     };
     let commit_midway =
         if params.commit_midway && matches!(p, MultiBlockAppend | MultiBlockPrefixAppend) {

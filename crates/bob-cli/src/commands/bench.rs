@@ -21,6 +21,18 @@ pub fn run(args: BenchArgs) -> Result<Conclusion, CliError> {
     if args.table {
         return run_table(args);
     }
+    if let Some(latency) = args.latency {
+        if let Some(c) = args.fs.iter().find(|c| !matches!(c.name, "optfs" | "journal-flush")) {
+            return Err(usage(format!(
+                "bob bench --latency measures optfs against journal-flush; {} is not one of them",
+                c.name
+            )));
+        }
+        let report = bench::run_fs_bench(latency, bench::ITERATIONS)
+            .map_err(|e| CliError::Environment(e.to_string()))?;
+        print::result(args.format, &report, || report.to_text())?;
+        return Ok(Conclusion::Done);
+    }
     let (fs, property) = match (&args.fs[..], &args.property[..]) {
         ([], []) => (default_config()?, Property::SingleBlockAppend),
         ([fs], []) => (fs.clone(), Property::SingleBlockAppend),

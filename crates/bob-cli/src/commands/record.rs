@@ -26,6 +26,7 @@ pub fn run(args: RecordArgs) -> Result<Conclusion, CliError> {
         backend,
         annotate: args.annotate.into(),
         scratch: args.scratch,
+        latency: args.latency,
     })?;
     let s = &recorded.summary;
     println!(

@@ -29,6 +29,11 @@ pub fn run(args: RunArgs) -> Result<Conclusion, CliError> {
         print::result(args.format, &cell, || color::cell_text(&cell, cell.to_text()))?;
         return Ok(Conclusion::Named(cell.verdict));
     }
+    if !config.applies(property) {
+        let cell = run::not_applicable_cell(&config, property);
+        print::result(args.format, &cell, || cell.to_text())?;
+        return Ok(Conclusion::Named(cell.verdict));
+    }
     if let Some(dev) = &args.device {
         loopdev::vet_user_device(dev, args.force)?;
         if !loopdev::is_loop_device(dev) {

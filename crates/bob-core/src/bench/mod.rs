@@ -34,6 +34,7 @@
 
 mod engine;
 mod floor;
+mod fsbench;
 mod machine;
 mod naive;
 mod recorder;
@@ -41,6 +42,7 @@ mod report;
 mod stats;
 mod table;
 
+pub use fsbench::{run_fs_bench, FsBenchError, FsBenchReport, FsRun, ITERATIONS};
 pub use naive::write_overlay;
 pub use report::*;
 pub use table::{run_table_bench, TableBenchReport, TableRun};

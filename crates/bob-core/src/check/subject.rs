@@ -98,6 +98,7 @@ impl Subject {
         let end = epoch.end_entry(&self.trace).min(first_missing_fua.unwrap_or(usize::MAX));
         self.trace.entries[..end.min(self.trace.entries.len())]
             .iter()
+            .filter(|e| !e.is_adn())
             .filter_map(|e| e.mark_text())
             .collect()
     }

@@ -20,7 +20,12 @@
 //!   ([`crate::trace::flags::FUA_POSTFLUSH`], from the `block_bio_queue` tracepoint) and
 //!   under the `real` model they close no epoch, as a disk with FUA would issue none.
 //!
-//! Marks belong to no epoch. Write or discard entries addressing zero sectors change
+//! * an asynchronous durability notification (a mark with [`crate::trace::ADN_PREFIX`],
+//!   appended by bob's disk on its request-counting clock): every write before it is
+//!   durable, exactly as after a flush, so it closes the current epoch too. The file
+//!   system issued nothing; the disk wrote its cache back on its own.
+//!
+//! Other marks belong to no epoch. Write or discard entries addressing zero sectors change
 //! nothing on the disk and are left out of every epoch (a zero-sector FUA write is not a
 //! barrier: FUA covers only its own, empty, data).
 //!
@@ -81,6 +86,7 @@ impl Epoch {
         let prev = self.start_entry.checked_sub(1)?;
         match entries.get(prev)?.kind() {
             EntryKind::Flush => Some((prev, Barrier::Flush)),
+            EntryKind::Mark if entries[prev].is_adn() => Some((prev, Barrier::Adn)),
             EntryKind::Write { fua: true, .. } => Some((prev, Barrier::Fua)),
             _ => None,
         }
@@ -96,6 +102,8 @@ pub enum Barrier {
     Preflush,
     /// The completion of a FUA write.
     Fua,
+    /// An asynchronous durability notification from the disk.
+    Adn,
 }
 
 /// Cuts `trace` into its epochs under the disk model `disk` (see the module documentation
@@ -126,6 +134,10 @@ pub fn epochs(trace: &Trace, disk: &DiskModel) -> Vec<Epoch> {
     };
     for (i, entry) in trace.entries.iter().enumerate() {
         match entry.kind() {
+            EntryKind::Mark if entry.is_adn() => {
+                close(&mut out, &mut writes, &mut fua_writes, start_entry, i);
+                start_entry = i + 1;
+            }
             EntryKind::Mark => {}
             // With real FUA the write is durable on its own; its emulation's flush is not.
             EntryKind::Flush if real_fua && entry.is_fua_postflush() => {}

@@ -210,6 +210,9 @@ impl StateId {
             Some((at, Barrier::Fua)) => {
                 let _ = write!(s, "after the FUA write at entry {at}");
             }
+            Some((at, Barrier::Adn)) => {
+                let _ = write!(s, "after the disk's durability notification at entry {at}");
+            }
         }
         if !epoch.fua_writes.is_empty() {
             let emulated: Vec<String> = (epoch.start_entry..epoch.end_entry(trace))

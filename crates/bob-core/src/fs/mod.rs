@@ -272,6 +272,15 @@ pub fn research() -> Vec<FsConfig> {
                 researchfs::Design::Ordered => {
                     "researchfs ordered-core: a flush between dependent writes"
                 }
+                researchfs::Design::JournalFlush => {
+                    "researchfs journal-flush: journaling, a flush before and after each commit (ext4-style)"
+                }
+                researchfs::Design::Optfs => {
+                    "researchfs OptFS: optimistic journaling, checksums, no flushes, osync/dsync, ADN"
+                }
+                researchfs::Design::OptfsNocsum => {
+                    "researchfs optfs-nocsum: OptFS without checksums (negative control)"
+                }
             },
             fstype: "fuse.researchfs",
             mkfs: &[],
@@ -291,9 +300,24 @@ pub fn research() -> Vec<FsConfig> {
 /// space to spare; NoFS scans the whole image at every mount, so smaller is faster.
 const RESEARCH_IMAGE_BYTES: u64 = 16 * MIB;
 
-/// Every configuration: [`all`] then [`research`].
+/// Kernel configurations outside the study's grid (not in [`all`], so not in the
+/// default `bob table`; named with `--fs`): `ext4-nobarrier`, ext4 data=ordered with
+/// barriers off (`barrier=0`: jbd2 issues no flush and no FUA), the OptFS thesis'
+/// "ext4 without flushes" (ch. 3 and Table 6.9).
+pub fn extra() -> Vec<FsConfig> {
+    vec![ext(
+        "ext4-nobarrier",
+        "ext4 data=ordered with barrier=0 (no flushes, no FUA)",
+        "ext4",
+        MKFS_EXT4,
+        "data=ordered,barrier=0",
+    )]
+}
+
+/// Every configuration: [`all`], [`extra`], then [`research`].
 pub fn every() -> Vec<FsConfig> {
     let mut v = all();
+    v.extend(extra());
     v.extend(research());
     v
 }
@@ -308,7 +332,32 @@ pub fn names() -> Vec<&'static str> {
     every().iter().map(|c| c.name).collect()
 }
 
+/// What bob's disk offers a configuration while it is recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct DiskFeatures {
+    /// Cache flushes (every configuration).
+    pub flush: bool,
+    /// Forced unit access writes. A kernel file system on bob's loop device sees no FUA
+    /// (the block layer follows each FUA write with a flush, which the `real` FUA model
+    /// undoes); a research design passes FUA straight to the disk.
+    pub fua: bool,
+    /// Asynchronous durability notifications: the durability timeout T_D in write
+    /// requests ([`crate::record::RecordingDisk::set_adn`]); `None`: none sent.
+    pub adn_requests: Option<u32>,
+}
+
 impl FsConfig {
+    /// The disk features bob's recording disk offers this configuration: notifications
+    /// only to a design that listens for them (they are barriers in its traces; every
+    /// other configuration's traces stay what they were).
+    pub fn disk_features(&self) -> DiskFeatures {
+        DiskFeatures {
+            flush: true,
+            fua: true,
+            adn_requests: self.design().and_then(researchfs::Design::adn_requests),
+        }
+    }
+
     /// Options used when mounting a crash state.
     pub fn check_mount_options(&self) -> String {
         [self.mount_options, self.check_mount_extra]
@@ -352,6 +401,18 @@ impl FsConfig {
         } else {
             Schedule::ALL.to_vec()
         }
+    }
+
+    /// Whether programs can call `osync()`/`dsync()` on it (the journaling research
+    /// designs).
+    pub fn has_osync(&self) -> bool {
+        self.design().is_some_and(researchfs::Design::has_osync)
+    }
+
+    /// Whether `property` applies to this configuration: the osync/dsync properties only
+    /// where programs can call them.
+    pub fn applies(&self, property: workloads::Property) -> bool {
+        !property.needs_osync() || self.has_osync()
     }
 
     /// The researchfs design, when this is one.
@@ -617,6 +678,23 @@ impl Default for Timeouts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn osync_properties_apply_only_where_programs_can_call_osync() {
+        // The workloads crate and researchfs name the control file separately.
+        assert_eq!(workloads::SYNC_CONTROL, researchfs::fuse::SYNC_CONTROL);
+        let with: Vec<&str> = every().iter().filter(|c| c.has_osync()).map(|c| c.name).collect();
+        assert_eq!(with, ["journal-flush", "optfs", "optfs-nocsum"]);
+        let ext4 = by_name("ext4-nobarrier").unwrap();
+        assert_eq!(ext4.mount_options, "data=ordered,barrier=0");
+        assert!(!all().iter().any(|c| c.name == "ext4-nobarrier"), "not in the default grid");
+        for p in workloads::Property::EVERY {
+            assert_eq!(ext4.applies(*p), !p.needs_osync(), "{p}");
+            assert!(by_name("optfs").unwrap().applies(*p), "{p}");
+        }
+        assert_eq!(by_name("optfs").unwrap().disk_features().adn_requests, Some(16));
+        assert_eq!(by_name("journal-flush").unwrap().disk_features().adn_requests, None);
+    }
 
     #[test]
     fn a_retired_configuration_says_why_and_a_missing_driver_names_itself() {

@@ -89,6 +89,8 @@ pub struct CommandRequest<'a> {
     pub annotate: Annotate,
     /// The recorder.
     pub backend: Backend,
+    /// The recording disk's latency model (FUSE disk only).
+    pub latency: super::latency::Latency,
 }
 
 /// A finished recording of a command.
@@ -167,6 +169,11 @@ impl MarkReader {
                     if text.is_empty() {
                         continue;
                     }
+                    // Only bob's disk may notify durability: a program's mark that looks
+                    // like a notification is logged as the program's.
+                    if text.starts_with(crate::trace::ADN_PREFIX) {
+                        text.insert_str(0, "program ");
+                    }
                     if text.len() > max {
                         let mut cut = max;
                         while !text.is_char_boundary(cut) {
@@ -238,6 +245,7 @@ pub fn record_command(req: &CommandRequest<'_>) -> Result<CommandRecording, Erro
     let config = req.config;
     let mut md = make_and_mount(config, req.device, req.work_dir, req.timeouts)?;
     mount::syncfs(&md.mnt)?;
+    md.disk.set_latency(req.latency);
     md.disk.start(&md.log_path)?;
     let tracing = start_tracing(req.annotate, &md.dev)?;
     let fifo = req.work_dir.join("marks.fifo");

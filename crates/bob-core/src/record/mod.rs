@@ -15,6 +15,7 @@
 pub mod blktrace_live;
 pub mod custom;
 pub mod dmlogwrites;
+pub mod latency;
 mod live;
 pub mod setup;
 pub mod tracefs;
@@ -101,6 +102,29 @@ struct RecState {
     live: LiveMap,
     /// The first failure to log a request: the recording is lost, `stop` reports it.
     failed: Option<LogError>,
+    /// The disk's durability clock (see [`RecordingDisk::set_adn`]).
+    adn: AdnClock,
+    /// The latency model while recording (see [`RecordingDisk::set_latency`]).
+    latency: Option<latency::Costs>,
+    /// Write requests made since the last flush or notification (what a flush must
+    /// write to the media).
+    dirty: u64,
+}
+
+/// The deterministic clock of asynchronous durability notifications: it counts write
+/// requests (writes and discards), never time, so a recording replays.
+#[derive(Clone, Copy, Debug, Default)]
+struct AdnClock {
+    /// T_D in write requests; `None`: the disk sends no notifications.
+    every: Option<u32>,
+    /// Write requests received in the disk's lifetime.
+    received: u64,
+    /// Of those, the ones known durable (a flush, a notification, the base image).
+    durable: u64,
+    /// Write requests received while recording since the last notification.
+    since: u32,
+    /// `received` when recording started (a notification counts the trace's writes).
+    at_start: u64,
 }
 
 impl RecState {
@@ -122,6 +146,26 @@ impl RecState {
                 Err(std::io::Error::from_raw_os_error(libc::EIO))
             }
         }
+    }
+}
+
+impl RecState {
+    /// Counts a logged write request on the durability clock and, when T_D requests
+    /// have arrived since the last notification, appends the next one.
+    fn tick(&mut self) -> std::io::Result<()> {
+        self.adn.received += 1;
+        self.dirty += 1;
+        let Some(every) = self.adn.every else { return Ok(()) };
+        self.adn.since += 1;
+        if self.adn.since >= every {
+            let (received, traced) = (self.adn.received, self.adn.received - self.adn.at_start);
+            self.log(|log| log.append(&Entry::adn(traced)))?;
+            self.adn.durable = received;
+            self.adn.since = 0;
+            // The disk wrote its cache back on its own: nothing left for a flush.
+            self.dirty = 0;
+        }
+        Ok(())
     }
 }
 
@@ -160,8 +204,35 @@ impl RecordingDisk {
         self.base.sync_all().map_err(io_err(&self.base_path))?;
         let log = LogStream::create(log_path, SECTOR_SIZE as u32)?;
         let mut st = self.lock();
-        *st = RecState { log: Some(log), ..RecState::default() };
+        // The base image is synced: every write so far is durable.
+        let adn =
+            AdnClock { durable: st.adn.received, since: 0, at_start: st.adn.received, ..st.adn };
+        let latency = st.latency;
+        *st = RecState { log: Some(log), adn, latency, ..RecState::default() };
         Ok(())
+    }
+
+    /// Sets the latency model applied while recording (`--latency`): every write, discard
+    /// and flush then takes the model's time before it completes ([`latency`]).
+    pub fn set_latency(&self, model: latency::Latency) {
+        self.lock().latency = model.costs();
+    }
+
+    /// Turns asynchronous durability notifications on (`Some(t_d)`) or off. With them on,
+    /// the disk writes back its cache on a deterministic clock: once `t_d` write requests
+    /// arrived since the last notification, every write received so far is durable, and
+    /// the disk appends an [`Entry::adn`] mark to the log saying so. A write received at
+    /// request T is so durable by request T + T_D, the thesis' durability timeout
+    /// (OptFS, §6.3.1) counted in requests instead of seconds.
+    pub fn set_adn(&self, t_d: Option<u32>) {
+        self.lock().adn.every = t_d.filter(|&t| t > 0);
+    }
+
+    /// (write requests received, of which durable) since the disk was made: what a file
+    /// system listening for notifications knows.
+    pub fn durability(&self) -> (u64, u64) {
+        let st = self.lock();
+        (st.adn.received, st.adn.durable)
     }
 
     /// Whether requests are being logged.
@@ -226,7 +297,16 @@ impl Disk for RecordingDisk {
         self.write_flagged(offset, data, 0)
     }
     fn flush(&self) -> std::io::Result<()> {
-        self.lock().log(|log| log.append(&Entry::flush())).map(drop)
+        let mut st = self.lock();
+        st.log(|log| log.append(&Entry::flush()))?;
+        st.adn.durable = st.adn.received;
+        let delay = st.latency.filter(|_| st.log.is_some()).map(|c| c.flush(st.dirty));
+        st.dirty = 0;
+        drop(st);
+        if let Some(d) = delay {
+            std::thread::sleep(d);
+        }
+        Ok(())
     }
     fn discard(&self, offset: u64, len: u64) -> std::io::Result<()> {
         self.discard_at(offset, len)
@@ -245,9 +325,17 @@ impl RecordingDisk {
         match st.log(|log| log.append_write(first, extra, data))? {
             Some(at) => {
                 st.live.insert(first, (data.len() / SECTOR) as u64, Source::Log(at));
+                let delay = st.latency.map(|c| c.write(data.len() as u64));
+                st.tick()?;
+                drop(st);
+                if let Some(d) = delay {
+                    std::thread::sleep(d);
+                }
                 Ok(())
             }
             None => {
+                st.adn.received += 1;
+                st.adn.durable = st.adn.received;
                 drop(st);
                 self.base.write_all_at(data, offset)
             }
@@ -260,8 +348,16 @@ impl RecordingDisk {
         let count = len.div_ceil(SECTOR_SIZE);
         if st.log(|log| log.append(&Entry::discard(first, count)))?.is_some() {
             st.live.insert(first, count, Source::Zero);
+            let delay = st.latency.map(|c| c.write(0));
+            st.tick()?;
+            drop(st);
+            if let Some(d) = delay {
+                std::thread::sleep(d);
+            }
             return Ok(());
         }
+        st.adn.received += 1;
+        st.adn.durable = st.adn.received;
         drop(st);
         // Zeros, not a punched hole: the base image must read back exactly as the
         // device did, and holes read as zeros anyway.
@@ -472,6 +568,11 @@ impl researchfs::BlockDevice for RoleRecorder {
     fn discard(&self, offset: u64, len: u64) -> std::io::Result<()> {
         self.0.discard_at(offset, len)
     }
+    fn durability(&self) -> Option<researchfs::Durability> {
+        let st = self.0.lock();
+        st.adn.every?;
+        Some(researchfs::Durability { received: st.adn.received, durable: st.adn.durable })
+    }
 }
 
 fn research_err(config: &FsConfig) -> impl Fn(researchfs::Error) -> Error + '_ {
@@ -492,6 +593,7 @@ fn record_research(
     let disk = Arc::new(
         RecordingDisk::create(&base_path, config.image_bytes).map_err(io_err(&base_path))?,
     );
+    disk.set_adn(config.disk_features().adn_requests);
     let dev = Arc::new(RoleRecorder(disk.clone()));
     researchfs::mkfs(design, dev.as_ref(), config.image_bytes).map_err(|e| {
         crate::fs::MkfsError::Failed {
@@ -714,6 +816,118 @@ mod tests {
         assert_eq!(std::fs::read(&log).unwrap(), encoded);
         // Stopped, the disk is its base image again.
         assert_eq!(read(&disk, 4096, 512), vec![0; 512]);
+    }
+
+    #[test]
+    fn durability_notifications_are_marks_that_cut_epochs_and_cover_earlier_writes() {
+        use crate::crash::{self, Barrier, DiskModel, Limits, Strategy};
+        use researchfs::BlockDevice;
+        let tmp = tempfile::tempdir().unwrap();
+        let log = tmp.path().join(LOG_FILE);
+        let disk = Arc::new(RecordingDisk::create(&tmp.path().join("base.img"), 1 << 20).unwrap());
+        disk.set_adn(Some(3));
+        let dev = RoleRecorder(disk.clone());
+        // mkfs-time writes land in the base image: durable once recording starts.
+        dev.write_at(0, &[9; 4096], researchfs::WriteInfo::new(researchfs::Role::Other)).unwrap();
+        disk.start(&log).unwrap();
+        assert_eq!(dev.durability(), Some(researchfs::Durability { received: 1, durable: 1 }));
+        // Seven block writes, one per 4 KiB block, block k filled with byte k.
+        for k in 1..=7u8 {
+            let info = researchfs::WriteInfo::new(researchfs::Role::Data);
+            dev.write_at(u64::from(k) * 4096, &[k; 4096], info).unwrap();
+            let d = dev.durability().unwrap();
+            assert_eq!(d.received, 1 + u64::from(k));
+            // Every third write the disk notifies: all received so far are durable.
+            let expect = if k >= 6 {
+                7
+            } else if k >= 3 {
+                4
+            } else {
+                1
+            };
+            assert_eq!(d.durable, expect, "after write {k}");
+        }
+        let trace = disk.stop().unwrap();
+        let adn: Vec<usize> =
+            (0..trace.entries.len()).filter(|&i| trace.entries[i].is_adn()).collect();
+        assert_eq!(adn, vec![3, 7]);
+        assert_eq!(
+            trace.entries[3].mark_text().unwrap(),
+            format!("{}durable through write 3", crate::trace::ADN_PREFIX)
+        );
+        // The log stays a dm-log-writes log: the notification reads back as a mark.
+        let reread = crate::trace::log::read_log_file(&log).unwrap();
+        assert_eq!(reread.entries[7].kind(), EntryKind::Mark);
+        assert!(reread.entries[7].is_adn());
+
+        let epochs = crash::epochs(&trace, &DiskModel::default());
+        let shape: Vec<Vec<usize>> = epochs.iter().map(|e| e.writes.clone()).collect();
+        assert_eq!(shape, vec![vec![0, 1, 2], vec![4, 5, 6], vec![8]]);
+        assert_eq!(epochs[1].barrier_before(&trace), Some((3, Barrier::Adn)));
+        let states = crash::generate(&trace, &epochs, Strategy::ALL, &Limits::default()).states;
+        let mut later = 0;
+        for st in &states {
+            let overlay = crash::overlay(&trace, &epochs, &st.id);
+            let mut block = vec![0u8; 4096];
+            let holds = |k: u8, block: &mut Vec<u8>| {
+                overlay.read_into(&trace, u64::from(k) * 4096, block);
+                block.iter().all(|&b| b == k)
+            };
+            // A state that applies any write after a notification holds every write the
+            // notification covers; no state holds a write of a later epoch.
+            let covered = match st.id.epoch {
+                0 => 0,
+                1 => 3,
+                _ => 6,
+            };
+            if covered > 0 {
+                later += 1;
+            }
+            for k in 1..=covered {
+                assert!(holds(k, &mut block), "{}: covered write {k} missing", st.id);
+            }
+            let epoch_end = match st.id.epoch {
+                0 => 3,
+                1 => 6,
+                _ => 7,
+            };
+            for k in epoch_end + 1..=7 {
+                assert!(!holds(k, &mut block), "{}: write {k} of a later epoch", st.id);
+            }
+        }
+        assert!(later > 0);
+    }
+
+    #[test]
+    fn the_latency_model_charges_flushes_per_dirty_request_and_notifications_clear_them() {
+        use std::time::{Duration, Instant};
+        let tmp = tempfile::tempdir().unwrap();
+        let disk = RecordingDisk::create(&tmp.path().join("base.img"), 1 << 20).unwrap();
+        disk.set_latency(latency::Latency::Hdd);
+        // T_D = 7 write requests, counted from the last notification (flushes do not
+        // reset the disk's clock).
+        disk.set_adn(Some(7));
+        // Not recording (mkfs, setup): no latency.
+        let t = Instant::now();
+        Disk::flush(&disk).unwrap();
+        assert!(t.elapsed() < Duration::from_millis(8));
+        disk.start(&tmp.path().join(LOG_FILE)).unwrap();
+        for k in 0..3u64 {
+            Disk::write_at(&disk, k * 4096, &[1; 4096]).unwrap();
+        }
+        let t = Instant::now();
+        Disk::flush(&disk).unwrap();
+        // 8.5 ms + 3 x 4 ms.
+        assert!(t.elapsed() >= Duration::from_micros(20_500), "{:?}", t.elapsed());
+        // Four more writes: the notification after the seventh leaves nothing dirty.
+        for k in 0..4u64 {
+            Disk::write_at(&disk, k * 4096, &[2; 4096]).unwrap();
+        }
+        let t = Instant::now();
+        Disk::flush(&disk).unwrap();
+        let took = t.elapsed();
+        assert!(took >= Duration::from_micros(8_500) && took < Duration::from_micros(12_500));
+        disk.stop().unwrap();
     }
 
     #[test]

@@ -7,7 +7,10 @@ use std::sync::atomic::AtomicBool;
 
 use workloads::Property;
 
-use super::{cell_dir, environment, run_cell, unavailable_cell, Error, Progress, RunOptions};
+use super::{
+    cell_dir, environment, not_applicable_cell, run_cell, unavailable_cell, Error, Progress,
+    RunOptions,
+};
 use crate::crash::{DiskModel, FuaModel};
 use crate::fs::FsConfig;
 use crate::report::table::Grid;
@@ -80,6 +83,10 @@ pub fn run_table(
             progress.cell_started(started, &label);
             started += 1;
             let found: Vec<Cell> = match &reason {
+                None if !config.applies(property) => models
+                    .iter()
+                    .map(|&m| Cell { disk_model: m, ..not_applicable_cell(config, property) })
+                    .collect(),
                 Some(why) => models
                     .iter()
                     .map(|&m| Cell { disk_model: m, ..unavailable_cell(config, property, why) })

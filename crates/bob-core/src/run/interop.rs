@@ -171,6 +171,8 @@ pub struct RecordCommandOptions {
     pub annotate: Annotate,
     /// Where scratch directories go (default: the system temp dir).
     pub scratch: Option<PathBuf>,
+    /// The recording disk's latency model (`--latency`).
+    pub latency: crate::record::latency::Latency,
 }
 
 /// What `bob record` recorded.
@@ -206,6 +208,7 @@ pub fn record_command(opts: &RecordCommandOptions) -> Result<RecordedCommand, Er
         timeouts: Timeouts::default(),
         annotate: opts.annotate,
         backend: opts.backend.clone(),
+        latency: opts.latency,
     })?;
     TraceDir::write(&opts.out, &rec.trace, &rec.sidecar)?;
     let base = opts.out.join("base.img");

@@ -96,7 +96,9 @@ pub fn record_table(
                 unavailable: unavailable.clone(),
                 schedules: Vec::new(),
             };
-            if unavailable.is_none() {
+            // A property that does not apply is not recorded: its cell is
+            // `not-applicable` whatever the set holds.
+            if unavailable.is_none() && config.applies(property) {
                 let run = RunOptions { config: config.clone(), property, ..opts.cell.clone() };
                 cell.schedules =
                     record_cell(&run, dir, &work, progress, cancel).map_err(|e| Error::Cell {

@@ -30,6 +30,14 @@ pub use dir::{TraceDir, TraceDirError};
 /// Size of the simulated disk's atomic unit and of the log's addressing unit.
 pub const SECTOR_SIZE: u64 = 512;
 
+/// The reserved prefix of an asynchronous durability notification (ADN): a mark bob's
+/// disk appends when every write it received before the mark is durable without a flush
+/// (see [`crate::record::RecordingDisk::set_adn`]). It stays a plain dm-log-writes mark, so
+/// replay-log and any other reader of the log still read the trace; bob's epochs treat it
+/// as a barrier for the writes before it ([`crate::crash::epochs`]). A program's mark
+/// that starts with it is logged with `program ` in front.
+pub const ADN_PREFIX: &str = "bob-adn: ";
+
 /// dm-log-writes entry flags (`LOG_*_FLAG` in drivers/md/dm-log-writes.c).
 ///
 /// [`Entry::flags`] stays the raw `u64` the log stores, so that bits bob does not name
@@ -160,6 +168,15 @@ impl Entry {
             flags: flags::MARK,
             data: Bytes::copy_from_slice(text.as_bytes()),
         }
+    }
+    /// An asynchronous durability notification: the first `writes` write requests the disk
+    /// received since recording started are durable (every one before this entry).
+    pub fn adn(writes: u64) -> Self {
+        Entry::mark(&format!("{ADN_PREFIX}durable through write {writes}"))
+    }
+    /// Whether this entry is an asynchronous durability notification ([`ADN_PREFIX`]).
+    pub fn is_adn(&self) -> bool {
+        self.flags & flags::MARK != 0 && self.data.starts_with(ADN_PREFIX.as_bytes())
     }
     /// The interpreted kind.
     pub fn kind(&self) -> EntryKind {

@@ -56,7 +56,10 @@ impl Core {
         let mut found = None;
         let mut b = self.bhint.max(start);
         while b < end {
-            if self.balloc[b as usize] == FREE {
+            // Reuse after notification: a block freed by a transaction not yet durable
+            // stays unused.
+            let blocked = self.jnl.as_ref().is_some_and(|j| j.borrow().reuse_blocked(b));
+            if self.balloc[b as usize] == FREE && !blocked {
                 found = Some(b);
                 break;
             }
@@ -78,6 +81,9 @@ impl Core {
         self.bfree -= 1;
         self.bhint = b + 1;
         self.set_bit(false, b, true);
+        if let Some(j) = &self.jnl {
+            j.borrow_mut().note_alloc(b);
+        }
         tx.allocated = true;
         Ok(b as u32)
     }
@@ -90,6 +96,9 @@ impl Core {
         self.bfree += 1;
         self.bhint = self.bhint.min(u64::from(b));
         self.set_bit(false, u64::from(b), false);
+        if let Some(j) = &self.jnl {
+            j.borrow_mut().note_free(u64::from(b));
+        }
     }
 
     pub(super) fn alloc_inode(&mut self) -> Result<u32> {

@@ -24,6 +24,7 @@
 //! data), `dir.rs` (directories), `ops.rs` (namespace operations); `scan.rs` is NoFS'
 //! background scan, `mkfs.rs` makes a file system.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -42,12 +43,14 @@ mod bmap;
 mod data;
 mod dir;
 mod inode;
+mod journal;
 mod mkfs;
 mod ops;
 mod scan;
 #[cfg(test)]
 mod tests;
 
+pub use journal::{crc32, JournalMode, JournalStats, JOURNAL_BLOCKS};
 pub use mkfs::mkfs;
 
 const UNKNOWN: u8 = 0;
@@ -151,6 +154,10 @@ struct Core {
     accounted: HashSet<u32>,
     scanning: bool,
     events: Vec<Detection>,
+    /// The journaling designs' journal: every core write goes through it. A `RefCell`
+    /// because the core's block I/O takes `&self`; the core itself is behind the `Fs`
+    /// mutex, so the cell is never shared between threads.
+    jnl: Option<RefCell<journal::Journal>>,
 }
 
 /// A mounted-in-process researchfs file system (no FUSE needed).
@@ -197,12 +204,21 @@ impl Core {
     }
 
     fn read_block(&self, b: u64) -> Result<Vec<u8>> {
+        if let Some(j) = &self.jnl {
+            if let Some(d) = j.borrow().lookup(b) {
+                return Ok(d.to_vec());
+            }
+        }
         let mut buf = vec![0u8; BLOCK];
         self.dev.read_at(b * BLOCK as u64, &mut buf).map_err(io_err(b))?;
         Ok(buf)
     }
 
     fn write_block(&self, b: u64, data: &[u8], role: Role) -> Result<()> {
+        if let Some(j) = &self.jnl {
+            j.borrow_mut().stage(b, data, role);
+            return Ok(());
+        }
         self.dev.write_at(b * BLOCK as u64, data, WriteInfo::new(role)).map_err(io_err(b))
     }
 
@@ -221,6 +237,26 @@ impl Core {
     fn in_data(&self, b: u32) -> bool {
         u64::from(b) >= self.sb.data_start && u64::from(b) < self.sb.blocks
     }
+
+    /// After a mutating operation: checkpoint what the disk says is durable, and end the
+    /// running transaction if it grew too large.
+    fn journal_tick(&mut self) -> Result<()> {
+        let Some(j) = &self.jnl else { return Ok(()) };
+        let mut j = j.borrow_mut();
+        if j.wants_commit() {
+            j.commit(self.dev.as_ref(), false)
+        } else {
+            j.poll(self.dev.as_ref())
+        }
+    }
+
+    /// Ends the running transaction (osync), with a flush after it (dsync).
+    fn journal_commit(&mut self, dsync: bool) -> Result<()> {
+        match &self.jnl {
+            Some(j) => j.borrow_mut().commit(self.dev.as_ref(), dsync),
+            None => Err(Error::NotSupported),
+        }
+    }
 }
 
 impl Fs {
@@ -238,9 +274,23 @@ impl Fs {
             let found = Design::from_id(sb.design).map_or("unknown".to_string(), |d| d.to_string());
             return Err(bad(format!("the image was made for design {found}")));
         }
-        if sb.blocks * BLOCK as u64 > dev.size() {
+        let journal_blocks = if design.journal().is_some() { JOURNAL_BLOCKS } else { 0 };
+        if (sb.blocks + journal_blocks) * BLOCK as u64 > dev.size() {
             return Err(bad(format!("superblock says {} blocks, device is smaller", sb.blocks)));
         }
+        // Journal recovery first: what it replays is what the rest of the mount reads.
+        let jnl = match design.journal() {
+            Some(mode) => {
+                let rec = journal::recover(dev.as_ref(), sb.blocks, mode)?;
+                Some(RefCell::new(journal::Journal::new(
+                    mode,
+                    sb.blocks,
+                    rec.next_seq,
+                    rec.replayed,
+                )))
+            }
+            None => None,
+        };
         let nblocks = sb.blocks as usize;
         let ninodes = sb.inodes as usize;
         let mut core = Core {
@@ -262,6 +312,7 @@ impl Fs {
             accounted: HashSet::new(),
             scanning: false,
             events: Vec::new(),
+            jnl,
         };
         core.balloc[..sb.data_start as usize].fill(USED);
         core.ialloc[0] = USED;
@@ -350,6 +401,9 @@ impl Fs {
             return Ok(());
         }
         let c = self.lock();
+        if let Some(j) = &c.jnl {
+            return j.borrow_mut().shutdown(c.dev.as_ref());
+        }
         if c.design.keeps_clean_flag() {
             c.write_block(
                 0,
@@ -391,27 +445,27 @@ impl Fs {
 
     /// Creates an empty file.
     pub fn create(&self, parent: u32, name: impl AsRef<[u8]>) -> Result<u32> {
-        self.lock().create(parent, name.as_ref())
+        self.mutate(|c| c.create(parent, name.as_ref()))
     }
 
     /// Creates a directory.
     pub fn mkdir(&self, parent: u32, name: impl AsRef<[u8]>) -> Result<u32> {
-        self.lock().mkdir(parent, name.as_ref())
+        self.mutate(|c| c.mkdir(parent, name.as_ref()))
     }
 
     /// Adds the name `name` in `parent` for file `ino`.
     pub fn link(&self, ino: u32, parent: u32, name: impl AsRef<[u8]>) -> Result<()> {
-        self.lock().link(ino, parent, name.as_ref())
+        self.mutate(|c| c.link(ino, parent, name.as_ref()))
     }
 
     /// Removes a file name (and the file with its last name).
     pub fn unlink(&self, parent: u32, name: impl AsRef<[u8]>) -> Result<()> {
-        self.lock().unlink(parent, name.as_ref())
+        self.mutate(|c| c.unlink(parent, name.as_ref()))
     }
 
     /// Removes an empty directory.
     pub fn rmdir(&self, parent: u32, name: impl AsRef<[u8]>) -> Result<()> {
-        self.lock().rmdir(parent, name.as_ref())
+        self.mutate(|c| c.rmdir(parent, name.as_ref()))
     }
 
     /// Renames (not atomic: the new name is added before the old one is removed).
@@ -422,7 +476,7 @@ impl Fs {
         newparent: u32,
         newname: impl AsRef<[u8]>,
     ) -> Result<()> {
-        self.lock().rename(parent, name.as_ref(), newparent, newname.as_ref())
+        self.mutate(|c| c.rename(parent, name.as_ref(), newparent, newname.as_ref()))
     }
 
     /// Up to `len` bytes from `off` (NoFS: EIO for a block whose backpointer disagrees).
@@ -432,17 +486,46 @@ impl Fs {
 
     /// Writes `data` at `off`; returns the bytes written.
     pub fn write(&self, ino: u32, off: u64, data: &[u8]) -> Result<usize> {
-        self.lock().write(ino, off, data)
+        self.mutate(|c| c.write(ino, off, data))
     }
 
     /// Sets the size.
     pub fn truncate(&self, ino: u32, size: u64) -> Result<()> {
-        self.lock().truncate(ino, size)
+        self.mutate(|c| c.truncate(ino, size))
     }
 
-    /// Makes `ino` durable: a flush, except on NoFS mounted without durability.
+    /// Runs a mutating operation, then lets the journal (if any) checkpoint and commit.
+    fn mutate<T>(&self, op: impl FnOnce(&mut Core) -> Result<T>) -> Result<T> {
+        let mut c = self.lock();
+        let r = op(&mut c);
+        c.journal_tick()?;
+        r
+    }
+
+    /// `osync()` (OptFS): ends the running transaction and returns once it is in the
+    /// disk cache, without a flush: ordering, eventual durability. `NotSupported` on a
+    /// design without a journal.
+    pub fn osync(&self) -> Result<()> {
+        self.lock().journal_commit(false)
+    }
+
+    /// `dsync()` (OptFS): `osync()` then a flush: durable when it returns.
+    pub fn dsync(&self) -> Result<()> {
+        self.lock().journal_commit(true)
+    }
+
+    /// What the journal did since mount (`None` without a journal).
+    pub fn journal_stats(&self) -> Option<JournalStats> {
+        self.lock().jnl.as_ref().map(|j| j.borrow().stats)
+    }
+
+    /// Makes `ino` durable: a flush, except on NoFS mounted without durability; on a
+    /// journaling design, `dsync()`.
     pub fn fsync(&self, _ino: u32) -> Result<()> {
-        let c = self.lock();
+        let mut c = self.lock();
+        if c.jnl.is_some() {
+            return c.journal_commit(true);
+        }
         if c.design.fsync_flushes(c.opts) {
             c.dev.flush().map_err(io_err(0))?;
         }

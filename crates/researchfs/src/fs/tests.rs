@@ -25,7 +25,7 @@ fn pattern(n: usize, seed: u8) -> Vec<u8> {
 #[test]
 fn mkfs_then_fsck_is_clean_for_every_design() {
     for d in Design::ALL {
-        let (dev, fs) = fresh(d, 4);
+        let (dev, fs) = fresh(d, 8);
         fs.shutdown().unwrap();
         let r = crate::fsck(d, dev.as_ref()).unwrap();
         assert!(r.problems.is_empty(), "{d}: {:?}", r.problems);
@@ -371,4 +371,182 @@ fn rename_within_a_directory_moves_the_back_link() {
     assert_eq!(fs.resolve("a/g").unwrap(), f);
     assert_eq!(fs.getattr(f).unwrap().nlink, 2);
     assert!(fs.detections().is_empty(), "{:?}", fs.detections());
+}
+
+/// The journaling designs' crash behaviour: three osync-delimited groups (create and
+/// write `a`; then `b`; then `c`) recorded at the request level; crash images keep every
+/// logged write but the dropped ones (the disk reordered them past the crash).
+mod journal {
+    use super::*;
+    use crate::device::{RecordingDevice, Request};
+
+    const GROUPS: [(&str, u8); 3] = [("a", 1), ("b", 2), ("c", 3)];
+
+    /// The base image (after mkfs) and the log of the three groups.
+    fn record(design: Design) -> (Vec<u8>, Vec<Request>) {
+        // No notifications: nothing is checkpointed, every group lives in the journal.
+        let mem = Arc::new(MemDevice::new(16 << 20));
+        mkfs(design, mem.as_ref(), mem.size()).unwrap();
+        let base = mem.snapshot();
+        let rec = Arc::new(RecordingDevice::new(mem.clone()));
+        let fs = Fs::open(design, rec.clone(), Options::default()).unwrap();
+        for (name, seed) in GROUPS {
+            let f = fs.create(ROOT, name).unwrap();
+            fs.write(f, 0, &pattern(6000, seed)).unwrap();
+            fs.osync().unwrap();
+        }
+        fs.crash();
+        (base, rec.log())
+    }
+
+    /// The image holding `base` plus every logged write whose index `keep` accepts.
+    fn image(base: &[u8], log: &[Request], keep: impl Fn(usize) -> bool) -> Arc<MemDevice> {
+        let dev = Arc::new(MemDevice::from_bytes(base.to_vec()));
+        for (i, r) in log.iter().enumerate() {
+            if let (true, Request::Write { offset, info, data }) = (keep(i), r) {
+                dev.write_at(*offset, data, *info).unwrap();
+            }
+        }
+        dev
+    }
+
+    /// After recovery: how many groups the file system holds as a prefix (`Some(k)`:
+    /// exactly the first k files with their contents), or `None` if it holds anything
+    /// else (a later group without an earlier one, wrong content, fsck damage).
+    fn prefix(design: Design, dev: &Arc<MemDevice>) -> Option<usize> {
+        let fs = Fs::open(design, dev.clone(), Options::default()).ok()?;
+        let mut names: Vec<Vec<u8>> = fs.readdir(ROOT).ok()?.into_iter().map(|e| e.0).collect();
+        names.sort();
+        let k = names.len();
+        for (i, (name, seed)) in GROUPS.iter().enumerate() {
+            if i < k {
+                if names[i] != name.as_bytes() {
+                    return None;
+                }
+                let f = fs.resolve(name).ok()?;
+                if fs.read(f, 0, 10_000).ok()? != pattern(6000, *seed) {
+                    return None;
+                }
+            }
+        }
+        fs.shutdown().ok()?;
+        crate::fsck(design, dev.as_ref()).ok()?.problems.is_empty().then_some(k)
+    }
+
+    /// Indices of the log's writes, with their block number and whether the write is a
+    /// commit block, per transaction (split after each commit block).
+    fn transactions(log: &[Request]) -> Vec<Vec<(usize, u64, Role, bool)>> {
+        let mut txs = vec![Vec::new()];
+        for (i, r) in log.iter().enumerate() {
+            if let Request::Write { offset, info, data } = r {
+                let commit = info.role == Role::Journal && data.starts_with(b"RFSJCMIT");
+                txs.last_mut().unwrap().push((i, offset / BLOCK as u64, info.role, commit));
+                if commit {
+                    txs.push(Vec::new());
+                }
+            }
+        }
+        txs.retain(|t| !t.is_empty());
+        txs
+    }
+
+    #[test]
+    fn every_prefix_of_the_log_recovers_to_a_prefix_of_the_groups() {
+        for design in [Design::JournalFlush, Design::Optfs, Design::OptfsNocsum] {
+            let (base, log) = record(design);
+            let commits = transactions(&log).iter().flatten().filter(|w| w.3).count();
+            assert_eq!(commits, 3, "{design}: one transaction per osync");
+            let mut seen = BTreeSet::new();
+            for cut in 0..=log.len() {
+                let got = prefix(design, &image(&base, &log, |i| i < cut));
+                assert!(got.is_some(), "{design}: the first {cut} requests recover to no prefix");
+                seen.insert(got.unwrap());
+            }
+            assert_eq!(seen, BTreeSet::from([0, 1, 2, 3]), "{design}");
+        }
+    }
+
+    #[test]
+    fn optfs_replays_the_checksummed_prefix_and_nocsum_replays_garbage() {
+        for design in [Design::Optfs, Design::OptfsNocsum] {
+            let (base, log) = record(design);
+            let txs = transactions(&log);
+            // Every write of the second transaction but its commit block, lost one at a
+            // time while everything after it (the third transaction too) reached the disk.
+            let mut verdicts = Vec::new();
+            for &(lost, block, role, commit) in &txs[1] {
+                if commit {
+                    continue;
+                }
+                let got = prefix(design, &image(&base, &log, |i| i != lost));
+                verdicts.push((block, role, got));
+            }
+            assert!(verdicts.iter().any(|v| v.1 == Role::Data), "{design}: {verdicts:?}");
+            assert!(verdicts.iter().any(|v| v.1 == Role::Journal), "{design}: {verdicts:?}");
+            if design == Design::Optfs {
+                // A checksum fails in transaction 2: recovery keeps transaction 1 only.
+                assert!(verdicts.iter().all(|v| v.2 == Some(1)), "{design}: {verdicts:?}");
+            } else {
+                // Without checksums the commit block is trusted: some lost write leaves a
+                // state that is no prefix at all.
+                assert!(verdicts.iter().any(|v| v.2.is_none()), "{design}: {verdicts:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn journal_flush_surrounds_each_commit_block_with_flushes() {
+        let (_, log) = record(Design::JournalFlush);
+        for (i, r) in log.iter().enumerate() {
+            if let Request::Write { info, data, .. } = r {
+                if info.role == Role::Journal && data.starts_with(b"RFSJCMIT") {
+                    assert_eq!(log[i - 1], Request::Flush, "a flush before the commit at {i}");
+                    assert_eq!(log.get(i + 1), Some(&Request::Flush), "and after it");
+                }
+            }
+        }
+        let (_, log) = record(Design::Optfs);
+        assert!(!log.contains(&Request::Flush), "osync never flushes");
+    }
+
+    #[test]
+    fn optfs_checkpoints_and_reuses_freed_blocks_only_after_notification() {
+        let mem = Arc::new(MemDevice::with_adn(16 << 20, 1000));
+        mkfs(Design::Optfs, mem.as_ref(), mem.size()).unwrap();
+        let fs = Fs::open(Design::Optfs, mem.clone(), Options::default()).unwrap();
+        let (ib, _) = fs.lock().sb.inode_location(2);
+        let mut raw = vec![0u8; BLOCK];
+        mem.read_at(ib * BLOCK as u64, &mut raw).unwrap();
+        let before = raw.clone();
+        let f = fs.create(ROOT, "f").unwrap();
+        assert_eq!(f, 2);
+        fs.write(f, 0, &pattern(BLOCK, 1)).unwrap();
+        let first = fs.blocks_of(f).unwrap()[0].1;
+        fs.osync().unwrap();
+        // Freed in transaction 2, not yet durable: a new file must not get the block.
+        fs.truncate(f, 0).unwrap();
+        fs.osync().unwrap();
+        let g = fs.create(ROOT, "g").unwrap();
+        fs.write(g, 0, &pattern(BLOCK, 2)).unwrap();
+        assert_ne!(fs.blocks_of(g).unwrap()[0].1, first, "reused before notification");
+        assert!(fs.lock().jnl.as_ref().unwrap().borrow().reuse_blocked(first));
+        // The inode table's in-place block is as mkfs left it: no checkpoint yet.
+        mem.read_at(ib * BLOCK as u64, &mut raw).unwrap();
+        assert_eq!(raw, before, "checkpointed before notification");
+        // dsync flushes: everything is durable, checkpointed, and the block reusable.
+        fs.dsync().unwrap();
+        mem.read_at(ib * BLOCK as u64, &mut raw).unwrap();
+        assert_ne!(raw, before, "not checkpointed after dsync");
+        let blocked = |fs: &Fs| fs.lock().jnl.as_ref().unwrap().borrow().reuse_blocked(first);
+        assert!(!blocked(&fs), "durably free after dsync");
+        assert!(fs.journal_stats().unwrap().commits >= 3);
+        fs.shutdown().unwrap();
+    }
+
+    #[test]
+    fn osync_is_not_supported_without_a_journal() {
+        let (_, fs) = fresh(Design::Orderless, 8);
+        assert!(matches!(fs.osync(), Err(Error::NotSupported)));
+        assert!(fs.journal_stats().is_none());
+    }
 }

@@ -177,6 +177,18 @@ impl<'w> Oracle<'w> {
                     && (matches!(kb, K::Link | K::Mkdir)
                         || matches!(b, Op::Creat { sync: true, .. }))
             }
+            Some(Property::OsyncPrefix) => {
+                // An osync between them, both change the file system, and no later op
+                // renames or removes a name `a` made (its effect, "the name holds the
+                // inode", is then not decidable: the file lives on under another name).
+                let group = |k: usize| ops[..k].iter().filter(|o| o.kind().is_osync()).count();
+                let superseded = ka.is_dir_op()
+                    && ops[i + 1..].iter().any(|o| {
+                        matches!(o.kind(), K::Rename | K::Unlink | K::Rmdir)
+                            && a.paths().iter().any(|p| o.paths().first() == Some(p))
+                    });
+                a.has_effect() && b.has_effect() && group(i) < group(j) && !superseded
+            }
             Some(Property::DirOpThenAny) => {
                 let dirs = |o: &Op| -> BTreeSet<String> {
                     o.paths().iter().map(|p| parent(p).to_owned()).collect()
@@ -472,6 +484,8 @@ impl View<'_> {
             | Op::Fdatasync { .. }
             | Op::Sync
             | Op::Syncfs
+            | Op::Osync
+            | Op::Dsync
             | Op::WritebackStart { .. } => None,
         }
     }
@@ -742,7 +756,7 @@ impl View<'_> {
         durable.iter().filter(|&&q| q <= d).any(|&q| {
             let s = &self.states()[q + 1];
             match &self.w().ops[q] {
-                Op::Sync | Op::Syncfs => s.nodes.contains_key(&id),
+                Op::Sync | Op::Syncfs | Op::Dsync => s.nodes.contains_key(&id),
                 Op::Fsync { path } | Op::Fdatasync { path } | Op::Creat { path, sync: true } => {
                     s.id(path) == Some(id)
                 }
@@ -761,7 +775,7 @@ impl View<'_> {
                     let s = &self.states()[q + 1];
                     s.id(p) == Some(id)
                         && match &self.w().ops[q] {
-                            Op::Sync | Op::Syncfs => true,
+                            Op::Sync | Op::Syncfs | Op::Dsync => true,
                             Op::Fsync { path } => path == parent(p),
                             Op::Creat { path, sync: true } => path == p,
                             _ => false,
@@ -803,7 +817,7 @@ impl View<'_> {
                     .then(|| self.name_desc(path, id))
                     .and_then(fail)
             }
-            Op::Sync | Op::Syncfs => {
+            Op::Sync | Op::Syncfs | Op::Dsync => {
                 for (p, &id) in s.names.iter().filter(|(p, _)| *p != DRAIN_FILE) {
                     let n = &s.nodes[&id];
                     let why = if n.kind == NodeKind::Dir {
