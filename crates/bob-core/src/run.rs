@@ -660,37 +660,45 @@ fn check_schedule(
 ) -> Result<Part, Error> {
     let (subject, name) = (&rec.subject, rec.name);
 
-    let generated =
-        crash::generate(&subject.trace, &subject.epochs, &opts.strategies, &opts.limits);
-    let total = generated.states.len();
-    // Positions in the full list, kept through sharding so witnesses compare across shards.
-    let mut states: Vec<(usize, crash::CrashState)> =
-        generated.states.into_iter().enumerate().collect();
-    if let Some((index, count)) = opts.shard {
-        let builder = crash::OverlayBuilder::new(&subject.trace, &subject.epochs);
-        states.retain(|(_, s)| {
-            shard_of(&builder.state(&s.id).digest(&subject.trace), count) == index
+    // The states are streamed into the engine; this shard's are those whose content
+    // digest falls to it. Positions in the full list are kept through sharding so that
+    // witnesses compare across shards.
+    let mut generated = 0;
+    let mut positions: Vec<usize> = Vec::new();
+    let shard_builder =
+        opts.shard.map(|_| crash::OverlayBuilder::new(&subject.trace, &subject.epochs));
+    let mut states = crash::stream(&subject.trace, &subject.epochs, &opts.strategies, &opts.limits)
+        .enumerate()
+        .filter_map(|(position, state)| {
+            generated = position + 1;
+            if let (Some((index, count)), Some(builder)) = (opts.shard, &shard_builder) {
+                if shard_of(&builder.state(&state.id).digest(&subject.trace), count) != index {
+                    return None;
+                }
+            }
+            positions.push(position);
+            Some(state)
         });
-    }
-    let (positions, states): (Vec<usize>, Vec<crash::CrashState>) = states.into_iter().unzip();
 
-    progress.phase(&format!("checking {name}"), states.len());
+    // The number of states is known once the stream ends: the bar grows until then.
+    progress.phase(&format!("checking {name}"), 0);
     let engine = EngineOptions {
         jobs: opts.jobs,
         timeouts: opts.timeouts,
         work_dir: rec.scratch.clone(),
         speed: opts.speed,
     };
-    let results = check::run_states_journaled(
+    let results = check::run_state_stream(
         subject,
         &check::Judge::Oracle,
-        &states,
+        &mut states,
         &engine,
         &|d, t| progress.state_done(d, t),
         cancel,
         &rec.journal,
     )?;
-    Ok(Part { results, positions, generated: total })
+    drop(states);
+    Ok(Part { results, positions, generated })
 }
 
 /// For the properties that claim to test an op crossing commits (the multi-block ones):

@@ -354,6 +354,51 @@ fn parallel_and_serial_runs_agree() {
     assert_nothing_left(rec.dir.path(), "the parallel run");
     let serial = rec.run("serial", 1, &|_, _| {}, &cancel).expect("jobs=1");
     assert_nothing_left(rec.dir.path(), "the serial run");
+    // The states streamed from the generator into the engine, never listed: the same
+    // states in the same order, the same dedup and verdicts as the list.
+    let work_dir = rec.dir.path().join("streamed");
+    std::fs::create_dir_all(&work_dir).unwrap();
+    let options = EngineOptions {
+        jobs: 2,
+        timeouts: Timeouts::default(),
+        work_dir,
+        speed: check::Speedups::default(),
+    };
+    let subject = &rec.subject;
+    let mut stream = crash::stream(
+        &subject.trace,
+        &subject.epochs,
+        crash::Strategy::DEFAULT,
+        &Limits::default(),
+    );
+    let most_seen = AtomicUsize::new(0);
+    let streamed = check::run_state_stream(
+        subject,
+        &check::Judge::Oracle,
+        &mut stream,
+        &options,
+        &|_, taken| {
+            most_seen.fetch_max(taken, Ordering::Relaxed);
+        },
+        &cancel,
+        &check::Journal::default(),
+    )
+    .expect("streamed");
+    assert_nothing_left(rec.dir.path(), "the streamed run");
+    assert_eq!(streamed.len(), rec.states.len());
+    let distinct = streamed.iter().enumerate().filter(|(i, r)| r.mounted_as == *i).count();
+    assert_eq!(most_seen.load(Ordering::Relaxed), distinct, "progress counts distinct states");
+    for (t, s) in streamed.iter().zip(&serial) {
+        assert_eq!(t.state, s.state);
+        assert_eq!((t.digest, t.mounted_as), (s.digest, s.mounted_as), "dedup of {}", t.state.id);
+        assert!(
+            same_verdict(&t.check.outcome, &s.check.outcome),
+            "state {}: streamed {:?}, listed {:?}",
+            t.state.id,
+            t.check.outcome,
+            s.check.outcome
+        );
+    }
 
     assert_eq!(parallel.len(), rec.states.len());
     assert_eq!(serial.len(), rec.states.len());

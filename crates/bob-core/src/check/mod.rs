@@ -28,8 +28,8 @@ mod subject;
 
 pub use checker::{Judge, UserChecker, CHECKER_OUTPUT_MAX};
 pub use engine::{
-    run_states, run_states_journaled, run_states_with, EngineOptions, FsckPolicy, Speedups,
-    StateResult,
+    run_state_stream, run_states, run_states_journaled, run_states_with, EngineOptions, FsckPolicy,
+    Speedups, StateResult,
 };
 pub use journal::Journal;
 pub use outcome::{Outcome, OutcomeKind};

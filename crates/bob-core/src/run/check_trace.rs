@@ -86,8 +86,6 @@ pub fn check_trace(
         }),
         None => Judge::Oracle,
     };
-    let states =
-        crash::generate(&subject.trace, &subject.epochs, &opts.strategies, &opts.limits).states;
     let work = scratch_dir(opts.scratch.as_deref())?;
     let engine = EngineOptions {
         jobs: opts.jobs,
@@ -95,14 +93,17 @@ pub fn check_trace(
         work_dir: work.path().to_owned(),
         speed: opts.speed,
     };
-    progress.phase("checking", states.len());
-    let results = check::run_states_with(
+    // The states are streamed into the engine; the bar grows until the stream ends.
+    progress.phase("checking", 0);
+    let mut states = crash::stream(&subject.trace, &subject.epochs, &opts.strategies, &opts.limits);
+    let results = check::run_state_stream(
         &subject,
         &judge,
-        &states,
+        &mut states,
         &engine,
         &|d, t| progress.state_done(d, t),
         cancel,
+        &check::Journal::default(),
     )?;
     let label = match &opts.checker {
         Some(c) => format!("checker: {c}"),
