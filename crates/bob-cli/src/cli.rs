@@ -379,6 +379,12 @@ pub struct BenchArgs {
     /// With `--table`: at most this many crash states per cell and drain schedule.
     #[arg(long, requires = "table")]
     pub max_states: Option<usize>,
+    /// Instead: generate and dedup this many crash states (e.g. 1000000) of one recorded
+    /// trace without mounting (the default strategies, then random; 512-byte atomic
+    /// units), and report states/s and resident memory after the first and the last
+    /// tenth of them.
+    #[arg(long, conflicts_with = "table", value_parser = clap::value_parser!(u64).range(1..))]
+    pub stream_states: Option<u64>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -745,6 +751,9 @@ mod tests {
         assert!(ok(&["bench", "--multi-block-bytes", "1000"]).is_err());
         assert!(ok(&["bench", "--table", "--fs", "ext2,xfs", "--max-states", "5"]).is_ok());
         assert!(ok(&["bench", "--max-states", "5"]).is_err(), "--max-states needs --table");
+        assert!(ok(&["bench", "--stream-states", "1000000", "--format", "json"]).is_ok());
+        assert!(ok(&["bench", "--stream-states", "0"]).is_err(), "at least one state");
+        assert!(ok(&["bench", "--table", "--stream-states", "5"]).is_err(), "one or the other");
         assert!(ok(&["bench", "--table", "--naive-sample", "5"]).is_err(), "not a table's option");
         assert!(ok(&["import", "x.log"]).is_err(), "a log import needs --out");
         assert!(ok(&["check", "dir", "--shard", "1/2"]).is_err(), "bob check runs whole");

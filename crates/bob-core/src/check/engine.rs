@@ -80,7 +80,7 @@ pub struct StateResult {
 
 /// The key a state is checked (and journaled) under: its content digest, and the
 /// persistence points due in it when there are any.
-fn check_key(digest: &[u8; 32], durable_ops: &[usize]) -> [u8; 32] {
+pub(crate) fn check_key(digest: &[u8; 32], durable_ops: &[usize]) -> [u8; 32] {
     if durable_ops.is_empty() {
         return *digest;
     }
@@ -255,6 +255,8 @@ pub fn run_state_stream(
         results.insert(index, c);
     };
     let recovered = &RecoveredCache::default();
+    // What mounting stamps is the configuration's: one list for the run, not one per state.
+    let stamps = &subject.config.mount_stamps();
     let done = AtomicUsize::new(0);
     let distinct = AtomicUsize::new(0);
     let first_error: Mutex<Option<Error>> = Mutex::new(None);
@@ -347,6 +349,7 @@ pub fn run_state_stream(
                                     view: &view,
                                     cache: recovered,
                                     speed: options.speed,
+                                    stamps,
                                 }),
                             ),
                         };

@@ -27,6 +27,7 @@ mod state;
 mod subject;
 
 pub use checker::{Judge, UserChecker, CHECKER_OUTPUT_MAX};
+pub(crate) use engine::check_key;
 pub use engine::{
     run_state_stream, run_states, run_states_journaled, run_states_with, EngineOptions, FsckPolicy,
     Speedups, StateResult,
