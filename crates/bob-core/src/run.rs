@@ -103,6 +103,27 @@ impl Error {
     }
 }
 
+/// How crash states are chosen and checked and where results and scratch files go: what
+/// a cell ([`RunOptions`]) and `bob check` ([`CheckTraceOptions`]) share.
+#[derive(Clone, Debug)]
+pub struct Exploration {
+    /// Crash-state strategies.
+    pub strategies: Vec<Strategy>,
+    /// Budget and seed.
+    pub limits: Limits,
+    /// Parallel workers.
+    pub jobs: usize,
+    /// External step timeouts.
+    pub timeouts: Timeouts,
+    /// Where witnesses go (a cell's: `<out>/<config>/<property>/`; `bob check`'s:
+    /// `<out>/<config>/check`).
+    pub out_dir: PathBuf,
+    /// Where scratch directories go (default: the system temp dir).
+    pub scratch: Option<PathBuf>,
+    /// The engine's shortcuts (all on by default).
+    pub speed: check::Speedups,
+}
+
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
@@ -112,18 +133,8 @@ pub struct RunOptions {
     pub property: Property,
     /// A user-chosen free loop device for recording.
     pub device: Option<PathBuf>,
-    /// Crash-state strategies.
-    pub strategies: Vec<Strategy>,
-    /// Budget and seed.
-    pub limits: Limits,
-    /// Parallel workers.
-    pub jobs: usize,
-    /// External step timeouts.
-    pub timeouts: Timeouts,
-    /// Where witnesses go (`<out>/<config>/<property>/`).
-    pub out_dir: PathBuf,
-    /// Where scratch directories go (default: the system temp dir).
-    pub scratch: Option<PathBuf>,
+    /// Strategies, budget, workers, timeouts, output and scratch directories, shortcuts.
+    pub explore: Exploration,
     /// Check this recorded trace directory instead of recording (`--trace`).
     pub trace: Option<PathBuf>,
     /// Also save the recorded trace directory here (`--save-trace`).
@@ -141,10 +152,9 @@ pub struct RunOptions {
     /// model): one cell each, from the same recordings, with states common to several
     /// models mounted once.
     pub disk_models: Vec<crash::DiskModel>,
-    /// The engine's shortcuts (all on by default).
-    pub speed: check::Speedups,
     /// The made file systems of the run this cell belongs to (a table's), when
-    /// `speed.shared_setup`; `None`: the cell keeps its own, shared by its schedules.
+    /// `explore.speed.shared_setup`; `None`: the cell keeps its own, shared by its
+    /// schedules.
     pub setup_cache: Option<std::sync::Arc<record::SetupCache>>,
 }
 
@@ -297,10 +307,10 @@ pub fn run_cell(
     } else {
         opts.disk_models.clone()
     };
-    let work = scratch_dir(opts.scratch.as_deref())?;
+    let work = scratch_dir(opts.explore.scratch.as_deref())?;
     // Without a run's cache the cell keeps one of its own: its schedules share mkfs.
     let with_cache;
-    let opts = if opts.speed.shared_setup && opts.setup_cache.is_none() {
+    let opts = if opts.explore.speed.shared_setup && opts.setup_cache.is_none() {
         let cache = record::SetupCache::new(work.path().join("setup"));
         with_cache = RunOptions { setup_cache: Some(std::sync::Arc::new(cache)), ..opts.clone() };
         &with_cache
@@ -431,7 +441,7 @@ fn assemble(
             &part.results,
             &positions[span.clone()],
             &rec.subject,
-            opts.timeouts.fsck,
+            opts.explore.timeouts.fsck,
         );
         if let Some(s) = rec.subject.schedule {
             for m in &mut mounts {
@@ -641,8 +651,8 @@ fn record_fresh(
         workload: &workload,
         device: opts.device.as_deref(),
         work_dir: scratch,
-        timeouts: opts.timeouts,
-        setup: opts.setup_cache.as_deref().filter(|_| opts.speed.shared_setup),
+        timeouts: opts.explore.timeouts,
+        setup: opts.setup_cache.as_deref().filter(|_| opts.explore.speed.shared_setup),
     })?;
     recording.sidecar.schedule = schedule.map(|s| s.name().to_owned());
     let made = recording.setup;
@@ -667,26 +677,31 @@ fn check_schedule(
     let mut positions: Vec<usize> = Vec::new();
     let shard_builder =
         opts.shard.map(|_| crash::OverlayBuilder::new(&subject.trace, &subject.epochs));
-    let mut states = crash::stream(&subject.trace, &subject.epochs, &opts.strategies, &opts.limits)
-        .enumerate()
-        .filter_map(|(position, state)| {
-            generated = position + 1;
-            if let (Some((index, count)), Some(builder)) = (opts.shard, &shard_builder) {
-                if shard_of(&builder.state(&state.id).digest(&subject.trace), count) != index {
-                    return None;
-                }
+    let mut states = crash::stream(
+        &subject.trace,
+        &subject.epochs,
+        &opts.explore.strategies,
+        &opts.explore.limits,
+    )
+    .enumerate()
+    .filter_map(|(position, state)| {
+        generated = position + 1;
+        if let (Some((index, count)), Some(builder)) = (opts.shard, &shard_builder) {
+            if shard_of(&builder.state(&state.id).digest(&subject.trace), count) != index {
+                return None;
             }
-            positions.push(position);
-            Some(state)
-        });
+        }
+        positions.push(position);
+        Some(state)
+    });
 
     // The number of states is known once the stream ends: the bar grows until then.
     progress.phase(&format!("checking {name}"), 0);
     let engine = EngineOptions {
-        jobs: opts.jobs,
-        timeouts: opts.timeouts,
+        jobs: opts.explore.jobs,
+        timeouts: opts.explore.timeouts,
         work_dir: rec.scratch.clone(),
-        speed: opts.speed,
+        speed: opts.explore.speed,
     };
     let results = check::run_state_stream(
         subject,
@@ -753,7 +768,7 @@ pub fn exercise_of(
 
 /// Where a cell's witness and journal live: `<out>/<config>/<property>[/shard-I-of-N]`.
 pub fn cell_dir(opts: &RunOptions) -> PathBuf {
-    let mut dir = opts.out_dir.join(opts.config.name).join(opts.property.name());
+    let mut dir = opts.explore.out_dir.join(opts.config.name).join(opts.property.name());
     if let Some((i, n)) = opts.shard {
         dir = dir.join(format!("shard-{}-of-{n}", i + 1));
     }
@@ -813,7 +828,7 @@ fn confirm_once(
         .materialize(&image)
         .map_err(|source| Error::Io { path: image.clone(), source })?;
     let durable = subject.durable_ops(&state.id);
-    let checked = check::check_image(subject, &image, &mnt, durable, &opts.timeouts);
+    let checked = check::check_image(subject, &image, &mnt, durable, &opts.explore.timeouts);
     let _ = std::fs::remove_file(&image);
     Ok(checked?)
 }

@@ -81,13 +81,13 @@ pub fn run_table_bench(
     cancel: &AtomicBool,
 ) -> Result<TableBenchReport, Error> {
     let load_start = load_average();
-    let scratch = table.cell.scratch.clone();
+    let scratch = table.cell.explore.scratch.clone();
     let work = WorkDir::new(scratch.as_deref())
         .map_err(io_err(&scratch.clone().unwrap_or_else(std::env::temp_dir)))?;
     let run_with = |name: &'static str, speedups: Speedups| -> Result<_, Error> {
         let mut opts = table.clone();
-        opts.cell.speed = speedups;
-        opts.cell.out_dir = work.path().join(name);
+        opts.cell.explore.speed = speedups;
+        opts.cell.explore.out_dir = work.path().join(name);
         opts.cell.resume = false;
         opts.cell.setup_cache = None;
         let started = Instant::now();
@@ -113,8 +113,8 @@ pub fn run_table_bench(
         configs: fast_grid.configs,
         properties: fast_grid.properties,
         schedules: table.cell.schedules.iter().map(|s| s.name().to_owned()).collect(),
-        max_states: table.cell.limits.max_states,
-        jobs: table.cell.jobs,
+        max_states: table.cell.explore.limits.max_states,
+        jobs: table.cell.explore.jobs,
         machine: machine(),
         load_average: [load_start, load_average()],
     })

@@ -63,8 +63,8 @@ pub fn run_table(
     let set = opts.traces.as_deref().map(super::load_trace_set).transpose()?;
     // mkfs once per configuration for the whole table (see `record::setup`): the cache
     // lives in a scratch directory of the table's own, removed when the table ends.
-    let setup_work = match opts.cell.speed.shared_setup {
-        true => Some(super::scratch_dir(opts.cell.scratch.as_deref())?),
+    let setup_work = match opts.cell.explore.speed.shared_setup {
+        true => Some(super::scratch_dir(opts.cell.explore.scratch.as_deref())?),
         false => None,
     };
     let setup_cache = setup_work
