@@ -125,6 +125,10 @@ pub struct ExploreArgs {
     /// configuration and run.
     #[arg(long)]
     pub no_shared_setup: bool,
+    /// In a table, record each cell's workload only when the cell before it is checked,
+    /// instead of while its states are checked.
+    #[arg(long)]
+    pub no_record_ahead: bool,
 }
 
 impl ExploreArgs {
@@ -148,6 +152,7 @@ impl ExploreArgs {
                 FsckArg::Always => bob_core::check::FsckPolicy::Always,
             },
             shared_setup: !self.no_shared_setup,
+            record_ahead: !self.no_record_ahead,
         }
     }
 }

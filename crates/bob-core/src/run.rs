@@ -301,6 +301,32 @@ pub fn run_cell(
     progress: &dyn Progress,
     cancel: &AtomicBool,
 ) -> Result<Vec<Cell>, Error> {
+    let recorded = record_cell(opts, progress, cancel)?;
+    check_cell(recorded, progress, cancel)
+}
+
+/// A cell whose recordings are made (or loaded): what checking it needs. A table makes
+/// the next cell's while it checks the current one (see [`record_cell`]).
+pub(crate) struct RecordedCell {
+    /// The cell's options, with the setup cache it uses.
+    opts: RunOptions,
+    /// Its scratch directory (released when the cell is checked).
+    work: WorkDir,
+    recs: Vec<Recorded>,
+    models: Vec<crash::DiskModel>,
+    cell_dir: PathBuf,
+    run_dir: PathBuf,
+    /// How long recording took.
+    recorded: std::time::Duration,
+}
+
+/// The first half of [`run_cell`]: the cell's scratch directory and journal, and each
+/// drain schedule's recording (or saved trace, or the trace of its journal).
+pub(crate) fn record_cell(
+    opts: &RunOptions,
+    progress: &dyn Progress,
+    cancel: &AtomicBool,
+) -> Result<RecordedCell, Error> {
     let started = Instant::now();
     let models: Vec<crash::DiskModel> = if opts.disk_models.is_empty() {
         vec![crash::DiskModel::default()]
@@ -309,19 +335,17 @@ pub fn run_cell(
     };
     let work = scratch_dir(opts.explore.scratch.as_deref())?;
     // Without a run's cache the cell keeps one of its own: its schedules share mkfs.
-    let with_cache;
     let opts = if opts.explore.speed.shared_setup && opts.setup_cache.is_none() {
         let cache = record::SetupCache::new(work.path().join("setup"));
-        with_cache = RunOptions { setup_cache: Some(std::sync::Arc::new(cache)), ..opts.clone() };
-        &with_cache
+        RunOptions { setup_cache: Some(std::sync::Arc::new(cache)), ..opts.clone() }
     } else {
-        opts
+        opts.clone()
     };
 
     // The cell's journal: per schedule, its trace and every result as it is reached, so
     // that a killed run resumes (`--resume`) without recording again or losing a verdict.
     // Removed when the cell completes with every state checked.
-    let cell_dir = cell_dir(opts);
+    let cell_dir = cell_dir(&opts);
     let run_dir = cell_dir.join("run");
     if !opts.resume || opts.trace.is_some() {
         let _ = std::fs::remove_dir_all(&run_dir);
@@ -350,7 +374,7 @@ pub fn run_cell(
     } else {
         let s = cell_schedules(&opts.config, &opts.schedules);
         if s.is_empty() {
-            return Err(no_schedule(opts));
+            return Err(no_schedule(&opts));
         }
         s.into_iter().map(|s| (Some(s), None)).collect()
     };
@@ -358,11 +382,22 @@ pub fn run_cell(
     let mut recs = Vec::new();
     for (schedule, saved) in schedules {
         recs.push(record_schedule(
-            opts, schedule, saved, several, models[0], &work, &run_dir, progress, cancel,
+            &opts, schedule, saved, several, models[0], &work, &run_dir, progress, cancel,
         )?);
     }
+    Ok(RecordedCell { opts, work, recs, models, cell_dir, run_dir, recorded: started.elapsed() })
+}
+
+/// The second half of [`run_cell`]: the recorded cell's states checked under each disk
+/// model, one cell each.
+pub(crate) fn check_cell(
+    recorded: RecordedCell,
+    progress: &dyn Progress,
+    cancel: &AtomicBool,
+) -> Result<Vec<Cell>, Error> {
+    let RecordedCell { opts, work, mut recs, models, cell_dir, run_dir, recorded } = recorded;
+    let opts = &opts;
     // A cell's time: the recordings (shared) and its own model's checking.
-    let recorded = started.elapsed();
     let mut cells = Vec::with_capacity(models.len());
     for &disk in &models {
         let checking = Instant::now();
@@ -382,6 +417,7 @@ pub fn run_cell(
     if cells.iter().all(|c| c.counts.infra_error == 0) {
         let _ = std::fs::remove_dir_all(&run_dir);
     }
+    drop(work);
     Ok(cells)
 }
 

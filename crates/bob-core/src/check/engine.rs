@@ -40,18 +40,32 @@ pub struct Speedups {
     /// mkfs and the base image are made once per configuration and reused by every cell
     /// of a run (`--no-shared-setup` turns it off).
     pub shared_setup: bool,
+    /// A table records the next cell's workload while it checks the current cell's
+    /// states (`--no-record-ahead` turns it off). Absent in documents written before it:
+    /// read as off, as those tables ran.
+    #[serde(default)]
+    pub record_ahead: bool,
 }
 
 impl Default for Speedups {
     fn default() -> Self {
-        Speedups { recovered_dedup: true, fsck: FsckPolicy::Once, shared_setup: true }
+        Speedups {
+            recovered_dedup: true,
+            fsck: FsckPolicy::Once,
+            shared_setup: true,
+            record_ahead: true,
+        }
     }
 }
 
 impl Speedups {
     /// Every shortcut off: the engine as it was before them.
-    pub const NONE: Speedups =
-        Speedups { recovered_dedup: false, fsck: FsckPolicy::Always, shared_setup: false };
+    pub const NONE: Speedups = Speedups {
+        recovered_dedup: false,
+        fsck: FsckPolicy::Always,
+        shared_setup: false,
+        record_ahead: false,
+    };
 }
 
 /// When a mounted state's read-only fsck runs.
