@@ -130,6 +130,10 @@ pub struct ExploreArgs {
     /// configuration and run.
     #[arg(long)]
     pub no_shared_setup: bool,
+    /// In a table, record each cell's workload only when the cell before it is checked,
+    /// instead of while its states are checked.
+    #[arg(long)]
+    pub no_record_ahead: bool,
 }
 
 impl ExploreArgs {
@@ -153,6 +157,7 @@ impl ExploreArgs {
                 FsckArg::Always => bob_core::check::FsckPolicy::Always,
             },
             shared_setup: !self.no_shared_setup,
+            record_ahead: !self.no_record_ahead,
         }
     }
 }
@@ -432,8 +437,14 @@ pub struct BenchArgs {
     /// The file systems' own speed on bob's disk with this latency model (hdd, ssd,
     /// none): a Varmail-like flow, optfs with osync against journal-flush with fsync
     /// (`optfs_vs_fsync_flush`; `--fs` may name those two only).
-    #[arg(long, conflicts_with = "table")]
+    #[arg(long, conflicts_with_all = ["table", "stream_states"])]
     pub latency: Option<bob_core::record::latency::Latency>,
+    /// Instead: generate and dedup this many crash states (e.g. 1000000) of one recorded
+    /// trace without mounting (the default strategies, then random; 512-byte atomic
+    /// units), and report states/s and resident memory after the first and the last
+    /// tenth of them.
+    #[arg(long, conflicts_with = "table", value_parser = clap::value_parser!(u64).range(1..))]
+    pub stream_states: Option<u64>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -804,6 +815,9 @@ mod tests {
         assert!(ok(&["bench", "--multi-block-bytes", "1000"]).is_err());
         assert!(ok(&["bench", "--table", "--fs", "ext2,xfs", "--max-states", "5"]).is_ok());
         assert!(ok(&["bench", "--max-states", "5"]).is_err(), "--max-states needs --table");
+        assert!(ok(&["bench", "--stream-states", "1000000", "--format", "json"]).is_ok());
+        assert!(ok(&["bench", "--stream-states", "0"]).is_err(), "at least one state");
+        assert!(ok(&["bench", "--table", "--stream-states", "5"]).is_err(), "one or the other");
         assert!(ok(&["bench", "--table", "--naive-sample", "5"]).is_err(), "not a table's option");
         assert!(ok(&["import", "x.log"]).is_err(), "a log import needs --out");
         assert!(ok(&["check", "dir", "--shard", "1/2"]).is_err(), "bob check runs whole");

@@ -53,12 +53,7 @@ pub fn run_options(
         config,
         property,
         device: None,
-        strategies: strategies(&explore.strategy),
-        limits: limits(explore),
-        jobs: jobs(explore.jobs),
-        timeouts: timeouts(explore.recovery_timeout),
-        out_dir: explore.out.clone(),
-        scratch: explore.scratch.clone(),
+        explore: exploration(explore),
         trace: None,
         save_trace: None,
         shard: cell.shard.map(|s| (s.index, s.count)),
@@ -66,9 +61,21 @@ pub fn run_options(
         resume: cell.resume,
         disk_models,
         schedules: schedules.to_vec(),
-        speed: explore.speedups(),
         setup_cache: None,
     })
+}
+
+/// What `bob run`, `bob table` and `bob check` share of their options.
+pub fn exploration(explore: &ExploreArgs) -> run::Exploration {
+    run::Exploration {
+        strategies: strategies(&explore.strategy),
+        limits: limits(explore),
+        jobs: jobs(explore.jobs),
+        timeouts: timeouts(explore.recovery_timeout),
+        out_dir: explore.out.clone(),
+        scratch: explore.scratch.clone(),
+        speed: explore.speedups(),
+    }
 }
 
 /// `--max-states` and `--seed`.

@@ -16,7 +16,7 @@
 //! | `bob report`, `bob table --html-site` | [`SiteReport`] |
 //! | `bob list` | [`ListReport`] |
 //! | `bob cleanup` | [`Reclaimed`] |
-//! | `bob bench` | `bench::BenchReport` (declared with the benchmark, which sits above this module) |
+//! | `bob bench` | `bench::BenchReport` (declared with the benchmark, which sits above this module); [`StreamStatesReport`] with `--stream-states` |
 //! | `bob import` | [`ImportReport`], or [`BlktraceReport`] with `--blktrace` |
 //! | `bob log` | [`LogEntryRow`] rows (`--list`), [`crate::trace::replay_log::Answer`] (replay-log's verbs) |
 //!
@@ -429,6 +429,92 @@ pub struct LogEntryRow {
     pub mark: Option<String>,
 }
 
+/// `bob bench --stream-states N`: crash states of one recorded trace generated and deduped
+/// without mounting, and how the process's memory moved while they streamed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StreamStatesReport {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The configuration recorded.
+    pub config: String,
+    /// The property whose workload was recorded.
+    pub property: String,
+    /// The disk model the trace was cut under.
+    pub disk_model: crate::crash::DiskModel,
+    /// The strategies asked for, in order.
+    pub strategies: Vec<String>,
+    /// `--max-states`: the states asked for.
+    pub states_requested: usize,
+    /// States the stream gave (fewer than asked when the trace has no more).
+    pub states: usize,
+    /// Of those, drawn by `random`.
+    pub states_random: usize,
+    /// Distinct check keys (content digest and due promises): what the engine would mount.
+    pub states_unique: usize,
+    /// Trace entries and epochs.
+    pub trace_entries: usize,
+    /// Epochs of the trace under the disk model.
+    pub epochs: usize,
+    /// Wall time of generating, digesting and deduping every state, seconds.
+    pub seconds: f64,
+    /// `states / seconds`.
+    pub states_per_s: f64,
+    /// VmRSS before the first state, KiB.
+    pub rss_kib_start: u64,
+    /// VmRSS when the first tenth of the states had streamed, KiB.
+    pub rss_kib_first_tenth: u64,
+    /// VmRSS when the last tenth had (at the end), KiB.
+    pub rss_kib_last_tenth: u64,
+    /// VmHWM at the end (peak since the process started, recording included), KiB.
+    pub peak_rss_kib: u64,
+    /// Id digests the generator held at the end (16 bytes each, in hash sets).
+    pub id_digests_held: usize,
+    /// Check keys the dedup held at the end (32 bytes each, in a hash set).
+    pub check_keys_held: usize,
+    /// The 1-minute load average at the start and at the end.
+    pub load_average: [f64; 2],
+}
+
+impl StreamStatesReport {
+    /// The human-readable summary.
+    pub fn to_text(&self) -> String {
+        let per_state = |kib_a: u64, kib_b: u64| {
+            let states = (self.states - self.states / 10).max(1) as f64;
+            (kib_b as f64 - kib_a as f64) * 1024.0 / states
+        };
+        format!(
+            "bench stream-states {} / {} ({}; strategies {}; load {:.2} -> {:.2})\n\
+             trace: {} entries, {} epochs\n\
+             states: {} of {} asked ({} random), {} distinct by content\n\
+             {:.1} s, {:.0} states/s\n\
+             rss: {} KiB at start, {} KiB after the first tenth, {} KiB after the last \
+             ({:+.1} bytes per state between them); peak {} KiB\n\
+             held at the end: {} id digests, {} check keys\n",
+            self.config,
+            self.property,
+            self.disk_model,
+            self.strategies.join(","),
+            self.load_average[0],
+            self.load_average[1],
+            self.trace_entries,
+            self.epochs,
+            self.states,
+            self.states_requested,
+            self.states_random,
+            self.states_unique,
+            self.seconds,
+            self.states_per_s,
+            self.rss_kib_start,
+            self.rss_kib_first_tenth,
+            self.rss_kib_last_tenth,
+            per_state(self.rss_kib_first_tenth, self.rss_kib_last_tenth),
+            self.peak_rss_kib,
+            self.id_digests_held,
+            self.check_keys_held,
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -560,5 +646,33 @@ mod tests {
         };
         insta::assert_json_snapshot!("site_report", report);
         insta::assert_snapshot!("site_report_text", report.to_text());
+    }
+
+    #[test]
+    fn stream_states_report_shape() {
+        let report = StreamStatesReport {
+            schema_version: SCHEMA_VERSION,
+            config: "ext4-ordered".into(),
+            property: "single-block-append".into(),
+            disk_model: DiskModel { atomic_write_unit: 512, fua: crate::crash::FuaModel::Real },
+            strategies: vec!["request-prefix".into(), "random".into()],
+            states_requested: 1000,
+            states: 1000,
+            states_random: 900,
+            states_unique: 990,
+            trace_entries: 41,
+            epochs: 10,
+            seconds: 2.0,
+            states_per_s: 500.0,
+            rss_kib_start: 9000,
+            rss_kib_first_tenth: 9100,
+            rss_kib_last_tenth: 9190,
+            peak_rss_kib: 12000,
+            id_digests_held: 1900,
+            check_keys_held: 990,
+            load_average: [1.0, 1.5],
+        };
+        insta::assert_json_snapshot!("stream_states", report);
+        insta::assert_snapshot!("stream_states_text", report.to_text());
     }
 }

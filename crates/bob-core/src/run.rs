@@ -103,6 +103,27 @@ impl Error {
     }
 }
 
+/// How crash states are chosen and checked and where results and scratch files go: what
+/// a cell ([`RunOptions`]) and `bob check` ([`CheckTraceOptions`]) share.
+#[derive(Clone, Debug)]
+pub struct Exploration {
+    /// Crash-state strategies.
+    pub strategies: Vec<Strategy>,
+    /// Budget and seed.
+    pub limits: Limits,
+    /// Parallel workers.
+    pub jobs: usize,
+    /// External step timeouts.
+    pub timeouts: Timeouts,
+    /// Where witnesses go (a cell's: `<out>/<config>/<property>/`; `bob check`'s:
+    /// `<out>/<config>/check`).
+    pub out_dir: PathBuf,
+    /// Where scratch directories go (default: the system temp dir).
+    pub scratch: Option<PathBuf>,
+    /// The engine's shortcuts (all on by default).
+    pub speed: check::Speedups,
+}
+
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
@@ -112,18 +133,8 @@ pub struct RunOptions {
     pub property: Property,
     /// A user-chosen free loop device for recording.
     pub device: Option<PathBuf>,
-    /// Crash-state strategies.
-    pub strategies: Vec<Strategy>,
-    /// Budget and seed.
-    pub limits: Limits,
-    /// Parallel workers.
-    pub jobs: usize,
-    /// External step timeouts.
-    pub timeouts: Timeouts,
-    /// Where witnesses go (`<out>/<config>/<property>/`).
-    pub out_dir: PathBuf,
-    /// Where scratch directories go (default: the system temp dir).
-    pub scratch: Option<PathBuf>,
+    /// Strategies, budget, workers, timeouts, output and scratch directories, shortcuts.
+    pub explore: Exploration,
     /// Check this recorded trace directory instead of recording (`--trace`).
     pub trace: Option<PathBuf>,
     /// Also save the recorded trace directory here (`--save-trace`).
@@ -141,10 +152,9 @@ pub struct RunOptions {
     /// model): one cell each, from the same recordings, with states common to several
     /// models mounted once.
     pub disk_models: Vec<crash::DiskModel>,
-    /// The engine's shortcuts (all on by default).
-    pub speed: check::Speedups,
     /// The made file systems of the run this cell belongs to (a table's), when
-    /// `speed.shared_setup`; `None`: the cell keeps its own, shared by its schedules.
+    /// `explore.speed.shared_setup`; `None`: the cell keeps its own, shared by its
+    /// schedules.
     pub setup_cache: Option<std::sync::Arc<record::SetupCache>>,
 }
 
@@ -291,27 +301,51 @@ pub fn run_cell(
     progress: &dyn Progress,
     cancel: &AtomicBool,
 ) -> Result<Vec<Cell>, Error> {
+    let recorded = record_cell(opts, progress, cancel)?;
+    check_cell(recorded, progress, cancel)
+}
+
+/// A cell whose recordings are made (or loaded): what checking it needs. A table makes
+/// the next cell's while it checks the current one (see [`record_cell`]).
+pub(crate) struct RecordedCell {
+    /// The cell's options, with the setup cache it uses.
+    opts: RunOptions,
+    /// Its scratch directory (released when the cell is checked).
+    work: WorkDir,
+    recs: Vec<Recorded>,
+    models: Vec<crash::DiskModel>,
+    cell_dir: PathBuf,
+    run_dir: PathBuf,
+    /// How long recording took.
+    recorded: std::time::Duration,
+}
+
+/// The first half of [`run_cell`]: the cell's scratch directory and journal, and each
+/// drain schedule's recording (or saved trace, or the trace of its journal).
+pub(crate) fn record_cell(
+    opts: &RunOptions,
+    progress: &dyn Progress,
+    cancel: &AtomicBool,
+) -> Result<RecordedCell, Error> {
     let started = Instant::now();
     let models: Vec<crash::DiskModel> = if opts.disk_models.is_empty() {
         vec![crash::DiskModel::default()]
     } else {
         opts.disk_models.clone()
     };
-    let work = scratch_dir(opts.scratch.as_deref())?;
+    let work = scratch_dir(opts.explore.scratch.as_deref())?;
     // Without a run's cache the cell keeps one of its own: its schedules share mkfs.
-    let with_cache;
-    let opts = if opts.speed.shared_setup && opts.setup_cache.is_none() {
+    let opts = if opts.explore.speed.shared_setup && opts.setup_cache.is_none() {
         let cache = record::SetupCache::new(work.path().join("setup"));
-        with_cache = RunOptions { setup_cache: Some(std::sync::Arc::new(cache)), ..opts.clone() };
-        &with_cache
+        RunOptions { setup_cache: Some(std::sync::Arc::new(cache)), ..opts.clone() }
     } else {
-        opts
+        opts.clone()
     };
 
     // The cell's journal: per schedule, its trace and every result as it is reached, so
     // that a killed run resumes (`--resume`) without recording again or losing a verdict.
     // Removed when the cell completes with every state checked.
-    let cell_dir = cell_dir(opts);
+    let cell_dir = cell_dir(&opts);
     let run_dir = cell_dir.join("run");
     if !opts.resume || opts.trace.is_some() {
         let _ = std::fs::remove_dir_all(&run_dir);
@@ -340,7 +374,7 @@ pub fn run_cell(
     } else {
         let s = cell_schedules(&opts.config, &opts.schedules);
         if s.is_empty() {
-            return Err(no_schedule(opts));
+            return Err(no_schedule(&opts));
         }
         s.into_iter().map(|s| (Some(s), None)).collect()
     };
@@ -348,11 +382,22 @@ pub fn run_cell(
     let mut recs = Vec::new();
     for (schedule, saved) in schedules {
         recs.push(record_schedule(
-            opts, schedule, saved, several, models[0], &work, &run_dir, progress, cancel,
+            &opts, schedule, saved, several, models[0], &work, &run_dir, progress, cancel,
         )?);
     }
+    Ok(RecordedCell { opts, work, recs, models, cell_dir, run_dir, recorded: started.elapsed() })
+}
+
+/// The second half of [`run_cell`]: the recorded cell's states checked under each disk
+/// model, one cell each.
+pub(crate) fn check_cell(
+    recorded: RecordedCell,
+    progress: &dyn Progress,
+    cancel: &AtomicBool,
+) -> Result<Vec<Cell>, Error> {
+    let RecordedCell { opts, work, mut recs, models, cell_dir, run_dir, recorded } = recorded;
+    let opts = &opts;
     // A cell's time: the recordings (shared) and its own model's checking.
-    let recorded = started.elapsed();
     let mut cells = Vec::with_capacity(models.len());
     for &disk in &models {
         let checking = Instant::now();
@@ -372,6 +417,7 @@ pub fn run_cell(
     if cells.iter().all(|c| c.counts.infra_error == 0) {
         let _ = std::fs::remove_dir_all(&run_dir);
     }
+    drop(work);
     Ok(cells)
 }
 
@@ -431,7 +477,7 @@ fn assemble(
             &part.results,
             &positions[span.clone()],
             &rec.subject,
-            opts.timeouts.fsck,
+            opts.explore.timeouts.fsck,
         );
         if let Some(s) = rec.subject.schedule {
             for m in &mut mounts {
@@ -641,8 +687,8 @@ fn record_fresh(
         workload: &workload,
         device: opts.device.as_deref(),
         work_dir: scratch,
-        timeouts: opts.timeouts,
-        setup: opts.setup_cache.as_deref().filter(|_| opts.speed.shared_setup),
+        timeouts: opts.explore.timeouts,
+        setup: opts.setup_cache.as_deref().filter(|_| opts.explore.speed.shared_setup),
     })?;
     recording.sidecar.schedule = schedule.map(|s| s.name().to_owned());
     let made = recording.setup;
@@ -660,37 +706,50 @@ fn check_schedule(
 ) -> Result<Part, Error> {
     let (subject, name) = (&rec.subject, rec.name);
 
-    let generated =
-        crash::generate(&subject.trace, &subject.epochs, &opts.strategies, &opts.limits);
-    let total = generated.states.len();
-    // Positions in the full list, kept through sharding so witnesses compare across shards.
-    let mut states: Vec<(usize, crash::CrashState)> =
-        generated.states.into_iter().enumerate().collect();
-    if let Some((index, count)) = opts.shard {
-        let builder = crash::OverlayBuilder::new(&subject.trace, &subject.epochs);
-        states.retain(|(_, s)| {
-            shard_of(&builder.state(&s.id).digest(&subject.trace), count) == index
-        });
-    }
-    let (positions, states): (Vec<usize>, Vec<crash::CrashState>) = states.into_iter().unzip();
+    // The states are streamed into the engine; this shard's are those whose content
+    // digest falls to it. Positions in the full list are kept through sharding so that
+    // witnesses compare across shards.
+    let mut generated = 0;
+    let mut positions: Vec<usize> = Vec::new();
+    let shard_builder =
+        opts.shard.map(|_| crash::OverlayBuilder::new(&subject.trace, &subject.epochs));
+    let mut states = crash::stream(
+        &subject.trace,
+        &subject.epochs,
+        &opts.explore.strategies,
+        &opts.explore.limits,
+    )
+    .enumerate()
+    .filter_map(|(position, state)| {
+        generated = position + 1;
+        if let (Some((index, count)), Some(builder)) = (opts.shard, &shard_builder) {
+            if shard_of(&builder.state(&state.id).digest(&subject.trace), count) != index {
+                return None;
+            }
+        }
+        positions.push(position);
+        Some(state)
+    });
 
-    progress.phase(&format!("checking {name}"), states.len());
+    // The number of states is known once the stream ends: the bar grows until then.
+    progress.phase(&format!("checking {name}"), 0);
     let engine = EngineOptions {
-        jobs: opts.jobs,
-        timeouts: opts.timeouts,
+        jobs: opts.explore.jobs,
+        timeouts: opts.explore.timeouts,
         work_dir: rec.scratch.clone(),
-        speed: opts.speed,
+        speed: opts.explore.speed,
     };
-    let results = check::run_states_journaled(
+    let results = check::run_state_stream(
         subject,
         &check::Judge::Oracle,
-        &states,
+        &mut states,
         &engine,
         &|d, t| progress.state_done(d, t),
         cancel,
         &rec.journal,
     )?;
-    Ok(Part { results, positions, generated: total })
+    drop(states);
+    Ok(Part { results, positions, generated })
 }
 
 /// For the properties that claim to test an op crossing commits (the multi-block ones):
@@ -745,7 +804,7 @@ pub fn exercise_of(
 
 /// Where a cell's witness and journal live: `<out>/<config>/<property>[/shard-I-of-N]`.
 pub fn cell_dir(opts: &RunOptions) -> PathBuf {
-    let mut dir = opts.out_dir.join(opts.config.name).join(opts.property.name());
+    let mut dir = opts.explore.out_dir.join(opts.config.name).join(opts.property.name());
     if let Some((i, n)) = opts.shard {
         dir = dir.join(format!("shard-{}-of-{n}", i + 1));
     }
@@ -805,7 +864,7 @@ fn confirm_once(
         .materialize(&image)
         .map_err(|source| Error::Io { path: image.clone(), source })?;
     let durable = subject.durable_ops(&state.id);
-    let checked = check::check_image(subject, &image, &mnt, durable, &opts.timeouts);
+    let checked = check::check_image(subject, &image, &mnt, durable, &opts.explore.timeouts);
     let _ = std::fs::remove_file(&image);
     Ok(checked?)
 }

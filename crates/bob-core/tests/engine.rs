@@ -354,6 +354,51 @@ fn parallel_and_serial_runs_agree() {
     assert_nothing_left(rec.dir.path(), "the parallel run");
     let serial = rec.run("serial", 1, &|_, _| {}, &cancel).expect("jobs=1");
     assert_nothing_left(rec.dir.path(), "the serial run");
+    // The states streamed from the generator into the engine, never listed: the same
+    // states in the same order, the same dedup and verdicts as the list.
+    let work_dir = rec.dir.path().join("streamed");
+    std::fs::create_dir_all(&work_dir).unwrap();
+    let options = EngineOptions {
+        jobs: 2,
+        timeouts: Timeouts::default(),
+        work_dir,
+        speed: check::Speedups::default(),
+    };
+    let subject = &rec.subject;
+    let mut stream = crash::stream(
+        &subject.trace,
+        &subject.epochs,
+        crash::Strategy::DEFAULT,
+        &Limits::default(),
+    );
+    let most_seen = AtomicUsize::new(0);
+    let streamed = check::run_state_stream(
+        subject,
+        &check::Judge::Oracle,
+        &mut stream,
+        &options,
+        &|_, taken| {
+            most_seen.fetch_max(taken, Ordering::Relaxed);
+        },
+        &cancel,
+        &check::Journal::default(),
+    )
+    .expect("streamed");
+    assert_nothing_left(rec.dir.path(), "the streamed run");
+    assert_eq!(streamed.len(), rec.states.len());
+    let distinct = streamed.iter().enumerate().filter(|(i, r)| r.mounted_as == *i).count();
+    assert_eq!(most_seen.load(Ordering::Relaxed), distinct, "progress counts distinct states");
+    for (t, s) in streamed.iter().zip(&serial) {
+        assert_eq!(t.state, s.state);
+        assert_eq!((t.digest, t.mounted_as), (s.digest, s.mounted_as), "dedup of {}", t.state.id);
+        assert!(
+            same_verdict(&t.check.outcome, &s.check.outcome),
+            "state {}: streamed {:?}, listed {:?}",
+            t.state.id,
+            t.check.outcome,
+            s.check.outcome
+        );
+    }
 
     assert_eq!(parallel.len(), rec.states.len());
     assert_eq!(serial.len(), rec.states.len());
@@ -528,4 +573,66 @@ fn dedup_after_recovery_gives_every_state_the_outcome_of_a_full_check() {
         }
     }
     assert!(reused > 0, "xfs recovery converges states: some snapshot is reused");
+}
+
+/// Issue 13: a resumed run (`--resume`) takes each state's check from the journal as it
+/// was recorded, its infrastructure retries included: a retry made before the kill counts
+/// once in the resumed cell, as in the run that made it (not again, not lost), and
+/// nothing the journal holds is checked or journaled again.
+#[test]
+fn a_resumed_run_keeps_the_retries_its_journal_recorded() {
+    let rec = record("ext4-ordered", Property::SingleBlockAppend);
+    let journal_path = rec.dir.path().join("results.jsonl");
+    let cancel = AtomicBool::new(false);
+    let run = |name: &str| {
+        let work_dir = rec.dir.path().join(name);
+        std::fs::create_dir_all(&work_dir).unwrap();
+        let options = EngineOptions {
+            jobs: 2,
+            timeouts: Timeouts::default(),
+            work_dir,
+            speed: check::Speedups::default(),
+        };
+        let journal = check::Journal::open(&journal_path).unwrap();
+        check::run_states_journaled(
+            &rec.subject,
+            &check::Judge::Oracle,
+            &rec.states,
+            &options,
+            &|_, _| {},
+            &cancel,
+            &journal,
+        )
+        .unwrap()
+    };
+    let first = run("first");
+    let distinct = first.iter().enumerate().filter(|(i, r)| r.mounted_as == *i).count();
+    let text = std::fs::read_to_string(&journal_path).unwrap();
+    assert_eq!(text.lines().count(), distinct, "one line per distinct state");
+    assert!(first.iter().all(|r| r.check.infra_retries == 0));
+    // As if the check of the first journaled state had needed one retry before the kill.
+    let mut lines: Vec<serde_json::Value> =
+        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    lines[0]["check"]["infra_retries"] = 1.into();
+    let edited: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&journal_path, edited).unwrap();
+
+    let resumed = run("resumed");
+    assert_nothing_left(rec.dir.path(), "the resumed run");
+    let after = std::fs::read_to_string(&journal_path).unwrap();
+    assert_eq!(after.lines().count(), distinct, "nothing was checked again");
+    let retried: Vec<usize> = resumed
+        .iter()
+        .enumerate()
+        .filter(|(i, r)| r.mounted_as == *i && r.check.infra_retries > 0)
+        .map(|(_, r)| r.check.infra_retries)
+        .collect();
+    assert_eq!(retried, [1], "the journaled retry, once");
+    let cell =
+        bob_core::report::Cell::of_results("ext4-ordered", "single-block-append", &resumed).0;
+    assert_eq!(cell.infra_retries, 1, "{cell:?}");
+    for (a, b) in first.iter().zip(&resumed) {
+        assert_eq!((&a.state, a.mounted_as), (&b.state, b.mounted_as));
+        assert_eq!(a.check.outcome, b.check.outcome, "state {}", a.state.id);
+    }
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicBool;
 
 use bob_core::crash::{DiskModel, FuaModel, Limits, Strategy};
 use bob_core::fs::{self, Timeouts};
-use bob_core::run::{run_cell, Quiet, RunOptions};
+use bob_core::run::{run_cell, Exploration, Quiet, RunOptions};
 use proptest::prelude::*;
 
 fn no_violation(config: &str, seed: u64) -> Result<(), TestCaseError> {
@@ -19,12 +19,15 @@ fn no_violation(config: &str, seed: u64) -> Result<(), TestCaseError> {
         config,
         property: workload.property.unwrap(),
         device: None,
-        strategies: Strategy::DEFAULT.to_vec(),
-        limits: Limits { max_states: Some(150), ..Limits::default() },
-        jobs: 2,
-        timeouts: Timeouts::default(),
-        out_dir: out.path().to_owned(),
-        scratch: Some(scratch.path().to_owned()),
+        explore: Exploration {
+            strategies: Strategy::DEFAULT.to_vec(),
+            limits: Limits { max_states: Some(150), ..Limits::default() },
+            jobs: 2,
+            timeouts: Timeouts::default(),
+            out_dir: out.path().to_owned(),
+            scratch: Some(scratch.path().to_owned()),
+            speed: Default::default(),
+        },
         trace: None,
         save_trace: None,
         shard: None,
@@ -35,7 +38,6 @@ fn no_violation(config: &str, seed: u64) -> Result<(), TestCaseError> {
         // One recording per case keeps the property test's time as it was; the drain
         // schedules are exercised by the CLI tests.
         schedules: vec![workloads::Schedule::Sync],
-        speed: Default::default(),
         setup_cache: None,
     };
     let cells = run_cell(&opts, &Quiet, &AtomicBool::new(false)).expect("the run itself works");

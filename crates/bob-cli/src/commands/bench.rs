@@ -3,6 +3,8 @@
 //! Exit 0 when both pipelines reach the same verdict on every state, 2 otherwise.
 //! `bob bench --table`: a whole table with the engine's shortcuts on against all off
 //! (exit 0 when both tables ran; differing verdicts are reported, not failed).
+//! `bob bench --stream-states N`: N crash states of one recording generated and deduped
+//! without mounting, with the process's memory after the first and last tenth.
 
 use bob_core::bench::{self, BenchOptions};
 use bob_core::run::{environment, TableOptions};
@@ -33,13 +35,10 @@ pub fn run(args: BenchArgs) -> Result<Conclusion, CliError> {
         print::result(args.format, &report, || report.to_text())?;
         return Ok(Conclusion::Done);
     }
-    let (fs, property) = match (&args.fs[..], &args.property[..]) {
-        ([], []) => (default_config()?, Property::SingleBlockAppend),
-        ([fs], []) => (fs.clone(), Property::SingleBlockAppend),
-        ([], [p]) => (default_config()?, *p),
-        ([fs], [p]) => (fs.clone(), *p),
-        _ => return Err(usage("bob bench: one --fs and one --property (several need --table)")),
-    };
+    if let Some(n) = args.stream_states {
+        return run_stream(args, n);
+    }
+    let (fs, property) = one_cell(&args)?;
     environment::check_runnable(&fs)?;
     let mut opts = BenchOptions::new(fs, property);
     opts.multi_block_bytes = args.multi_block_bytes.map(|b| b.0);
@@ -71,6 +70,38 @@ pub fn run(args: BenchArgs) -> Result<Conclusion, CliError> {
         });
     }
     Ok(Conclusion::Done)
+}
+
+/// `bob bench --stream-states N`: N states of one recording generated and deduped
+/// without mounting.
+fn run_stream(args: BenchArgs, n: u64) -> Result<Conclusion, CliError> {
+    let (fs, property) = one_cell(&args)?;
+    environment::check_runnable(&fs)?;
+    let opts = bench::StreamOptions {
+        config: fs,
+        property,
+        states: usize::try_from(n).map_err(|_| usage("--stream-states is too large"))?,
+        multi_block_bytes: args.multi_block_bytes.map(|b| b.0),
+        timeouts: options::timeouts(args.recovery_timeout),
+        scratch: args.scratch,
+    };
+    let bars = Bars::phases(Bars::stderr_is_terminal());
+    let report = bench::run_stream_bench(&opts, &bars, &CANCEL);
+    bars.finish();
+    let report = report?;
+    print::result(args.format, &report, || report.to_text())?;
+    Ok(Conclusion::Done)
+}
+
+/// The one configuration and property of `bob bench` without `--table`.
+fn one_cell(args: &BenchArgs) -> Result<(bob_core::fs::FsConfig, Property), CliError> {
+    Ok(match (&args.fs[..], &args.property[..]) {
+        ([], []) => (default_config()?, Property::SingleBlockAppend),
+        ([fs], []) => (fs.clone(), Property::SingleBlockAppend),
+        ([], [p]) => (default_config()?, *p),
+        ([fs], [p]) => (fs.clone(), *p),
+        _ => return Err(usage("bob bench: one --fs and one --property (several need --table)")),
+    })
 }
 
 /// The configuration `bob bench` measures unless told otherwise.

@@ -20,15 +20,9 @@ pub fn run(args: CheckArgs) -> Result<Conclusion, CliError> {
         dir: args.dir.clone(),
         checker: args.checker.clone(),
         checker_timeout: Duration::from_secs(args.timeout),
-        strategies: options::strategies(&explore.strategy),
-        limits: options::limits(explore),
-        jobs: options::jobs(explore.jobs),
-        timeouts: options::timeouts(explore.recovery_timeout),
-        out_dir: explore.out.clone(),
-        scratch: explore.scratch.clone(),
+        explore: options::exploration(explore),
         atomic_write_unit: explore.atomic_write_unit.clone(),
         fua: explore.fua.into(),
-        speed: explore.speedups(),
     };
     let bars = Bars::states(args.format == Format::Text && Bars::stderr_is_terminal());
     let report = run::check_trace(&opts, &bars, &CANCEL);

@@ -25,7 +25,9 @@
 //! The headline ratios (`ratio_covered`, `ratio_mounted`, `naive_states_per_s`) are
 //! against the sparse-copy naive pipeline, the one a competent engineer would script;
 //! the whole-copy variant is reported apart as the strawman it is (`naive_full_copy`).
-//! `bob bench --table` ([`run_table_bench`]) times a whole table instead.
+//! `bob bench --table` ([`run_table_bench`]) times a whole table instead, and `bob bench
+//! --stream-states N` ([`run_stream_bench`]) streams N states of one trace without
+//! mounting, to show memory flat in the number of states.
 //!
 //! The naive and engine verdicts must agree state by state (outcome name, and the story
 //! of a violation); [`BenchReport::first_disagreement`] names the first state where they
@@ -40,11 +42,13 @@ mod naive;
 mod recorder;
 mod report;
 mod stats;
+mod stream;
 mod table;
 
 pub use fsbench::{run_fs_bench, FsBenchError, FsBenchReport, FsRun, ITERATIONS};
 pub use naive::write_overlay;
 pub use report::*;
+pub use stream::{run_stream_bench, StreamOptions, STREAM_DISK};
 pub use table::{run_table_bench, TableBenchReport, TableRun};
 
 use floor::floor;

@@ -1,7 +1,8 @@
 //! `bob bench --table`: the wall time of a whole `bob table` with the engine's shortcuts
 //! on against the same table with every one of them off ([`Speedups::NONE`]: no
-//! recovered-image dedup, fsck for every state, mkfs for every recording), one run each
-//! in this process, and the ratio of the two as `table_speedup`.
+//! recovered-image dedup, fsck for every state, mkfs for every recording, no recording
+//! ahead of checking), one run each in this process, and the ratio of the two as
+//! `table_speedup`.
 //!
 //! The shortcuts run first: whatever the first run pays for cold caches (programs,
 //! directory entries) then counts against them, so the ratio errs low rather than high.
@@ -81,13 +82,13 @@ pub fn run_table_bench(
     cancel: &AtomicBool,
 ) -> Result<TableBenchReport, Error> {
     let load_start = load_average();
-    let scratch = table.cell.scratch.clone();
+    let scratch = table.cell.explore.scratch.clone();
     let work = WorkDir::new(scratch.as_deref())
         .map_err(io_err(&scratch.clone().unwrap_or_else(std::env::temp_dir)))?;
     let run_with = |name: &'static str, speedups: Speedups| -> Result<_, Error> {
         let mut opts = table.clone();
-        opts.cell.speed = speedups;
-        opts.cell.out_dir = work.path().join(name);
+        opts.cell.explore.speed = speedups;
+        opts.cell.explore.out_dir = work.path().join(name);
         opts.cell.resume = false;
         opts.cell.setup_cache = None;
         let started = Instant::now();
@@ -113,8 +114,8 @@ pub fn run_table_bench(
         configs: fast_grid.configs,
         properties: fast_grid.properties,
         schedules: table.cell.schedules.iter().map(|s| s.name().to_owned()).collect(),
-        max_states: table.cell.limits.max_states,
-        jobs: table.cell.jobs,
+        max_states: table.cell.explore.limits.max_states,
+        jobs: table.cell.explore.jobs,
         machine: machine(),
         load_average: [load_start, load_average()],
     })
@@ -210,8 +211,10 @@ impl TableBenchReport {
             self.table_speedup
         );
         s += &run("optimised (all shortcuts on)", &self.optimised);
-        s +=
-            &run("baseline (--no-recovered-dedup --fsck always --no-shared-setup)", &self.baseline);
+        s += &run(
+            "baseline (--no-recovered-dedup --fsck always --no-shared-setup --no-record-ahead)",
+            &self.baseline,
+        );
         if self.verdicts_agree {
             s += "cell verdicts agree\n";
         } else {

@@ -40,18 +40,32 @@ pub struct Speedups {
     /// mkfs and the base image are made once per configuration and reused by every cell
     /// of a run (`--no-shared-setup` turns it off).
     pub shared_setup: bool,
+    /// A table records the next cell's workload while it checks the current cell's
+    /// states (`--no-record-ahead` turns it off). Absent in documents written before it:
+    /// read as off, as those tables ran.
+    #[serde(default)]
+    pub record_ahead: bool,
 }
 
 impl Default for Speedups {
     fn default() -> Self {
-        Speedups { recovered_dedup: true, fsck: FsckPolicy::Once, shared_setup: true }
+        Speedups {
+            recovered_dedup: true,
+            fsck: FsckPolicy::Once,
+            shared_setup: true,
+            record_ahead: true,
+        }
     }
 }
 
 impl Speedups {
     /// Every shortcut off: the engine as it was before them.
-    pub const NONE: Speedups =
-        Speedups { recovered_dedup: false, fsck: FsckPolicy::Always, shared_setup: false };
+    pub const NONE: Speedups = Speedups {
+        recovered_dedup: false,
+        fsck: FsckPolicy::Always,
+        shared_setup: false,
+        record_ahead: false,
+    };
 }
 
 /// When a mounted state's read-only fsck runs.
@@ -80,7 +94,7 @@ pub struct StateResult {
 
 /// The key a state is checked (and journaled) under: its content digest, and the
 /// persistence points due in it when there are any.
-fn check_key(digest: &[u8; 32], durable_ops: &[usize]) -> [u8; 32] {
+pub(crate) fn check_key(digest: &[u8; 32], durable_ops: &[usize]) -> [u8; 32] {
     if durable_ops.is_empty() {
         return *digest;
     }
@@ -175,8 +189,9 @@ pub fn run_states_with(
 }
 
 /// [`run_states_with`] that skips states the journal already holds and appends each new
-/// result to it. Memory stays flat in the number of states: a snapshot is kept only for
-/// the earliest state of each failing outcome (the one a witness shows).
+/// result to it. Memory stays flat in the number of states but for one [`StateResult`]
+/// per state: a snapshot is kept only for the earliest state of each failing outcome (the
+/// one a witness shows).
 pub fn run_states_journaled(
     subject: &Subject,
     judge: &Judge,
@@ -186,23 +201,47 @@ pub fn run_states_journaled(
     cancel: &AtomicBool,
     journal: &Journal,
 ) -> Result<Vec<StateResult>, Error> {
-    let builder = OverlayBuilder::new(&subject.trace, &subject.epochs);
-    let digests: Vec<[u8; 32]> =
-        states.iter().map(|s| builder.state(&s.id).digest(&subject.trace)).collect();
-    // Two states are checked once when their blocks are identical and the same promises
-    // are due in them: the same disk right before and right after a flush owes different
-    // fsyncs, and sharing one verdict would skip the promises of the later.
-    let due: Vec<Vec<usize>> = states.iter().map(|s| subject.durable_ops(&s.id)).collect();
-    let keys: Vec<[u8; 32]> = digests.iter().zip(&due).map(|(d, ops)| check_key(d, ops)).collect();
-    let mut first_of: HashMap<[u8; 32], usize> = HashMap::new();
-    let mounted_as: Vec<usize> =
-        keys.iter().enumerate().map(|(i, d)| *first_of.entry(*d).or_insert(i)).collect();
-    let unique: Vec<usize> = (0..states.len()).filter(|&i| mounted_as[i] == i).collect();
+    let mut states = states.iter().cloned();
+    run_state_stream(subject, judge, &mut states, options, progress, cancel, journal)
+}
 
+/// A distinct state on its way from the stream to a worker.
+struct Job {
+    /// Its rank among the distinct states (the order they are checked in).
+    rank: usize,
+    /// Its index in the stream.
+    index: usize,
+    state: CrashState,
+    /// Its check key (content digest and due promises).
+    key: [u8; 32],
+    /// The persistence points due in it.
+    due: Vec<usize>,
+}
+
+/// Distinct states queued per worker ahead of the mounts: enough that a worker never
+/// waits on the stream while the next overlays are digested, few enough to hold nothing.
+const QUEUED_PER_WORKER: usize = 2;
+
+/// [`run_states_journaled`] over states taken one at a time from `states` (for example a
+/// [`crate::crash::stream`]): each state's overlay is digested as it is taken, while the
+/// workers mount the distinct states before it; a distinct state goes to the workers
+/// through a queue of [`QUEUED_PER_WORKER`] per worker. The results are in stream order,
+/// as [`run_states_journaled`] gives them for a list. `progress` hears (distinct states
+/// done, distinct states taken so far): the second grows until the stream ends.
+pub fn run_state_stream(
+    subject: &Subject,
+    judge: &Judge,
+    states: &mut dyn Iterator<Item = CrashState>,
+    options: &EngineOptions,
+    progress: &(dyn Fn(usize, usize) + Sync),
+    cancel: &AtomicBool,
+    journal: &Journal,
+) -> Result<Vec<StateResult>, Error> {
+    let builder = OverlayBuilder::new(&subject.trace, &subject.epochs);
     let fuse_dir = options.work_dir.join("states-disk");
     std::fs::create_dir_all(&fuse_dir)
         .map_err(|source| Error::Io { path: fuse_dir.clone(), source })?;
-    let jobs = options.jobs.max(1).min(unique.len().max(1));
+    let jobs = options.jobs.max(1);
     let server = DiskServer::start(&fuse_dir, jobs + 1)?;
     let results: Mutex<HashMap<usize, StateCheck>> = Mutex::new(HashMap::new());
     // Earliest unique state per failing outcome: the only snapshots worth keeping.
@@ -230,16 +269,45 @@ pub fn run_states_journaled(
         results.insert(index, c);
     };
     let recovered = &RecoveredCache::default();
-    let next = AtomicUsize::new(0);
+    // What mounting stamps is the configuration's: one list for the run, not one per state.
+    let stamps = &subject.config.mount_stamps();
     let done = AtomicUsize::new(0);
+    let distinct = AtomicUsize::new(0);
     let first_error: Mutex<Option<Error>> = Mutex::new(None);
     let injected = &InjectedFailure::from_env();
+    let (queue, inbox) = std::sync::mpsc::sync_channel::<Job>(jobs * QUEUED_PER_WORKER);
+    // The workers share the receiving end; the last one to stop drops it, so that the
+    // stream never waits on a queue nobody reads.
+    let inbox = Mutex::new(Some(inbox));
+    let alive = AtomicUsize::new(0);
+    // Per state of the stream: the state, its content digest and the index of the state
+    // mounted for it.
+    let mut listed: Vec<(CrashState, [u8; 32], usize)> = Vec::new();
+    let stop = || {
+        cancel.load(Ordering::Relaxed) || first_error.lock().map(|e| e.is_some()).unwrap_or(true)
+    };
 
     std::thread::scope(|scope| {
-        for worker in 0..jobs {
-            let (server, builder, unique, store, next, done, first_error, keys, due) =
-                (&server, &builder, &unique, &store, &next, &done, &first_error, &keys, &due);
-            scope.spawn(move || {
+        let worker = |worker: usize| {
+            let (server, store, done, distinct, first_error, inbox, alive) =
+                (&server, &store, &done, &distinct, &first_error, &inbox, &alive);
+            let builder = &builder;
+            let stop = &stop;
+            move || {
+                // Leaves the queue to the others; the last worker out closes it (also
+                // when it unwinds from a panic).
+                struct Leave<'a> {
+                    alive: &'a AtomicUsize,
+                    inbox: &'a Mutex<Option<std::sync::mpsc::Receiver<Job>>>,
+                }
+                impl Drop for Leave<'_> {
+                    fn drop(&mut self) {
+                        if self.alive.fetch_sub(1, Ordering::SeqCst) == 1 {
+                            drop(self.inbox.lock().unwrap_or_else(|p| p.into_inner()).take());
+                        }
+                    }
+                }
+                let _leave = Leave { alive, inbox };
                 let mut mnt = options.work_dir.join(format!("mnt-{worker}"));
                 if let Err(source) = std::fs::create_dir_all(&mnt) {
                     *first_error.lock().unwrap_or_else(|p| p.into_inner()) =
@@ -247,20 +315,23 @@ pub fn run_states_journaled(
                     return;
                 }
                 loop {
-                    if cancel.load(Ordering::Relaxed)
-                        || first_error.lock().map(|e| e.is_some()).unwrap_or(true)
-                    {
+                    if stop() {
                         return;
                     }
-                    let k = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&index) = unique.get(k) else { return };
-                    if let Some(c) = journal.prior.get(&keys[index]) {
+                    let job = {
+                        let inbox = inbox.lock().unwrap_or_else(|p| p.into_inner());
+                        match inbox.as_ref().map(|r| r.recv()) {
+                            Some(Ok(job)) => job,
+                            _ => return,
+                        }
+                    };
+                    let Job { rank: k, index, state, key, due } = job;
+                    if let Some(c) = journal.prior.get(&key) {
                         store(index, c.clone());
                         let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                        progress(n, unique.len());
+                        progress(n, distinct.load(Ordering::Relaxed));
                         continue;
                     }
-                    let state = &states[index];
                     let acked = match judge {
                         Judge::Oracle => Vec::new(),
                         Judge::Checker(_) => subject.acked_marks(&state.id),
@@ -285,13 +356,14 @@ pub fn run_states_journaled(
                                 judge,
                                 &file,
                                 &mnt,
-                                due[index].clone(),
+                                due.clone(),
                                 &acked,
                                 &options.timeouts,
                                 Some(&AfterRecovery {
                                     view: &view,
                                     cache: recovered,
                                     speed: options.speed,
+                                    stamps,
                                 }),
                             ),
                         };
@@ -323,10 +395,10 @@ pub fn run_states_journaled(
                             if c.outcome == Outcome::Held {
                                 c.snapshot = None;
                             }
-                            journal.record(&keys[index], &c);
+                            journal.record(&key, &c);
                             store(index, c);
                             let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                            progress(n, unique.len());
+                            progress(n, distinct.load(Ordering::Relaxed));
                         }
                         // Not journaled: it is no verdict, and `--resume` must try again.
                         Err(e) if e.is_infrastructure() => {
@@ -340,7 +412,7 @@ pub fn run_states_journaled(
                             };
                             store(index, c);
                             let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                            progress(n, unique.len());
+                            progress(n, distinct.load(Ordering::Relaxed));
                         }
                         Err(e) => {
                             *first_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
@@ -348,8 +420,41 @@ pub fn run_states_journaled(
                         }
                     }
                 }
-            });
+            }
+        };
+
+        // The stream, on this thread: digest, dedup, queue. Two states are checked once
+        // when their blocks are identical and the same promises are due in them: the same
+        // disk right before and right after a flush owes different fsyncs, and sharing
+        // one verdict would skip the promises of the later.
+        let mut first_of: HashMap<[u8; 32], usize> = HashMap::new();
+        let mut spawned = 0;
+        for state in states {
+            if stop() {
+                break;
+            }
+            let index = listed.len();
+            let digest = builder.state(&state.id).digest(&subject.trace);
+            let due = subject.durable_ops(&state.id);
+            let key = check_key(&digest, &due);
+            let mounted_as = *first_of.entry(key).or_insert(index);
+            listed.push((state, digest, mounted_as));
+            if mounted_as != index {
+                continue;
+            }
+            let rank = distinct.fetch_add(1, Ordering::Relaxed);
+            // One worker per distinct state until there are `jobs`.
+            if spawned < jobs {
+                alive.fetch_add(1, Ordering::SeqCst);
+                scope.spawn(worker(spawned));
+                spawned += 1;
+            }
+            let job = Job { rank, index, state: listed[index].0.clone(), key, due };
+            if queue.send(job).is_err() {
+                break; // every worker has stopped (an error, a cancel, a panic)
+            }
         }
+        drop(queue);
     });
     drop(server);
     if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
@@ -364,14 +469,13 @@ pub fn run_states_journaled(
         .into_iter()
         .map(|(i, c)| (i, Arc::new(c)))
         .collect();
-    Ok(states
-        .iter()
-        .enumerate()
-        .map(|(i, state)| StateResult {
-            state: state.clone(),
-            digest: digests[i],
-            mounted_as: mounted_as[i],
-            check: results[&mounted_as[i]].clone(),
-        })
-        .collect())
+    let mut out = Vec::with_capacity(listed.len());
+    for (state, digest, mounted_as) in listed {
+        // Every distinct state has a result unless the run stopped, which returned above.
+        let Some(check) = results.get(&mounted_as).cloned() else {
+            return Err(Error::Interrupted);
+        };
+        out.push(StateResult { state, digest, mounted_as, check });
+    }
+    Ok(out)
 }

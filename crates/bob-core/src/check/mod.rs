@@ -27,9 +27,10 @@ mod state;
 mod subject;
 
 pub use checker::{Judge, UserChecker, CHECKER_OUTPUT_MAX};
+pub(crate) use engine::check_key;
 pub use engine::{
-    run_states, run_states_journaled, run_states_with, EngineOptions, FsckPolicy, Speedups,
-    StateResult,
+    run_state_stream, run_states, run_states_journaled, run_states_with, EngineOptions, FsckPolicy,
+    Speedups, StateResult,
 };
 pub use journal::Journal;
 pub use outcome::{Outcome, OutcomeKind};

@@ -82,6 +82,9 @@ pub struct AfterRecovery<'a> {
     pub cache: &'a RecoveredCache,
     /// Which shortcuts are on.
     pub speed: Speedups,
+    /// The configuration's [`crate::fs::FsConfig::mount_stamps`], computed once per run
+    /// rather than per state.
+    pub stamps: &'a [std::ops::Range<u64>],
 }
 
 /// [`check_image`] with a choice of [`Judge`], and dedup after recovery when `after` is
@@ -202,7 +205,7 @@ pub fn check_image_with(
     // The recovered image's key, taken now that recovery has written (journal recovery
     // syncs the device before the mount returns).
     let after = after.filter(|a| a.speed.recovered_dedup || a.speed.fsck == FsckPolicy::Once);
-    let key = after.map(|a| a.view.recovered_digest(&config.mount_stamps()));
+    let key = after.map(|a| a.view.recovered_digest(a.stamps));
     let seen = after.zip(key.as_ref()).and_then(|(a, k)| a.cache.get(k));
     if let (Some(hit), Some(a)) = (&seen, after) {
         if a.speed.recovered_dedup {

@@ -10,8 +10,9 @@
 //! * [`epochs`] cuts the trace at its barriers under that model ([`epoch`]);
 //! * a [`StateId`] names one state compactly and printably, `e3:0-4,6,7[0-3]`, and parses
 //!   back ([`id`]);
-//! * [`generate`] lists the states of the chosen [`Strategy`]s within [`Limits`], and
-//!   [`shard`] splits that list between machines ([`strategy`]);
+//! * [`stream`] gives the states of the chosen [`Strategy`]s within [`Limits`] one at a
+//!   time, holding a digest per state rather than the state; [`generate`] collects them,
+//!   and [`shard`] splits that list between machines ([`strategy`]);
 //! * an [`Overlay`] says where each changed sector of a state comes from, for the
 //!   copy-on-write view and for the content [`Overlay::digest`] that dedups states
 //!   ([`overlay`](mod@overlay)).
@@ -46,8 +47,8 @@ pub use epoch::{epochs, op_epochs, Barrier, Epoch, OpEpochs};
 pub use id::{Applied, StateId};
 pub use overlay::{overlay, Overlay, OverlayBuilder, SectorSource};
 pub use strategy::{
-    generate, shard, CrashState, Generated, Limits, Strategy, BLOCK_SIZE, EXHAUSTIVE_CEILING,
-    RANDOM_PER_EPOCH, TORN_ALL_BUT_ONE_MAX_SECTORS,
+    generate, shard, stream, CrashState, Generated, Limits, StateStream, Strategy, BLOCK_SIZE,
+    EXHAUSTIVE_CEILING, RANDOM_PER_EPOCH, TORN_ALL_BUT_ONE_MAX_SECTORS,
 };
 
 /// What can go wrong naming, checking or choosing crash states.

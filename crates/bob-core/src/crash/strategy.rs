@@ -31,9 +31,9 @@
 //! `random` only draws states no other strategy produced. States are listed by epoch,
 //! then by strategy in the order given, then in each strategy's own order.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashSet, VecDeque};
 use std::fmt;
-use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+use std::hash::{BuildHasherDefault, DefaultHasher, Hash, Hasher};
 use std::str::FromStr;
 
 use super::epoch::Epoch;
@@ -195,7 +195,21 @@ pub struct Generated {
 }
 
 /// Generates the crash states of `strategies` for `trace`, cut into `epochs` (see the
-/// module documentation for what each strategy gives and how the budget cuts).
+/// module documentation for what each strategy gives and how the budget cuts): the whole
+/// list of [`stream`], for callers that want it in memory.
+pub fn generate(
+    trace: &Trace,
+    epochs: &[Epoch],
+    strategies: &[Strategy],
+    limits: &Limits,
+) -> Generated {
+    let stream = stream(trace, epochs, strategies, limits);
+    let truncated = stream.truncated();
+    Generated { states: stream.collect(), truncated }
+}
+
+/// The crash states of `strategies` for `trace`, cut into `epochs`, one at a time: the
+/// same states in the same order as [`generate`] lists them, without holding them.
 ///
 /// With `limits.max_states = Some(m)` and more than `m` deterministic states, every epoch
 /// gets a share as equal as its own count allows (water-filling, leftovers to the earliest
@@ -204,66 +218,319 @@ pub struct Generated {
 /// nothing. With fewer, `random` (if asked for) fills the rest of the budget, one state
 /// per epoch in turn, until the budget is spent or no epoch yields a new state; without a
 /// budget it draws [`RANDOM_PER_EPOCH`] per epoch. Deterministic throughout.
-pub fn generate(
-    trace: &Trace,
-    epochs: &[Epoch],
+///
+/// What it holds: before the first state, one pass over the deterministic strategies
+/// counts each epoch's distinct states (the budget's shares need every count); then the
+/// ids of one strategy of one epoch at a time. Dedup keeps a 128-bit digest of each id
+/// (a hash set of `u128`: 16 bytes and a control byte per state, at most 8/7 of that
+/// for the table's load, twice that while it grows), never the id: for the current
+/// epoch its states so far and, with a budget and `random`, every epoch's random draws so
+/// far (the round-robin over epochs needs to know which epochs still yield). Two distinct
+/// ids share a digest with probability about `n^2 / 2^129` for `n` states of an epoch,
+/// negligible at any count bob can mount (about 1e-27 at a million); such an id would be
+/// left out as if listed already.
+pub fn stream<'a>(
+    trace: &'a Trace,
+    epochs: &'a [Epoch],
     strategies: &[Strategy],
     limits: &Limits,
-) -> Generated {
-    let mut order: Vec<Strategy> = Vec::new();
-    for &s in strategies {
-        if !order.contains(&s) {
-            order.push(s);
+) -> StateStream<'a> {
+    StateStream::new(trace, epochs, strategies, limits)
+}
+
+/// A 128-bit digest of a state id: what dedup keeps instead of the id.
+fn id_digest(id: &StateId) -> u128 {
+    let half = |salt: u8| {
+        let mut h = DefaultHasher::new();
+        salt.hash(&mut h);
+        id.hash(&mut h);
+        h.finish()
+    };
+    (u128::from(half(0)) << 64) | u128::from(half(1))
+}
+
+/// A fixed-key hasher: the keys are not attacker-chosen, so no per-run random state is
+/// needed, and the output order never depends on hash values.
+type IdHasher = BuildHasherDefault<DefaultHasher>;
+
+/// Digests of the states listed so far.
+type IdSet = HashSet<u128, IdHasher>;
+
+/// Adds `id`'s digest to `seen`; whether it was new.
+fn first_time(seen: &mut IdSet, id: &StateId) -> bool {
+    seen.insert(id_digest(id))
+}
+
+/// The lazy list of crash states [`stream`] returns (an [`Iterator`] of [`CrashState`]).
+pub struct StateStream<'a> {
+    trace: &'a Trace,
+    epochs: &'a [Epoch],
+    /// The strategies asked for, duplicates dropped.
+    order: Vec<Strategy>,
+    limits: Limits,
+    /// Each epoch's share of its deterministic states, when the budget cuts them.
+    quotas: Option<Vec<usize>>,
+    /// Each epoch's number of distinct deterministic states.
+    det_lens: Vec<usize>,
+    truncated: usize,
+    /// `random`'s budget over all epochs (`None`: [`RANDOM_PER_EPOCH`] each), when it
+    /// draws at all.
+    random: Option<Option<usize>>,
+    /// With a budget: each epoch's random stream run ahead, to know how far it yields.
+    probes: Vec<Probe>,
+    // The cursor: epoch, strategy (index in `order`), what it produced and not yet given.
+    epoch: usize,
+    group: usize,
+    ready: VecDeque<CrashState>,
+    /// Digests of the current epoch's deterministic states so far.
+    seen: IdSet,
+    /// Position of the next distinct deterministic state in the current epoch's list.
+    position: usize,
+    /// How many of the current epoch's states its quota has kept so far.
+    kept: usize,
+    /// The current epoch's random stream, its digests (deterministic states included) and
+    /// how many states it has given.
+    draws: Option<(RandomDraw, IdSet, usize)>,
+}
+
+/// One epoch's random stream run ahead of the output: how many new states it yields.
+struct Probe {
+    draw: RandomDraw,
+    seen: IdSet,
+    found: usize,
+}
+
+impl Probe {
+    /// Whether the epoch yields more than `j` random states (drawing as far as needed).
+    fn more_than(&mut self, j: usize, epoch: &Epoch) -> bool {
+        while self.found <= j {
+            if self.draw.draw(&mut self.seen, epoch).is_none() {
+                // Exhausted: its count is final, its digests no longer needed.
+                self.seen = IdSet::default();
+                return false;
+            }
+            self.found += 1;
+        }
+        true
+    }
+
+    /// `min(yield, j)`.
+    fn capped(&mut self, j: usize, epoch: &Epoch) -> usize {
+        if j == 0 || self.more_than(j - 1, epoch) {
+            j
+        } else {
+            self.found
         }
     }
-    let random_slot = order.iter().position(|&s| s == Strategy::Random);
+}
 
-    let mut sets: Vec<EpochStates> = Vec::with_capacity(epochs.len());
-    for (e, epoch) in epochs.iter().enumerate() {
-        let mut set = EpochStates::new(order.len());
-        for (k, &s) in order.iter().enumerate() {
-            deterministic(s, trace, epoch, e as u32, limits, &mut |id| {
-                if id.is_legal_in(epoch) {
-                    set.insert(k, id);
+impl<'a> StateStream<'a> {
+    fn new(
+        trace: &'a Trace,
+        epochs: &'a [Epoch],
+        strategies: &[Strategy],
+        limits: &Limits,
+    ) -> StateStream<'a> {
+        let mut order: Vec<Strategy> = Vec::new();
+        for &s in strategies {
+            if !order.contains(&s) {
+                order.push(s);
+            }
+        }
+        let has_random = order.contains(&Strategy::Random);
+        let mut stream = StateStream {
+            trace,
+            epochs,
+            order,
+            limits: limits.clone(),
+            quotas: None,
+            det_lens: Vec::new(),
+            truncated: 0,
+            random: None,
+            probes: Vec::new(),
+            epoch: 0,
+            group: 0,
+            ready: VecDeque::new(),
+            seen: IdSet::default(),
+            position: 0,
+            kept: 0,
+            draws: None,
+        };
+        // The counting pass. With a budget and `random`, every epoch's digests seed its
+        // probe; otherwise each epoch's are dropped once counted.
+        let keep_sets = has_random && limits.max_states.is_some();
+        let mut sets = Vec::new();
+        for e in 0..epochs.len() {
+            let set = stream.deterministic_set(e);
+            stream.det_lens.push(set.len());
+            if keep_sets {
+                sets.push(set);
+            }
+        }
+        let total: usize = stream.det_lens.iter().sum();
+        match limits.max_states {
+            Some(max) if total > max => {
+                stream.truncated = total - max;
+                stream.quotas = Some(water_fill(&stream.det_lens, max));
+            }
+            budget if has_random => {
+                let budget = budget.map(|max| max - total);
+                stream.random = Some(budget);
+                if budget.is_some() {
+                    stream.probes = sets
+                        .into_iter()
+                        .enumerate()
+                        .map(|(e, seen)| Probe {
+                            draw: RandomDraw::new(limits.seed, e as u32, &epochs[e], trace),
+                            seen,
+                            found: 0,
+                        })
+                        .collect();
                 }
-            });
+            }
+            _ => {}
         }
-        sets.push(set);
+        stream
     }
 
-    let total: usize = sets.iter().map(EpochStates::len).sum();
-    let mut truncated = 0;
-    match limits.max_states {
-        Some(max) if total > max => {
-            truncated = total - max;
-            let lens: Vec<usize> = sets.iter().map(EpochStates::len).collect();
-            for (set, quota) in sets.iter_mut().zip(water_fill(&lens, max)) {
-                set.keep_evenly(quota);
+    /// How many distinct deterministic states the budget left out.
+    pub fn truncated(&self) -> usize {
+        self.truncated
+    }
+
+    /// How many id digests the stream holds now (its dedup sets): what its memory grows
+    /// with, for the tests that show it does not run ahead of what was taken.
+    pub fn digests_held(&self) -> usize {
+        self.seen.len()
+            + self.draws.as_ref().map_or(0, |d| d.1.len())
+            + self.probes.iter().map(|p| p.seen.len()).sum::<usize>()
+    }
+
+    /// The legal ids strategy `s` gives in epoch `e`, duplicates included.
+    fn ids_of(&self, s: Strategy, e: usize) -> Vec<StateId> {
+        let epoch = &self.epochs[e];
+        let mut ids = Vec::new();
+        deterministic(s, self.trace, epoch, e as u32, &self.limits, &mut |id| {
+            if id.is_legal_in(epoch) {
+                ids.push(id);
+            }
+        });
+        ids
+    }
+
+    /// The digests of epoch `e`'s distinct deterministic states.
+    fn deterministic_set(&self, e: usize) -> IdSet {
+        let mut seen = IdSet::default();
+        for &s in &self.order {
+            for id in self.ids_of(s, e) {
+                first_time(&mut seen, &id);
             }
         }
-        _ => {
-            if let Some(slot) = random_slot {
-                let budget = limits.max_states.map(|max| max - total);
-                let mut draws: Vec<RandomDraw> = epochs
-                    .iter()
-                    .enumerate()
-                    .map(|(e, epoch)| RandomDraw::new(limits.seed, e as u32, epoch, trace))
-                    .collect();
-                fill_random(&mut draws, &mut sets, epochs, slot, budget);
+        seen
+    }
+
+    /// Whether the budget lets epoch `e` have a `j`-th random state (0-based), given that
+    /// its stream yields one: the round-robin over epochs, one state per epoch per round,
+    /// has reached epoch `e` in round `j` with budget left.
+    fn budget_allows(&mut self, e: usize, j: usize, budget: usize) -> bool {
+        let epochs = self.epochs;
+        let mut before = 0;
+        for (k, probe) in self.probes.iter_mut().enumerate() {
+            before += probe.capped(j, &epochs[k]);
+            if k < e && probe.more_than(j, &epochs[k]) {
+                before += 1;
+            }
+            if before >= budget {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The current epoch's next random state, if the budget and the epoch allow one.
+    fn next_random(&mut self) -> Option<StateId> {
+        let budget = self.random?;
+        let e = self.epoch;
+        if self.draws.is_none() {
+            // Random draws skip every deterministic state of the epoch: those listed so
+            // far, and those of the strategies after `random`.
+            let seen = if self.group + 1 == self.order.len() {
+                std::mem::take(&mut self.seen)
+            } else {
+                self.deterministic_set(e)
+            };
+            let draw = RandomDraw::new(self.limits.seed, e as u32, &self.epochs[e], self.trace);
+            self.draws = Some((draw, seen, 0));
+        }
+        let given = self.draws.as_ref().map_or(0, |d| d.2);
+        let allowed = match budget {
+            None => given < RANDOM_PER_EPOCH,
+            Some(budget) => self.budget_allows(e, given, budget),
+        };
+        if !allowed {
+            return None;
+        }
+        let epoch = &self.epochs[e];
+        let (draw, seen, given) = self.draws.as_mut()?;
+        let id = draw.draw(seen, epoch)?;
+        *given += 1;
+        Some(id)
+    }
+
+    /// Queues what deterministic strategy `s` adds to the current epoch: its new states,
+    /// those the epoch's quota keeps.
+    fn fill(&mut self, s: Strategy) {
+        let e = self.epoch;
+        let len = self.det_lens[e];
+        let quota = self.quotas.as_ref().map_or(len, |q| q[e]);
+        for id in self.ids_of(s, e) {
+            if !first_time(&mut self.seen, &id) {
+                continue;
+            }
+            // Evenly spaced over the epoch's list: positions `k * len / quota` for `k` in
+            // `0..quota` (strictly increasing, as `quota < len`).
+            let keep =
+                quota >= len || (self.kept < quota && self.position == self.kept * len / quota);
+            self.position += 1;
+            if keep {
+                self.kept += 1;
+                self.ready.push_back(CrashState { id, strategy: s });
             }
         }
     }
+}
 
-    let states = sets
-        .into_iter()
-        .flat_map(|set| {
-            set.groups.into_iter().enumerate().flat_map(|(k, ids)| {
-                let strategy = order[k];
-                ids.into_iter().map(move |id| CrashState { id, strategy })
-            })
-        })
-        .collect();
-    Generated { states, truncated }
+impl Iterator for StateStream<'_> {
+    type Item = CrashState;
+
+    fn next(&mut self) -> Option<CrashState> {
+        loop {
+            if let Some(state) = self.ready.pop_front() {
+                return Some(state);
+            }
+            if self.epoch >= self.epochs.len() {
+                return None;
+            }
+            let Some(&s) = self.order.get(self.group) else {
+                self.epoch += 1;
+                self.group = 0;
+                self.seen = IdSet::default();
+                self.position = 0;
+                self.kept = 0;
+                self.draws = None;
+                continue;
+            };
+            if s == Strategy::Random {
+                if let Some(id) = self.next_random() {
+                    return Some(CrashState { id, strategy: s });
+                }
+                self.draws = None;
+            } else {
+                self.fill(s);
+            }
+            self.group += 1;
+        }
+    }
 }
 
 /// Picks shard `index` of `count` (0-based): every `count`-th state starting at `index`.
@@ -279,7 +546,7 @@ pub fn shard(states: &[CrashState], index: usize, count: usize) -> Result<Vec<Cr
 /// Per-epoch quotas summing to `min(max, sum(lens))`: a common level, capped by each
 /// epoch's own count, with what is left over given one each to the earliest epochs that
 /// have more.
-fn water_fill(lens: &[usize], max: usize) -> Vec<usize> {
+pub(super) fn water_fill(lens: &[usize], max: usize) -> Vec<usize> {
     let filled = |level: usize| lens.iter().map(|&l| l.min(level)).sum::<usize>();
     let (mut lo, mut hi) = (0, lens.iter().copied().max().unwrap_or(0));
     // The highest level whose total fits.
@@ -299,67 +566,6 @@ fn water_fill(lens: &[usize], max: usize) -> Vec<usize> {
             l.min(lo) + extra
         })
         .collect()
-}
-
-/// The distinct states of one epoch, grouped by strategy, each id stored once.
-struct EpochStates {
-    /// `groups[k]`: the new states of the `k`-th strategy, in its order.
-    groups: Vec<Vec<StateId>>,
-    /// Hash of an id to where it is in `groups` (exact dedup without a second copy).
-    index: HashMap<u64, Vec<(usize, usize)>>,
-    len: usize,
-}
-
-/// A fixed-key hasher: the keys are not attacker-chosen, so no per-run random state is
-/// needed. (Nothing depends on hash values: lookups compare ids, and the output order is
-/// the insertion order.)
-type IdHasher = BuildHasherDefault<DefaultHasher>;
-
-impl EpochStates {
-    fn new(strategies: usize) -> Self {
-        EpochStates { groups: vec![Vec::new(); strategies], index: HashMap::new(), len: 0 }
-    }
-
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    fn contains(&self, id: &StateId, hash: u64) -> bool {
-        self.index
-            .get(&hash)
-            .is_some_and(|places| places.iter().any(|&(k, i)| self.groups[k][i] == *id))
-    }
-
-    /// Adds `id` to group `k` unless some group has it; says whether it was new.
-    fn insert(&mut self, k: usize, id: StateId) -> bool {
-        let hash = IdHasher::default().hash_one(&id);
-        if self.contains(&id, hash) {
-            return false;
-        }
-        self.index.entry(hash).or_default().push((k, self.groups[k].len()));
-        self.groups[k].push(id);
-        self.len += 1;
-        true
-    }
-
-    /// Keeps `quota` of the states (listed group after group), evenly spaced. No more
-    /// inserts afterwards.
-    fn keep_evenly(&mut self, quota: usize) {
-        self.index.clear();
-        if quota >= self.len {
-            return;
-        }
-        let keep: HashSet<usize> = (0..quota).map(|k| k * self.len / quota).collect();
-        let mut position = 0;
-        for group in &mut self.groups {
-            group.retain(|_| {
-                let kept = keep.contains(&position);
-                position += 1;
-                kept
-            });
-        }
-        self.len = quota;
-    }
 }
 
 /// The atomic units of write `r` of `epoch`, as inclusive sector ranges within the
@@ -390,7 +596,7 @@ fn on_prefix(e: u32, r: usize, ranges: Vec<(u32, u32)>) -> StateId {
 
 /// Feeds `out` the states strategy `s` gives in `epoch` (number `e`); `random` gives none
 /// here.
-fn deterministic(
+pub(super) fn deterministic(
     s: Strategy,
     trace: &Trace,
     epoch: &Epoch,
@@ -507,7 +713,7 @@ fn tears(len: u32) -> Vec<Vec<(u32, u32)>> {
 
 /// The random states of one epoch: its own stream, so that an epoch's draws do not
 /// depend on the other epochs or on the budget.
-struct RandomDraw {
+pub(super) struct RandomDraw {
     rng: SplitMix64,
     epoch: u32,
     /// The atomic units of each of the epoch's writes (sector ranges within the request).
@@ -516,10 +722,10 @@ struct RandomDraw {
 }
 
 /// Consecutive draws of already known states after which an epoch counts as exhausted.
-const RANDOM_ATTEMPTS: usize = 64;
+pub(super) const RANDOM_ATTEMPTS: usize = 64;
 
 impl RandomDraw {
-    fn new(seed: u64, epoch: u32, e: &Epoch, trace: &Trace) -> Self {
+    pub(super) fn new(seed: u64, epoch: u32, e: &Epoch, trace: &Trace) -> Self {
         let units = (0..e.writes.len()).map(|r| units_of(trace, e, r)).collect();
         let stream = seed ^ u64::from(epoch).wrapping_mul(0xD1B5_4A32_D192_ED03);
         RandomDraw { rng: SplitMix64::new(stream), epoch, units, exhausted: false }
@@ -528,7 +734,7 @@ impl RandomDraw {
     /// One random state: each write applied with probability 1/2, an applied write of
     /// several atomic units torn with probability 1/4, the tear a random proper prefix or
     /// a random subset of its units.
-    fn one(&mut self) -> StateId {
+    pub(super) fn one(&mut self) -> StateId {
         let mut applied = Vec::new();
         for (r, units) in self.units.iter().enumerate() {
             if self.rng.next_u64() & 1 == 0 {
@@ -556,19 +762,20 @@ impl RandomDraw {
         StateId { epoch: self.epoch, applied }
     }
 
-    /// Adds a state `set` lacks to its group `slot`; false once none turns up.
-    fn draw(&mut self, set: &mut EpochStates, slot: usize, epoch: &Epoch) -> bool {
+    /// The next state `seen` lacks (its digest added to `seen`); `None` once none turns
+    /// up in [`RANDOM_ATTEMPTS`] draws in a row, and ever after.
+    pub(super) fn draw(&mut self, seen: &mut IdSet, epoch: &Epoch) -> Option<StateId> {
         if self.exhausted {
-            return false;
+            return None;
         }
         for _ in 0..RANDOM_ATTEMPTS {
             let id = self.one();
-            if id.is_legal_in(epoch) && set.insert(slot, id) {
-                return true;
+            if id.is_legal_in(epoch) && first_time(seen, &id) {
+                return Some(id);
             }
         }
         self.exhausted = true;
-        false
+        None
     }
 }
 
@@ -583,33 +790,4 @@ fn to_ranges(keep: &[bool]) -> Vec<(u32, u32)> {
         }
     }
     ranges
-}
-
-/// Draws random states into group `slot` of every epoch: `budget` in all, round-robin
-/// over the epochs, or [`RANDOM_PER_EPOCH`] per epoch without a budget.
-fn fill_random(
-    draws: &mut [RandomDraw],
-    sets: &mut [EpochStates],
-    epochs: &[Epoch],
-    slot: usize,
-    budget: Option<usize>,
-) {
-    let mut left = budget.unwrap_or(usize::MAX);
-    let mut round = 0;
-    while left > 0 && (budget.is_some() || round < RANDOM_PER_EPOCH) {
-        let mut progress = false;
-        for ((draw, set), epoch) in draws.iter_mut().zip(sets.iter_mut()).zip(epochs) {
-            if left == 0 {
-                break;
-            }
-            if draw.draw(set, slot, epoch) {
-                left -= 1;
-                progress = true;
-            }
-        }
-        if !progress {
-            break;
-        }
-        round += 1;
-    }
 }

@@ -491,6 +491,36 @@ impl FsConfig {
         }
     }
 
+    /// Gives the file system in `image` (an unmounted image file, fresh from mkfs) a new
+    /// random UUID, so that copies of one made image do not share one: a table records
+    /// one cell while it mounts crash states of another, and xfs refuses a second mount
+    /// of a UUID (without `nouuid`, which recordings do not use) while btrfs takes devices
+    /// of one fsid for one file system. ext2/3/4: `tune2fs -U random`; xfs: `xfs_admin -U
+    /// generate`; btrfs: `btrfstune -f -u` (it rewrites the metadata's fsid). Nothing for
+    /// the others (researchfs has no UUID; reiserfs cannot run).
+    pub fn fresh_uuid(&self, image: &std::path::Path, timeout: Duration) -> Result<(), MkfsError> {
+        if self.design().is_some() {
+            return Ok(());
+        }
+        let path = image.to_string_lossy();
+        let (program, args): (&str, Vec<&str>) = match self.fstype {
+            "ext2" | "ext3" | "ext4" => ("tune2fs", vec!["-U", "random", &path]),
+            "xfs" => ("xfs_admin", vec!["-U", "generate", &path]),
+            "btrfs" => ("btrfstune", vec!["-f", "-u", &path]),
+            _ => return Ok(()),
+        };
+        let out = crate::device::cmd::run(program, &args, timeout)?;
+        match out.code {
+            Some(0) => Ok(()),
+            code => Err(MkfsError::Failed {
+                program: program.to_owned(),
+                device: image.to_owned(),
+                code,
+                line: out.last_line(),
+            }),
+        }
+    }
+
     /// Runs the configuration's read-only fsck on `dev`, killed after `timeout`: `None`
     /// when it found nothing, else one line with its exit code and last line of output
     /// (`e2fsck -fn exit Some(4): ...`).

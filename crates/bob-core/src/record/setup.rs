@@ -48,7 +48,8 @@ impl SetupCache {
     }
 
     /// Writes a fresh mkfs'd image of `config` to `to` (replacing it): a copy of the
-    /// cached one, made first if this cache does not hold it yet.
+    /// cached one, made first if this cache does not hold it yet, with a file system
+    /// UUID of its own ([`FsConfig::fresh_uuid`]).
     pub fn copy_made(
         &self,
         config: &FsConfig,
@@ -68,6 +69,8 @@ impl SetupCache {
             }
         };
         copy_private(&image, to).map_err(|source| Error::Io { path: to.to_owned(), source })?;
+        // Each copy a UUID of its own: recordings of one configuration never share one.
+        config.fresh_uuid(to, timeouts.mkfs)?;
         Ok(source)
     }
 }
@@ -162,5 +165,49 @@ mod tests {
         copy.write_all_at(&[9; 4096], 8192).unwrap();
         let cached = std::fs::read(&from).unwrap();
         assert_eq!(&cached[8192..12288], &[7; 4096][..]);
+    }
+
+    /// The file system UUID of an image: where each file system keeps it.
+    fn uuid(config: &FsConfig, image: &Path) -> Vec<u8> {
+        let bytes = std::fs::read(image).unwrap();
+        let at = match config.fstype {
+            "ext4" => 1024 + 0x68,     // s_uuid
+            "xfs" => 32,               // sb_uuid
+            "btrfs" => 0x10000 + 0x20, // the super block's fsid
+            other => panic!("no UUID offset for {other}"),
+        };
+        bytes[at..at + 16].to_vec()
+    }
+
+    /// Two recordings that start from one made image get file systems with UUIDs of their
+    /// own (a table records one cell while it mounts states of another), and the images
+    /// still pass the read-only fsck.
+    #[test]
+    fn each_copy_of_a_made_image_has_a_uuid_of_its_own() {
+        for name in ["ext4-ordered", "xfs", "btrfs"] {
+            let config = crate::fs::by_name(name).unwrap();
+            if config.availability().is_err() {
+                continue;
+            }
+            let tmp = tempfile::tempdir().unwrap();
+            let cache = SetupCache::new(tmp.path().join("setup"));
+            let timeouts = Timeouts::default();
+            let (a, b) = (tmp.path().join("a.img"), tmp.path().join("b.img"));
+            assert_eq!(cache.copy_made(&config, &a, timeouts).unwrap(), SetupSource::Made);
+            assert_eq!(cache.copy_made(&config, &b, timeouts).unwrap(), SetupSource::Reused);
+            let made = std::fs::read_dir(tmp.path().join("setup"))
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .find(|p| p.extension().is_some_and(|x| x == "img"))
+                .unwrap();
+            let (ua, ub, um) = (uuid(&config, &a), uuid(&config, &b), uuid(&config, &made));
+            assert!(ua != ub && ua != um && ub != um, "{name}: {ua:?} {ub:?} {um:?}");
+            for image in [&a, &b] {
+                let dev = LoopDevice::attach_free(image).unwrap();
+                let fsck = config.fsck_on(dev.path(), timeouts.fsck);
+                dev.detach().unwrap();
+                assert_eq!(fsck.unwrap(), None, "{name}: fsck of {}", image.display());
+            }
+        }
     }
 }

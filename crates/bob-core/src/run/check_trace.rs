@@ -8,10 +8,9 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use super::{environment, scratch_dir, Error, Progress};
+use super::{environment, scratch_dir, Error, Exploration, Progress};
 use crate::check::{self, EngineOptions, Judge, UserChecker};
-use crate::crash::{self, FuaModel, Limits, Strategy};
-use crate::fs::Timeouts;
+use crate::crash::{self, FuaModel};
 use crate::output::CheckReport;
 use crate::report::{self, witness, Cell};
 use crate::trace::sidecar::Sidecar;
@@ -27,24 +26,13 @@ pub struct CheckTraceOptions {
     pub checker: Option<String>,
     /// A checker run is killed (a timeout outcome) after this long.
     pub checker_timeout: Duration,
-    /// Crash-state strategies.
-    pub strategies: Vec<Strategy>,
-    /// Budget and seed.
-    pub limits: Limits,
-    /// Parallel workers.
-    pub jobs: usize,
-    /// External step timeouts.
-    pub timeouts: Timeouts,
-    /// Where the witness goes (`<out>/<config>/check`).
-    pub out_dir: PathBuf,
-    /// Where scratch directories go (default: the system temp dir).
-    pub scratch: Option<PathBuf>,
+    /// Strategies, budget, workers, timeouts, output and scratch directories, shortcuts:
+    /// as a cell's.
+    pub explore: Exploration,
     /// The atomic write unit(s), as `--atomic-write-unit` gives them: exactly one.
     pub atomic_write_unit: String,
     /// What a FUA write means.
     pub fua: FuaModel,
-    /// The engine's shortcuts.
-    pub speed: check::Speedups,
 }
 
 /// Checks the crash states of the trace in `opts.dir` and writes the witness of the
@@ -86,23 +74,29 @@ pub fn check_trace(
         }),
         None => Judge::Oracle,
     };
-    let states =
-        crash::generate(&subject.trace, &subject.epochs, &opts.strategies, &opts.limits).states;
-    let work = scratch_dir(opts.scratch.as_deref())?;
+    let work = scratch_dir(opts.explore.scratch.as_deref())?;
     let engine = EngineOptions {
-        jobs: opts.jobs,
-        timeouts: opts.timeouts,
+        jobs: opts.explore.jobs,
+        timeouts: opts.explore.timeouts,
         work_dir: work.path().to_owned(),
-        speed: opts.speed,
+        speed: opts.explore.speed,
     };
-    progress.phase("checking", states.len());
-    let results = check::run_states_with(
+    // The states are streamed into the engine; the bar grows until the stream ends.
+    progress.phase("checking", 0);
+    let mut states = crash::stream(
+        &subject.trace,
+        &subject.epochs,
+        &opts.explore.strategies,
+        &opts.explore.limits,
+    );
+    let results = check::run_state_stream(
         &subject,
         &judge,
-        &states,
+        &mut states,
         &engine,
         &|d, t| progress.state_done(d, t),
         cancel,
+        &check::Journal::default(),
     )?;
     let label = match &opts.checker {
         Some(c) => format!("checker: {c}"),
@@ -113,11 +107,11 @@ pub fn check_trace(
     cell.disk_model = subject.disk;
     let positions: Vec<usize> = (0..results.len()).collect();
     (cell.mount_failures, cell.read_errors) =
-        report::cell_causes(&results, &positions, &subject, opts.timeouts.fsck);
+        report::cell_causes(&results, &positions, &subject, opts.explore.timeouts.fsck);
     let mut report = CheckReport { cell, witness_description: None, checker_output: None };
     if let Some(i) = witness_index {
         let r = &results[i];
-        let dir = opts.out_dir.join(subject.config.name).join("check");
+        let dir = opts.explore.out_dir.join(subject.config.name).join("check");
         let record = witness::StateRecord::of(r, &subject, None);
         witness::write(&dir, &subject, &sidecar, &record, &r.check)?;
         let io = |path: PathBuf| move |source| Error::Io { path, source };

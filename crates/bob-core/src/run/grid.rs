@@ -8,9 +8,10 @@ use std::sync::atomic::AtomicBool;
 use workloads::Property;
 
 use super::{
-    cell_dir, environment, not_applicable_cell, run_cell, unavailable_cell, Error, Progress,
-    RunOptions,
+    cell_dir, check_cell, environment, not_applicable_cell, record_cell, run_cell,
+    unavailable_cell, Error, Progress, Quiet, RecordedCell, RunOptions,
 };
+use crate::check;
 use crate::crash::{DiskModel, FuaModel};
 use crate::fs::FsConfig;
 use crate::report::table::Grid;
@@ -66,31 +67,33 @@ pub fn run_table(
     let set = opts.traces.as_deref().map(super::load_trace_set).transpose()?;
     // mkfs once per configuration for the whole table (see `record::setup`): the cache
     // lives in a scratch directory of the table's own, removed when the table ends.
-    let setup_work = match opts.cell.speed.shared_setup {
-        true => Some(super::scratch_dir(opts.cell.scratch.as_deref())?),
+    let setup_work = match opts.cell.explore.speed.shared_setup {
+        true => Some(super::scratch_dir(opts.cell.explore.scratch.as_deref())?),
         false => None,
     };
     let setup_cache = setup_work
         .as_ref()
         .map(|w| std::sync::Arc::new(crate::record::SetupCache::new(w.path().join("setup"))));
-    let mut cells = Vec::new();
-    let mut started = 0;
+    // What each cell is to do, in table order.
+    let mut plans: Vec<(String, Plan)> = Vec::new();
     for config in &opts.configs {
         let reason = environment::unavailable_here(config);
         let models = disk_models(&opts.atomic_write_unit, opts.fua, config.block_size())?;
         for &property in &opts.properties {
             let label = format!("{} / {}", config.name, property.name());
-            progress.cell_started(started, &label);
-            started += 1;
-            let found: Vec<Cell> = match &reason {
-                None if !config.applies(property) => models
-                    .iter()
-                    .map(|&m| Cell { disk_model: m, ..not_applicable_cell(config, property) })
-                    .collect(),
-                Some(why) => models
-                    .iter()
-                    .map(|&m| Cell { disk_model: m, ..unavailable_cell(config, property, why) })
-                    .collect(),
+            let plan = match &reason {
+                None if !config.applies(property) => Plan::Done(
+                    models
+                        .iter()
+                        .map(|&m| Cell { disk_model: m, ..not_applicable_cell(config, property) })
+                        .collect(),
+                ),
+                Some(why) => Plan::Done(
+                    models
+                        .iter()
+                        .map(|&m| Cell { disk_model: m, ..unavailable_cell(config, property, why) })
+                        .collect(),
+                ),
                 None => {
                     let mut cell = RunOptions {
                         config: config.clone(),
@@ -104,17 +107,87 @@ pub fn run_table(
                         property: property.name().into(),
                         source: Box::new(e),
                     };
-                    if let (Some(set), Some(dir)) = (&set, &opts.traces) {
-                        let found = super::cell_traces_in(
-                            set,
-                            dir,
-                            config.name,
-                            property.name(),
-                            &cell.schedules,
-                        );
-                        cell.trace = Some(found.map_err(in_cell)?);
+                    let traces = match (&set, &opts.traces) {
+                        (Some(set), Some(dir)) => Some(
+                            super::cell_traces_in(
+                                set,
+                                dir,
+                                config.name,
+                                property.name(),
+                                &cell.schedules,
+                            )
+                            .map_err(in_cell),
+                        ),
+                        _ => None,
+                    };
+                    match traces {
+                        Some(Err(e)) => Plan::Failed(e),
+                        found => {
+                            cell.trace = found.and_then(Result::ok);
+                            match cached_cells(&cell) {
+                                Some(cells) => Plan::Done(cells),
+                                None => Plan::Run(Box::new(cell)),
+                            }
+                        }
                     }
-                    run_cell_cached(&cell, progress, cancel).map_err(in_cell)?
+                }
+            };
+            plans.push((label, plan));
+        }
+    }
+
+    // With `record_ahead`, one thread records the cells to run, in order, each while the
+    // cell before it is checked: a rendezvous channel, so that at most one recorded cell
+    // waits. Its recordings report no progress (the bars show the cell being checked).
+    let ahead = opts.cell.explore.speed.record_ahead;
+    let to_record: Vec<RunOptions> = match ahead {
+        true => plans
+            .iter()
+            .filter_map(|(_, p)| match p {
+                Plan::Run(cell) => Some((**cell).clone()),
+                _ => None,
+            })
+            .collect(),
+        false => Vec::new(),
+    };
+    let mut cells = Vec::new();
+    std::thread::scope(|scope| -> Result<(), Error> {
+        let (recorded_tx, recorded) =
+            std::sync::mpsc::sync_channel::<Result<RecordedCell, Error>>(0);
+        if ahead {
+            scope.spawn(move || {
+                for cell in &to_record {
+                    let made = record_cell(cell, &Quiet, cancel);
+                    let failed = made.is_err();
+                    // The table stopped taking cells (an error, an interrupt): stop too.
+                    if recorded_tx.send(made).is_err() || failed {
+                        break;
+                    }
+                }
+            });
+        } else {
+            drop(recorded_tx);
+        }
+        for (started, (label, plan)) in plans.into_iter().enumerate() {
+            progress.cell_started(started, &label);
+            let found = match plan {
+                Plan::Done(cells) => cells,
+                Plan::Failed(e) => return Err(e),
+                Plan::Run(cell) => {
+                    let in_cell = |e: Error| Error::Cell {
+                        config: cell.config.name.into(),
+                        property: cell.property.name().into(),
+                        source: Box::new(e),
+                    };
+                    let made = match ahead {
+                        // The recorder stops only after sending its error, or when told to.
+                        true => recorded.recv().unwrap_or(Err(check::Error::Interrupted.into())),
+                        false => record_cell(&cell, progress, cancel),
+                    };
+                    let found =
+                        check_cell(made.map_err(in_cell)?, progress, cancel).map_err(in_cell)?;
+                    save_cells(&cell, &found)?;
+                    found
                 }
             };
             for cell in found {
@@ -122,7 +195,8 @@ pub fn run_table(
                 cells.push(cell);
             }
         }
-    }
+        Ok(())
+    })?;
     Ok(Grid {
         schema_version: crate::report::SCHEMA_VERSION,
         kernel: crate::record::kernel_release(),
@@ -165,13 +239,29 @@ pub fn run_cell_cached(
         return Ok(cells);
     }
     let cells = run_cell(opts, progress, cancel)?;
+    save_cells(opts, &cells)?;
+    Ok(cells)
+}
+
+/// What one cell of a table is to do.
+enum Plan {
+    /// Nothing: its cells are known (unavailable here, or finished by an earlier run).
+    Done(Vec<Cell>),
+    /// Record and check it.
+    Run(Box<RunOptions>),
+    /// Report this error when the table reaches it (its traces could not be found).
+    Failed(Error),
+}
+
+/// Keeps a finished cell's cells as `cells.json`, for `--resume`.
+fn save_cells(opts: &RunOptions, cells: &[Cell]) -> Result<(), Error> {
     let saved = cached_cells_path(opts);
     let io = |source| Error::Io { path: saved.clone(), source };
     if let Some(dir) = saved.parent() {
         std::fs::create_dir_all(dir).map_err(io)?;
     }
-    let text = serde_json::to_string_pretty(&cells)
+    let text = serde_json::to_string_pretty(cells)
         .map_err(|e| Error::Invalid(format!("{}: {e}", saved.display())))?;
     std::fs::write(&saved, text).map_err(io)?;
-    Ok(cells)
+    Ok(())
 }

@@ -70,7 +70,7 @@ pub fn record_table(
         _ => {}
     }
     std::fs::create_dir_all(&traces).map_err(io(&traces))?;
-    let work = scratch_dir(opts.cell.scratch.as_deref())?;
+    let work = scratch_dir(opts.cell.explore.scratch.as_deref())?;
     let mut set = TraceSet {
         schema_version: crate::report::SCHEMA_VERSION,
         kernel: crate::record::kernel_release(),
