@@ -202,8 +202,12 @@ pub struct RunArgs {
     #[arg(long = "fs", value_parser = parse_config)]
     pub fs: FsConfig,
     /// Property (see `bob list`).
-    #[arg(long)]
-    pub property: Property,
+    #[arg(long, required_unless_present = "workload")]
+    pub property: Option<Property>,
+    /// Record this workload file instead of a property's (JSON, as `bob explore` writes
+    /// them: name, setup, ops, drain); every durability promise of its ops is judged.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["property", "traces"])]
+    pub workload: Option<PathBuf>,
     /// Record on this free loop device instead of taking one.
     #[arg(long)]
     pub device: Option<PathBuf>,

@@ -16,6 +16,7 @@
 //! | `bob cleanup` | [`Reclaimed`] |
 //! | `bob bench` | `bench::BenchReport` (declared with the benchmark, which sits above this module) |
 //! | `bob import` | [`ImportReport`], or [`BlktraceReport`] with `--blktrace` |
+//! | `bob explore`, `bob merge` of explore results | [`ExploreReport`] |
 //! | `bob log` | [`LogEntryRow`] rows (`--list`), [`crate::trace::replay_log::Answer`] (replay-log's verbs) |
 //!
 //! Adding a field is compatible; renaming or removing one bumps [`SCHEMA_VERSION`].
@@ -405,6 +406,231 @@ pub struct LogEntryRow {
     pub flag_names: String,
     /// A mark's text.
     pub mark: Option<String>,
+}
+
+/// `bob explore`: generated workloads run on configurations, their failures grouped into
+/// signatures, each with a minimal witness.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExploreReport {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The bounds, in words (`seq 1; ops creat,...; persist fsync,...`).
+    pub bounds: String,
+    /// Which workloads: `all`, `sample K seed S`, with `shard I/N` when sharded.
+    pub selection: String,
+    /// Workloads run: one per generated workload and configuration.
+    pub workloads: usize,
+    /// Distinct generated workloads among them.
+    pub distinct_workloads: usize,
+    /// Wall time of the runs, over `workloads` (each record, crash states, checks and the
+    /// replay confirming a failure; shrinking not included).
+    pub seconds_per_workload: f64,
+    /// Wall time of the runs (recorded per workload; a resumed run adds its journal's).
+    pub seconds: f64,
+    /// Seconds spent shrinking failing workloads to their witnesses.
+    pub shrink_seconds: f64,
+    /// Per configuration.
+    pub configs: Vec<ExploreConfig>,
+    /// Failures grouped by configuration, kinds of ops and kind of discrepancy.
+    pub signatures: Vec<Signature>,
+    /// Runs bob could not complete (not the file system's failures), at most the first 20.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<ExploreError>,
+    /// Whether every selected workload was run (false: a budget or an interrupt ended the
+    /// run early; `--resume` continues it).
+    pub complete: bool,
+}
+
+/// One configuration's share of an [`ExploreReport`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExploreConfig {
+    /// Configuration name.
+    pub config: String,
+    /// The promises beyond POSIX judged on it (`fsync-persists-name`); empty: POSIX.
+    pub guarantees: Vec<String>,
+    /// Workloads run.
+    pub workloads: usize,
+    /// Wall time of its runs.
+    pub seconds: f64,
+    /// `seconds` over `workloads`.
+    pub seconds_per_workload: f64,
+    /// Workloads with a failing crash state.
+    pub failed: usize,
+    /// Workloads the file system refused to run (an op it does not support, e.g.
+    /// fallocate on ext2): not checked.
+    pub unsupported: usize,
+    /// Crash states checked over all its workloads.
+    pub states: usize,
+}
+
+/// What groups failures into one signature.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct SignatureKey {
+    /// Configuration.
+    pub config: String,
+    /// The kinds of the workload's ops, sorted, each once (`creat`, `fsync`).
+    pub ops: Vec<String>,
+    /// The kind of discrepancy: lost-file, stale-name, wrong-size, stale-data,
+    /// wrong-inode, wrong-kind, read-error, unmountable, needs-repair, fsck-complaint,
+    /// timeout, other.
+    pub discrepancy: String,
+}
+
+impl SignatureKey {
+    /// A file-name form: `ext2--creat+fsync--lost-file`.
+    pub fn slug(&self) -> String {
+        format!("{}--{}--{}", self.config, self.ops.join("+"), self.discrepancy)
+    }
+}
+
+/// One signature: how many failing workloads share its key, the first one's story, and
+/// its minimal witness.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Signature {
+    /// The key.
+    pub key: SignatureKey,
+    /// Failing workloads with this key.
+    pub count: usize,
+    /// The first failure's story (outcome and what the oracle found).
+    pub story: String,
+    /// The first workload that failed so (its file under `--out`).
+    pub first_workload: String,
+    /// The minimal witness.
+    pub witness: SignatureWitness,
+}
+
+/// A signature's smallest failing workload and the crash state that shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SignatureWitness {
+    /// The shrunk workload's file (`bob run --workload FILE` reruns it).
+    pub workload: String,
+    /// Its ops, in words.
+    pub ops: Vec<String>,
+    /// Its story (the minimal workload's failure).
+    pub story: String,
+    /// The witness directory `bob replay` reads.
+    pub dir: String,
+    /// The crash state.
+    pub state: String,
+    /// The command that rebuilds and checks the crash image.
+    pub replay: String,
+    /// Whether an independent replay reached the same outcome when it was found.
+    pub confirmed: Option<bool>,
+    /// Ops dropped from the first failing workload while the signature held.
+    pub dropped_ops: usize,
+    /// The standalone shell reproducer (mkfs, workload, replay, check), if exported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reproducer: Option<String>,
+}
+
+/// A run bob could not complete.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExploreError {
+    /// Configuration.
+    pub config: String,
+    /// Workload name.
+    pub workload: String,
+    /// What failed.
+    pub error: String,
+}
+
+impl ExploreReport {
+    /// The summary and signature table in Markdown.
+    pub fn to_md(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        let _ = writeln!(out, "# bob explore\n");
+        let _ = writeln!(
+            out,
+            "{} workload runs ({} distinct workloads; {}; {}), {:.2} s per workload, {} signature(s){}.\n",
+            self.workloads,
+            self.distinct_workloads,
+            self.bounds,
+            self.selection,
+            self.seconds_per_workload,
+            self.signatures.len(),
+            if self.complete { "" } else { "; incomplete (resume with --resume)" }
+        );
+        let _ = writeln!(out, "| configuration | guarantees | workloads | s/workload | failed | unsupported | states |");
+        let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|");
+        for c in &self.configs {
+            let g = if c.guarantees.is_empty() { "posix".into() } else { c.guarantees.join(",") };
+            let _ = writeln!(
+                out,
+                "| {} | {g} | {} | {:.2} | {} | {} | {} |",
+                c.config, c.workloads, c.seconds_per_workload, c.failed, c.unsupported, c.states
+            );
+        }
+        let _ = writeln!(out, "\n## Signatures\n");
+        if self.signatures.is_empty() {
+            let _ = writeln!(out, "None: every promise held in every crash state explored.");
+        } else {
+            let _ = writeln!(
+                out,
+                "| configuration | ops | discrepancy | count | minimal witness | story |"
+            );
+            let _ = writeln!(out, "|---|---|---|---:|---|---|");
+            for s in &self.signatures {
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} | {} | `{}` | {} |",
+                    s.key.config,
+                    s.key.ops.join(", "),
+                    s.key.discrepancy,
+                    s.count,
+                    s.witness.ops.join("; "),
+                    s.witness.story.replace('|', "\\|")
+                );
+            }
+            let _ = writeln!(out);
+            for s in &self.signatures {
+                let _ = writeln!(out, "* `{}`: `{}`", s.key.slug(), s.witness.replay);
+            }
+        }
+        for e in &self.errors {
+            let _ = writeln!(out, "\nerror: {} / {}: {}", e.config, e.workload, e.error);
+        }
+        out
+    }
+
+    /// The same as one self-contained HTML page.
+    pub fn to_html(&self) -> String {
+        use std::fmt::Write;
+        let esc = |s: &str| {
+            s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+        };
+        let mut out = String::from(
+            "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>bob explore</title>\
+             <style>table{border-collapse:collapse}td,th{border:1px solid #999;padding:2px 6px}</style>\
+             </head><body>\n<h1>bob explore</h1>\n",
+        );
+        let _ = writeln!(
+            out,
+            "<p>{} workload runs ({} distinct; {}; {}), {:.2} s per workload, {} signature(s).</p>",
+            self.workloads,
+            self.distinct_workloads,
+            esc(&self.bounds),
+            esc(&self.selection),
+            self.seconds_per_workload,
+            self.signatures.len()
+        );
+        out.push_str("<table><tr><th>configuration</th><th>ops</th><th>discrepancy</th><th>count</th><th>minimal witness</th><th>story</th><th>replay</th></tr>\n");
+        for s in &self.signatures {
+            let _ = writeln!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td><code>{}</code></td></tr>",
+                esc(&s.key.config),
+                esc(&s.key.ops.join(", ")),
+                esc(&s.key.discrepancy),
+                s.count,
+                esc(&s.witness.ops.join("; ")),
+                esc(&s.witness.story),
+                esc(&s.witness.replay)
+            );
+        }
+        out.push_str("</table>\n</body></html>\n");
+        out
+    }
 }
 
 #[cfg(test)]

@@ -39,7 +39,7 @@ use crate::op::{Op, OpKind, OpRef};
 use crate::property::{Family, Property};
 use crate::stamp::SectorClass;
 use crate::tree::{Node, NodeKind, Observed, Snapshot};
-use crate::workload::{Workload, DRAIN_FILE};
+use crate::workload::{Guarantee, Workload, DRAIN_FILE};
 use crate::SECTOR;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -449,9 +449,22 @@ impl View<'_> {
             Op::Creat { path, .. } | Op::Mkdir { path } => {
                 Some(if self.entry_is(path, id) { Ok(()) } else { Err(self.name_desc(path, id)) })
             }
-            Op::Write { offset, len, .. } | Op::Append { offset, len, .. } => {
-                self.data_effect(k, id, *offset, *len, false)
+            Op::Write { offset, len, .. }
+            | Op::Append { offset, len, .. }
+            | Op::DirectWrite { offset, len, .. }
+            | Op::MmapWrite { offset, len, .. } => self.data_effect(k, id, *offset, *len, false),
+            Op::Symlink { path, .. } => {
+                Some(if self.entry_is(path, id) { Ok(()) } else { Err(self.name_desc(path, id)) })
             }
+            Op::Truncate { size, .. } => Some(match self.find_file(id) {
+                None => Err(format!(
+                    "{} ({}) is not found under any of its names",
+                    self.first_name(id),
+                    self.ino_text(id)
+                )),
+                Some((_, n)) if n.size == *size => Ok(()),
+                Some((name, n)) => Err(format!("{name} has size {}, not {size}", n.size)),
+            }),
             Op::OtruncWrite { len, .. } => self.data_effect(k, id, 0, *len, true),
             Op::Link { to, .. } => {
                 Some(if self.entry_is(to, id) { Ok(()) } else { Err(self.name_desc(to, id)) })
@@ -472,7 +485,8 @@ impl View<'_> {
             | Op::Fdatasync { .. }
             | Op::Sync
             | Op::Syncfs
-            | Op::WritebackStart { .. } => None,
+            | Op::WritebackStart { .. }
+            | Op::Falloc { .. } => None,
         }
     }
 
@@ -762,6 +776,12 @@ impl View<'_> {
                     s.id(p) == Some(id)
                         && match &self.w().ops[q] {
                             Op::Sync | Op::Syncfs => true,
+                            Op::Fsync { path }
+                                if self.w().guarantees.contains(&Guarantee::FsyncPersistsName)
+                                    && s.id(path) == Some(id) =>
+                            {
+                                true
+                            }
                             Op::Fsync { path } => path == parent(p),
                             Op::Creat { path, sync: true } => path == p,
                             _ => false,
@@ -808,6 +828,9 @@ impl View<'_> {
                     let n = &s.nodes[&id];
                     let why = if n.kind == NodeKind::Dir {
                         self.dir_promise(d, p, &touched, durable)
+                    } else if n.kind == NodeKind::Symlink {
+                        // Its name is its parent directory's promise.
+                        None
                     } else {
                         self.file_promise(d, id, s, durable)
                     };
@@ -861,10 +884,13 @@ impl View<'_> {
             .enumerate()
             .skip(d + 1)
             .filter(|(j, o)| {
-                o.data_range().is_some() && self.o.h.op_ids.get(*j).copied().flatten() == Some(id)
+                o.changes_data() && self.o.h.op_ids.get(*j).copied().flatten() == Some(id)
             })
             .collect();
-        let truncated_later = later.iter().any(|(_, o)| matches!(o, Op::OtruncWrite { .. }));
+        // A later truncate or fallocate may cut, grow or zero what was promised.
+        let truncated_later = later.iter().any(|(_, o)| {
+            matches!(o, Op::OtruncWrite { .. } | Op::Truncate { .. } | Op::Falloc { .. })
+        });
         let Some((name, node)) = self.find_file(id) else {
             // Later unlinks or renames over it may remove it legally.
             let removed_later = self.w().ops[d + 1..].iter().enumerate().any(|(k, o)| {
