@@ -40,6 +40,13 @@ pub enum Conclusion {
     Table(OutcomeKind),
     /// replay-log's own exit status (`bob log`).
     ReplayLog(u8),
+    /// `bob explore`: signatures found, and runs bob could not complete.
+    Explored {
+        /// Signatures.
+        signatures: usize,
+        /// Runs that failed for bob's own reasons.
+        errors: usize,
+    },
 }
 
 impl Conclusion {
@@ -56,6 +63,11 @@ pub fn code(end: &Result<Conclusion, CliError>) -> u8 {
         Ok(Conclusion::Named(OutcomeKind::Unavailable)) => ERROR,
         Ok(Conclusion::Named(kind) | Conclusion::Table(kind)) => of_outcome(*kind),
         Ok(Conclusion::ReplayLog(status)) => *status,
+        Ok(Conclusion::Explored { signatures, errors }) => match (signatures, errors) {
+            (0, 0) => HELD,
+            (0, _) => ERROR,
+            _ => FOUND,
+        },
         Err(CliError::Interrupted) => INTERRUPTED,
         Err(
             CliError::Usage(_)

@@ -6,9 +6,11 @@
 
 mod check_trace;
 pub mod environment;
+pub mod explore;
 mod grid;
 pub mod interop;
 mod replay;
+pub mod reproducer;
 mod traces;
 
 pub use check_trace::{check_trace, CheckTraceOptions};

@@ -5,6 +5,7 @@ mod bench;
 mod check;
 mod cleanup;
 mod explain;
+mod explore;
 mod import;
 mod list;
 pub mod log;
@@ -38,5 +39,6 @@ pub fn dispatch(command: Command) -> Result<Conclusion, CliError> {
         Command::Record(args) => record::run(args),
         Command::Mark(args) => mark::run(args),
         Command::Check(args) => check::run(args),
+        Command::Explore(args) => explore::run(args),
     }
 }

@@ -812,10 +812,23 @@ impl View<'_> {
             Op::Fsync { path } | Op::Fdatasync { path } => {
                 let id = s.id(path)?;
                 if s.nodes[&id].kind == NodeKind::Dir {
-                    self.dir_promise(d, path, &touched, durable).and_then(fail)
-                } else {
-                    self.file_promise(d, id, s, durable).and_then(fail)
+                    return self.dir_promise(d, path, &touched, durable).and_then(fail);
                 }
+                if let Some(why) = self.file_promise(d, id, s, durable) {
+                    return fail(why);
+                }
+                // Under fsync-persists-name, a fsync promises every name the file has at
+                // the call (its own and other hard links), unless a later op moves it.
+                let names = matches!(op, Op::Fsync { .. })
+                    && self.w().guarantees.contains(&Guarantee::FsyncPersistsName);
+                if names {
+                    for p in s.names_of(id) {
+                        if !touched(p) && !self.entry_is(p, id) {
+                            return fail(self.name_desc(p, id));
+                        }
+                    }
+                }
+                None
             }
             Op::Creat { path, sync: true } => {
                 let id = s.id(path)?;
