@@ -750,4 +750,65 @@ mod tests {
     fn run_cell_shape() {
         insta::assert_json_snapshot!("run_cell", cell(), { ".seconds" => "[seconds]" });
     }
+
+    fn explore_report() -> ExploreReport {
+        let key = SignatureKey {
+            config: "ext2".into(),
+            ops: vec!["fsync".into(), "rename".into()],
+            discrepancy: "lost-file".into(),
+        };
+        ExploreReport {
+            schema_version: SCHEMA_VERSION,
+            bounds: "seq 1; ops rename; persist fsync".into(),
+            selection: "all".into(),
+            workloads: 3,
+            distinct_workloads: 3,
+            seconds_per_workload: 2.5,
+            seconds: 7.5,
+            shrink_seconds: 1.0,
+            configs: vec![ExploreConfig {
+                config: "ext2".into(),
+                guarantees: vec!["fsync-persists-name".into()],
+                workloads: 3,
+                seconds: 7.5,
+                seconds_per_workload: 2.5,
+                failed: 1,
+                unsupported: 0,
+                states: 57,
+            }],
+            signatures: vec![Signature {
+                story: "violated: fsync /A/bar (op 1) is durable here, but /A/bar is absent (state sync/e2:-)".into(),
+                first_workload: "out/workloads/ace-s1-10.json".into(),
+                witness: SignatureWitness {
+                    workload: format!("out/signatures/{}/workload.json", key.slug()),
+                    ops: vec!["rename /foo /A/bar".into(), "fsync /A/bar".into()],
+                    story: "violated: fsync /A/bar (op 1) is durable here, but /A/bar is absent (state sync/e2:-)".into(),
+                    dir: "out/runs/ext2/ace-s1-10".into(),
+                    state: "sync/e2:-".into(),
+                    replay: "bob replay out/runs/ext2/ace-s1-10 --state sync/e2:- --to crash.img --check".into(),
+                    confirmed: Some(true),
+                    dropped_ops: 0,
+                    reproducer: Some(format!("out/signatures/{}/reproduce.sh", key.slug())),
+                },
+                key,
+                count: 1,
+            }],
+            errors: vec![],
+            complete: true,
+        }
+    }
+
+    #[test]
+    fn explore_report_shape() {
+        let report = explore_report();
+        insta::assert_json_snapshot!("explore", report);
+        let md = report.to_md();
+        assert!(md.contains("| ext2 | fsync, rename | lost-file | 1 |"), "{md}");
+        assert!(md.contains("ext2--fsync+rename--lost-file"), "{md}");
+        let html = report.to_html();
+        assert!(html.contains("<td>lost-file</td>") && html.ends_with("</html>\n"), "{html}");
+        let back: ExploreReport =
+            serde_json::from_value(serde_json::to_value(&report).unwrap()).unwrap();
+        assert_eq!(back, report);
+    }
 }

@@ -578,6 +578,46 @@ fn satisfy(
     }
 }
 
+/// `w` without op `k`, renamed `name`, if the model still runs it and it still has a
+/// persistence point (a workload without one promises nothing).
+pub fn without(w: &Workload, k: usize, name: &str) -> Option<Workload> {
+    let mut c = w.clone();
+    if k >= c.ops.len() {
+        return None;
+    }
+    c.ops.remove(k);
+    c.name = name.to_owned();
+    let ok = !c.ops.is_empty()
+        && c.ops.iter().any(|o| o.is_persistence_point())
+        && crate::model::model_states(&c).len() == c.ops.len() + 1;
+    ok.then_some(c)
+}
+
+/// Shrinks a failing workload: drops ops one at a time, from the last to the first, and
+/// keeps each drop after which `fails` still says the failure reproduces; candidates are
+/// named `NAME-minN` (N counts the attempts, so each run has a directory of its own).
+/// Returns the smallest workload found (`w` itself if no op could go).
+pub fn shrink<E>(
+    w: &Workload,
+    mut fails: impl FnMut(&Workload) -> Result<bool, E>,
+) -> Result<Workload, E> {
+    let mut best = w.clone();
+    let mut attempt = 0;
+    let mut k = best.ops.len();
+    while k > 0 {
+        k -= 1;
+        attempt += 1;
+        let Some(candidate) = without(&best, k, &format!("{}-min{attempt}", w.name)) else {
+            continue;
+        };
+        if fails(&candidate)? {
+            best = candidate;
+            k = k.min(best.ops.len());
+        }
+    }
+    Ok(best)
+}
+
 /// The kind of discrepancy a durability story tells (the oracle's stories, see
 /// [`crate::check`]): `lost-file` (a promised file or name is gone), `stale-name` (a name
 /// removed before the promise is back), `wrong-size`, `stale-data`, `wrong-inode` (a
@@ -605,6 +645,41 @@ pub fn discrepancy_of_story(story: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shrinking_drops_every_op_the_failure_does_not_need() {
+        // A seq-3 workload; the "failure" needs the creat of /A/foo and a fsync of it.
+        let g = Bounds::ace(3).generator();
+        let needs = |w: &Workload| {
+            w.ops.contains(&Op::Creat { path: "/A/foo".into(), sync: false })
+                && w.ops.contains(&Op::Fsync { path: "/A/foo".into() })
+        };
+        let (_, w) = g
+            .iter_from(0)
+            .find(|(_, w)| needs(w) && w.ops.len() >= 5)
+            .expect("such a workload exists");
+        let mut runs = 0;
+        let min = shrink(&w, |c| {
+            runs += 1;
+            Ok::<bool, ()>(needs(c))
+        })
+        .unwrap();
+        assert_eq!(
+            min.ops,
+            vec![
+                Op::Creat { path: "/A/foo".into(), sync: false },
+                Op::Fsync { path: "/A/foo".into() }
+            ],
+            "from {:?}",
+            w.ops
+        );
+        assert!(min.name.starts_with(&format!("{}-min", w.name)));
+        assert!(runs >= w.ops.len() - 2);
+        // A failure that needs everything keeps everything.
+        assert_eq!(shrink(&w, |c| Ok::<bool, ()>(c.ops.len() == w.ops.len())).unwrap(), w);
+        // Errors stop it.
+        assert_eq!(shrink(&w, |_| Err::<bool, &str>("bob failed")), Err("bob failed"));
+    }
 
     #[test]
     fn stories_classify() {

@@ -550,18 +550,6 @@ fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
-/// `w` without op `k` (named `name`), if the model still runs it and it still ends in a
-/// persistence point (a workload without one promises nothing).
-fn without(w: &Workload, k: usize, name: &str) -> Option<Workload> {
-    let mut c = w.clone();
-    c.ops.remove(k);
-    c.name = name.to_owned();
-    let ok = !c.ops.is_empty()
-        && c.ops.iter().any(|o| o.is_persistence_point())
-        && workloads::model_states(&c).len() == c.ops.len() + 1;
-    ok.then_some(c)
-}
-
 /// Shrinks `w` (which failed on `config` with `cell`, under `key`) by dropping ops, one at
 /// a time from the last, while a run still fails with the same discrepancy; writes the
 /// minimal workload to `signatures/SLUG/workload.json` and returns its witness.
@@ -575,21 +563,15 @@ fn minimal_witness(
     cancel: &AtomicBool,
 ) -> Result<SignatureWitness, Error> {
     let runs_dir = opts.out.join("runs");
-    let mut best = w.clone();
     let mut best_cell = cell.clone();
-    let mut attempt = 0;
-    if opts.shrink {
-        let mut k = best.ops.len();
-        while k > 0 {
-            k -= 1;
+    let best = if opts.shrink {
+        let mut best_name = w.name.clone();
+        workloads::explore::shrink(w, |candidate| {
             if cancel.load(Ordering::Relaxed) {
-                break;
+                return Ok(false);
             }
-            attempt += 1;
-            let Some(candidate) = without(&best, k, &format!("{}-min{attempt}", w.name)) else {
-                continue;
-            };
-            let still = match run_workload(template, config, &candidate, &runs_dir, cancel)? {
+            let ran = run_workload(template, config, candidate, &runs_dir, cancel)?;
+            let still = match ran {
                 Ran::Checked(c)
                     if c.verdict.is_failure()
                         && discrepancy(c.verdict, c.story.as_deref().unwrap_or(""))
@@ -599,24 +581,27 @@ fn minimal_witness(
                 }
                 _ => None,
             };
-            match still {
+            Ok::<bool, Error>(match still {
                 Some(c) => {
-                    // The previous best's witness is superseded.
-                    if best.name != w.name {
+                    // The previous smallest one's witness is superseded.
+                    if best_name != w.name {
                         let _ =
-                            std::fs::remove_dir_all(runs_dir.join(config.name).join(&best.name));
+                            std::fs::remove_dir_all(runs_dir.join(config.name).join(&best_name));
                     }
-                    best = candidate;
+                    best_name = candidate.name.clone();
                     best_cell = *c;
-                    k = k.min(best.ops.len());
+                    true
                 }
                 None => {
                     let _ =
                         std::fs::remove_dir_all(runs_dir.join(config.name).join(&candidate.name));
+                    false
                 }
-            }
-        }
-    }
+            })
+        })?
+    } else {
+        w.clone()
+    };
     let sig_dir = opts.out.join("signatures").join(key.slug());
     let file = sig_dir.join("workload.json");
     write_json(&file, &best)?;
@@ -635,10 +620,33 @@ fn minimal_witness(
         reproducer: None,
     };
     let script = sig_dir.join("reproduce.sh");
-    std::fs::write(&script, super::reproducer::shell(config, &best, &witness, &file))
-        .map_err(io(&script))?;
+    std::fs::write(
+        &script,
+        super::reproducer::shell(config, &best, &witness, &file, &run_args(template)),
+    )
+    .map_err(io(&script))?;
     witness.reproducer = Some(script.display().to_string());
     Ok(witness)
+}
+
+/// The `bob run` options that find the same crash states again: the disk model, the
+/// state budget and seed.
+fn run_args(run: &RunOptions) -> String {
+    let mut a = String::new();
+    if let Some(d) = run.disk_models.first() {
+        let fua = match d.fua {
+            crate::crash::FuaModel::Real => "real",
+            crate::crash::FuaModel::Barrier => "barrier",
+        };
+        a.push_str(&format!(" --atomic-write-unit {} --fua {fua}", d.atomic_write_unit));
+    }
+    if let Some(n) = run.limits.max_states {
+        a.push_str(&format!(" --max-states {n}"));
+    }
+    if run.limits.seed != 0 {
+        a.push_str(&format!(" --seed {}", run.limits.seed));
+    }
+    a
 }
 
 /// Writes an xfstests generic test per signature of `report` into `dir`

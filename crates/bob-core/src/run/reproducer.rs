@@ -22,7 +22,13 @@ fn q(s: &str) -> String {
 /// first failing crash state's image with `bob replay --check` and checks it again. Exits
 /// as `bob replay --check` does: 1 when the failure reproduces, 0 when it did not this
 /// time, 2 when bob could not run.
-pub fn shell(config: &FsConfig, w: &Workload, witness: &SignatureWitness, file: &Path) -> String {
+pub fn shell(
+    config: &FsConfig,
+    w: &Workload,
+    witness: &SignatureWitness,
+    file: &Path,
+    run_args: &str,
+) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "#!/bin/sh");
     let _ = writeln!(s, "# bob explore reproducer: {} on {}", w.name, config.name);
@@ -46,7 +52,7 @@ pub fn shell(config: &FsConfig, w: &Workload, witness: &SignatureWitness, file: 
         writeln!(s, "# 1. mkfs, the workload and its crash states, recorded and checked afresh.");
     let _ = writeln!(
         s,
-        "\"$BOB\" run --fs {} --workload \"$WORKLOAD\" --schedules sync --out \"$OUT\"",
+        "\"$BOB\" run --fs {} --workload \"$WORKLOAD\" --schedules sync{run_args} --out \"$OUT\"",
         config.name
     );
     let _ = writeln!(s, "status=$?");
@@ -330,13 +336,24 @@ mod tests {
             dropped_ops: 0,
             reproducer: None,
         };
-        let s = shell(&config, &workload(), &witness, Path::new("/x/workload.json"));
-        assert!(s.contains("run --fs ext2 --workload \"$WORKLOAD\""), "{s}");
+        let s = shell(
+            &config,
+            &workload(),
+            &witness,
+            Path::new("/x/workload.json"),
+            " --atomic-write-unit 512",
+        );
+        assert!(
+            s.contains(
+                "run --fs ext2 --workload \"$WORKLOAD\" --schedules sync --atomic-write-unit 512"
+            ),
+            "{s}"
+        );
         assert!(
             s.contains("replay \"$OUT\"/ext2/'ace-s1-7' --to \"$OUT/crash.img\" --check"),
             "{s}"
         );
-        assert!(s.contains("# mkfs: mkfs.ext2"), "{s}");
+        assert!(s.contains("# mkfs: mke2fs -q -F -t ext2"), "{s}");
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("r.sh");
         std::fs::write(&f, &s).unwrap();
