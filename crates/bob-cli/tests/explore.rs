@@ -173,3 +173,64 @@ fn a_small_exploration_finds_signatures_whose_witnesses_replay() {
     assert_eq!(std::fs::read_to_string(out_dir.join("journal.jsonl")).unwrap(), journal);
     assert_no_leaks(&scratch);
 }
+
+/// Two shards of an exploration, merged with `bob merge`, give the unsharded run's
+/// workloads and signatures (keys and counts; recordings differ from run to run, so not
+/// state counts or witness paths).
+#[test]
+fn shards_merge_into_the_unsharded_run() {
+    let dir = Dir::new();
+    let scratch = dir.scratch();
+    let explore = |name: &str, extra: &[&str]| -> (i32, std::path::PathBuf) {
+        let out = dir.path().join(name);
+        let mut args = vec![
+            "explore",
+            "--fs",
+            "ext4-ordered",
+            "--ops",
+            "creat",
+            "--files",
+            "/A/foo",
+            "--persist",
+            "fsync,sync",
+            "--atomic-write-unit",
+            "512",
+            "--no-shrink",
+            "--format",
+            "json",
+            "--scratch",
+            scratch.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        let file = dir.path().join(format!("{name}.json"));
+        std::fs::write(&file, &o.stdout).unwrap();
+        (o.status.code().unwrap_or(-1), file)
+    };
+    let (whole_code, whole) = explore("whole", &[]);
+    let (_, s1) = explore("s1", &["--shard", "1/2"]);
+    let (_, s2) = explore("s2", &["--shard", "2/2"]);
+    let merged = run(&["merge", s1.to_str().unwrap(), s2.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(merged.status.code(), Some(whole_code));
+    let m: serde_json::Value = serde_json::from_slice(&merged.stdout).unwrap();
+    let w: serde_json::Value = serde_json::from_slice(&std::fs::read(&whole).unwrap()).unwrap();
+    assert_eq!(m["workloads"], w["workloads"]);
+    assert_eq!(m["distinct_workloads"], w["distinct_workloads"]);
+    assert_eq!(m["complete"], true);
+    let keys = |v: &serde_json::Value| -> Vec<(String, u64)> {
+        v["signatures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["key"].to_string(), s["count"].as_u64().unwrap()))
+            .collect()
+    };
+    assert!(!keys(&w).is_empty());
+    assert_eq!(keys(&m), keys(&w));
+    // A shard given twice is refused.
+    let twice = run(&["merge", s1.to_str().unwrap(), s1.to_str().unwrap()]);
+    assert_eq!(twice.status.code(), Some(2));
+    assert_no_leaks(&scratch);
+}

@@ -535,6 +535,94 @@ pub struct ExploreError {
 }
 
 impl ExploreReport {
+    /// Merges the reports of shards (`--shard I/N`) or of separate runs of the same
+    /// bounds: workloads and times summed, configurations summed by name, signatures by
+    /// key (counts summed; the first report's witness kept). Refuses reports of other
+    /// bounds or selections, and a shard given twice.
+    pub fn merge(reports: Vec<ExploreReport>) -> Result<ExploreReport, String> {
+        let base = |sel: &str| -> (String, Option<String>) {
+            match sel.find(", shard ") {
+                Some(i) => {
+                    let rest = &sel[i + ", shard ".len()..];
+                    let (shard, tail) = rest.split_once(',').unwrap_or((rest, ""));
+                    (
+                        format!(
+                            "{}{}",
+                            &sel[..i],
+                            if tail.is_empty() { String::new() } else { format!(",{tail}") }
+                        ),
+                        Some(shard.to_owned()),
+                    )
+                }
+                None => (sel.to_owned(), None),
+            }
+        };
+        let mut iter = reports.into_iter();
+        let mut out = iter.next().ok_or("no explore report to merge")?;
+        let (selection, first_shard) = base(&out.selection);
+        let mut shards: Vec<String> = first_shard.into_iter().collect();
+        out.selection = selection.clone();
+        out.schema_version = SCHEMA_VERSION;
+        for r in iter {
+            if r.bounds != out.bounds {
+                return Err(format!("explored other bounds: {} vs {}", r.bounds, out.bounds));
+            }
+            let (sel, shard) = base(&r.selection);
+            if sel != selection {
+                return Err(format!("another selection: {sel} vs {selection}"));
+            }
+            if let Some(s) = shard {
+                if shards.contains(&s) {
+                    return Err(format!("shard {s} given twice"));
+                }
+                shards.push(s);
+            }
+            out.workloads += r.workloads;
+            out.distinct_workloads += r.distinct_workloads;
+            out.seconds += r.seconds;
+            out.shrink_seconds += r.shrink_seconds;
+            out.complete &= r.complete;
+            for c in r.configs {
+                match out.configs.iter_mut().find(|o| o.config == c.config) {
+                    Some(o) => {
+                        o.workloads += c.workloads;
+                        o.seconds += c.seconds;
+                        o.failed += c.failed;
+                        o.unsupported += c.unsupported;
+                        o.states += c.states;
+                    }
+                    None => out.configs.push(c),
+                }
+            }
+            for s in r.signatures {
+                match out.signatures.iter_mut().find(|o| o.key == s.key) {
+                    Some(o) => o.count += s.count,
+                    None => out.signatures.push(s),
+                }
+            }
+            out.errors.extend(r.errors);
+        }
+        // Every shard of one N must be there for the merge to be complete.
+        if let Some(n) = shards
+            .first()
+            .and_then(|s| s.split_once('/'))
+            .and_then(|(_, n)| n.parse::<usize>().ok())
+        {
+            if shards.len() != n || shards.iter().any(|s| !s.ends_with(&format!("/{n}"))) {
+                out.complete = false;
+            }
+        }
+        out.signatures.sort_by(|a, b| a.key.cmp(&b.key));
+        out.errors.truncate(20);
+        let per =
+            |s: f64, n: usize| if n == 0 { 0.0 } else { (s / n as f64 * 1000.0).round() / 1000.0 };
+        out.seconds_per_workload = per(out.seconds, out.workloads);
+        for c in &mut out.configs {
+            c.seconds_per_workload = per(c.seconds, c.workloads);
+        }
+        Ok(out)
+    }
+
     /// The summary and signature table in Markdown.
     pub fn to_md(&self) -> String {
         use std::fmt::Write;
@@ -810,5 +898,41 @@ mod tests {
         let back: ExploreReport =
             serde_json::from_value(serde_json::to_value(&report).unwrap()).unwrap();
         assert_eq!(back, report);
+    }
+
+    #[test]
+    fn explore_shards_merge_into_the_whole() {
+        let whole = explore_report();
+        let mut a = whole.clone();
+        a.selection = "all, shard 1/2".into();
+        a.workloads = 2;
+        a.distinct_workloads = 2;
+        a.seconds = 5.0;
+        a.configs[0].workloads = 2;
+        a.configs[0].seconds = 5.0;
+        a.configs[0].states = 40;
+        let mut b = a.clone();
+        b.selection = "all, shard 2/2".into();
+        b.workloads = 1;
+        b.distinct_workloads = 1;
+        b.seconds = 2.5;
+        b.configs[0].workloads = 1;
+        b.configs[0].seconds = 2.5;
+        b.configs[0].states = 17;
+        b.configs[0].failed = 0;
+        b.signatures.clear();
+        let merged = ExploreReport::merge(vec![a.clone(), b.clone()]).unwrap();
+        assert_eq!(merged.selection, "all");
+        assert_eq!(merged.workloads, whole.workloads);
+        assert_eq!(merged.seconds_per_workload, whole.seconds_per_workload);
+        assert_eq!(merged.configs, whole.configs);
+        assert_eq!(merged.signatures, whole.signatures);
+        assert!(merged.complete);
+        // A shard given twice, other bounds, a missing shard.
+        assert!(ExploreReport::merge(vec![a.clone(), a.clone()]).unwrap_err().contains("twice"));
+        let mut other = b.clone();
+        other.bounds = "seq 2".into();
+        assert!(ExploreReport::merge(vec![a.clone(), other]).is_err());
+        assert!(!ExploreReport::merge(vec![a]).unwrap().complete);
     }
 }
