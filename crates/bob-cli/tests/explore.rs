@@ -234,3 +234,35 @@ fn shards_merge_into_the_unsharded_run() {
     assert_eq!(twice.status.code(), Some(2));
     assert_no_leaks(&scratch);
 }
+
+/// The engine definitions in docs/explore/ (no cluster is reachable here): valid YAML
+/// (parsed by python3's yaml), a matrix of shards whose command is `bob explore --shard
+/// I/N` and a merge job running `bob merge`; an Indexed Job whose pods are privileged and
+/// turn JOB_COMPLETION_INDEX into the shard.
+#[test]
+fn the_cluster_definitions_have_their_form() {
+    let docs = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/explore");
+    let check = r#"
+import sys, yaml
+a = yaml.safe_load(open(sys.argv[1] + "/explore-matrix.yml"))
+shard = a["jobs"]["shard"]
+n = int(a["env"]["SHARDS"])
+assert shard["strategy"]["matrix"]["shard"] == list(range(1, n + 1))
+runs = "\n".join(s.get("run", "") for s in shard["steps"])
+assert "bob explore" in runs and "--shard ${{ matrix.shard }}/$SHARDS" in runs, runs
+merge = "\n".join(s.get("run", "") for s in a["jobs"]["merge"]["steps"])
+assert a["jobs"]["merge"]["needs"] == "shard" and "bob merge explore-shard-*.json" in merge
+k = yaml.safe_load(open(sys.argv[1] + "/explore-job.yaml"))
+assert k["kind"] == "Job" and k["spec"]["completionMode"] == "Indexed"
+c = k["spec"]["template"]["spec"]["containers"][0]
+shards = [e["value"] for e in c["env"] if e["name"] == "SHARDS"][0]
+assert k["spec"]["completions"] == int(shards)
+assert c["securityContext"]["privileged"] is True
+script = c["args"][0]
+assert "JOB_COMPLETION_INDEX + 1" in script and "--shard $I/$SHARDS" in script, script
+print("ok")
+"#;
+    let out = std::process::Command::new("python3").args(["-c", check, docs]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
+}
