@@ -313,6 +313,10 @@ pub struct ExploreCmdArgs {
     /// Continue the exploration journaled in --out.
     #[arg(long)]
     pub resume: bool,
+    /// Triaged signatures, one per line: SLUG [note] (`#` comments). They are reported
+    /// but do not make the exit code 1: CI fails only on new ones.
+    #[arg(long, value_name = "FILE")]
+    pub known: Option<PathBuf>,
     /// Keep each signature's first failing workload as its witness instead of shrinking.
     #[arg(long)]
     pub no_shrink: bool,

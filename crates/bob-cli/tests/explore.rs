@@ -171,6 +171,29 @@ fn a_small_exploration_finds_signatures_whose_witnesses_replay() {
     let second: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
     assert_eq!(second["signatures"], report["signatures"]);
     assert_eq!(std::fs::read_to_string(out_dir.join("journal.jsonl")).unwrap(), journal);
+    // Every signature triaged in --known: reported as known, and the exit code is 0; one
+    // left out keeps it 1.
+    let slugs: Vec<String> = std::fs::read_dir(out_dir.join("signatures"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(slugs.len(), sigs.len());
+    let known = dir.path().join("known.txt");
+    let mut list = String::from("# triaged\n");
+    for s in &slugs {
+        list.push_str(&format!("{s} torn superblock on a 512n disk\n"));
+    }
+    std::fs::write(&known, &list).unwrap();
+    let mut with_known = resume.clone();
+    with_known.extend(["--known", known.to_str().unwrap()]);
+    let triaged = run(&with_known);
+    assert_eq!(triaged.status.code(), Some(0), "only known signatures");
+    let t: serde_json::Value = serde_json::from_slice(&triaged.stdout).unwrap();
+    assert!(t["signatures"].as_array().unwrap().iter().all(|s| s["known"] == true), "{t}");
+    std::fs::write(&known, format!("{}\n", slugs[0])).unwrap();
+    assert_eq!(run(&with_known).status.code(), Some(1), "a new one remains");
+    std::fs::write(&known, "not-a-signature\n").unwrap();
+    assert_eq!(run(&with_known).status.code(), Some(2));
     assert_no_leaks(&scratch);
 }
 

@@ -497,6 +497,13 @@ pub struct Signature {
     pub first_workload: String,
     /// The minimal witness.
     pub witness: SignatureWitness,
+    /// Listed in `--known` (triaged: documented behaviour or already reported): reported,
+    /// but not a reason to exit 1.
+    #[serde(default)]
+    pub known: bool,
+    /// The note `--known` gives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub known_note: Option<String>,
 }
 
 /// A signature's smallest failing workload and the crash state that shows it.
@@ -535,6 +542,11 @@ pub struct ExploreError {
 }
 
 impl ExploreReport {
+    /// Signatures not listed as known: what makes `bob explore` exit 1.
+    pub fn new_signatures(&self) -> usize {
+        self.signatures.iter().filter(|s| !s.known).count()
+    }
+
     /// Merges the reports of shards (`--shard I/N`) or of separate runs of the same
     /// bounds: workloads and times summed, configurations summed by name, signatures by
     /// key (counts summed; the first report's witness kept). Refuses reports of other
@@ -596,7 +608,10 @@ impl ExploreReport {
             }
             for s in r.signatures {
                 match out.signatures.iter_mut().find(|o| o.key == s.key) {
-                    Some(o) => o.count += s.count,
+                    Some(o) => {
+                        o.count += s.count;
+                        o.known |= s.known;
+                    }
                     None => out.signatures.push(s),
                 }
             }
@@ -661,13 +676,18 @@ impl ExploreReport {
             for s in &self.signatures {
                 let _ = writeln!(
                     out,
-                    "| {} | {} | {} | {} | `{}` | {} |",
+                    "| {} | {} | {} | {} | `{}` | {} | {} |",
                     s.key.config,
                     s.key.ops.join(", "),
                     s.key.discrepancy,
                     s.count,
                     s.witness.ops.join("; "),
-                    s.witness.story.replace('|', "\\|")
+                    s.witness.story.replace('|', "\\|"),
+                    match (&s.known, &s.known_note) {
+                        (true, Some(n)) => format!("known: {}", n.replace('|', "\\|")),
+                        (true, None) => "known".to_owned(),
+                        (false, _) => "new".to_owned(),
+                    }
                 );
             }
             let _ = writeln!(out);
@@ -880,6 +900,8 @@ mod tests {
                 },
                 key,
                 count: 1,
+                known: false,
+                known_note: None,
             }],
             errors: vec![],
             complete: true,
@@ -892,6 +914,8 @@ mod tests {
         insta::assert_json_snapshot!("explore", report);
         let md = report.to_md();
         assert!(md.contains("| ext2 | fsync, rename | lost-file | 1 |"), "{md}");
+        assert!(md.contains(" | new |"), "{md}");
+        assert_eq!(report.new_signatures(), 1);
         assert!(md.contains("ext2--fsync+rename--lost-file"), "{md}");
         let html = report.to_html();
         assert!(html.contains("<td>lost-file</td>") && html.ends_with("</html>\n"), "{html}");

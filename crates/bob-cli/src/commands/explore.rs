@@ -112,7 +112,9 @@ pub fn run(args: ExploreCmdArgs) -> Result<Conclusion, CliError> {
         &Default::default(),
         &args.schedules.0,
     )?;
+    let known = args.known.as_deref().map(explore::load_known).transpose()?.unwrap_or_default();
     let opts = ExploreOptions {
+        known,
         configs: args.fs.clone(),
         bounds,
         sample: args.sample.map(|k| (k, args.explore.seed)),
@@ -149,5 +151,5 @@ pub fn run(args: ExploreCmdArgs) -> Result<Conclusion, CliError> {
     if !report.complete && CANCEL.load(std::sync::atomic::Ordering::Relaxed) {
         return Err(CliError::Interrupted);
     }
-    Ok(Conclusion::Explored { signatures: report.signatures.len(), errors: report.errors.len() })
+    Ok(Conclusion::Explored { signatures: report.new_signatures(), errors: report.errors.len() })
 }

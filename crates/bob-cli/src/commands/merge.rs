@@ -61,5 +61,5 @@ fn merge_explore(args: &MergeArgs) -> Result<Conclusion, CliError> {
         TableFormat::Md => print!("{}", merged.to_md()),
         TableFormat::Html => print!("{}", merged.to_html()),
     }
-    Ok(Conclusion::Explored { signatures: merged.signatures.len(), errors: merged.errors.len() })
+    Ok(Conclusion::Explored { signatures: merged.new_signatures(), errors: merged.errors.len() })
 }

@@ -58,6 +58,8 @@ pub struct ExploreOptions {
     pub shrink: bool,
     /// Where everything goes.
     pub out: PathBuf,
+    /// Triaged signatures (`--known FILE`): slug -> note.
+    pub known: BTreeMap<String, String>,
     /// The template of each run: strategies, limits, jobs, timeouts, scratch, drain
     /// schedules, disk model. Its config, workload and out_dir are set per run.
     pub run: RunOptions,
@@ -118,6 +120,30 @@ struct Header {
     bounds: String,
     selection: String,
     configs: Vec<String>,
+}
+
+/// Reads a `--known` file: one signature per line, its slug
+/// (`CONFIG--OP+OP--DISCREPANCY`, as `signatures/` names them) and an optional note after
+/// whitespace (documented behaviour, a bug report); `#` starts a comment.
+pub fn load_known(path: &Path) -> Result<BTreeMap<String, String>, Error> {
+    let text = std::fs::read_to_string(path).map_err(io(path))?;
+    let mut out = BTreeMap::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let (slug, note) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+        if slug.split("--").count() != 3 {
+            return Err(Error::Invalid(format!(
+                "{}:{}: {slug:?} is not a signature (CONFIG--OP+OP--DISCREPANCY)",
+                path.display(),
+                n + 1
+            )));
+        }
+        out.insert(slug.to_owned(), note.trim().to_owned());
+    }
+    Ok(out)
 }
 
 /// The bounds in words.
@@ -511,6 +537,8 @@ fn summarize(
                     .display()
                     .to_string(),
                 witness: w.witness.clone(),
+                known: opts.known.contains_key(&key.slug()),
+                known_note: opts.known.get(&key.slug()).filter(|n| !n.is_empty()).cloned(),
             })
         })
         .collect();
