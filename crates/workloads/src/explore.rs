@@ -681,6 +681,45 @@ mod tests {
         assert_eq!(shrink(&w, |_| Err::<bool, &str>("bob failed")), Err("bob failed"));
     }
 
+    /// The oracle judges the generated ops: for every seq-1 workload ending in a fsync,
+    /// fdatasync or sync that promises something about the op (a data op's file, a new
+    /// name under a sync), the tree as it was before the op fails the promise and the
+    /// tree after it holds.
+    #[test]
+    fn every_generated_op_kind_can_fail_its_promise() {
+        let mut b = Bounds::ace(1);
+        b.guarantees = vec![Guarantee::FsyncPersistsName];
+        let g = b.generator();
+        let mut failed_kinds = BTreeSet::new();
+        for (i, w) in g.iter_from(0) {
+            let states = crate::model_states(&w);
+            let observed = crate::Observed::default();
+            let ctx = crate::CrashContext { durable_ops: vec![w.ops.len() - 1] };
+            let after = states.last().unwrap().to_snapshot(&observed);
+            let held = crate::check_all(&w, &observed, &after, &ctx);
+            assert!(held.is_empty(), "{i} {:?}: the tree after the ops fails: {held:?}", w.ops);
+            let before = states[0].to_snapshot(&observed);
+            if !crate::check_all(&w, &observed, &before, &ctx).is_empty() {
+                failed_kinds.insert(w.ops[0].kind().name());
+            }
+        }
+        for kind in [
+            "creat",
+            "mkdir",
+            "falloc",
+            "overwrite",
+            "direct-write",
+            "mmap-write",
+            "link",
+            "symlink",
+            "unlink",
+            "rename",
+            "truncate",
+        ] {
+            assert!(failed_kinds.contains(kind), "no {kind} promise ever failed: {failed_kinds:?}");
+        }
+    }
+
     #[test]
     fn stories_classify() {
         let p = "fsync /A/foo (op 1) is durable here, but";
