@@ -5,7 +5,7 @@
 //! | code | meaning |
 //! |---|---|
 //! | 0 | every property held (or was not exercised, or a table's column cannot run here) |
-//! | 1 | a violation, or any failure of a crash state (the outcomes with exit 1) |
+//! | 1 | a violation, or any failure of a crash state (the outcomes with exit 1); `bob explore`: a signature not listed as known |
 //! | 2 | usage or environment error, or bob failed (also `infra-error`: a crash state bob could not check, and no failure found elsewhere): nothing concluded about the file system |
 //! | 130 | interrupted (SIGINT, SIGTERM): nothing concluded |
 //!

@@ -453,8 +453,24 @@ pub fn explore(
                         rec.story = Some(story);
                         if !witnessed.contains(&key) {
                             let t = Instant::now();
-                            let witness =
-                                minimal_witness(opts, &template, config, &cw, &cell, &key, cancel)?;
+                            let shrunk =
+                                minimal_witness(opts, &template, config, &cw, &cell, &key, cancel);
+                            let witness = match shrunk {
+                                Ok(w) => w,
+                                Err(e) if e.is_interrupted() => {
+                                    complete = false;
+                                    break 'all;
+                                }
+                                // A run bob could not complete while shrinking: the first
+                                // failing workload stays the witness, and the error is told.
+                                Err(e) => {
+                                    rec.error = Some(format!("shrinking {}: {e}", cw.name));
+                                    let whole = ExploreOptions { shrink: false, ..opts.clone() };
+                                    minimal_witness(
+                                        &whole, &template, config, &cw, &cell, &key, cancel,
+                                    )?
+                                }
+                            };
                             append(&Line::Witness(WitnessRecord {
                                 key: key.clone(),
                                 witness,
