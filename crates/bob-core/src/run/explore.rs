@@ -591,7 +591,8 @@ fn summarize(
 }
 
 fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
+    // `+ 0.0`: a sum of nothing is -0.0 in Rust, which would print as such.
+    (x * 1000.0).round() / 1000.0 + 0.0
 }
 
 /// Shrinks `w` (which failed on `config` with `cell`, under `key`) by dropping ops, one at
