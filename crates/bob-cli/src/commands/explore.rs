@@ -2,6 +2,8 @@
 //! on each configuration, failures grouped into signatures with minimal witnesses; the
 //! signature table printed (md, json, html) and left under `--out` with the reproducers.
 
+use std::io::Write as _;
+
 use bob_core::run::explore::{self, ExploreOptions};
 use workloads::explore::Bounds;
 use workloads::Guarantee;
@@ -76,34 +78,10 @@ pub fn run(args: ExploreCmdArgs) -> Result<Conclusion, CliError> {
             c.unavailable.unwrap_or_default()
         )));
     }
-    let g = bounds.generator();
-    if args.list {
-        let sample = args.sample.map(|k| (k, args.explore.seed));
-        let shard = args.shard.map(|s| (s.index, s.count));
-        let mine = |i: u64| shard.is_none_or(|(k, n)| (i % n as u64) as usize == k);
-        let mut n = 0u64;
-        let mut out = String::new();
-        let mut line = |i: u64, w: &workloads::Workload| {
-            n += 1;
-            let ops: Vec<String> = w.ops.iter().map(|o| o.to_string()).collect();
-            out.push_str(&format!("{i}\t{}\t{}\n", w.name, ops.join("; ")));
-        };
-        match sample {
-            Some((k, seed)) => {
-                g.sample(k, seed).filter(|(i, _)| mine(*i)).for_each(|(i, w)| line(i, &w))
-            }
-            None => g.iter_from(0).filter(|(i, _)| mine(*i)).for_each(|(i, w)| line(i, &w)),
+    if !args.list {
+        for c in &args.fs {
+            bob_core::run::environment::check(c)?;
         }
-        print!("{out}");
-        eprintln!(
-            "{n} workload(s) ({}; {} indices)",
-            explore::describe_bounds(&bounds),
-            g.indices()
-        );
-        return Ok(Conclusion::Done);
-    }
-    for c in &args.fs {
-        bob_core::run::environment::check(c)?;
     }
     let run = options::run_options(
         first,
@@ -126,19 +104,28 @@ pub fn run(args: ExploreCmdArgs) -> Result<Conclusion, CliError> {
         out: args.explore.out.clone(),
         run,
     };
+    if args.list {
+        let g = opts.bounds.generator();
+        let mut n = 0u64;
+        let mut stdout = std::io::stdout().lock();
+        for line in explore::list(&g, &opts) {
+            n += 1;
+            if writeln!(stdout, "{line}").is_err() {
+                break; // a closed pipe (`| head`) ends the listing
+            }
+        }
+        eprintln!(
+            "{n} workload(s) ({}; {} indices)",
+            explore::describe_bounds(&opts.bounds),
+            g.indices()
+        );
+        return Ok(Conclusion::Done);
+    }
     let bars = Bars::states(Bars::stderr_is_terminal());
     let report = explore::explore(&opts, &bars, &CANCEL);
     bars.finish();
     let report = report?;
-    let files = [
-        ("explore.md", report.to_md()),
-        ("explore.html", report.to_html()),
-        ("explore-report.json", serde_json::to_string_pretty(&report).unwrap_or_default() + "\n"),
-    ];
-    for (name, text) in files {
-        let path = opts.out.join(name);
-        std::fs::write(&path, text).map_err(|source| CliError::Io { path, source })?;
-    }
+    explore::write_reports(&report, &opts.out)?;
     if let Some(dir) = &args.export_xfstests {
         let written = explore::export_xfstests(&report, &args.fs, dir, 900)?;
         eprintln!("bob: wrote {} xfstests file(s) under {}", written.len(), dir.display());

@@ -198,6 +198,30 @@ fn selected<'g>(
     }
 }
 
+/// The selected workloads (every valid index, or the sample; this shard's), one line
+/// each (`INDEX<TAB>NAME<TAB>ops`), for `--list`: nothing is run; lazily, as
+/// enumeration is.
+pub fn list<'g>(g: &'g Generator, opts: &ExploreOptions) -> impl Iterator<Item = String> + 'g {
+    selected(g, opts).map(|(i, w)| {
+        let ops: Vec<String> = w.ops.iter().map(|o| o.to_string()).collect();
+        format!("{i}\t{}\t{}", w.name, ops.join("; "))
+    })
+}
+
+/// Leaves the report under `out`: `explore.md`, `explore.html`, `explore-report.json`.
+pub fn write_reports(report: &ExploreReport, out: &Path) -> Result<(), Error> {
+    let files = [
+        ("explore.md", report.to_md()),
+        ("explore.html", report.to_html()),
+        ("explore-report.json", serde_json::to_string_pretty(report).unwrap_or_default() + "\n"),
+    ];
+    for (name, text) in files {
+        let path = out.join(name);
+        std::fs::write(&path, text).map_err(io(&path))?;
+    }
+    Ok(())
+}
+
 /// How many workloads [`selected`] gives, where counting is cheap (at most ten million
 /// indices to look at).
 fn count_selected(g: &Generator, opts: &ExploreOptions) -> Option<u64> {
