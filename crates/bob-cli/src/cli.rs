@@ -67,7 +67,7 @@ impl Command {
             Command::Run(_) | Command::Table(_) | Command::Bench(_) | Command::Record(_) => true,
             Command::Check(_) => true,
             Command::Explore(a) => !a.list,
-            Command::Replay(a) => a.check,
+            Command::Replay(a) => a.check || a.recovery_crashes,
             _ => false,
         }
     }
@@ -454,8 +454,8 @@ pub struct ReplayArgs {
     /// Witness directory (as printed by `bob run`).
     pub witness: PathBuf,
     /// Image file to write the crash state into (created or replaced).
-    #[arg(long)]
-    pub to: PathBuf,
+    #[arg(long, required_unless_present = "recovery_crashes")]
+    pub to: Option<PathBuf>,
     /// Also recover and check the rebuilt image, confirming the witness independently.
     #[arg(long)]
     pub check: bool,
@@ -463,6 +463,15 @@ pub struct ReplayArgs {
     /// `e0:0-6`, as the per-scenario table prints).
     #[arg(long, value_name = "ID")]
     pub state: Option<String>,
+    /// recovery-idempotent: record the state's recovery (the mount's journal replay) as a
+    /// trace, and recover again every crash state inside it; each must reach a state the
+    /// oracle allows (exit 1 if one does not). WITNESS may also be a trace directory
+    /// (`--save-trace`), with --state.
+    #[arg(long, conflicts_with = "check")]
+    pub recovery_crashes: bool,
+    /// With --recovery-crashes: at most this many crash states inside recovery.
+    #[arg(long, requires = "recovery_crashes")]
+    pub max_states: Option<usize>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,

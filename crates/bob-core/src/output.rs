@@ -17,6 +17,7 @@
 //! | `bob bench` | `bench::BenchReport` (declared with the benchmark, which sits above this module) |
 //! | `bob import` | [`ImportReport`], or [`BlktraceReport`] with `--blktrace` |
 //! | `bob explore`, `bob merge` of explore results | [`ExploreReport`] |
+//! | `bob replay --recovery-crashes` | [`RecoveryReport`] |
 //! | `bob log` | [`LogEntryRow`] rows (`--list`), [`crate::trace::replay_log::Answer`] (replay-log's verbs) |
 //!
 //! Adding a field is compatible; renaming or removing one bumps [`SCHEMA_VERSION`].
@@ -406,6 +407,54 @@ pub struct LogEntryRow {
     pub flag_names: String,
     /// A mark's text.
     pub mark: Option<String>,
+}
+
+/// The verdict of `recovery-idempotent` on one crash state.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecoveryReport {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Configuration.
+    pub config: String,
+    /// The crash state whose recovery was interrupted.
+    pub state: String,
+    /// `held` (every second recovery reached a state the oracle allows), or the worst
+    /// outcome of a crash state inside recovery (`violated`, `unrecoverable`, ...).
+    pub verdict: OutcomeKind,
+    /// The first recovery's own outcome.
+    pub first_recovery: OutcomeKind,
+    /// Writes and flushes recovery issued.
+    pub recovery_writes: usize,
+    /// Flushes among them.
+    pub recovery_flushes: usize,
+    /// Crash states inside recovery, checked.
+    pub states: usize,
+    /// How many of them failed.
+    pub failed: usize,
+    /// The first failing one: its id in the recovery trace and story.
+    pub first_failure: Option<String>,
+}
+
+impl RecoveryReport {
+    /// One paragraph.
+    pub fn to_text(&self) -> String {
+        let mut s = format!(
+            "{} / {}: recovery-idempotent {}: recovery issued {} writes and {} flushes; {} \
+             crash state(s) inside it recovered again, {} failed (the first recovery: {})\n",
+            self.config,
+            self.state,
+            self.verdict.name().to_uppercase(),
+            self.recovery_writes,
+            self.recovery_flushes,
+            self.states,
+            self.failed,
+            self.first_recovery.name()
+        );
+        if let Some(f) = &self.first_failure {
+            s.push_str(&format!("  first: {f}\n"));
+        }
+        s
+    }
 }
 
 /// `bob explore`: generated workloads run on configurations, their failures grouped into
@@ -958,5 +1007,23 @@ mod tests {
         other.bounds = "seq 2".into();
         assert!(ExploreReport::merge(vec![a.clone(), other]).is_err());
         assert!(!ExploreReport::merge(vec![a]).unwrap().complete);
+    }
+
+    #[test]
+    fn recovery_report_shape() {
+        let r = RecoveryReport {
+            schema_version: SCHEMA_VERSION,
+            config: "ext4-ordered".into(),
+            state: "sync/e3:0-1".into(),
+            verdict: OutcomeKind::Held,
+            first_recovery: OutcomeKind::Held,
+            recovery_writes: 12,
+            recovery_flushes: 3,
+            states: 20,
+            failed: 0,
+            first_failure: None,
+        };
+        insta::assert_json_snapshot!("recovery", r);
+        assert!(r.to_text().contains("recovery-idempotent HELD"), "{}", r.to_text());
     }
 }

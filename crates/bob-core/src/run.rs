@@ -9,6 +9,7 @@ pub mod environment;
 pub mod explore;
 mod grid;
 pub mod interop;
+pub mod recovery;
 mod replay;
 pub mod reproducer;
 mod traces;
