@@ -466,7 +466,15 @@ pub fn explore(
                 Ok(Ran::Checked(cell)) => {
                     rec.outcome = cell.verdict.name().into();
                     rec.states = cell.states_explored;
-                    if cell.verdict.is_failure() && cell.verdict != OutcomeKind::InfraError {
+                    if cell.verdict.is_failure() && cell.confirmed == Some(false) {
+                        // The independent replay of the failing state disagreed: bob's
+                        // machinery, not the file system (a cross stands only if replayed).
+                        rec.outcome = "unconfirmed".into();
+                        rec.error = Some(format!(
+                            "not confirmed by an independent replay: {}",
+                            cell.story.clone().unwrap_or_default()
+                        ));
+                    } else if cell.verdict.is_failure() && cell.verdict != OutcomeKind::InfraError {
                         let story = cell.story.clone().unwrap_or_default();
                         let key = SignatureKey {
                             config: config.name.to_owned(),
@@ -643,6 +651,7 @@ fn minimal_witness(
             let still = match ran {
                 Ran::Checked(c)
                     if c.verdict.is_failure()
+                        && c.confirmed != Some(false)
                         && discrepancy(c.verdict, c.story.as_deref().unwrap_or(""))
                             == key.discrepancy =>
                 {
