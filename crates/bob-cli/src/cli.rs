@@ -58,6 +58,10 @@ pub enum Command {
     Mark(MarkArgs),
     /// Explore and check the crash states of a recorded trace, with your own checker.
     Check(CheckArgs),
+    /// Generate every workload within bounds (CrashMonkey's Ace), run each on each
+    /// configuration, and group the failures into signatures with minimal witnesses
+    /// (exit 0 none, 1 a signature found, 2 error).
+    Explore(ExploreCmdArgs),
 }
 
 impl Command {
@@ -67,7 +71,8 @@ impl Command {
         match self {
             Command::Run(_) | Command::Table(_) | Command::Bench(_) | Command::Record(_) => true,
             Command::Check(_) => true,
-            Command::Replay(a) => a.check,
+            Command::Explore(a) => !a.list,
+            Command::Replay(a) => a.check || a.recovery_crashes,
             _ => false,
         }
     }
@@ -212,8 +217,12 @@ pub struct RunArgs {
     #[arg(long = "fs", value_parser = parse_config)]
     pub fs: FsConfig,
     /// Property (see `bob list`).
-    #[arg(long)]
-    pub property: Property,
+    #[arg(long, required_unless_present = "workload")]
+    pub property: Option<Property>,
+    /// Record this workload file instead of a property's (JSON, as `bob explore` writes
+    /// them: name, setup, ops, drain); every durability promise of its ops is judged.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["property", "traces"])]
+    pub workload: Option<PathBuf>,
     /// Record on this free loop device instead of taking one.
     #[arg(long)]
     pub device: Option<PathBuf>,
@@ -249,6 +258,113 @@ pub struct RunArgs {
     /// Sharding and resuming.
     #[command(flatten)]
     pub cell: CellArgs,
+}
+
+/// `bob explore`.
+#[derive(Debug, Args)]
+pub struct ExploreCmdArgs {
+    /// Configurations, comma-separated.
+    #[arg(long = "fs", value_delimiter = ',', value_parser = parse_config, required = true)]
+    pub fs: Vec<FsConfig>,
+    /// Core operations per workload (Ace's seq-1, seq-2, seq-3).
+    #[arg(long, default_value_t = 1)]
+    pub seq: usize,
+    /// Core operations, comma-separated (default Ace's: creat, mkdir, falloc, write,
+    /// dwrite, mmapwrite, link, symlink, unlink, rename, truncate).
+    #[arg(long, value_delimiter = ',')]
+    pub ops: Vec<workloads::explore::CoreOp>,
+    /// Persistence points after each op: fsync, fdatasync, sync, none (default all; never
+    /// none after the last op).
+    #[arg(long, value_delimiter = ',')]
+    pub persist: Vec<workloads::explore::Persist>,
+    /// First files (default /foo,/A/foo).
+    #[arg(long, value_delimiter = ',')]
+    pub files: Vec<String>,
+    /// Second files: link, symlink and rename targets (default /bar,/A/bar).
+    #[arg(long, value_delimiter = ',')]
+    pub second_files: Vec<String>,
+    /// Directories made and renamed (default /A).
+    #[arg(long, value_delimiter = ',')]
+    pub dirs: Vec<String>,
+    /// Directory rename targets (default /B).
+    #[arg(long, value_delimiter = ',')]
+    pub second_dirs: Vec<String>,
+    /// Ranges of buffered writes and fallocate: append, overlap-unaligned,
+    /// overlap-extend, overlap-aligned (default the first three).
+    #[arg(long, value_delimiter = ',')]
+    pub ranges: Vec<workloads::explore::Range>,
+    /// Ranges of O_DIRECT and mmap writes (default append, overlap-aligned).
+    #[arg(long, value_delimiter = ',')]
+    pub direct_ranges: Vec<workloads::explore::Range>,
+    /// fallocate modes: zero-range, zero-range-keep-size, punch-hole, keep-size, default
+    /// (default all).
+    #[arg(long, value_delimiter = ',')]
+    pub falloc_modes: Vec<workloads::FallocMode>,
+    /// truncate sizes: aligned, unaligned (default both).
+    #[arg(long, value_delimiter = ',')]
+    pub truncate: Vec<workloads::explore::TruncateTo>,
+    /// Ace's nested file set: adds /A/C, /A/C/foo, /A/C/bar.
+    #[arg(long)]
+    pub nested: bool,
+    /// Promises the oracle holds each workload to: posix (default), documented (each
+    /// file system's documented stronger guarantees), or named ones
+    /// (fsync-persists-name), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "posix")]
+    pub guarantee: Vec<String>,
+    /// Run K workloads drawn at random (with --seed) instead of all.
+    #[arg(long, value_name = "K")]
+    pub sample: Option<usize>,
+    /// Run only workloads whose index is I-1 modulo N (1-based I, e.g. 2/4).
+    #[arg(long)]
+    pub shard: Option<Shard>,
+    /// Start no new workload after this long (90s, 30m, 2h); --resume continues.
+    #[arg(long, value_name = "TIME", value_parser = parse_budget)]
+    pub budget: Option<std::time::Duration>,
+    /// Continue the exploration journaled in --out.
+    #[arg(long)]
+    pub resume: bool,
+    /// Triaged signatures, one per line: SLUG [note] (`#` comments). They are reported
+    /// but do not make the exit code 1: CI fails only on new ones.
+    #[arg(long, value_name = "FILE")]
+    pub known: Option<PathBuf>,
+    /// Keep each signature's first failing workload as its witness instead of shrinking.
+    #[arg(long)]
+    pub no_shrink: bool,
+    /// Print the selected workloads (one line each) and their number; run nothing.
+    #[arg(long)]
+    pub list: bool,
+    /// Also write an xfstests generic test per signature into DIR/tests/generic/.
+    #[arg(long, value_name = "DIR")]
+    pub export_xfstests: Option<PathBuf>,
+    /// Drain schedules to record each workload under (default sync: one recording each).
+    #[arg(long, default_value = "sync", value_name = "LIST")]
+    pub schedules: ScheduleList,
+    /// Output format of the signature table.
+    #[arg(long, value_enum, default_value_t = TableFormat::Md)]
+    pub format: TableFormat,
+    /// Exploration options.
+    #[command(flatten)]
+    pub explore: ExploreArgs,
+}
+
+/// Parses `90s`, `30m`, `2h` or plain seconds.
+fn parse_budget(s: &str) -> Result<std::time::Duration, String> {
+    let bad = || format!("{s:?}: expected a time such as 90s, 30m or 2h");
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => (&s[..i], &s[i..]),
+        None => (s, "s"),
+    };
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => return Err(bad()),
+    };
+    if secs == 0 {
+        return Err(bad());
+    }
+    Ok(std::time::Duration::from_secs(secs))
 }
 
 /// Table output formats.
@@ -393,8 +509,8 @@ pub struct ReplayArgs {
     /// Witness directory (as printed by `bob run`).
     pub witness: PathBuf,
     /// Image file to write the crash state into (created or replaced).
-    #[arg(long)]
-    pub to: PathBuf,
+    #[arg(long, required_unless_present = "recovery_crashes")]
+    pub to: Option<PathBuf>,
     /// Also recover and check the rebuilt image, confirming the witness independently.
     #[arg(long)]
     pub check: bool,
@@ -402,6 +518,15 @@ pub struct ReplayArgs {
     /// `e0:0-6`, as the per-scenario table prints).
     #[arg(long, value_name = "ID")]
     pub state: Option<String>,
+    /// recovery-idempotent: record the state's recovery (the mount's journal replay) as a
+    /// trace, and recover again every crash state inside it; each must reach a state the
+    /// oracle allows (exit 1 if one does not). WITNESS may also be a trace directory
+    /// (`--save-trace`), with --state.
+    #[arg(long, conflicts_with = "check")]
+    pub recovery_crashes: bool,
+    /// With --recovery-crashes: at most this many crash states inside recovery.
+    #[arg(long, requires = "recovery_crashes")]
+    pub max_states: Option<usize>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,

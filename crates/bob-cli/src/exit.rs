@@ -5,7 +5,7 @@
 //! | code | meaning |
 //! |---|---|
 //! | 0 | every property held (or was not exercised, or a table's column cannot run here) |
-//! | 1 | a violation, or any failure of a crash state (the outcomes with exit 1) |
+//! | 1 | a violation, or any failure of a crash state (the outcomes with exit 1); `bob explore`: a signature not listed as known |
 //! | 2 | usage or environment error, or bob failed (also `infra-error`: a crash state bob could not check, and no failure found elsewhere): nothing concluded about the file system |
 //! | 130 | interrupted (SIGINT, SIGTERM): nothing concluded |
 //!
@@ -44,6 +44,13 @@ pub enum Conclusion {
     ReplayLog(u8),
     /// `bob diff`: whether some cell's verdict changed (exit 1, so that CI can gate on it).
     Changed(bool),
+    /// `bob explore`: signatures found, and runs bob could not complete.
+    Explored {
+        /// Signatures.
+        signatures: usize,
+        /// Runs that failed for bob's own reasons.
+        errors: usize,
+    },
 }
 
 impl Conclusion {
@@ -61,6 +68,11 @@ pub fn code(end: &Result<Conclusion, CliError>) -> u8 {
         Ok(Conclusion::Named(kind) | Conclusion::Table(kind)) => of_outcome(*kind),
         Ok(Conclusion::ReplayLog(status)) => *status,
         Ok(Conclusion::Changed(changed)) => u8::from(*changed),
+        Ok(Conclusion::Explored { signatures, errors }) => match (signatures, errors) {
+            (0, 0) => HELD,
+            (0, _) => ERROR,
+            _ => FOUND,
+        },
         Err(CliError::Interrupted) => INTERRUPTED,
         Err(
             CliError::Usage(_)

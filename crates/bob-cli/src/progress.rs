@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use bob_core::report::Cell;
+use bob_core::run::explore::ExploreProgress;
 use bob_core::run::{Progress, TableProgress};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -122,6 +123,35 @@ impl TableProgress for Bars {
                 cell.states_explored,
                 cell.seconds
             );
+        }
+    }
+}
+
+impl ExploreProgress for Bars {
+    fn start(&self, total: Option<u64>) {
+        let mut current = self.phase.lock().unwrap_or_else(|p| p.into_inner());
+        let bar = match total {
+            Some(n) => {
+                let bar = self.multi.add(ProgressBar::new(n));
+                bar.set_style(style(
+                    "{spinner} workloads [{bar:30}] {pos}/{len} {per_sec} eta {eta} {msg}",
+                ));
+                bar
+            }
+            None => {
+                let bar = self.multi.add(ProgressBar::new_spinner());
+                bar.set_style(style("{spinner} workloads {pos} {per_sec} {msg}"));
+                bar
+            }
+        };
+        bar.enable_steady_tick(Duration::from_millis(120));
+        *current = Some(bar);
+    }
+
+    fn done(&self, done: u64, signatures: usize, last: &str) {
+        if let Some(bar) = self.phase.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            bar.set_position(done);
+            bar.set_message(format!("{signatures} signature(s); {last}"));
         }
     }
 }

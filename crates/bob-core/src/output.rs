@@ -18,6 +18,8 @@
 //! | `bob cleanup` | [`Reclaimed`] |
 //! | `bob bench` | `bench::BenchReport` (declared with the benchmark, which sits above this module); [`StreamStatesReport`] with `--stream-states` |
 //! | `bob import` | [`ImportReport`], or [`BlktraceReport`] with `--blktrace` |
+//! | `bob explore`, `bob merge` of explore results | [`ExploreReport`] |
+//! | `bob replay --recovery-crashes` | [`RecoveryReport`] |
 //! | `bob log` | [`LogEntryRow`] rows (`--list`), [`crate::trace::replay_log::Answer`] (replay-log's verbs) |
 //!
 //! Adding a field is compatible; renaming or removing one bumps [`SCHEMA_VERSION`].
@@ -515,6 +517,387 @@ impl StreamStatesReport {
     }
 }
 
+/// The verdict of `recovery-idempotent` on one crash state.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecoveryReport {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// Configuration.
+    pub config: String,
+    /// The crash state whose recovery was interrupted.
+    pub state: String,
+    /// `held` (every second recovery reached a state the oracle allows), or the worst
+    /// outcome of a crash state inside recovery (`violated`, `unrecoverable`, ...).
+    pub verdict: OutcomeKind,
+    /// The first recovery's own outcome.
+    pub first_recovery: OutcomeKind,
+    /// Writes and flushes recovery issued.
+    pub recovery_writes: usize,
+    /// Flushes among them.
+    pub recovery_flushes: usize,
+    /// Crash states inside recovery, checked.
+    pub states: usize,
+    /// How many of them failed.
+    pub failed: usize,
+    /// The first failing one: its id in the recovery trace and story.
+    pub first_failure: Option<String>,
+}
+
+impl RecoveryReport {
+    /// One paragraph.
+    pub fn to_text(&self) -> String {
+        let mut s = format!(
+            "{} / {}: recovery-idempotent {}: recovery issued {} writes and {} flushes; {} \
+             crash state(s) inside it recovered again, {} failed (the first recovery: {})\n",
+            self.config,
+            self.state,
+            self.verdict.name().to_uppercase(),
+            self.recovery_writes,
+            self.recovery_flushes,
+            self.states,
+            self.failed,
+            self.first_recovery.name()
+        );
+        if let Some(f) = &self.first_failure {
+            s.push_str(&format!("  first: {f}\n"));
+        }
+        s
+    }
+}
+
+/// `bob explore`: generated workloads run on configurations, their failures grouped into
+/// signatures, each with a minimal witness.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExploreReport {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The bounds, in words (`seq 1; ops creat,...; persist fsync,...`).
+    pub bounds: String,
+    /// Which workloads: `all`, `sample K seed S`, with `shard I/N` when sharded.
+    pub selection: String,
+    /// Workloads run: one per generated workload and configuration.
+    pub workloads: usize,
+    /// Distinct generated workloads among them.
+    pub distinct_workloads: usize,
+    /// Wall time of the runs, over `workloads` (each record, crash states, checks and the
+    /// replay confirming a failure; shrinking not included).
+    pub seconds_per_workload: f64,
+    /// Wall time of the runs (recorded per workload; a resumed run adds its journal's).
+    pub seconds: f64,
+    /// Seconds spent shrinking failing workloads to their witnesses.
+    pub shrink_seconds: f64,
+    /// Per configuration.
+    pub configs: Vec<ExploreConfig>,
+    /// Failures grouped by configuration, kinds of ops and kind of discrepancy.
+    pub signatures: Vec<Signature>,
+    /// Runs bob could not complete (not the file system's failures), at most the first 20.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<ExploreError>,
+    /// Whether every selected workload was run (false: a budget or an interrupt ended the
+    /// run early; `--resume` continues it).
+    pub complete: bool,
+}
+
+/// One configuration's share of an [`ExploreReport`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExploreConfig {
+    /// Configuration name.
+    pub config: String,
+    /// The promises beyond POSIX judged on it (`fsync-persists-name`); empty: POSIX.
+    pub guarantees: Vec<String>,
+    /// Workloads run.
+    pub workloads: usize,
+    /// Wall time of its runs.
+    pub seconds: f64,
+    /// `seconds` over `workloads`.
+    pub seconds_per_workload: f64,
+    /// Workloads with a failing crash state.
+    pub failed: usize,
+    /// Workloads the file system refused to run (an op it does not support, e.g.
+    /// fallocate on ext2): not checked.
+    pub unsupported: usize,
+    /// Crash states checked over all its workloads.
+    pub states: usize,
+}
+
+/// What groups failures into one signature.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct SignatureKey {
+    /// Configuration.
+    pub config: String,
+    /// The kinds of the workload's ops, sorted, each once (`creat`, `fsync`).
+    pub ops: Vec<String>,
+    /// The kind of discrepancy: lost-file, stale-name, wrong-size, stale-data,
+    /// wrong-inode, wrong-kind, read-error, unmountable, needs-repair, fsck-complaint,
+    /// timeout, other.
+    pub discrepancy: String,
+}
+
+impl SignatureKey {
+    /// A file-name form: `ext2--creat+fsync--lost-file`.
+    pub fn slug(&self) -> String {
+        format!("{}--{}--{}", self.config, self.ops.join("+"), self.discrepancy)
+    }
+}
+
+/// One signature: how many failing workloads share its key, the first one's story, and
+/// its minimal witness.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Signature {
+    /// The key.
+    pub key: SignatureKey,
+    /// Failing workloads with this key.
+    pub count: usize,
+    /// The first failure's story (outcome and what the oracle found).
+    pub story: String,
+    /// The first workload that failed so (its file under `--out`).
+    pub first_workload: String,
+    /// The minimal witness.
+    pub witness: SignatureWitness,
+    /// Listed in `--known` (triaged: documented behaviour or already reported): reported,
+    /// but not a reason to exit 1.
+    #[serde(default)]
+    pub known: bool,
+    /// The note `--known` gives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub known_note: Option<String>,
+}
+
+/// A signature's smallest failing workload and the crash state that shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SignatureWitness {
+    /// The shrunk workload's file (`bob run --workload FILE` reruns it).
+    pub workload: String,
+    /// Its ops, in words.
+    pub ops: Vec<String>,
+    /// Its story (the minimal workload's failure).
+    pub story: String,
+    /// The witness directory `bob replay` reads.
+    pub dir: String,
+    /// The crash state.
+    pub state: String,
+    /// The command that rebuilds and checks the crash image.
+    pub replay: String,
+    /// Whether an independent replay reached the same outcome when it was found.
+    pub confirmed: Option<bool>,
+    /// Ops dropped from the first failing workload while the signature held.
+    pub dropped_ops: usize,
+    /// The standalone shell reproducer (mkfs, workload, replay, check), if exported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reproducer: Option<String>,
+}
+
+/// A run bob could not complete.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExploreError {
+    /// Configuration.
+    pub config: String,
+    /// Workload name.
+    pub workload: String,
+    /// What failed.
+    pub error: String,
+}
+
+impl ExploreReport {
+    /// Signatures not listed as known: what makes `bob explore` exit 1.
+    pub fn new_signatures(&self) -> usize {
+        self.signatures.iter().filter(|s| !s.known).count()
+    }
+
+    /// Merges the reports of shards (`--shard I/N`) or of separate runs of the same
+    /// bounds: workloads and times summed, configurations summed by name, signatures by
+    /// key (counts summed; the first report's witness kept). Refuses reports of other
+    /// bounds or selections, and a shard given twice.
+    pub fn merge(reports: Vec<ExploreReport>) -> Result<ExploreReport, String> {
+        let base = |sel: &str| -> (String, Option<String>) {
+            match sel.find(", shard ") {
+                Some(i) => {
+                    let rest = &sel[i + ", shard ".len()..];
+                    let (shard, tail) = rest.split_once(',').unwrap_or((rest, ""));
+                    (
+                        format!(
+                            "{}{}",
+                            &sel[..i],
+                            if tail.is_empty() { String::new() } else { format!(",{tail}") }
+                        ),
+                        Some(shard.to_owned()),
+                    )
+                }
+                None => (sel.to_owned(), None),
+            }
+        };
+        let mut iter = reports.into_iter();
+        let mut out = iter.next().ok_or("no explore report to merge")?;
+        let (selection, first_shard) = base(&out.selection);
+        let mut shards: Vec<String> = first_shard.into_iter().collect();
+        out.selection = selection.clone();
+        out.schema_version = SCHEMA_VERSION;
+        for r in iter {
+            if r.bounds != out.bounds {
+                return Err(format!("explored other bounds: {} vs {}", r.bounds, out.bounds));
+            }
+            let (sel, shard) = base(&r.selection);
+            if sel != selection {
+                return Err(format!("another selection: {sel} vs {selection}"));
+            }
+            if let Some(s) = shard {
+                if shards.contains(&s) {
+                    return Err(format!("shard {s} given twice"));
+                }
+                shards.push(s);
+            }
+            out.workloads += r.workloads;
+            out.distinct_workloads += r.distinct_workloads;
+            out.seconds += r.seconds;
+            out.shrink_seconds += r.shrink_seconds;
+            out.complete &= r.complete;
+            for c in r.configs {
+                match out.configs.iter_mut().find(|o| o.config == c.config) {
+                    Some(o) => {
+                        o.workloads += c.workloads;
+                        o.seconds += c.seconds;
+                        o.failed += c.failed;
+                        o.unsupported += c.unsupported;
+                        o.states += c.states;
+                    }
+                    None => out.configs.push(c),
+                }
+            }
+            for s in r.signatures {
+                match out.signatures.iter_mut().find(|o| o.key == s.key) {
+                    Some(o) => {
+                        o.count += s.count;
+                        o.known |= s.known;
+                    }
+                    None => out.signatures.push(s),
+                }
+            }
+            out.errors.extend(r.errors);
+        }
+        // Every shard of one N must be there for the merge to be complete.
+        if let Some(n) = shards
+            .first()
+            .and_then(|s| s.split_once('/'))
+            .and_then(|(_, n)| n.parse::<usize>().ok())
+        {
+            if shards.len() != n || shards.iter().any(|s| !s.ends_with(&format!("/{n}"))) {
+                out.complete = false;
+            }
+        }
+        out.signatures.sort_by(|a, b| a.key.cmp(&b.key));
+        out.errors.truncate(20);
+        let per =
+            |s: f64, n: usize| if n == 0 { 0.0 } else { (s / n as f64 * 1000.0).round() / 1000.0 };
+        out.seconds_per_workload = per(out.seconds, out.workloads);
+        for c in &mut out.configs {
+            c.seconds_per_workload = per(c.seconds, c.workloads);
+        }
+        Ok(out)
+    }
+
+    /// The summary and signature table in Markdown.
+    pub fn to_md(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        let _ = writeln!(out, "# bob explore\n");
+        let _ = writeln!(
+            out,
+            "{} workload runs ({} distinct workloads; {}; {}), {:.2} s per workload, {} signature(s){}.\n",
+            self.workloads,
+            self.distinct_workloads,
+            self.bounds,
+            self.selection,
+            self.seconds_per_workload,
+            self.signatures.len(),
+            if self.complete { "" } else { "; incomplete (resume with --resume)" }
+        );
+        let _ = writeln!(out, "| configuration | guarantees | workloads | s/workload | failed | unsupported | states |");
+        let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|");
+        for c in &self.configs {
+            let g = if c.guarantees.is_empty() { "posix".into() } else { c.guarantees.join(",") };
+            let _ = writeln!(
+                out,
+                "| {} | {g} | {} | {:.2} | {} | {} | {} |",
+                c.config, c.workloads, c.seconds_per_workload, c.failed, c.unsupported, c.states
+            );
+        }
+        let _ = writeln!(out, "\n## Signatures\n");
+        if self.signatures.is_empty() {
+            let _ = writeln!(out, "None: every promise held in every crash state explored.");
+        } else {
+            let _ = writeln!(
+                out,
+                "| configuration | ops | discrepancy | count | minimal witness | story | status |"
+            );
+            let _ = writeln!(out, "|---|---|---|---:|---|---|---|");
+            for s in &self.signatures {
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} | {} | `{}` | {} | {} |",
+                    s.key.config,
+                    s.key.ops.join(", "),
+                    s.key.discrepancy,
+                    s.count,
+                    s.witness.ops.join("; "),
+                    s.witness.story.replace('|', "\\|"),
+                    match (&s.known, &s.known_note) {
+                        (true, Some(n)) => format!("known: {}", n.replace('|', "\\|")),
+                        (true, None) => "known".to_owned(),
+                        (false, _) => "new".to_owned(),
+                    }
+                );
+            }
+            let _ = writeln!(out);
+            for s in &self.signatures {
+                let _ = writeln!(out, "* `{}`: `{}`", s.key.slug(), s.witness.replay);
+            }
+        }
+        for e in &self.errors {
+            let _ = writeln!(out, "\nerror: {} / {}: {}", e.config, e.workload, e.error);
+        }
+        out
+    }
+
+    /// The same as one self-contained HTML page.
+    pub fn to_html(&self) -> String {
+        use std::fmt::Write;
+        let esc = |s: &str| {
+            s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+        };
+        let mut out = String::from(
+            "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>bob explore</title>\
+             <style>table{border-collapse:collapse}td,th{border:1px solid #999;padding:2px 6px}</style>\
+             </head><body>\n<h1>bob explore</h1>\n",
+        );
+        let _ = writeln!(
+            out,
+            "<p>{} workload runs ({} distinct; {}; {}), {:.2} s per workload, {} signature(s).</p>",
+            self.workloads,
+            self.distinct_workloads,
+            esc(&self.bounds),
+            esc(&self.selection),
+            self.seconds_per_workload,
+            self.signatures.len()
+        );
+        out.push_str("<table><tr><th>configuration</th><th>ops</th><th>discrepancy</th><th>count</th><th>minimal witness</th><th>story</th><th>replay</th></tr>\n");
+        for s in &self.signatures {
+            let _ = writeln!(
+                out,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td><code>{}</code></td></tr>",
+                esc(&s.key.config),
+                esc(&s.key.ops.join(", ")),
+                esc(&s.key.discrepancy),
+                s.count,
+                esc(&s.witness.ops.join("; ")),
+                esc(&s.witness.story),
+                esc(&s.witness.replay)
+            );
+        }
+        out.push_str("</table>\n</body></html>\n");
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -674,5 +1057,124 @@ mod tests {
         };
         insta::assert_json_snapshot!("stream_states", report);
         insta::assert_snapshot!("stream_states_text", report.to_text());
+    }
+
+    fn explore_report() -> ExploreReport {
+        let key = SignatureKey {
+            config: "ext2".into(),
+            ops: vec!["fsync".into(), "rename".into()],
+            discrepancy: "lost-file".into(),
+        };
+        ExploreReport {
+            schema_version: SCHEMA_VERSION,
+            bounds: "seq 1; ops rename; persist fsync".into(),
+            selection: "all".into(),
+            workloads: 3,
+            distinct_workloads: 3,
+            seconds_per_workload: 2.5,
+            seconds: 7.5,
+            shrink_seconds: 1.0,
+            configs: vec![ExploreConfig {
+                config: "ext2".into(),
+                guarantees: vec!["fsync-persists-name".into()],
+                workloads: 3,
+                seconds: 7.5,
+                seconds_per_workload: 2.5,
+                failed: 1,
+                unsupported: 0,
+                states: 57,
+            }],
+            signatures: vec![Signature {
+                story: "violated: fsync /A/bar (op 1) is durable here, but /A/bar is absent (state sync/e2:-)".into(),
+                first_workload: "out/workloads/ace-s1-10.json".into(),
+                witness: SignatureWitness {
+                    workload: format!("out/signatures/{}/workload.json", key.slug()),
+                    ops: vec!["rename /foo /A/bar".into(), "fsync /A/bar".into()],
+                    story: "violated: fsync /A/bar (op 1) is durable here, but /A/bar is absent (state sync/e2:-)".into(),
+                    dir: "out/runs/ext2/ace-s1-10".into(),
+                    state: "sync/e2:-".into(),
+                    replay: "bob replay out/runs/ext2/ace-s1-10 --state sync/e2:- --to crash.img --check".into(),
+                    confirmed: Some(true),
+                    dropped_ops: 0,
+                    reproducer: Some(format!("out/signatures/{}/reproduce.sh", key.slug())),
+                },
+                key,
+                count: 1,
+                known: false,
+                known_note: None,
+            }],
+            errors: vec![],
+            complete: true,
+        }
+    }
+
+    #[test]
+    fn explore_report_shape() {
+        let report = explore_report();
+        insta::assert_json_snapshot!("explore", report);
+        let md = report.to_md();
+        assert!(md.contains("| ext2 | fsync, rename | lost-file | 1 |"), "{md}");
+        assert!(md.contains(" | new |"), "{md}");
+        assert_eq!(report.new_signatures(), 1);
+        assert!(md.contains("ext2--fsync+rename--lost-file"), "{md}");
+        let html = report.to_html();
+        assert!(html.contains("<td>lost-file</td>") && html.ends_with("</html>\n"), "{html}");
+        let back: ExploreReport =
+            serde_json::from_value(serde_json::to_value(&report).unwrap()).unwrap();
+        assert_eq!(back, report);
+    }
+
+    #[test]
+    fn explore_shards_merge_into_the_whole() {
+        let whole = explore_report();
+        let mut a = whole.clone();
+        a.selection = "all, shard 1/2".into();
+        a.workloads = 2;
+        a.distinct_workloads = 2;
+        a.seconds = 5.0;
+        a.configs[0].workloads = 2;
+        a.configs[0].seconds = 5.0;
+        a.configs[0].states = 40;
+        let mut b = a.clone();
+        b.selection = "all, shard 2/2".into();
+        b.workloads = 1;
+        b.distinct_workloads = 1;
+        b.seconds = 2.5;
+        b.configs[0].workloads = 1;
+        b.configs[0].seconds = 2.5;
+        b.configs[0].states = 17;
+        b.configs[0].failed = 0;
+        b.signatures.clear();
+        let merged = ExploreReport::merge(vec![a.clone(), b.clone()]).unwrap();
+        assert_eq!(merged.selection, "all");
+        assert_eq!(merged.workloads, whole.workloads);
+        assert_eq!(merged.seconds_per_workload, whole.seconds_per_workload);
+        assert_eq!(merged.configs, whole.configs);
+        assert_eq!(merged.signatures, whole.signatures);
+        assert!(merged.complete);
+        // A shard given twice, other bounds, a missing shard.
+        assert!(ExploreReport::merge(vec![a.clone(), a.clone()]).unwrap_err().contains("twice"));
+        let mut other = b.clone();
+        other.bounds = "seq 2".into();
+        assert!(ExploreReport::merge(vec![a.clone(), other]).is_err());
+        assert!(!ExploreReport::merge(vec![a]).unwrap().complete);
+    }
+
+    #[test]
+    fn recovery_report_shape() {
+        let r = RecoveryReport {
+            schema_version: SCHEMA_VERSION,
+            config: "ext4-ordered".into(),
+            state: "sync/e3:0-1".into(),
+            verdict: OutcomeKind::Held,
+            first_recovery: OutcomeKind::Held,
+            recovery_writes: 12,
+            recovery_flushes: 3,
+            states: 20,
+            failed: 0,
+            first_failure: None,
+        };
+        insta::assert_json_snapshot!("recovery", r);
+        assert!(r.to_text().contains("recovery-idempotent HELD"), "{}", r.to_text());
     }
 }

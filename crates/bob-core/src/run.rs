@@ -6,9 +6,12 @@
 
 mod check_trace;
 pub mod environment;
+pub mod explore;
 mod grid;
 pub mod interop;
+pub mod recovery;
 mod replay;
+pub mod reproducer;
 mod traces;
 
 pub use check_trace::{check_trace, CheckTraceOptions};
@@ -141,7 +144,9 @@ pub struct RunOptions {
     pub save_trace: Option<PathBuf>,
     /// Check only shard `I` of `N` (0-based `I`) of the crash states (`--shard I/N`).
     pub shard: Option<(usize, usize)>,
-    /// Record this workload instead of the property's own (generated workloads).
+    /// Record this workload instead of the property's own (`bob run --workload FILE`,
+    /// `bob explore`). The cell is then named after the workload, and the workload's own
+    /// `property` (none: every durability promise) judges it; `property` is ignored.
     pub workload: Option<workloads::Workload>,
     /// Continue an interrupted run of this cell from its journal (`--resume`).
     pub resume: bool,
@@ -156,6 +161,35 @@ pub struct RunOptions {
     /// `explore.speed.shared_setup`; `None`: the cell keeps its own, shared by its
     /// schedules.
     pub setup_cache: Option<std::sync::Arc<record::SetupCache>>,
+}
+
+impl RunOptions {
+    /// The name of the cell's row: the workload's (with `workload`) or the property's.
+    pub fn cell_name(&self) -> &str {
+        match &self.workload {
+            Some(w) => &w.name,
+            None => self.property.name(),
+        }
+    }
+}
+
+/// Reads a workload file (the JSON of a [`workloads::Workload`], as `bob explore` writes
+/// them and every witness's sidecar holds) and checks that the model can run it: setup,
+/// ops and drain.
+pub fn load_workload(path: &Path) -> Result<workloads::Workload, Error> {
+    let bad = |why: String| Error::Invalid(format!("{}: {why}", path.display()));
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| Error::Io { path: path.to_owned(), source })?;
+    let w: workloads::Workload =
+        serde_json::from_str(&text).map_err(|e| bad(format!("not a workload: {e}")))?;
+    if w.name.is_empty() || w.name.contains('/') || w.name.starts_with('.') {
+        return Err(bad(format!("{:?}: the name must be a plain file name", w.name)));
+    }
+    let states = workloads::model_states(&w);
+    if states.len() != w.ops.len() + 1 {
+        return Err(bad(format!("op {} does not model", states.len() - 1)));
+    }
+    Ok(w)
 }
 
 /// Parses `I/N` (1-based I, as CI matrices number jobs) into a 0-based shard.
@@ -451,8 +485,7 @@ fn assemble(
         spans.push(result_base..results.len());
         position_base += part.generated;
     }
-    let (mut cell, witness_index) =
-        Cell::of_results(opts.config.name, opts.property.name(), &results);
+    let (mut cell, witness_index) = Cell::of_results(opts.config.name, opts.cell_name(), &results);
     cell.disk_model = recs.first().map(|r| r.subject.disk).unwrap_or_default();
     let setups = |source| recs.iter().filter(|r| r.setup == Some(source)).count();
     cell.setup_made = setups(record::SetupSource::Made);
@@ -510,8 +543,9 @@ fn assemble(
     }
     let mut barriers: Option<(usize, Option<String>)> = None;
     for (rec, part) in recs.iter().zip(parts) {
-        let mut share = Cell::of_results(opts.config.name, opts.property.name(), &part.results);
-        let exercised = exercise(opts.property, &rec.subject);
+        let mut share = Cell::of_results(opts.config.name, opts.cell_name(), &part.results);
+        let exercised =
+            if opts.workload.is_some() { None } else { exercise(opts.property, &rec.subject) };
         let schedule = rec.subject.schedule.map(|s| s.name().to_owned());
         if let (Some(schedule), (c, first)) = (schedule, &mut share) {
             cell.schedules.push(ScheduleCell {
@@ -546,7 +580,7 @@ fn assemble(
             Ok(replayed) => cell.confirmed = Some(replayed == r.check.outcome.name()),
             Err(why) => cell.confirm_error = Some(why),
         }
-        let record = witness::StateRecord::of(r, &rec.subject, Some(opts.property.name().into()));
+        let record = witness::StateRecord::of(r, &rec.subject, Some(opts.cell_name().into()));
         witness::write(dir, &rec.subject, &rec.sidecar, &record, &r.check)?;
         cell.witness = Some(dir.display().to_string());
         cell.story = Some(format!("{} (state {})", record.story, record.id));
@@ -804,7 +838,7 @@ pub fn exercise_of(
 
 /// Where a cell's witness and journal live: `<out>/<config>/<property>[/shard-I-of-N]`.
 pub fn cell_dir(opts: &RunOptions) -> PathBuf {
-    let mut dir = opts.explore.out_dir.join(opts.config.name).join(opts.property.name());
+    let mut dir = opts.explore.out_dir.join(opts.config.name).join(opts.cell_name());
     if let Some((i, n)) = opts.shard {
         dir = dir.join(format!("shard-{}-of-{n}", i + 1));
     }

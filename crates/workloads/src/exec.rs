@@ -101,7 +101,9 @@ pub fn execute(
             }
         })?;
         on_op(OpEvent::End { index, op });
-        if let (Op::Creat { path, .. } | Op::Mkdir { path }, Some(id)) = (op, id) {
+        if let (Op::Creat { path, .. } | Op::Mkdir { path } | Op::Symlink { path, .. }, Some(id)) =
+            (op, id)
+        {
             let p = host_path(root, path);
             let md = std::fs::symlink_metadata(&p).map_err(|source| ExecError::Io {
                 phase,
@@ -252,6 +254,51 @@ fn run_op(
             let mut f = std::fs::OpenOptions::new().write(true).open(&p).map_err(io(&p))?;
             std::io::Write::write_all(&mut f, word.as_bytes()).map_err(io(&p))
         }
+        Op::Falloc { path, mode, offset, len } => {
+            let p = hp(path);
+            let f = OpenOptions::new().write(true).open(&p).map_err(io(&p))?;
+            // SAFETY: a valid open descriptor; the kernel checks the mode and range.
+            let rc = unsafe {
+                libc::fallocate(
+                    std::os::fd::AsRawFd::as_raw_fd(&f),
+                    mode.bits(),
+                    *offset as libc::off_t,
+                    *len as libc::off_t,
+                )
+            };
+            if rc != 0 {
+                return Err(RunError::Io(p, std::io::Error::last_os_error()));
+            }
+            Ok(())
+        }
+        Op::DirectWrite { path, offset, len } => {
+            let p = hp(path);
+            let f = OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(&p)
+                .map_err(io(&p))?;
+            let mut buf = AlignedBuf::new(*len as usize);
+            buf.as_mut().copy_from_slice(&stamped(*offset, *len));
+            f.write_all_at(buf.as_mut(), *offset).map_err(io(&p))
+        }
+        Op::MmapWrite { path, offset, len } => {
+            let p = hp(path);
+            let f = OpenOptions::new().read(true).write(true).open(&p).map_err(io(&p))?;
+            let end = offset + len;
+            if f.metadata().map_err(io(&p))?.len() < end {
+                f.set_len(end).map_err(io(&p))?;
+            }
+            mmap_write(&f, *offset, &stamped(*offset, *len)).map_err(|e| RunError::Io(p.clone(), e))
+        }
+        Op::Symlink { target, path } => {
+            std::os::unix::fs::symlink(target, hp(path)).map_err(io(&hp(path)))
+        }
+        Op::Truncate { path, size } => {
+            let p = hp(path);
+            let f = OpenOptions::new().write(true).open(&p).map_err(io(&p))?;
+            f.set_len(*size).map_err(io(&p))
+        }
         Op::WritebackStart { path } => {
             // Starts writeback of the whole file and returns without waiting for it or
             // for any metadata: the `writeback-commit` drain schedule's first step.
@@ -272,4 +319,74 @@ fn run_op(
             Ok(())
         }
     }
+}
+
+/// A zeroed, page-aligned buffer: O_DIRECT needs the memory aligned as well as the range.
+struct AlignedBuf {
+    ptr: *mut u8,
+    layout: std::alloc::Layout,
+}
+
+impl AlignedBuf {
+    fn new(len: usize) -> AlignedBuf {
+        let layout = std::alloc::Layout::from_size_align(len.max(1), 4096)
+            .unwrap_or_else(|_| std::alloc::Layout::new::<u8>());
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        AlignedBuf { ptr, layout }
+    }
+
+    fn as_mut(&mut self) -> &mut [u8] {
+        // SAFETY: `ptr` holds `layout.size()` initialised bytes owned by self.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.layout.size()) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { std::alloc::dealloc(self.ptr, self.layout) }
+    }
+}
+
+/// Copies `data` into a shared mapping of `f` at `offset` (the file is at least that
+/// long), msyncs the range synchronously and unmaps it.
+fn mmap_write(f: &File, offset: u64, data: &[u8]) -> std::io::Result<()> {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+    let start = offset / page * page;
+    let map_len = (offset + data.len() as u64 - start) as usize;
+    // SAFETY: a valid descriptor opened read-write, a page-aligned offset inside the
+    // file; the mapping is checked and unmapped below.
+    let addr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            map_len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            std::os::fd::AsRawFd::as_raw_fd(f),
+            start as libc::off_t,
+        )
+    };
+    if addr == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the mapping covers start..start + map_len, and offset - start + data.len()
+    // == map_len.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            data.as_ptr(),
+            (addr as *mut u8).add((offset - start) as usize),
+            data.len(),
+        );
+    }
+    // SAFETY: the mapping made above, its whole length.
+    let synced = unsafe { libc::msync(addr, map_len, libc::MS_SYNC) };
+    let err = (synced != 0).then(std::io::Error::last_os_error);
+    // SAFETY: the mapping made above, unmapped once.
+    unsafe { libc::munmap(addr, map_len) };
+    err.map_or(Ok(()), Err)
 }

@@ -100,6 +100,7 @@ pub fn random_synced(seed: u64, n_ops: usize, params: &Params) -> Workload {
         ops,
         drain: base.drain,
         commit_midway: Vec::new(),
+        guarantees: Vec::new(),
     }
 }
 

@@ -17,6 +17,7 @@
 
 mod check;
 mod exec;
+pub mod explore;
 mod generate;
 mod model;
 mod op;
@@ -33,14 +34,14 @@ pub use check::{check, check_all, CrashContext, Finding, Judgement, OpPair, Orac
 pub use exec::{execute, ExecError, OpEvent, Phase};
 pub use generate::random_synced;
 pub use model::{model_states, ModelError, ModelNode, ModelState};
-pub use op::{Op, OpKind, OpRef};
+pub use op::{FallocMode, Op, OpKind, OpRef};
 pub use property::{Family, ParsePropertyError, Property};
 pub use schedule::{ParseScheduleError, Schedule};
 pub use snapshot::take_snapshot;
 pub use stamp::SectorClass;
 pub use tree::{Content, Node, NodeKind, Observed, Snapshot};
 pub use workload::{
-    detection_scenario, workload_for, Params, Workload, DETECTION_SCENARIOS, DRAIN_FILE,
+    detection_scenario, workload_for, Guarantee, Params, Workload, DETECTION_SCENARIOS, DRAIN_FILE,
 };
 
 /// The atomic unit of the simulated disk and of every stamp: 512 bytes.

@@ -102,7 +102,9 @@ impl ModelState {
     pub fn apply(&mut self, op: &Op, stamp_op: u32) -> Result<Option<u32>, ModelError> {
         let err = |reason: String| ModelError { op: op.to_string(), reason };
         for p in op.paths() {
-            if !valid_path(p) {
+            // The root may be fsynced (its entries' promise), never created or moved.
+            let root_fsync = p == "/" && matches!(op, Op::Fsync { .. });
+            if !valid_path(p) && !root_fsync {
                 return Err(err(format!("{p}: not an absolute normal path below the root")));
             }
         }
@@ -142,7 +144,10 @@ impl ModelState {
                 self.nodes.get_mut(&id).unwrap().nlink = 0;
                 Ok(Some(id))
             }
-            Op::Write { path, offset, len } | Op::Append { path, offset, len } => {
+            Op::Write { path, offset, len }
+            | Op::Append { path, offset, len }
+            | Op::DirectWrite { path, offset, len }
+            | Op::MmapWrite { path, offset, len } => {
                 let id = need(self, path, Some(NodeKind::File))?;
                 if !aligned(*offset) || !aligned(*len) {
                     return Err(err("offset and length must be multiples of 512".into()));
@@ -222,6 +227,54 @@ impl ModelState {
             Op::Fdatasync { path } => need(self, path, Some(NodeKind::File)).map(Some),
             Op::Sync | Op::Syncfs | Op::Osync | Op::Dsync => Ok(None),
             Op::WritebackStart { path } => need(self, path, Some(NodeKind::File)).map(Some),
+            Op::Truncate { path, size } => {
+                let id = need(self, path, Some(NodeKind::File))?;
+                if !aligned(*size) {
+                    return Err(err("the size must be a multiple of 512".into()));
+                }
+                let node = self.nodes.get_mut(&id).unwrap();
+                node.content.resize(size / SECTOR);
+                node.size = *size;
+                Ok(Some(id))
+            }
+            Op::Falloc { path, mode, offset, len } => {
+                let id = need(self, path, Some(NodeKind::File))?;
+                if !aligned(*offset) || !aligned(*len) || *len == 0 {
+                    return Err(err("offset and length must be multiples of 512".into()));
+                }
+                let node = self.nodes.get_mut(&id).unwrap();
+                let end = offset + len;
+                // What a reader sees: zeroing modes zero the range (within the size when
+                // the size is kept); allocation past the end reads as zeros once the size
+                // covers it; a kept size hides whatever lies beyond it.
+                let visible_end = if mode.keeps_size() { end.min(node.size) } else { end };
+                if mode.zeroes() && visible_end > *offset {
+                    node.content.set(
+                        offset / SECTOR,
+                        (visible_end - offset) / SECTOR,
+                        SectorClass::Zero,
+                    );
+                }
+                if !mode.keeps_size() && end > node.size {
+                    node.content.resize(end / SECTOR);
+                    node.size = end;
+                }
+                Ok(Some(id))
+            }
+            Op::Symlink { target, path } => {
+                need_absent_in_dir(self, path)?;
+                let id = self.next_id;
+                self.next_id += 1;
+                let node = ModelNode {
+                    kind: NodeKind::Symlink,
+                    size: target.len() as u64,
+                    nlink: 1,
+                    content: Content::new(),
+                };
+                self.nodes.insert(id, node);
+                self.names.insert(path.clone(), id);
+                Ok(Some(id))
+            }
         }
     }
 
@@ -340,14 +393,7 @@ pub(crate) fn content_paths(w: &Workload) -> BTreeSet<String> {
     let h = History::new(w);
     let mut out = BTreeSet::new();
     for (k, op) in w.ops.iter().enumerate() {
-        let data = matches!(
-            op,
-            Op::Write { .. }
-                | Op::Append { .. }
-                | Op::OtruncWrite { .. }
-                | Op::Fsync { .. }
-                | Op::Fdatasync { .. }
-        );
+        let data = op.changes_data() || matches!(op, Op::Fsync { .. } | Op::Fdatasync { .. });
         if let (true, Some(Some(id))) = (data, h.op_ids.get(k)) {
             if h.states[k].nodes.get(id).is_some_and(|n| n.kind == NodeKind::File) {
                 out.extend(h.ever_names.get(id).into_iter().flatten().cloned());

@@ -57,6 +57,91 @@ pub enum Op {
     /// `dsync()` (OptFS): osync, then durable when it returns (a persistence point that
     /// promises what sync does).
     Dsync,
+    /// fallocate(path, mode, offset, len).
+    Falloc { path: String, mode: FallocMode, offset: u64, len: u64 },
+    /// One pwrite of stamped data through O_DIRECT (offset and length 4 KiB-aligned in
+    /// the generated workloads; the buffer is page-aligned).
+    DirectWrite { path: String, offset: u64, len: u64 },
+    /// ftruncate up to `offset + len` if the file is shorter, mmap, a copy of stamped data
+    /// into the mapping, msync(MS_SYNC) of it, munmap. The model judges no promise of the
+    /// msync (the persistence point after the op is what is judged).
+    MmapWrite { path: String, offset: u64, len: u64 },
+    /// symlink(target, path).
+    Symlink { target: String, path: String },
+    /// truncate(path, size).
+    Truncate { path: String, size: u64 },
+}
+
+/// fallocate(2)'s modes as generated workloads use them (Ace's set).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FallocMode {
+    /// 0: allocate, extending the size.
+    Default,
+    /// FALLOC_FL_KEEP_SIZE.
+    KeepSize,
+    /// FALLOC_FL_ZERO_RANGE.
+    ZeroRange,
+    /// FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE.
+    ZeroRangeKeepSize,
+    /// FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE.
+    PunchHole,
+}
+
+impl FallocMode {
+    /// Every mode, in Ace's order.
+    pub const ALL: &'static [FallocMode] = &[
+        FallocMode::ZeroRange,
+        FallocMode::ZeroRangeKeepSize,
+        FallocMode::PunchHole,
+        FallocMode::KeepSize,
+        FallocMode::Default,
+    ];
+
+    /// The kebab-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            FallocMode::Default => "default",
+            FallocMode::KeepSize => "keep-size",
+            FallocMode::ZeroRange => "zero-range",
+            FallocMode::ZeroRangeKeepSize => "zero-range-keep-size",
+            FallocMode::PunchHole => "punch-hole",
+        }
+    }
+
+    /// The mode bits fallocate(2) takes.
+    pub fn bits(self) -> i32 {
+        match self {
+            FallocMode::Default => 0,
+            FallocMode::KeepSize => libc::FALLOC_FL_KEEP_SIZE,
+            FallocMode::ZeroRange => libc::FALLOC_FL_ZERO_RANGE,
+            FallocMode::ZeroRangeKeepSize => libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE,
+            FallocMode::PunchHole => libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+        }
+    }
+
+    /// Whether the mode leaves the file's size alone.
+    pub fn keeps_size(self) -> bool {
+        matches!(self, FallocMode::KeepSize | FallocMode::ZeroRangeKeepSize | FallocMode::PunchHole)
+    }
+
+    /// Whether the mode makes the range read as zeros.
+    pub fn zeroes(self) -> bool {
+        matches!(
+            self,
+            FallocMode::ZeroRange | FallocMode::ZeroRangeKeepSize | FallocMode::PunchHole
+        )
+    }
+}
+
+impl std::str::FromStr for FallocMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        FallocMode::ALL.iter().copied().find(|m| m.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = FallocMode::ALL.iter().map(|m| m.name()).collect();
+            format!("unknown fallocate mode {s:?} (known: {})", names.join(", "))
+        })
+    }
 }
 
 /// What kind of operation an op is, for every source of workloads (the property
@@ -99,6 +184,14 @@ pub enum OpKind {
     Osync,
     /// dsync() (OptFS).
     Dsync,
+    /// fallocate(2), any mode.
+    Falloc,
+    /// A pwrite through O_DIRECT.
+    DirectWrite,
+    /// A write through mmap, then msync.
+    MmapWrite,
+    /// symlink(2).
+    Symlink,
 }
 
 impl OpKind {
@@ -122,6 +215,10 @@ impl OpKind {
             OpKind::WritebackStart => "writeback-start",
             OpKind::Osync => "osync",
             OpKind::Dsync => "dsync",
+            OpKind::Falloc => "falloc",
+            OpKind::DirectWrite => "direct-write",
+            OpKind::MmapWrite => "mmap-write",
+            OpKind::Symlink => "symlink",
         }
     }
 
@@ -140,6 +237,7 @@ impl OpKind {
                 | OpKind::Unlink
                 | OpKind::Mkdir
                 | OpKind::Rmdir
+                | OpKind::Symlink
         )
     }
 }
@@ -177,6 +275,11 @@ impl Op {
             Op::WritebackStart { .. } => OpKind::WritebackStart,
             Op::Osync => OpKind::Osync,
             Op::Dsync => OpKind::Dsync,
+            Op::Falloc { .. } => OpKind::Falloc,
+            Op::DirectWrite { .. } => OpKind::DirectWrite,
+            Op::MmapWrite { .. } => OpKind::MmapWrite,
+            Op::Symlink { .. } => OpKind::Symlink,
+            Op::Truncate { .. } => OpKind::Truncate,
         }
     }
 
@@ -231,8 +334,14 @@ impl Op {
             | Op::Unlink { path }
             | Op::Fsync { path }
             | Op::Fdatasync { path }
-            | Op::WritebackStart { path } => vec![path],
+            | Op::WritebackStart { path }
+            | Op::Falloc { path, .. }
+            | Op::DirectWrite { path, .. }
+            | Op::MmapWrite { path, .. }
+            | Op::Truncate { path, .. } => vec![path],
             Op::Link { from, to } | Op::Rename { from, to } => vec![from, to],
+            // The target is a string stored in the link, not a name the op touches.
+            Op::Symlink { path, .. } => vec![path],
             Op::Sync | Op::Syncfs | Op::Osync | Op::Dsync => vec![],
         }
     }
@@ -240,10 +349,18 @@ impl Op {
     /// The byte range the op writes, for data ops.
     pub fn data_range(&self) -> Option<(u64, u64)> {
         match self {
-            Op::Write { offset, len, .. } | Op::Append { offset, len, .. } => Some((*offset, *len)),
+            Op::Write { offset, len, .. }
+            | Op::Append { offset, len, .. }
+            | Op::DirectWrite { offset, len, .. }
+            | Op::MmapWrite { offset, len, .. } => Some((*offset, *len)),
             Op::OtruncWrite { len, .. } => Some((0, *len)),
             _ => None,
         }
+    }
+
+    /// Whether the op changes a file's size or bytes (data ops, truncate, fallocate).
+    pub fn changes_data(&self) -> bool {
+        self.data_range().is_some() || matches!(self, Op::Truncate { .. } | Op::Falloc { .. })
     }
 }
 
@@ -269,6 +386,15 @@ impl fmt::Display for Op {
             Op::WritebackStart { path } => write!(f, "writeback-start {path}"),
             Op::Osync => write!(f, "osync"),
             Op::Dsync => write!(f, "dsync"),
+            Op::Falloc { path, mode, offset, len } => {
+                write!(f, "falloc {path} {} {len}@{offset}", mode.name())
+            }
+            Op::DirectWrite { path, offset, len } => {
+                write!(f, "direct-write {path} {len}@{offset}")
+            }
+            Op::MmapWrite { path, offset, len } => write!(f, "mmap-write {path} {len}@{offset}"),
+            Op::Symlink { target, path } => write!(f, "symlink {target} {path}"),
+            Op::Truncate { path, size } => write!(f, "truncate {path} {size}"),
         }
     }
 }

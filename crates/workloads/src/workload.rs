@@ -71,6 +71,42 @@ pub struct Workload {
     /// deterministic. The op is still one op to the model and the checks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub commit_midway: Vec<usize>,
+    /// Promises beyond POSIX the durability checks hold the file system to (a file
+    /// system's documented stronger guarantees, named); empty: POSIX only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guarantees: Vec<Guarantee>,
+}
+
+/// A durability promise beyond POSIX, as a named option of the oracle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Guarantee {
+    /// fsync of a file also persists the names it has at the call (its directory entries
+    /// and their parents), without a fsync of the directory: ext4's and btrfs's behaviour
+    /// (a fsync commits the journal transaction or log tree holding the new entry).
+    FsyncPersistsName,
+}
+
+impl Guarantee {
+    /// Every guarantee.
+    pub const ALL: &'static [Guarantee] = &[Guarantee::FsyncPersistsName];
+
+    /// The kebab-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Guarantee::FsyncPersistsName => "fsync-persists-name",
+        }
+    }
+}
+
+impl std::str::FromStr for Guarantee {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Guarantee::ALL.iter().copied().find(|g| g.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = Guarantee::ALL.iter().map(|g| g.name()).collect();
+            format!("unknown guarantee {s:?} (known: posix, {})", names.join(", "))
+        })
+    }
 }
 
 impl Workload {
@@ -345,6 +381,7 @@ pub fn workload_for(p: Property, params: &Params) -> Workload {
         ops,
         drain: drain_ops(params),
         commit_midway,
+        guarantees: Vec::new(),
     }
 }
 
@@ -412,6 +449,7 @@ fn detection_workload(params: &Params) -> Workload {
         ops,
         drain: drain_ops(params),
         commit_midway: Vec::new(),
+        guarantees: Vec::new(),
     }
 }
 

@@ -81,6 +81,7 @@ fn paths_outside_root_are_refused() {
         ops: vec![],
         drain: vec![],
         commit_midway: vec![],
+        guarantees: vec![],
     };
     let err =
         execute(&w, Phase::Setup, dir.path(), &mut Observed::default(), &mut |_| {}).unwrap_err();

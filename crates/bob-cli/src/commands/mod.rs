@@ -6,6 +6,7 @@ mod check;
 mod cleanup;
 mod diff;
 mod explain;
+mod explore;
 mod import;
 mod list;
 pub mod log;
@@ -42,5 +43,6 @@ pub fn dispatch(command: Command) -> Result<Conclusion, CliError> {
         Command::Record(args) => record::run(args),
         Command::Mark(args) => mark::run(args),
         Command::Check(args) => check::run(args),
+        Command::Explore(args) => explore::run(args),
     }
 }

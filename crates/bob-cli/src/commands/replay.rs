@@ -12,9 +12,46 @@ use crate::signals::CANCEL;
 
 /// Runs `bob replay`.
 pub fn run(args: ReplayArgs) -> Result<Conclusion, CliError> {
+    if args.recovery_crashes {
+        // The state: the one named, or the witness's own.
+        let state = match (&args.state, &args.to) {
+            (Some(s), _) => s.clone(),
+            (None, Some(to)) => {
+                run::replay_witness(&ReplayOptions {
+                    witness: args.witness.clone(),
+                    to: to.clone(),
+                    state: None,
+                    check: false,
+                    scratch: None,
+                })?
+                .state
+            }
+            (None, None) => {
+                return Err(crate::error::usage(
+                    "bob replay --recovery-crashes: name the state (--state ID), or give --to \
+                     to replay the witness's own",
+                ))
+            }
+        };
+        let r = run::recovery::recovery_idempotent(&run::recovery::RecoveryOptions {
+            trace: args.witness.clone(),
+            state,
+            max_states: args.max_states,
+            timeouts: bob_core::fs::Timeouts::default(),
+            scratch: None,
+        })?;
+        print::result(args.format, &r, || r.to_text())?;
+        if CANCEL.load(Ordering::Relaxed) {
+            return Err(CliError::Interrupted);
+        }
+        return Ok(Conclusion::Named(r.verdict));
+    }
+    let Some(to) = args.to else {
+        return Err(crate::error::usage("bob replay: --to IMAGE is required"));
+    };
     let report = run::replay_witness(&ReplayOptions {
         witness: args.witness,
-        to: args.to,
+        to,
         state: args.state,
         check: args.check,
         scratch: None,

@@ -14,7 +14,10 @@ use crate::{color, print};
 
 /// Runs `bob run`.
 pub fn run(args: RunArgs) -> Result<Conclusion, CliError> {
-    let (config, property) = (args.fs, args.property);
+    let workload = args.workload.as_deref().map(run::load_workload).transpose()?;
+    // With a workload file the property only fills the option's place: the cell is named
+    // after the workload and judged by its own ops' promises.
+    let (config, property) = (args.fs, args.property.unwrap_or(workloads::Property::FsyncDurable));
     if args.backend == Backend::DmLogWrites {
         bob_core::record::dm_log_writes_available().map_err(CliError::Environment)?;
         return Err(usage(
@@ -55,6 +58,7 @@ pub fn run(args: RunArgs) -> Result<Conclusion, CliError> {
     let mut options =
         options::run_options(config, property, &args.explore, &args.cell, &args.schedules.0)?;
     options.device = args.device;
+    options.workload = workload;
     options.trace = match &args.traces {
         Some(dir) => {
             let set = run::load_trace_set(dir)?;

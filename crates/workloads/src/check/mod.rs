@@ -39,7 +39,7 @@ use crate::op::{Op, OpKind, OpRef};
 use crate::property::{Family, Property};
 use crate::stamp::SectorClass;
 use crate::tree::{Node, NodeKind, Observed, Snapshot};
-use crate::workload::{Workload, DRAIN_FILE};
+use crate::workload::{Guarantee, Workload, DRAIN_FILE};
 use crate::SECTOR;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -461,9 +461,22 @@ impl View<'_> {
             Op::Creat { path, .. } | Op::Mkdir { path } => {
                 Some(if self.entry_is(path, id) { Ok(()) } else { Err(self.name_desc(path, id)) })
             }
-            Op::Write { offset, len, .. } | Op::Append { offset, len, .. } => {
-                self.data_effect(k, id, *offset, *len, false)
+            Op::Write { offset, len, .. }
+            | Op::Append { offset, len, .. }
+            | Op::DirectWrite { offset, len, .. }
+            | Op::MmapWrite { offset, len, .. } => self.data_effect(k, id, *offset, *len, false),
+            Op::Symlink { path, .. } => {
+                Some(if self.entry_is(path, id) { Ok(()) } else { Err(self.name_desc(path, id)) })
             }
+            Op::Truncate { size, .. } => Some(match self.find_file(id) {
+                None => Err(format!(
+                    "{} ({}) is not found under any of its names",
+                    self.first_name(id),
+                    self.ino_text(id)
+                )),
+                Some((_, n)) if n.size == *size => Ok(()),
+                Some((name, n)) => Err(format!("{name} has size {}, not {size}", n.size)),
+            }),
             Op::OtruncWrite { len, .. } => self.data_effect(k, id, 0, *len, true),
             Op::Link { to, .. } => {
                 Some(if self.entry_is(to, id) { Ok(()) } else { Err(self.name_desc(to, id)) })
@@ -486,7 +499,8 @@ impl View<'_> {
             | Op::Syncfs
             | Op::Osync
             | Op::Dsync
-            | Op::WritebackStart { .. } => None,
+            | Op::WritebackStart { .. }
+            | Op::Falloc { .. } => None,
         }
     }
 
@@ -776,6 +790,12 @@ impl View<'_> {
                     s.id(p) == Some(id)
                         && match &self.w().ops[q] {
                             Op::Sync | Op::Syncfs | Op::Dsync => true,
+                            Op::Fsync { path }
+                                if self.w().guarantees.contains(&Guarantee::FsyncPersistsName)
+                                    && s.id(path) == Some(id) =>
+                            {
+                                true
+                            }
                             Op::Fsync { path } => path == parent(p),
                             Op::Creat { path, sync: true } => path == p,
                             _ => false,
@@ -806,10 +826,23 @@ impl View<'_> {
             Op::Fsync { path } | Op::Fdatasync { path } => {
                 let id = s.id(path)?;
                 if s.nodes[&id].kind == NodeKind::Dir {
-                    self.dir_promise(d, path, &touched, durable).and_then(fail)
-                } else {
-                    self.file_promise(d, id, s, durable).and_then(fail)
+                    return self.dir_promise(d, path, &touched, durable).and_then(fail);
                 }
+                if let Some(why) = self.file_promise(d, id, s, durable) {
+                    return fail(why);
+                }
+                // Under fsync-persists-name, a fsync promises every name the file has at
+                // the call (its own and other hard links), unless a later op moves it.
+                let names = matches!(op, Op::Fsync { .. })
+                    && self.w().guarantees.contains(&Guarantee::FsyncPersistsName);
+                if names {
+                    for p in s.names_of(id) {
+                        if !touched(p) && !self.entry_is(p, id) {
+                            return fail(self.name_desc(p, id));
+                        }
+                    }
+                }
+                None
             }
             Op::Creat { path, sync: true } => {
                 let id = s.id(path)?;
@@ -822,6 +855,9 @@ impl View<'_> {
                     let n = &s.nodes[&id];
                     let why = if n.kind == NodeKind::Dir {
                         self.dir_promise(d, p, &touched, durable)
+                    } else if n.kind == NodeKind::Symlink {
+                        // Its name is its parent directory's promise.
+                        None
                     } else {
                         self.file_promise(d, id, s, durable)
                     };
@@ -875,10 +911,13 @@ impl View<'_> {
             .enumerate()
             .skip(d + 1)
             .filter(|(j, o)| {
-                o.data_range().is_some() && self.o.h.op_ids.get(*j).copied().flatten() == Some(id)
+                o.changes_data() && self.o.h.op_ids.get(*j).copied().flatten() == Some(id)
             })
             .collect();
-        let truncated_later = later.iter().any(|(_, o)| matches!(o, Op::OtruncWrite { .. }));
+        // A later truncate or fallocate may cut, grow or zero what was promised.
+        let truncated_later = later.iter().any(|(_, o)| {
+            matches!(o, Op::OtruncWrite { .. } | Op::Truncate { .. } | Op::Falloc { .. })
+        });
         let Some((name, node)) = self.find_file(id) else {
             // Later unlinks or renames over it may remove it legally.
             let removed_later = self.w().ops[d + 1..].iter().enumerate().any(|(k, o)| {

@@ -1,0 +1,758 @@
+//! `bob explore`: generated workloads ([`workloads::explore`], Ace's bounds) run one by
+//! one on each configuration through the same pipeline as a cell ([`super::run_cell`]:
+//! record, crash states at and between persistence points, recovery, the oracle's
+//! durability promises), their failures grouped into signatures (configuration, kinds of
+//! ops, kind of discrepancy), each signature with a minimal witness found by dropping ops
+//! while it still fails so.
+//!
+//! Layout of `--out DIR`:
+//! * `explore.json`: what the run explores (bounds, selection); a resumed run must match.
+//! * `journal.jsonl`: one line per workload run and per witness, appended as each is
+//!   reached, so `--resume` continues exactly where a budget, an interrupt or a kill left.
+//! * `workloads/NAME.json`: every generated workload, as `bob run --workload` reads it.
+//! * `runs/CONFIG/NAME/`: the witness of each failing run (`bob replay` reads it).
+//! * `signatures/SLUG/workload.json`: each signature's minimal workload, and
+//!   `reproduce.sh`, its standalone reproducer.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use workloads::explore::{discrepancy_of_story, Bounds, Generator};
+use workloads::{Guarantee, Workload};
+
+use super::{run_cell, scratch_dir, Error, Quiet, RunOptions};
+use crate::check::OutcomeKind;
+use crate::fs::FsConfig;
+use crate::output::{
+    ExploreConfig, ExploreError, ExploreReport, Signature, SignatureKey, SignatureWitness,
+};
+use crate::record;
+
+/// The journal's file name under `--out`.
+pub const JOURNAL: &str = "journal.jsonl";
+/// The description of the run under `--out`.
+pub const HEADER: &str = "explore.json";
+
+/// What to explore.
+#[derive(Clone, Debug)]
+pub struct ExploreOptions {
+    /// The configurations, each workload run on every one.
+    pub configs: Vec<FsConfig>,
+    /// The bounds.
+    pub bounds: Bounds,
+    /// `--sample K --seed S`: K workloads drawn with seed S instead of all.
+    pub sample: Option<(usize, u64)>,
+    /// `--shard I/N` (0-based I): the workloads whose index is I modulo N.
+    pub shard: Option<(usize, usize)>,
+    /// Start no new workload after this long.
+    pub budget: Option<Duration>,
+    /// Continue the run journaled in `out`.
+    pub resume: bool,
+    /// Add each configuration's documented guarantees ([`documented_guarantees`]).
+    pub documented: bool,
+    /// Shrink each new signature's workload to a minimal witness.
+    pub shrink: bool,
+    /// Where everything goes.
+    pub out: PathBuf,
+    /// Triaged signatures (`--known FILE`): slug -> note.
+    pub known: BTreeMap<String, String>,
+    /// The template of each run: strategies, limits, jobs, timeouts, scratch, drain
+    /// schedules, disk model. Its config, workload and out_dir are set per run.
+    pub run: RunOptions,
+}
+
+/// Progress of an exploration.
+pub trait ExploreProgress: Sync {
+    /// The number of workload runs to do, if known.
+    fn start(&self, total: Option<u64>);
+    /// One more run done; `signatures` found so far; `last`: its workload and config.
+    fn done(&self, done: u64, signatures: usize, last: &str);
+}
+
+/// The promises beyond POSIX a configuration's file system documents (see
+/// [`Guarantee`]): ext3/ext4 (a fsync commits the jbd2 transaction holding the new
+/// entry) and btrfs (the log tree logs the new name with the inode).
+pub fn documented_guarantees(config: &FsConfig) -> Vec<Guarantee> {
+    match config.fstype {
+        "ext3" | "ext4" | "btrfs" => vec![Guarantee::FsyncPersistsName],
+        _ => Vec::new(),
+    }
+}
+
+/// One journal line.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+enum Line {
+    Run(RunRecord),
+    Witness(WitnessRecord),
+}
+
+/// One workload run on one configuration.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct RunRecord {
+    config: String,
+    index: u64,
+    workload: String,
+    outcome: String,
+    key: Option<SignatureKey>,
+    story: Option<String>,
+    seconds: f64,
+    states: usize,
+    unsupported: bool,
+    error: Option<String>,
+}
+
+/// A signature's minimal witness.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct WitnessRecord {
+    key: SignatureKey,
+    witness: SignatureWitness,
+    seconds: f64,
+}
+
+/// What the run explores, in words; a resumed run must say the same.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct Header {
+    bounds: String,
+    selection: String,
+    configs: Vec<String>,
+}
+
+/// Reads a `--known` file: one signature per line, its slug
+/// (`CONFIG--OP+OP--DISCREPANCY`, as `signatures/` names them) and an optional note after
+/// whitespace (documented behaviour, a bug report); `#` starts a comment.
+pub fn load_known(path: &Path) -> Result<BTreeMap<String, String>, Error> {
+    let text = std::fs::read_to_string(path).map_err(io(path))?;
+    let mut out = BTreeMap::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let (slug, note) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+        if slug.split("--").count() != 3 {
+            return Err(Error::Invalid(format!(
+                "{}:{}: {slug:?} is not a signature (CONFIG--OP+OP--DISCREPANCY)",
+                path.display(),
+                n + 1
+            )));
+        }
+        out.insert(slug.to_owned(), note.trim().to_owned());
+    }
+    Ok(out)
+}
+
+/// The bounds in words.
+pub fn describe_bounds(b: &Bounds) -> String {
+    let names = |v: Vec<String>| v.join(",");
+    format!(
+        "seq {}; ops {}; persist {}; files {}; second files {}; dirs {}; second dirs {}; \
+         ranges {}; direct ranges {}; falloc modes {}; truncate {}; guarantees {}",
+        b.seq,
+        names(b.ops.iter().map(|o| o.to_string()).collect()),
+        names(b.persist.iter().map(|o| o.to_string()).collect()),
+        names(b.files.clone()),
+        names(b.second_files.clone()),
+        names(b.dirs.clone()),
+        names(b.second_dirs.clone()),
+        names(b.ranges.iter().map(|o| o.to_string()).collect()),
+        names(b.direct_ranges.iter().map(|o| o.to_string()).collect()),
+        names(b.falloc_modes.iter().map(|o| o.name().to_owned()).collect()),
+        names(b.truncate.iter().map(|o| o.to_string()).collect()),
+        if b.guarantees.is_empty() {
+            "posix".to_owned()
+        } else {
+            names(b.guarantees.iter().map(|g| g.name().to_owned()).collect())
+        }
+    )
+}
+
+fn selection(opts: &ExploreOptions) -> String {
+    let mut s = match opts.sample {
+        Some((k, seed)) => format!("sample {k} seed {seed}"),
+        None => "all".to_owned(),
+    };
+    if let Some((i, n)) = opts.shard {
+        s.push_str(&format!(", shard {}/{n}", i + 1));
+    }
+    if opts.documented {
+        s.push_str(", documented guarantees");
+    }
+    s
+}
+
+/// The selected workloads, in order: every valid index (or the sample), this shard's.
+fn selected<'g>(
+    g: &'g Generator,
+    opts: &ExploreOptions,
+) -> Box<dyn Iterator<Item = (u64, Workload)> + 'g> {
+    let shard = opts.shard;
+    let mine = move |i: &u64| shard.is_none_or(|(k, n)| (*i % n as u64) as usize == k);
+    match opts.sample {
+        Some((k, seed)) => Box::new(g.sample(k, seed).filter(move |(i, _)| mine(i))),
+        None => Box::new(g.iter_from(0).filter(move |(i, _)| mine(i))),
+    }
+}
+
+/// The selected workloads (every valid index, or the sample; this shard's), one line
+/// each (`INDEX<TAB>NAME<TAB>ops`), for `--list`: nothing is run; lazily, as
+/// enumeration is.
+pub fn list<'g>(g: &'g Generator, opts: &ExploreOptions) -> impl Iterator<Item = String> + 'g {
+    selected(g, opts).map(|(i, w)| {
+        let ops: Vec<String> = w.ops.iter().map(|o| o.to_string()).collect();
+        format!("{i}\t{}\t{}", w.name, ops.join("; "))
+    })
+}
+
+/// Leaves the report under `out`: `explore.md`, `explore.html`, `explore-report.json`.
+pub fn write_reports(report: &ExploreReport, out: &Path) -> Result<(), Error> {
+    let files = [
+        ("explore.md", report.to_md()),
+        ("explore.html", report.to_html()),
+        ("explore-report.json", serde_json::to_string_pretty(report).unwrap_or_default() + "\n"),
+    ];
+    for (name, text) in files {
+        let path = out.join(name);
+        std::fs::write(&path, text).map_err(io(&path))?;
+    }
+    Ok(())
+}
+
+/// How many workloads [`selected`] gives, where counting is cheap (at most ten million
+/// indices to look at).
+fn count_selected(g: &Generator, opts: &ExploreOptions) -> Option<u64> {
+    if opts.sample.is_none() && g.indices() > 10_000_000 {
+        return None;
+    }
+    Some(selected(g, opts).count() as u64)
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io { path: path.to_owned(), source }
+}
+
+fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), Error> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+    }
+    let text = serde_json::to_string_pretty(value).unwrap_or_default();
+    std::fs::write(path, text + "\n").map_err(io(path))
+}
+
+/// The kinds of a workload's ops, sorted, each once.
+fn op_kinds(w: &Workload) -> Vec<String> {
+    let set: BTreeSet<&str> = w.ops.iter().map(|o| o.kind().name()).collect();
+    set.into_iter().map(str::to_owned).collect()
+}
+
+/// The discrepancy of a failing cell: its outcome, or for a violation what the story says.
+fn discrepancy(verdict: OutcomeKind, story: &str) -> &'static str {
+    match verdict {
+        OutcomeKind::Violated => discrepancy_of_story(story),
+        OutcomeKind::Unrecoverable => "unmountable",
+        OutcomeKind::NeedsRepair => "needs-repair",
+        OutcomeKind::FsckFailed => "fsck-complaint",
+        OutcomeKind::ReadError => "read-error",
+        OutcomeKind::Timeout => "timeout",
+        _ => "other",
+    }
+}
+
+/// The result of one run.
+enum Ran {
+    /// Checked: the cell's verdict, story, witness and states.
+    Checked(Box<crate::report::Cell>),
+    /// The file system refused an op (EOPNOTSUPP, EINVAL, ENOTTY): nothing to check.
+    Unsupported(String),
+}
+
+/// Runs `w` on `opts.config` (a cell of its own), in `runs`.
+fn run_workload(
+    template: &RunOptions,
+    config: &FsConfig,
+    w: &Workload,
+    runs: &Path,
+    cancel: &AtomicBool,
+) -> Result<Ran, Error> {
+    let opts = RunOptions {
+        config: config.clone(),
+        workload: Some(w.clone()),
+        explore: super::Exploration { out_dir: runs.to_owned(), ..template.explore.clone() },
+        resume: false,
+        ..template.clone()
+    };
+    match run_cell(&opts, &Quiet, cancel) {
+        Ok(mut cells) if !cells.is_empty() => {
+            let cell = cells.swap_remove(0);
+            // A held run leaves no witness: drop its empty directory.
+            let dir = super::cell_dir(&opts);
+            let _ = std::fs::remove_dir(&dir);
+            Ok(Ran::Checked(Box::new(cell)))
+        }
+        Ok(_) => Err(Error::Invalid(format!("{}: no cell", w.name))),
+        Err(Error::Record(record::Error::Workload { source, .. })) => {
+            let refused = match &source {
+                workloads::ExecError::Io { source: e, .. } => matches!(
+                    e.raw_os_error(),
+                    Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) | Some(libc::ENOTTY)
+                ),
+                _ => false,
+            };
+            if refused {
+                Ok(Ran::Unsupported(source.to_string()))
+            } else {
+                Err(Error::Record(record::Error::Workload {
+                    config: config.name.to_owned(),
+                    source,
+                }))
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The workload as run on `config`: the bounds' guarantees plus, with `documented`, the
+/// configuration's own.
+fn for_config(w: &Workload, config: &FsConfig, documented: bool) -> Workload {
+    let mut w = w.clone();
+    if documented {
+        for g in documented_guarantees(config) {
+            if !w.guarantees.contains(&g) {
+                w.guarantees.push(g);
+            }
+        }
+        w.guarantees.sort();
+    }
+    w
+}
+
+/// Explores: runs every selected workload on every configuration (resuming the journal
+/// in `opts.out` with `opts.resume`), groups the failures into signatures and shrinks each
+/// new one to a minimal witness.
+pub fn explore(
+    opts: &ExploreOptions,
+    progress: &dyn ExploreProgress,
+    cancel: &AtomicBool,
+) -> Result<ExploreReport, Error> {
+    let started = Instant::now();
+    if opts.configs.is_empty() {
+        return Err(Error::Invalid("bob explore: no configuration".into()));
+    }
+    std::fs::create_dir_all(&opts.out).map_err(io(&opts.out))?;
+    let header = Header {
+        bounds: describe_bounds(&opts.bounds),
+        selection: selection(opts),
+        configs: opts.configs.iter().map(|c| c.name.to_owned()).collect(),
+    };
+    let header_path = opts.out.join(HEADER);
+    let journal_path = opts.out.join(JOURNAL);
+    let mut lines: Vec<Line> = Vec::new();
+    if opts.resume && header_path.exists() {
+        let text = std::fs::read_to_string(&header_path).map_err(io(&header_path))?;
+        let old: Header = serde_json::from_str(&text).map_err(|e| {
+            Error::Invalid(format!("{}: not an explore header: {e}", header_path.display()))
+        })?;
+        if old != header {
+            return Err(Error::Invalid(format!(
+                "{}: --resume of another exploration (it explored {}; {}; {}), not this one",
+                opts.out.display(),
+                old.bounds,
+                old.selection,
+                old.configs.join(",")
+            )));
+        }
+        if journal_path.exists() {
+            let text = std::fs::read_to_string(&journal_path).map_err(io(&journal_path))?;
+            // A line cut by a kill is dropped: its run is simply done again.
+            lines.extend(text.lines().filter_map(|l| serde_json::from_str::<Line>(l).ok()));
+        }
+    } else {
+        let _ = std::fs::remove_file(&journal_path);
+    }
+    write_json(&header_path, &header)?;
+    let mut journal = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&journal_path)
+        .map_err(io(&journal_path))?;
+    let mut append = |line: &Line| -> Result<(), Error> {
+        let text = serde_json::to_string(line).unwrap_or_default();
+        writeln!(journal, "{text}").map_err(io(&journal_path))
+    };
+
+    let done: HashSet<(String, u64)> = lines
+        .iter()
+        .filter_map(|l| match l {
+            Line::Run(r) => Some((r.config.clone(), r.index)),
+            Line::Witness(_) => None,
+        })
+        .collect();
+    let mut witnessed: BTreeSet<SignatureKey> = lines
+        .iter()
+        .filter_map(|l| match l {
+            Line::Witness(w) => Some(w.key.clone()),
+            Line::Run(_) => None,
+        })
+        .collect();
+
+    // One scratch directory and one made file system per configuration for the whole run.
+    let work = scratch_dir(opts.run.explore.scratch.as_deref())?;
+    let template = RunOptions {
+        setup_cache: opts
+            .run
+            .explore
+            .speed
+            .shared_setup
+            .then(|| std::sync::Arc::new(record::SetupCache::new(work.path().join("setup")))),
+        ..opts.run.clone()
+    };
+    let generator = opts.bounds.generator();
+    let total = count_selected(&generator, opts).map(|n| n * opts.configs.len() as u64);
+    progress.start(total);
+    let runs_dir = opts.out.join("runs");
+    let workloads_dir = opts.out.join("workloads");
+    let mut complete = true;
+    let mut count = done.len() as u64;
+    'all: for (index, w) in selected(&generator, opts) {
+        let file = workloads_dir.join(format!("{}.json", w.name));
+        if !file.exists() {
+            write_json(&file, &w)?;
+        }
+        for config in &opts.configs {
+            if done.contains(&(config.name.to_owned(), index)) {
+                continue;
+            }
+            if cancel.load(Ordering::Relaxed) {
+                complete = false;
+                break 'all;
+            }
+            if opts.budget.is_some_and(|b| started.elapsed() >= b) {
+                complete = false;
+                break 'all;
+            }
+            let cw = for_config(&w, config, opts.documented);
+            let t = Instant::now();
+            let ran = run_workload(&template, config, &cw, &runs_dir, cancel);
+            let seconds = t.elapsed().as_secs_f64();
+            let mut rec = RunRecord {
+                config: config.name.to_owned(),
+                index,
+                workload: w.name.clone(),
+                outcome: String::new(),
+                key: None,
+                story: None,
+                seconds,
+                states: 0,
+                unsupported: false,
+                error: None,
+            };
+            match ran {
+                Err(e) if e.is_interrupted() => {
+                    complete = false;
+                    break 'all;
+                }
+                Err(e) => {
+                    rec.outcome = "error".into();
+                    rec.error = Some(e.to_string());
+                }
+                Ok(Ran::Unsupported(why)) => {
+                    rec.outcome = "unsupported".into();
+                    rec.unsupported = true;
+                    rec.story = Some(why);
+                }
+                Ok(Ran::Checked(cell)) => {
+                    rec.outcome = cell.verdict.name().into();
+                    rec.states = cell.states_explored;
+                    if cell.verdict.is_failure() && cell.confirmed == Some(false) {
+                        // The independent replay of the failing state disagreed: bob's
+                        // machinery, not the file system (a cross stands only if replayed).
+                        rec.outcome = "unconfirmed".into();
+                        rec.error = Some(format!(
+                            "not confirmed by an independent replay: {}",
+                            cell.story.clone().unwrap_or_default()
+                        ));
+                    } else if cell.verdict.is_failure() && cell.verdict != OutcomeKind::InfraError {
+                        let story = cell.story.clone().unwrap_or_default();
+                        let key = SignatureKey {
+                            config: config.name.to_owned(),
+                            ops: op_kinds(&cw),
+                            discrepancy: discrepancy(cell.verdict, &story).to_owned(),
+                        };
+                        rec.key = Some(key.clone());
+                        rec.story = Some(story);
+                        if !witnessed.contains(&key) {
+                            let t = Instant::now();
+                            let shrunk =
+                                minimal_witness(opts, &template, config, &cw, &cell, &key, cancel);
+                            let witness = match shrunk {
+                                Ok(w) => w,
+                                Err(e) if e.is_interrupted() => {
+                                    complete = false;
+                                    break 'all;
+                                }
+                                // A run bob could not complete while shrinking: the first
+                                // failing workload stays the witness, and the error is told.
+                                Err(e) => {
+                                    rec.error = Some(format!("shrinking {}: {e}", cw.name));
+                                    let whole = ExploreOptions { shrink: false, ..opts.clone() };
+                                    minimal_witness(
+                                        &whole, &template, config, &cw, &cell, &key, cancel,
+                                    )?
+                                }
+                            };
+                            append(&Line::Witness(WitnessRecord {
+                                key: key.clone(),
+                                witness,
+                                seconds: t.elapsed().as_secs_f64(),
+                            }))?;
+                            witnessed.insert(key);
+                        }
+                    } else if cell.verdict == OutcomeKind::InfraError {
+                        rec.error = cell.infra_error.as_ref().map(|e| format!("{e:?}"));
+                    }
+                }
+            }
+            count += 1;
+            append(&Line::Run(rec.clone()))?;
+            lines.push(Line::Run(rec));
+            progress.done(count, witnessed.len(), &format!("{} on {}", w.name, config.name));
+        }
+    }
+    // Witness lines appended during this run are read back with the rest.
+    let text = std::fs::read_to_string(&journal_path).map_err(io(&journal_path))?;
+    let all: Vec<Line> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    drop(work);
+    Ok(summarize(opts, &header, &all, complete))
+}
+
+/// The report of every journaled line.
+fn summarize(
+    opts: &ExploreOptions,
+    header: &Header,
+    lines: &[Line],
+    complete: bool,
+) -> ExploreReport {
+    let runs: Vec<&RunRecord> =
+        lines.iter().filter_map(|l| if let Line::Run(r) = l { Some(r) } else { None }).collect();
+    let witnesses: BTreeMap<&SignatureKey, &WitnessRecord> = lines
+        .iter()
+        .filter_map(|l| if let Line::Witness(w) = l { Some((&w.key, w)) } else { None })
+        .collect();
+    let mut configs = Vec::new();
+    for c in &opts.configs {
+        let mine: Vec<&&RunRecord> = runs.iter().filter(|r| r.config == c.name).collect();
+        let seconds: f64 = mine.iter().map(|r| r.seconds).sum();
+        let n = mine.len();
+        let mut guarantees: Vec<String> =
+            opts.bounds.guarantees.iter().map(|g| g.name().to_owned()).collect();
+        if opts.documented {
+            guarantees.extend(documented_guarantees(c).iter().map(|g| g.name().to_owned()));
+            guarantees.sort();
+            guarantees.dedup();
+        }
+        configs.push(ExploreConfig {
+            config: c.name.to_owned(),
+            guarantees,
+            workloads: n,
+            seconds: round3(seconds),
+            seconds_per_workload: if n > 0 { round3(seconds / n as f64) } else { 0.0 },
+            failed: mine.iter().filter(|r| r.key.is_some()).count(),
+            unsupported: mine.iter().filter(|r| r.unsupported).count(),
+            states: mine.iter().map(|r| r.states).sum(),
+        });
+    }
+    let mut by_key: BTreeMap<&SignatureKey, Vec<&RunRecord>> = BTreeMap::new();
+    for r in &runs {
+        if let Some(k) = &r.key {
+            by_key.entry(k).or_default().push(r);
+        }
+    }
+    let signatures = by_key
+        .into_iter()
+        .filter_map(|(key, rs)| {
+            let w = witnesses.get(key)?;
+            Some(Signature {
+                key: key.clone(),
+                count: rs.len(),
+                story: rs[0].story.clone().unwrap_or_default(),
+                first_workload: opts
+                    .out
+                    .join("workloads")
+                    .join(format!("{}.json", rs[0].workload))
+                    .display()
+                    .to_string(),
+                witness: w.witness.clone(),
+                known: opts.known.contains_key(&key.slug()),
+                known_note: opts.known.get(&key.slug()).filter(|n| !n.is_empty()).cloned(),
+            })
+        })
+        .collect();
+    let seconds: f64 = runs.iter().map(|r| r.seconds).sum();
+    let distinct: HashSet<u64> = runs.iter().map(|r| r.index).collect();
+    ExploreReport {
+        schema_version: crate::SCHEMA_VERSION,
+        bounds: header.bounds.clone(),
+        selection: header.selection.clone(),
+        workloads: runs.len(),
+        distinct_workloads: distinct.len(),
+        seconds_per_workload: if runs.is_empty() {
+            0.0
+        } else {
+            round3(seconds / runs.len() as f64)
+        },
+        seconds: round3(seconds),
+        shrink_seconds: round3(witnesses.values().map(|w| w.seconds).sum()),
+        configs,
+        signatures,
+        errors: runs
+            .iter()
+            .filter_map(|r| {
+                Some(ExploreError {
+                    config: r.config.clone(),
+                    workload: r.workload.clone(),
+                    error: r.error.clone()?,
+                })
+            })
+            .take(20)
+            .collect(),
+        complete,
+    }
+}
+
+fn round3(x: f64) -> f64 {
+    // `+ 0.0`: a sum of nothing is -0.0 in Rust, which would print as such.
+    (x * 1000.0).round() / 1000.0 + 0.0
+}
+
+/// Shrinks `w` (which failed on `config` with `cell`, under `key`) by dropping ops, one at
+/// a time from the last, while a run still fails with the same discrepancy; writes the
+/// minimal workload to `signatures/SLUG/workload.json` and returns its witness.
+fn minimal_witness(
+    opts: &ExploreOptions,
+    template: &RunOptions,
+    config: &FsConfig,
+    w: &Workload,
+    cell: &crate::report::Cell,
+    key: &SignatureKey,
+    cancel: &AtomicBool,
+) -> Result<SignatureWitness, Error> {
+    let runs_dir = opts.out.join("runs");
+    let mut best_cell = cell.clone();
+    let best = if opts.shrink {
+        let mut best_name = w.name.clone();
+        workloads::explore::shrink(w, |candidate| {
+            if cancel.load(Ordering::Relaxed) {
+                return Ok(false);
+            }
+            let ran = run_workload(template, config, candidate, &runs_dir, cancel)?;
+            let still = match ran {
+                Ran::Checked(c)
+                    if c.verdict.is_failure()
+                        && c.confirmed != Some(false)
+                        && discrepancy(c.verdict, c.story.as_deref().unwrap_or(""))
+                            == key.discrepancy =>
+                {
+                    Some(c)
+                }
+                _ => None,
+            };
+            Ok::<bool, Error>(match still {
+                Some(c) => {
+                    // The previous smallest one's witness is superseded.
+                    if best_name != w.name {
+                        let _ =
+                            std::fs::remove_dir_all(runs_dir.join(config.name).join(&best_name));
+                    }
+                    best_name = candidate.name.clone();
+                    best_cell = *c;
+                    true
+                }
+                None => {
+                    let _ =
+                        std::fs::remove_dir_all(runs_dir.join(config.name).join(&candidate.name));
+                    false
+                }
+            })
+        })?
+    } else {
+        w.clone()
+    };
+    let sig_dir = opts.out.join("signatures").join(key.slug());
+    let file = sig_dir.join("workload.json");
+    write_json(&file, &best)?;
+    let dir = best_cell.witness.clone().unwrap_or_default();
+    let state = best_cell.witness_state.clone().unwrap_or_default();
+    let replay = format!("bob replay {dir} --state {state} --to crash.img --check");
+    let mut witness = SignatureWitness {
+        workload: file.display().to_string(),
+        ops: best.ops.iter().map(|o| o.to_string()).collect(),
+        story: best_cell.story.clone().unwrap_or_default(),
+        dir,
+        state,
+        replay,
+        confirmed: best_cell.confirmed,
+        dropped_ops: w.ops.len() - best.ops.len(),
+        reproducer: None,
+    };
+    let script = sig_dir.join("reproduce.sh");
+    std::fs::write(
+        &script,
+        super::reproducer::shell(config, &best, &witness, &file, &run_args(template)),
+    )
+    .map_err(io(&script))?;
+    witness.reproducer = Some(script.display().to_string());
+    Ok(witness)
+}
+
+/// The `bob run` options that find the same crash states again: the disk model, the
+/// state budget and seed.
+fn run_args(run: &RunOptions) -> String {
+    let mut a = String::new();
+    if let Some(d) = run.disk_models.first() {
+        let fua = match d.fua {
+            crate::crash::FuaModel::Real => "real",
+            crate::crash::FuaModel::Barrier => "barrier",
+        };
+        a.push_str(&format!(" --atomic-write-unit {} --fua {fua}", d.atomic_write_unit));
+    }
+    if let Some(n) = run.explore.limits.max_states {
+        a.push_str(&format!(" --max-states {n}"));
+    }
+    if run.explore.limits.seed != 0 {
+        a.push_str(&format!(" --seed {}", run.explore.limits.seed));
+    }
+    a
+}
+
+/// Writes an xfstests generic test per signature of `report` into `dir`
+/// (`dir/tests/generic/NNN` and `NNN.out`, numbered from `first`), each from the
+/// signature's minimal workload. Returns the files written.
+pub fn export_xfstests(
+    report: &ExploreReport,
+    configs: &[FsConfig],
+    dir: &Path,
+    first: u32,
+) -> Result<Vec<PathBuf>, Error> {
+    let tests = dir.join("tests").join("generic");
+    std::fs::create_dir_all(&tests).map_err(io(&tests))?;
+    let mut written = Vec::new();
+    for (k, sig) in report.signatures.iter().enumerate() {
+        let file = Path::new(&sig.witness.workload);
+        let w = super::load_workload(file)?;
+        let Some(config) = configs.iter().find(|c| c.name == sig.key.config) else {
+            continue;
+        };
+        let seq = format!("{:03}", first + k as u32);
+        let test = tests.join(&seq);
+        let body = super::reproducer::xfstests(&seq, config, &w, &sig.witness.story);
+        std::fs::write(&test, body).map_err(io(&test))?;
+        let out = tests.join(format!("{seq}.out"));
+        std::fs::write(&out, super::reproducer::xfstests_out(&seq)).map_err(io(&out))?;
+        written.extend([test, out]);
+    }
+    Ok(written)
+}

@@ -1,0 +1,393 @@
+//! A signature's reproducers: a standalone shell script (bob records the minimal
+//! workload on a fresh file system, `bob replay` rebuilds the failing crash image and
+//! checks it), and an xfstests generic test in the form of Ace's xfstests adapter
+//! (dm-log-writes records the workload, `replay-log` replays the log up to each mark
+//! after a persistence point, and the test checks what the call promised there).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use workloads::{Op, Workload};
+
+use crate::fs::FsConfig;
+use crate::output::SignatureWitness;
+
+/// Quotes `s` for a POSIX shell.
+fn q(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// The shell reproducer of a signature's minimal workload `w` on `config`: records it
+/// afresh (mkfs, setup, the ops, the drain) with `bob run --workload`, then rebuilds the
+/// first failing crash state's image with `bob replay --check` and checks it again. Exits
+/// as `bob replay --check` does: 1 when the failure reproduces, 0 when it did not this
+/// time, 2 when bob could not run.
+pub fn shell(
+    config: &FsConfig,
+    w: &Workload,
+    witness: &SignatureWitness,
+    file: &Path,
+    run_args: &str,
+) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "#!/bin/sh");
+    let _ = writeln!(s, "# bob explore reproducer: {} on {}", w.name, config.name);
+    let _ = writeln!(s, "# expected: {}", witness.story.replace('\n', " "));
+    let _ = writeln!(s, "# mkfs: {} DEVICE", config.mkfs.join(" "));
+    let _ = writeln!(s, "# the workload (setup in the base image, then recorded):");
+    for op in &w.setup {
+        let _ = writeln!(s, "#   setup: {op}");
+    }
+    for op in &w.ops {
+        let _ = writeln!(s, "#   op:    {op}");
+    }
+    let _ = writeln!(s, "# the crash image found first: {}", witness.replay);
+    let _ = writeln!(s, "# Run as root: BOB=/path/to/bob sh reproduce.sh");
+    let _ = writeln!(s, "set -u");
+    let _ = writeln!(s, "BOB=${{BOB:-bob}}");
+    let _ = writeln!(s, "HERE=$(cd \"$(dirname \"$0\")\" && pwd)");
+    let _ = writeln!(s, "WORKLOAD=${{WORKLOAD:-$HERE/{}}}", file_name(file));
+    let _ = writeln!(s, "OUT=${{OUT:-$(mktemp -d)}}");
+    let _ =
+        writeln!(s, "# 1. mkfs, the workload and its crash states, recorded and checked afresh.");
+    let _ = writeln!(
+        s,
+        "\"$BOB\" run --fs {} --workload \"$WORKLOAD\" --schedules sync{run_args} --out \"$OUT\"",
+        config.name
+    );
+    let _ = writeln!(s, "status=$?");
+    let _ = writeln!(
+        s,
+        "if [ \"$status\" -eq 0 ]; then echo \"not reproduced: every state held\"; exit 0; fi"
+    );
+    let _ = writeln!(s, "if [ \"$status\" -ne 1 ]; then exit \"$status\"; fi");
+    let _ =
+        writeln!(s, "# 2. The failing crash image, rebuilt from the trace, recovered and checked.");
+    let _ = writeln!(
+        s,
+        "\"$BOB\" replay \"$OUT\"/{}/{} --to \"$OUT/crash.img\" --check",
+        config.name,
+        q(&w.name)
+    );
+    s
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "workload.json".into())
+}
+
+/// The shell command of `op` in an xfstests test, on `$SCRATCH_MNT`.
+fn xfstests_op(op: &Op) -> Option<String> {
+    let m = |p: &str| format!("$SCRATCH_MNT{p}");
+    Some(match op {
+        Op::Mkdir { path } => format!("mkdir {}", m(path)),
+        Op::Rmdir { path } => format!("rmdir {}", m(path)),
+        Op::Creat { path, .. } => format!("touch {}", m(path)),
+        Op::Write { path, offset, len } | Op::Append { path, offset, len } => format!(
+            "$XFS_IO_PROG -c \"pwrite -S 0xab {offset} {len}\" {} >> $seqres.full",
+            m(path)
+        ),
+        Op::DirectWrite { path, offset, len } => format!(
+            "$XFS_IO_PROG -d -c \"pwrite -S 0xab {offset} {len}\" {} >> $seqres.full",
+            m(path)
+        ),
+        Op::MmapWrite { path, offset, len } => format!(
+            "$XFS_IO_PROG -c \"truncate {}\" -c \"mmap -w {offset} {len}\" -c \"mwrite -S 0xab {offset} {len}\" -c \"msync -s {offset} {len}\" {} >> $seqres.full",
+            offset + len,
+            m(path)
+        ),
+        Op::OtruncWrite { path, len, chunk } => format!(
+            "$XFS_IO_PROG -t -c \"pwrite -S 0xab -b {chunk} 0 {len}\" {} >> $seqres.full",
+            m(path)
+        ),
+        Op::Falloc { path, mode, offset, len } => {
+            let cmd = match mode {
+                workloads::FallocMode::Default => format!("falloc {offset} {len}"),
+                workloads::FallocMode::KeepSize => format!("falloc -k {offset} {len}"),
+                workloads::FallocMode::ZeroRange => format!("fzero {offset} {len}"),
+                workloads::FallocMode::ZeroRangeKeepSize => format!("fzero -k {offset} {len}"),
+                workloads::FallocMode::PunchHole => format!("fpunch {offset} {len}"),
+            };
+            format!("$XFS_IO_PROG -c \"{cmd}\" {} >> $seqres.full", m(path))
+        }
+        Op::Truncate { path, size } => {
+            format!("$XFS_IO_PROG -c \"truncate {size}\" {}", m(path))
+        }
+        Op::Link { from, to } => format!("ln {} {}", m(from), m(to)),
+        Op::Symlink { target, path } => format!("ln -s {} {}", m(target), m(path)),
+        Op::Unlink { path } => format!("rm -f {}", m(path)),
+        Op::Rename { from, to } => format!("mv {} {}", m(from), m(to)),
+        Op::Fsync { path } => format!("$XFS_IO_PROG -c fsync {}", m(path)),
+        Op::Fdatasync { path } => format!("$XFS_IO_PROG -c fdatasync {}", m(path)),
+        Op::Sync => "sync".into(),
+        Op::Syncfs => "$XFS_IO_PROG -c syncfs $SCRATCH_MNT".into(),
+        Op::WritebackStart { path } => {
+            format!("$XFS_IO_PROG -c \"sync_range -w 0 0\" {}", m(path))
+        }
+        // OptFS's calls exist only on bob's own file systems, which xfstests cannot mount.
+        Op::Osync | Op::Dsync => return None,
+    })
+}
+
+/// An xfstests generic test (`tests/generic/NNN`-style body) for a signature's minimal
+/// workload: the setup on the scratch device, then the ops recorded through
+/// dm-log-writes with a mark after each persistence point, and for each mark: replay
+/// the log up to it onto the scratch device (`_log_writes_replay_log`), mount, and check
+/// what was promised there (the files and directories the call persisted exist, with
+/// the size they had), as Ace's adapter checks at its checkpoints.
+pub fn xfstests(seq: &str, config: &FsConfig, w: &Workload, story: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "#! /bin/bash");
+    let _ = writeln!(s, "# SPDX-License-Identifier: GPL-2.0");
+    let _ = writeln!(s, "#");
+    let _ = writeln!(s, "# FS QA Test No. {seq}");
+    let _ = writeln!(s, "#");
+    let _ = writeln!(
+        s,
+        "# Generated by bob explore from workload {} (found on {}):",
+        w.name, config.name
+    );
+    let _ = writeln!(s, "#   {}", story.replace('\n', " "));
+    let _ = writeln!(s, "# A persistence point's promise must hold after a crash right after it.");
+    let _ = writeln!(
+        s,
+        "# dm-log-writes replays the log in order up to each mark; a finding that needs a"
+    );
+    let _ = writeln!(
+        s,
+        "# reordering or a torn write inside an epoch reproduces with bob's replay only."
+    );
+    let _ = writeln!(s, "#");
+    let _ = writeln!(s, ". ./common/preamble");
+    let _ = writeln!(s, "_begin_fstest auto quick log metadata");
+    let _ = writeln!(s);
+    let _ = writeln!(s, "_cleanup()");
+    let _ = writeln!(s, "{{");
+    let _ = writeln!(s, "\t_log_writes_cleanup &> /dev/null");
+    let _ = writeln!(s, "\tcd /");
+    let _ = writeln!(s, "\trm -f $tmp.*");
+    let _ = writeln!(s, "}}");
+    let _ = writeln!(s);
+    let _ = writeln!(s, ". ./common/filter");
+    let _ = writeln!(s, ". ./common/dmlogwrites");
+    let _ = writeln!(s);
+    let _ = writeln!(s, "_require_scratch");
+    let _ = writeln!(s, "_require_log_writes");
+    let _ = writeln!(s, "_require_xfs_io_command \"falloc\"");
+    let _ = writeln!(s);
+    let _ = writeln!(s, "_log_writes_init $SCRATCH_DEV");
+    let _ = writeln!(s, "_log_writes_mkfs >> $seqres.full 2>&1");
+    let _ = writeln!(s, "_log_writes_mount");
+    let _ = writeln!(s);
+    let _ = writeln!(s, "# setup");
+    for op in &w.setup {
+        if let Some(c) = xfstests_op(op) {
+            let _ = writeln!(s, "{c}");
+        }
+    }
+    let _ = writeln!(s, "sync");
+    let _ = writeln!(s);
+    let _ = writeln!(s, "# the workload; a mark after each persistence point");
+    let mut marks: Vec<(String, Vec<String>)> = Vec::new();
+    let model = workloads::model_states(w);
+    for (k, op) in w.ops.iter().enumerate() {
+        if let Some(c) = xfstests_op(op) {
+            let _ = writeln!(s, "{c}");
+        }
+        if op.is_persistence_point() {
+            let mark = format!("bob_op{k}");
+            let _ = writeln!(s, "_log_writes_mark {mark}");
+            // What the call promised, as far as a shell can check it: the persisted
+            // names and, for files, their size.
+            let mut checks = Vec::new();
+            if let Some(state) = model.get(k + 1) {
+                let targets: Vec<String> = match op {
+                    Op::Fsync { path } | Op::Fdatasync { path } => {
+                        let mut t: Vec<String> = vec![path.clone()];
+                        if state.node(path).is_some_and(|n| n.kind == workloads::NodeKind::Dir) {
+                            let prefix =
+                                if path == "/" { "/".to_owned() } else { format!("{path}/") };
+                            t.extend(
+                                state
+                                    .names
+                                    .keys()
+                                    .filter(|p| {
+                                        p.starts_with(&prefix)
+                                            && !p[prefix.len()..].contains('/')
+                                            && p.as_str() != workloads::DRAIN_FILE
+                                            && model[0].id(p).is_some()
+                                    })
+                                    .cloned(),
+                            );
+                        }
+                        t
+                    }
+                    _ => state
+                        .names
+                        .keys()
+                        .filter(|p| p.as_str() != "/" && p.as_str() != workloads::DRAIN_FILE)
+                        .cloned()
+                        .collect(),
+                };
+                for p in targets {
+                    if p == "/" {
+                        continue;
+                    }
+                    // A fsynced file's name is promised only if it was durable already (the
+                    // setup's), or under fsync-persists-name; otherwise only its size, if
+                    // the name is there.
+                    let name_promised = !matches!(op, Op::Fsync { .. } | Op::Fdatasync { .. })
+                        || model[0].id(&p).is_some() && model[0].id(&p) == state.id(&p)
+                        || (matches!(op, Op::Fsync { .. })
+                            && w.guarantees.contains(&workloads::Guarantee::FsyncPersistsName));
+                    let absent_ok = if name_promised {
+                        String::new()
+                    } else {
+                        format!("[ ! -e $SCRATCH_MNT{p} ] || ")
+                    };
+                    match state.node(&p) {
+                        Some(n) if n.kind == workloads::NodeKind::File => checks.push(format!(
+                            "{absent_ok}[ \"$(stat -c %s $SCRATCH_MNT{p} 2>/dev/null)\" = \"{}\" ] || echo \"{p}: size $(stat -c %s $SCRATCH_MNT{p} 2>&1), expected {}\"",
+                            n.size, n.size
+                        )),
+                        Some(_) => checks.push(format!(
+                            "[ -e $SCRATCH_MNT{p} -o -L $SCRATCH_MNT{p} ] || echo \"{p}: missing\""
+                        )),
+                        None => {}
+                    }
+                }
+            }
+            marks.push((mark, checks));
+        }
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "_log_writes_unmount");
+    let _ = writeln!(s, "_log_writes_remove");
+    let _ = writeln!(s);
+    let _ = writeln!(s, "# replay up to each mark, as a crash right after the persistence point");
+    for (mark, checks) in &marks {
+        let _ = writeln!(s, "_log_writes_replay_log {mark} $SCRATCH_DEV");
+        let _ = writeln!(s, "_scratch_mount");
+        for c in checks {
+            let _ = writeln!(s, "{c}");
+        }
+        let _ = writeln!(s, "_scratch_unmount");
+        let _ = writeln!(s, "_check_scratch_fs");
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "echo \"Silence is golden\"");
+    let _ = writeln!(s, "status=0");
+    let _ = writeln!(s, "exit");
+    s
+}
+
+/// The golden output (`NNN.out`) of [`xfstests`].
+pub fn xfstests_out(seq: &str) -> String {
+    format!("QA output created by {seq}\nSilence is golden\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workload() -> Workload {
+        Workload {
+            name: "ace-s1-7".into(),
+            property: None,
+            setup: vec![
+                Op::Creat { path: "/drain".into(), sync: false },
+                Op::Mkdir { path: "/A".into() },
+            ],
+            ops: vec![
+                Op::Creat { path: "/A/foo".into(), sync: false },
+                Op::Fsync { path: "/A/foo".into() },
+            ],
+            drain: vec![Op::Sync],
+            commit_midway: vec![],
+            guarantees: vec![],
+        }
+    }
+
+    #[test]
+    fn xfstests_export_has_the_form_of_a_generic_test() {
+        let config = crate::fs::by_name("ext4-ordered").unwrap();
+        let t = xfstests("999", &config, &workload(), "lost");
+        for needle in [
+            "#! /bin/bash",
+            ". ./common/preamble",
+            "_begin_fstest ",
+            ". ./common/dmlogwrites",
+            "_require_log_writes",
+            "_log_writes_init $SCRATCH_DEV",
+            "_log_writes_mkfs",
+            "_log_writes_mount",
+            "_log_writes_mark bob_op1",
+            "_log_writes_replay_log bob_op1 $SCRATCH_DEV",
+            "_check_scratch_fs",
+            "status=0",
+            "touch $SCRATCH_MNT/A/foo",
+            "$XFS_IO_PROG -c fsync $SCRATCH_MNT/A/foo",
+        ] {
+            assert!(t.contains(needle), "missing {needle:?} in\n{t}");
+        }
+        // The promise checked at the mark: /A/foo's size if it is there (its name is new
+        // and POSIX does not promise it after a fsync of the file alone).
+        assert!(
+            t.contains("[ ! -e $SCRATCH_MNT/A/foo ] || [ \"$(stat -c %s $SCRATCH_MNT/A/foo"),
+            "{t}"
+        );
+        // Under fsync-persists-name the name is promised too.
+        let mut strict = workload();
+        strict.guarantees = vec![workloads::Guarantee::FsyncPersistsName];
+        let t = xfstests("998", &config, &strict, "lost");
+        assert!(t.contains("\n[ \"$(stat -c %s $SCRATCH_MNT/A/foo"), "{t}");
+        assert_eq!(xfstests_out("999"), "QA output created by 999\nSilence is golden\n");
+        // It parses as shell.
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("999");
+        std::fs::write(&f, &t).unwrap();
+        let ok = std::process::Command::new("bash").arg("-n").arg(&f).status().unwrap();
+        assert!(ok.success());
+    }
+
+    #[test]
+    fn shell_reproducer_parses_and_names_its_steps() {
+        let config = crate::fs::by_name("ext2").unwrap();
+        let witness = SignatureWitness {
+            workload: "/x/workload.json".into(),
+            ops: vec![],
+            story: "violated: it's lost".into(),
+            dir: "/x/runs/ext2/ace-s1-7".into(),
+            state: "sync/e1:0".into(),
+            replay: "bob replay /x/runs/ext2/ace-s1-7 --state sync/e1:0 --to crash.img --check"
+                .into(),
+            confirmed: Some(true),
+            dropped_ops: 0,
+            reproducer: None,
+        };
+        let s = shell(
+            &config,
+            &workload(),
+            &witness,
+            Path::new("/x/workload.json"),
+            " --atomic-write-unit 512",
+        );
+        assert!(
+            s.contains(
+                "run --fs ext2 --workload \"$WORKLOAD\" --schedules sync --atomic-write-unit 512"
+            ),
+            "{s}"
+        );
+        assert!(
+            s.contains("replay \"$OUT\"/ext2/'ace-s1-7' --to \"$OUT/crash.img\" --check"),
+            "{s}"
+        );
+        assert!(s.contains("# mkfs: mke2fs -q -F -t ext2"), "{s}");
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("r.sh");
+        std::fs::write(&f, &s).unwrap();
+        assert!(std::process::Command::new("sh").arg("-n").arg(&f).status().unwrap().success());
+    }
+}
