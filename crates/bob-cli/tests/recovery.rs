@@ -13,8 +13,9 @@ const WORKLOAD: &str = r#"{"name":"recover-twice","property":null,
         {"op":"fsync","path":"/A/foo"},{"op":"rename","from":"/A/bar","to":"/bar"},{"op":"fsync","path":"/"}],
  "drain":[{"op":"append","path":"/drain","offset":0,"len":4096},{"op":"fsync","path":"/drain"},{"op":"sync"}]}"#;
 
-fn recover_twice(fs: &str) {
-    let dir = Dir::new();
+/// Records `WORKLOAD` on `fs` (sync drain, a few states), keeping its trace in `dir`;
+/// returns the trace directory and asserts the run held.
+fn record_workload(dir: &Dir, fs: &str, max_states: &str) -> std::path::PathBuf {
     let scratch = dir.scratch();
     let file = dir.path().join("w.json");
     std::fs::write(&file, WORKLOAD).unwrap();
@@ -34,9 +35,16 @@ fn recover_twice(fs: &str) {
         "--out",
         dir.out().to_str().unwrap(),
         "--max-states",
-        "5",
+        max_states,
     ]);
     assert_eq!(out.status.code(), Some(0), "the workload holds on {fs}");
+    trace
+}
+
+fn recover_twice(fs: &str) {
+    let dir = Dir::new();
+    let scratch = dir.scratch();
+    let trace = record_workload(&dir, fs, "5");
     // Crash right after each barrier (no write of the epoch applied): some of those
     // states need recovery to replay what was committed.
     let mut replayed = 0;
@@ -85,28 +93,7 @@ fn xfs_recovers_again_from_a_crash_inside_its_log_replay() {
 #[test]
 fn ext2_has_no_recovery_to_interrupt() {
     let dir = Dir::new();
-    let file = dir.path().join("w.json");
-    std::fs::write(&file, WORKLOAD).unwrap();
-    let trace = dir.path().join("trace");
-    let scratch = dir.scratch();
-    let out = run(&[
-        "run",
-        "--fs",
-        "ext2",
-        "--workload",
-        file.to_str().unwrap(),
-        "--schedules",
-        "sync",
-        "--save-trace",
-        trace.to_str().unwrap(),
-        "--scratch",
-        scratch.to_str().unwrap(),
-        "--out",
-        dir.out().to_str().unwrap(),
-        "--max-states",
-        "3",
-    ]);
-    assert_eq!(out.status.code(), Some(0));
+    let trace = record_workload(&dir, "ext2", "3");
     let o = run(&["replay", trace.to_str().unwrap(), "--state", "e1:-", "--recovery-crashes"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("journaling configurations"));

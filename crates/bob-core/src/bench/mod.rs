@@ -330,8 +330,17 @@ fn workload_params(options: &BenchOptions) -> Result<workloads::Params, Error> {
     if options.floor_runs == 0 {
         return Err(Error::Options("the floor needs at least one run".into()));
     }
-    let mut params = options.config.workload_params();
-    if let Some(m) = options.multi_block_bytes {
+    params_with_multi_block(&options.config, options.multi_block_bytes)
+}
+
+/// The configuration's workload parameters with `--multi-block-bytes` applied, checked to be
+/// a positive multiple of the block size.
+pub(crate) fn params_with_multi_block(
+    config: &crate::fs::FsConfig,
+    multi_block_bytes: Option<u64>,
+) -> Result<workloads::Params, Error> {
+    let mut params = config.workload_params();
+    if let Some(m) = multi_block_bytes {
         if m == 0 || m % params.block_size != 0 {
             return Err(Error::Options(format!(
                 "multi-block size {m} is not a positive multiple of the block size {}",

@@ -66,16 +66,7 @@ pub fn run_stream_bench(
     let scratch_parent = options.scratch.clone().unwrap_or_else(std::env::temp_dir);
     let work = WorkDir::new(options.scratch.as_deref()).map_err(io_err(&scratch_parent))?;
     progress.phase("recording", 0);
-    let mut params = options.config.workload_params();
-    if let Some(m) = options.multi_block_bytes {
-        if m == 0 || m % params.block_size != 0 {
-            return Err(Error::Options(format!(
-                "multi-block size {m} is not a positive multiple of the block size {}",
-                params.block_size
-            )));
-        }
-        params.multi_block_bytes = m;
-    }
+    let params = super::params_with_multi_block(&options.config, options.multi_block_bytes)?;
     let workload = workloads::workload_for(options.property, &params);
     let record_dir = work.path().join("record");
     std::fs::create_dir_all(&record_dir).map_err(io_err(&record_dir))?;

@@ -11,13 +11,9 @@ use super::witness;
 
 /// Explains the witness in `dir` (its recorded state).
 pub fn explain(dir: &Path) -> Result<Explanation, witness::Error> {
-    let loaded = witness::load(dir)?;
+    let (loaded, id) = witness::load_with_state(dir)?;
     let subject = &loaded.subject;
     let record = &loaded.record;
-    let id = subject.state_id(&record.id).map_err(|e| witness::Error::Invalid {
-        path: dir.join("state.json"),
-        message: e.to_string(),
-    })?;
     // A witness without a readable snapshot (a state that did not mount) still explains
     // its writes; only the per-op and per-byte parts need the snapshot.
     let snapshot: Option<Snapshot> = std::fs::read_to_string(dir.join("snapshot.json"))

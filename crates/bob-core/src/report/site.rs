@@ -564,13 +564,9 @@ pub fn schedule_witness_page(c: &Cell, schedule: &str) -> String {
 
 /// Renders the page of the witness in `dir` (cell `c`'s).
 fn witness_html(dir: &Path, c: &Cell) -> Result<String, witness::Error> {
-    let loaded = witness::load(dir)?;
+    let (loaded, id) = witness::load_with_state(dir)?;
     let subject = &loaded.subject;
     let record = &loaded.record;
-    let id = subject.state_id(&record.id).map_err(|e| witness::Error::Invalid {
-        path: dir.join("state.json"),
-        message: e.to_string(),
-    })?;
     let explanation = super::explain(dir)?;
     let names_of = model_names(subject);
     let names = |f: u32| names_of.get(&f).cloned().unwrap_or_else(|| format!("file {f}"));

@@ -215,6 +215,16 @@ pub fn load(dir: &Path) -> Result<Loaded, Error> {
     Ok(Loaded { subject, sidecar, record })
 }
 
+/// [`load`], and the recorded state's id parsed against the witness's trace.
+pub fn load_with_state(dir: &Path) -> Result<(Loaded, crate::crash::StateId), Error> {
+    let loaded = load(dir)?;
+    let id = loaded
+        .subject
+        .state_id(&loaded.record.id)
+        .map_err(|e| Error::Invalid { path: dir.join("state.json"), message: e.to_string() })?;
+    Ok((loaded, id))
+}
+
 /// Where a witness keeps the traces of its cell's other drain schedules (those with a
 /// failing state of their own to replay): `<witness>/schedules/<name>/`.
 pub fn schedule_dir(witness: &Path, schedule: &str) -> PathBuf {
