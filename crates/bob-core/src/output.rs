@@ -858,43 +858,53 @@ impl ExploreReport {
         out
     }
 
-    /// The same as one self-contained HTML page.
+    /// The same as one self-contained HTML page (maud escapes every interpolated string,
+    /// as in the table's and the site's pages).
     pub fn to_html(&self) -> String {
-        use std::fmt::Write;
-        let esc = |s: &str| {
-            s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+        use maud::{html, DOCTYPE};
+        let page = html! {
+            (DOCTYPE)
+            html {
+                head {
+                    meta charset="utf-8";
+                    title { "bob explore" }
+                    style { "table{border-collapse:collapse}td,th{border:1px solid #999;padding:2px 6px}" }
+                }
+                body {
+                    h1 { "bob explore" }
+                    p {
+                        (format!(
+                            "{} workload runs ({} distinct; {}; {}), {:.2} s per workload, {} signature(s).",
+                            self.workloads,
+                            self.distinct_workloads,
+                            self.bounds,
+                            self.selection,
+                            self.seconds_per_workload,
+                            self.signatures.len()
+                        ))
+                    }
+                    table {
+                        tr {
+                            th { "configuration" } th { "ops" } th { "discrepancy" } th { "count" }
+                            th { "minimal witness" } th { "story" } th { "replay" } th { "status" }
+                        }
+                        @for s in &self.signatures {
+                            tr {
+                                td { (s.key.config) }
+                                td { (s.key.ops.join(", ")) }
+                                td { (s.key.discrepancy) }
+                                td { (s.count) }
+                                td { code { (s.witness.ops.join("; ")) } }
+                                td { (s.witness.story) }
+                                td { code { (s.witness.replay) } }
+                                td { @if s.known { "known" } @else { "new" } }
+                            }
+                        }
+                    }
+                }
+            }
         };
-        let mut out = String::from(
-            "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>bob explore</title>\
-             <style>table{border-collapse:collapse}td,th{border:1px solid #999;padding:2px 6px}</style>\
-             </head><body>\n<h1>bob explore</h1>\n",
-        );
-        let _ = writeln!(
-            out,
-            "<p>{} workload runs ({} distinct; {}; {}), {:.2} s per workload, {} signature(s).</p>",
-            self.workloads,
-            self.distinct_workloads,
-            esc(&self.bounds),
-            esc(&self.selection),
-            self.seconds_per_workload,
-            self.signatures.len()
-        );
-        out.push_str("<table><tr><th>configuration</th><th>ops</th><th>discrepancy</th><th>count</th><th>minimal witness</th><th>story</th><th>replay</th></tr>\n");
-        for s in &self.signatures {
-            let _ = writeln!(
-                out,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td><td>{}</td><td><code>{}</code></td></tr>",
-                esc(&s.key.config),
-                esc(&s.key.ops.join(", ")),
-                esc(&s.key.discrepancy),
-                s.count,
-                esc(&s.witness.ops.join("; ")),
-                esc(&s.witness.story),
-                esc(&s.witness.replay)
-            );
-        }
-        out.push_str("</table>\n</body></html>\n");
-        out
+        page.into_string() + "\n"
     }
 }
 
@@ -1119,6 +1129,11 @@ mod tests {
         assert!(md.contains("ext2--fsync+rename--lost-file"), "{md}");
         let html = report.to_html();
         assert!(html.contains("<td>lost-file</td>") && html.ends_with("</html>\n"), "{html}");
+        let mut hostile = report.clone();
+        hostile.signatures[0].witness.story = "a <script> & \"b\"".into();
+        let html = hostile.to_html();
+        assert!(html.contains("a &lt;script&gt; &amp; &quot;b&quot;"), "{html}");
+        assert!(!html.contains("<script>"), "{html}");
         let back: ExploreReport =
             serde_json::from_value(serde_json::to_value(&report).unwrap()).unwrap();
         assert_eq!(back, report);
