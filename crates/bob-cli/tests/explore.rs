@@ -9,6 +9,21 @@ use std::collections::BTreeSet;
 
 use util::{assert_no_leaks, bob, run, Dir};
 
+/// The narrow bounds of the real runs: creat of /A/foo, then fsync or sync, on
+/// ext4-ordered with 512 B atomic writes (its torn superblock makes a failure certain).
+const NARROW: &[&str] = &[
+    "--fs",
+    "ext4-ordered",
+    "--ops",
+    "creat",
+    "--files",
+    "/A/foo",
+    "--persist",
+    "fsync,sync",
+    "--atomic-write-unit",
+    "512",
+];
+
 fn listed(args: &[&str]) -> Vec<String> {
     let mut all = vec!["explore", "--fs", "ext2", "--list"];
     all.extend_from_slice(args);
@@ -65,18 +80,9 @@ fn a_small_exploration_finds_signatures_whose_witnesses_replay() {
     let scratch = dir.scratch();
     let out_dir = dir.out();
     let xfstests = dir.path().join("xfstests");
-    let args = [
-        "explore",
-        "--fs",
-        "ext4-ordered",
-        "--ops",
-        "creat",
-        "--files",
-        "/A/foo",
-        "--persist",
-        "fsync,sync",
-        "--atomic-write-unit",
-        "512",
+    let mut args = vec!["explore"];
+    args.extend_from_slice(NARROW);
+    args.extend_from_slice(&[
         "--format",
         "json",
         "--out",
@@ -85,7 +91,7 @@ fn a_small_exploration_finds_signatures_whose_witnesses_replay() {
         scratch.to_str().unwrap(),
         "--export-xfstests",
         xfstests.to_str().unwrap(),
-    ];
+    ]);
     let out = run(&args);
     assert_eq!(out.status.code(), Some(1), "a signature found exits 1");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON report");
@@ -206,18 +212,9 @@ fn shards_merge_into_the_unsharded_run() {
     let scratch = dir.scratch();
     let explore = |name: &str, extra: &[&str]| -> (i32, std::path::PathBuf) {
         let out = dir.path().join(name);
-        let mut args = vec![
-            "explore",
-            "--fs",
-            "ext4-ordered",
-            "--ops",
-            "creat",
-            "--files",
-            "/A/foo",
-            "--persist",
-            "fsync,sync",
-            "--atomic-write-unit",
-            "512",
+        let mut args = vec!["explore"];
+        args.extend_from_slice(NARROW);
+        args.extend_from_slice(&[
             "--no-shrink",
             "--format",
             "json",
@@ -225,7 +222,7 @@ fn shards_merge_into_the_unsharded_run() {
             scratch.to_str().unwrap(),
             "--out",
             out.to_str().unwrap(),
-        ];
+        ]);
         args.extend_from_slice(extra);
         let o = run(&args);
         let file = dir.path().join(format!("{name}.json"));

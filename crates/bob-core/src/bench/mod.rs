@@ -359,21 +359,36 @@ struct Recorded {
     states: Vec<CrashState>,
 }
 
+/// Records `property`'s workload on `config` once, in `work/record`: the one recording a
+/// benchmark measures (the engine bench and `--stream-states` share it). Returns the
+/// workload with its recording.
+pub(crate) fn record_property(
+    config: &crate::fs::FsConfig,
+    property: workloads::Property,
+    params: &workloads::Params,
+    work: &std::path::Path,
+    timeouts: crate::fs::Timeouts,
+) -> Result<(workloads::Workload, record::Recording), Error> {
+    let workload = workloads::workload_for(property, params);
+    let record_dir = work.join("record");
+    std::fs::create_dir_all(&record_dir).map_err(io_err(&record_dir))?;
+    let recording = record::record(&RecordRequest {
+        config,
+        workload: &workload,
+        device: None,
+        work_dir: &record_dir,
+        timeouts,
+        setup: None,
+    })?;
+    Ok((workload, recording))
+}
+
 /// Records the workload once and generates its states once (the default strategies).
 fn record_states(ctx: &Phase<'_>, params: &workloads::Params) -> Result<Recorded, Error> {
     let options = ctx.options;
     ctx.progress.phase("recording", 0);
-    let workload = workloads::workload_for(options.property, params);
-    let record_dir = ctx.work.join("record");
-    std::fs::create_dir_all(&record_dir).map_err(io_err(&record_dir))?;
-    let recording = record::record(&RecordRequest {
-        config: &options.config,
-        workload: &workload,
-        device: None,
-        work_dir: &record_dir,
-        timeouts: options.timeouts,
-        setup: None,
-    })?;
+    let (workload, recording) =
+        record_property(&options.config, options.property, params, ctx.work, options.timeouts)?;
     if ctx.interrupted() {
         return Err(Error::Interrupted);
     }

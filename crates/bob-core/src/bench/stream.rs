@@ -27,7 +27,6 @@ use crate::check;
 use crate::crash::{self, DiskModel, FuaModel, Limits, OverlayBuilder, Strategy};
 use crate::fs::{FsConfig, Timeouts};
 use crate::output::StreamStatesReport;
-use crate::record::{self, RecordRequest};
 use crate::run::{Progress, WorkDir};
 
 /// States between two progress reports.
@@ -67,17 +66,13 @@ pub fn run_stream_bench(
     let work = WorkDir::new(options.scratch.as_deref()).map_err(io_err(&scratch_parent))?;
     progress.phase("recording", 0);
     let params = super::params_with_multi_block(&options.config, options.multi_block_bytes)?;
-    let workload = workloads::workload_for(options.property, &params);
-    let record_dir = work.path().join("record");
-    std::fs::create_dir_all(&record_dir).map_err(io_err(&record_dir))?;
-    let recording = record::record(&RecordRequest {
-        config: &options.config,
-        workload: &workload,
-        device: None,
-        work_dir: &record_dir,
-        timeouts: options.timeouts,
-        setup: None,
-    })?;
+    let (workload, recording) = super::record_property(
+        &options.config,
+        options.property,
+        &params,
+        work.path(),
+        options.timeouts,
+    )?;
     if cancel.load(Ordering::Relaxed) {
         return Err(Error::Interrupted);
     }
