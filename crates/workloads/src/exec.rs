@@ -299,6 +299,12 @@ fn run_op(
             let f = OpenOptions::new().write(true).open(&p).map_err(io(&p))?;
             f.set_len(*size).map_err(io(&p))
         }
+        // lsetxattr(2)/lremovexattr(2): the xattr crate's path functions do not follow
+        // symlinks.
+        Op::Setxattr { path, name, value } => {
+            xattr::set(hp(path), name, value.as_bytes()).map_err(io(&hp(path)))
+        }
+        Op::Removexattr { path, name } => xattr::remove(hp(path), name).map_err(io(&hp(path))),
         Op::WritebackStart { path } => {
             // Starts writeback of the whole file and returns without waiting for it or
             // for any metadata: the `writeback-commit` drain schedule's first step.

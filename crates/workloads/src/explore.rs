@@ -15,8 +15,9 @@
 //! Differences from Ace, all forced by bob's sector stamps (the oracle classifies data
 //! by 512-byte sector): "unaligned" ranges and sizes are 512-byte aligned but not
 //! 4096-byte aligned (inside a block, crossing a block boundary); `remove` is not a
-//! separate op (remove(3) of a file is unlink(2)); setxattr and removexattr are not
-//! generated (the snapshot does not read extended attributes yet).
+//! separate op (remove(3) of a file is unlink(2)). setxattr and removexattr act on the
+//! first files with one attribute name, [`XATTR_NAME`]; a setxattr's value names its op
+//! (`op3`), the setup's is `setup`, so a crash state tells which op's value persisted.
 
 use crate::op::{FallocMode, Op};
 use crate::rng::SplitMix64;
@@ -29,6 +30,9 @@ use std::str::FromStr;
 
 /// The size of a file an op needs, as the setup writes it (old data): 16 KiB, Ace's.
 pub const FILE_BYTES: u64 = 16384;
+
+/// The extended attribute generated workloads set and remove (Ace's `user.xattr1`).
+pub const XATTR_NAME: &str = "user.xattr1";
 
 /// Persistence slots per position: fsync of each of up to four targets (the op's paths,
 /// then their parents), fdatasync of each, sync, none.
@@ -49,11 +53,12 @@ pub enum CoreOp {
     Unlink,
     Rename,
     Truncate,
+    Setxattr,
+    Removexattr,
 }
 
 impl CoreOp {
-    /// Ace's operation set, in its order (without remove, fsetxattr and removexattr: see
-    /// the module doc).
+    /// Ace's operation set, in its order (without remove: see the module doc).
     pub const ACE: &'static [CoreOp] = &[
         CoreOp::Creat,
         CoreOp::Mkdir,
@@ -66,6 +71,8 @@ impl CoreOp {
         CoreOp::Unlink,
         CoreOp::Rename,
         CoreOp::Truncate,
+        CoreOp::Setxattr,
+        CoreOp::Removexattr,
     ];
 
     /// The name flags use.
@@ -82,6 +89,8 @@ impl CoreOp {
             CoreOp::Unlink => "unlink",
             CoreOp::Rename => "rename",
             CoreOp::Truncate => "truncate",
+            CoreOp::Setxattr => "setxattr",
+            CoreOp::Removexattr => "removexattr",
         }
     }
 }
@@ -334,6 +343,17 @@ impl Bounds {
                         }
                     }
                 }
+                CoreOp::Setxattr => out.extend(self.files.iter().map(|p| Op::Setxattr {
+                    path: s(p),
+                    name: XATTR_NAME.into(),
+                    // Replaced by the op's own index in `workload_at`.
+                    value: String::new(),
+                })),
+                CoreOp::Removexattr => out.extend(
+                    self.files
+                        .iter()
+                        .map(|p| Op::Removexattr { path: s(p), name: XATTR_NAME.into() }),
+                ),
             }
         }
         out
@@ -361,6 +381,8 @@ enum Need {
     File,
     /// Nothing there (its parent a directory).
     Absent,
+    /// A file (as [`Need::File`]) with the attribute [`XATTR_NAME`] set.
+    FileWithXattr,
 }
 
 impl Generator {
@@ -424,15 +446,31 @@ impl Generator {
         setup_model.apply(&setup[0], crate::stamp::SETUP_OP).ok()?;
         let mut now = setup_model.clone();
         let mut touched: BTreeSet<String> = BTreeSet::new();
+        let mut xattr_touched: BTreeSet<String> = BTreeSet::new();
         let mut ops = Vec::new();
         for (pos, digit) in digits.iter().enumerate() {
-            let core = &self.core[(digit / SLOTS) as usize];
+            let mut core = self.core[(digit / SLOTS) as usize].clone();
+            if let Op::Setxattr { value, .. } = &mut core {
+                *value = format!("op{}", ops.len());
+            }
+            let core = &core;
             let slot = digit % SLOTS;
             for (path, need) in needs(core) {
-                satisfy(&path, need, &mut setup, &mut setup_model, &mut now, &touched)?;
+                satisfy(
+                    &path,
+                    need,
+                    &mut setup,
+                    &mut setup_model,
+                    &mut now,
+                    &touched,
+                    &xattr_touched,
+                )?;
             }
             now.apply(core, ops.len() as u32).ok()?;
             touched.extend(core.paths().into_iter().map(str::to_owned));
+            if core.is_xattr() {
+                xattr_touched.extend(core.paths().into_iter().map(str::to_owned));
+            }
             ops.push(core.clone());
             let persist = self.persist_op(core, slot, &now, pos + 1 == seq)?;
             if let Some(p) = persist {
@@ -527,7 +565,9 @@ fn needs(op: &Op) -> Vec<(String, Need)> {
         | Op::MmapWrite { path, .. }
         | Op::Falloc { path, .. }
         | Op::Truncate { path, .. }
+        | Op::Setxattr { path, .. }
         | Op::Unlink { path } => vec![(s(path), Need::File)],
+        Op::Removexattr { path, .. } => vec![(s(path), Need::FileWithXattr)],
         _ => Vec::new(),
     }
 }
@@ -541,14 +581,34 @@ fn satisfy(
     setup_model: &mut ModelState,
     now: &mut ModelState,
     touched: &BTreeSet<String>,
+    xattr_touched: &BTreeSet<String>,
 ) -> Option<()> {
     let kind = now.node(path).map(|n| n.kind);
     let ok = match need {
         Need::Dir => path == "/" || kind == Some(NodeKind::Dir),
         Need::File => kind == Some(NodeKind::File),
+        Need::FileWithXattr => {
+            kind == Some(NodeKind::File)
+                && now.node(path).is_some_and(|n| n.xattrs.contains_key(XATTR_NAME))
+        }
         Need::Absent => kind.is_none() && path != "/",
     };
     if ok {
+        return Some(());
+    }
+    // A file the setup made and no core op has replaced, whose attribute no core op has
+    // set or removed: the setup sets it too.
+    if need == Need::FileWithXattr && kind == Some(NodeKind::File) {
+        let same_file = setup_model.id(path).is_some() && setup_model.id(path) == now.id(path);
+        let setup_node = setup_model.node(path)?;
+        if !same_file || setup_node.xattrs.contains_key(XATTR_NAME) || xattr_touched.contains(path)
+        {
+            return None;
+        }
+        let op = Op::Setxattr { path: path.into(), name: XATTR_NAME.into(), value: "setup".into() };
+        setup_model.apply(&op, crate::stamp::SETUP_OP).ok()?;
+        now.apply(&op, crate::stamp::SETUP_OP).ok()?;
+        setup.push(op);
         return Some(());
     }
     // Only what no core op has touched (nor any directory above it) may come from setup.
@@ -560,7 +620,7 @@ fn satisfy(
         return None;
     }
     if parent(path) != "/" {
-        satisfy(parent(path), Need::Dir, setup, setup_model, now, touched)?;
+        satisfy(parent(path), Need::Dir, setup, setup_model, now, touched, xattr_touched)?;
     }
     let mut add = |op: Op| -> Option<()> {
         setup_model.apply(&op, crate::stamp::SETUP_OP).ok()?;
@@ -570,9 +630,17 @@ fn satisfy(
     };
     match need {
         Need::Dir => add(Op::Mkdir { path: path.into() }),
-        Need::File => {
+        Need::File | Need::FileWithXattr => {
             add(Op::Creat { path: path.into(), sync: false })?;
-            add(Op::Write { path: path.into(), offset: 0, len: FILE_BYTES })
+            add(Op::Write { path: path.into(), offset: 0, len: FILE_BYTES })?;
+            if need == Need::FileWithXattr {
+                add(Op::Setxattr {
+                    path: path.into(),
+                    name: XATTR_NAME.into(),
+                    value: "setup".into(),
+                })?;
+            }
+            Some(())
         }
         Need::Absent => None,
     }
@@ -621,9 +689,15 @@ pub fn shrink<E>(
 /// The kind of discrepancy a durability story tells (the oracle's stories, see
 /// [`crate::check`]): `lost-file` (a promised file or name is gone), `stale-name` (a name
 /// removed before the promise is back), `wrong-size`, `stale-data`, `wrong-inode` (a
-/// promised name holds another inode), `wrong-kind`, `read-error`, or `other`.
+/// promised name holds another inode), `wrong-kind`, `wrong-link-count` (st_nlink is not
+/// the number of names that hold the file), `wrong-xattr` (an extended attribute lost,
+/// stale or back), `read-error`, or `other`.
 pub fn discrepancy_of_story(story: &str) -> &'static str {
-    if story.contains("is found under none of its names") || story.contains(" is absent") {
+    if story.contains(" the attribute ") {
+        "wrong-xattr"
+    } else if story.contains(" has link count ") {
+        "wrong-link-count"
+    } else if story.contains("is found under none of its names") || story.contains(" is absent") {
         "lost-file"
     } else if story.contains("(gone before the call)") {
         "stale-name"

@@ -25,6 +25,9 @@ pub struct ModelNode {
     pub nlink: u64,
     /// Expected class of every sector (files).
     pub content: Content,
+    /// Extended attributes (name to value) the workload set on it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub xattrs: BTreeMap<String, String>,
 }
 
 /// The model's state at one point of program order.
@@ -72,7 +75,13 @@ impl Default for ModelState {
 impl ModelState {
     /// An empty file system: just the root directory.
     pub fn new() -> ModelState {
-        let root = ModelNode { kind: NodeKind::Dir, size: 0, nlink: 1, content: Content::new() };
+        let root = ModelNode {
+            kind: NodeKind::Dir,
+            size: 0,
+            nlink: 1,
+            content: Content::new(),
+            xattrs: BTreeMap::new(),
+        };
         ModelState {
             after_op: None,
             names: BTreeMap::from([("/".to_string(), ROOT_ID)]),
@@ -129,8 +138,16 @@ impl ModelState {
                     if matches!(op, Op::Mkdir { .. }) { NodeKind::Dir } else { NodeKind::File };
                 let id = self.next_id;
                 self.next_id += 1;
-                self.nodes
-                    .insert(id, ModelNode { kind, size: 0, nlink: 1, content: Content::new() });
+                self.nodes.insert(
+                    id,
+                    ModelNode {
+                        kind,
+                        size: 0,
+                        nlink: 1,
+                        content: Content::new(),
+                        xattrs: BTreeMap::new(),
+                    },
+                );
                 self.names.insert(path.clone(), id);
                 Ok(Some(id))
             }
@@ -261,6 +278,23 @@ impl ModelState {
                 }
                 Ok(Some(id))
             }
+            Op::Setxattr { path, name, value } => {
+                let id = need(self, path, None)?;
+                if self.nodes[&id].kind == NodeKind::Symlink {
+                    return Err(err(format!(
+                        "{path} is a symlink (user xattrs need a file or directory)"
+                    )));
+                }
+                self.nodes.get_mut(&id).unwrap().xattrs.insert(name.clone(), value.clone());
+                Ok(Some(id))
+            }
+            Op::Removexattr { path, name } => {
+                let id = need(self, path, None)?;
+                if self.nodes.get_mut(&id).unwrap().xattrs.remove(name).is_none() {
+                    return Err(err(format!("{path} has no attribute {name}")));
+                }
+                Ok(Some(id))
+            }
             Op::Symlink { target, path } => {
                 need_absent_in_dir(self, path)?;
                 let id = self.next_id;
@@ -270,6 +304,7 @@ impl ModelState {
                     size: target.len() as u64,
                     nlink: 1,
                     content: Content::new(),
+                    xattrs: BTreeMap::new(),
                 };
                 self.nodes.insert(id, node);
                 self.names.insert(path.clone(), id);
@@ -296,6 +331,7 @@ impl ModelState {
                         size: 4096,
                         content: None,
                         read_error: None,
+                        xattrs: n.xattrs.clone(),
                     },
                     k => Node {
                         ino,
@@ -304,6 +340,7 @@ impl ModelState {
                         size: n.size,
                         content: Some(n.content.clone()),
                         read_error: None,
+                        xattrs: n.xattrs.clone(),
                     },
                 };
                 (p.clone(), node)

@@ -70,6 +70,12 @@ pub enum Op {
     Symlink { target: String, path: String },
     /// truncate(path, size).
     Truncate { path: String, size: u64 },
+    /// lsetxattr(path, name, value, 0): an extended attribute (the `user.` namespace in
+    /// generated workloads) created or replaced. The value names the op that set it, so a
+    /// crash state's value tells which op persisted.
+    Setxattr { path: String, name: String, value: String },
+    /// lremovexattr(path, name).
+    Removexattr { path: String, name: String },
 }
 
 /// fallocate(2)'s modes as generated workloads use them (Ace's set).
@@ -192,6 +198,10 @@ pub enum OpKind {
     MmapWrite,
     /// symlink(2).
     Symlink,
+    /// setxattr(2).
+    Setxattr,
+    /// removexattr(2).
+    Removexattr,
 }
 
 impl OpKind {
@@ -219,6 +229,8 @@ impl OpKind {
             OpKind::DirectWrite => "direct-write",
             OpKind::MmapWrite => "mmap-write",
             OpKind::Symlink => "symlink",
+            OpKind::Setxattr => "setxattr",
+            OpKind::Removexattr => "removexattr",
         }
     }
 
@@ -280,6 +292,8 @@ impl Op {
             Op::MmapWrite { .. } => OpKind::MmapWrite,
             Op::Symlink { .. } => OpKind::Symlink,
             Op::Truncate { .. } => OpKind::Truncate,
+            Op::Setxattr { .. } => OpKind::Setxattr,
+            Op::Removexattr { .. } => OpKind::Removexattr,
         }
     }
 
@@ -338,7 +352,9 @@ impl Op {
             | Op::Falloc { path, .. }
             | Op::DirectWrite { path, .. }
             | Op::MmapWrite { path, .. }
-            | Op::Truncate { path, .. } => vec![path],
+            | Op::Truncate { path, .. }
+            | Op::Setxattr { path, .. }
+            | Op::Removexattr { path, .. } => vec![path],
             Op::Link { from, to } | Op::Rename { from, to } => vec![from, to],
             // The target is a string stored in the link, not a name the op touches.
             Op::Symlink { path, .. } => vec![path],
@@ -356,6 +372,11 @@ impl Op {
             Op::OtruncWrite { len, .. } => Some((0, *len)),
             _ => None,
         }
+    }
+
+    /// Whether the op sets or removes an extended attribute.
+    pub fn is_xattr(&self) -> bool {
+        matches!(self, Op::Setxattr { .. } | Op::Removexattr { .. })
     }
 
     /// Whether the op changes a file's size or bytes (data ops, truncate, fallocate).
@@ -395,6 +416,8 @@ impl fmt::Display for Op {
             Op::MmapWrite { path, offset, len } => write!(f, "mmap-write {path} {len}@{offset}"),
             Op::Symlink { target, path } => write!(f, "symlink {target} {path}"),
             Op::Truncate { path, size } => write!(f, "truncate {path} {size}"),
+            Op::Setxattr { path, name, value } => write!(f, "setxattr {path} {name}={value}"),
+            Op::Removexattr { path, name } => write!(f, "removexattr {path} {name}"),
         }
     }
 }

@@ -45,7 +45,11 @@ pub fn take_snapshot(root: &Path, w: &Workload) -> std::io::Result<Snapshot> {
         size: 0,
         content: None,
         read_error: Some(e.to_string()),
+        xattrs: Default::default(),
     };
+    // Reading extended attributes costs a listxattr per name: only when the workload
+    // sets or removes any.
+    let with_xattrs = w.setup.iter().chain(&w.ops).any(|o| o.is_xattr());
     let mut snap = Snapshot::default();
     let mut stack = vec![String::from("/")];
     while let Some(path) = stack.pop() {
@@ -75,7 +79,15 @@ pub fn take_snapshot(root: &Path, w: &Workload) -> std::io::Result<Snapshot> {
             size: md.size(),
             content: None,
             read_error: None,
+            xattrs: Default::default(),
         };
+        if with_xattrs && matches!(kind, NodeKind::File | NodeKind::Dir) {
+            match read_user_xattrs(&fs_path) {
+                Ok(x) => node.xattrs = x,
+                Err(e) if tolerant => node.read_error = Some(format!("listxattr: {e}")),
+                Err(e) => return Err(at_path(&path, "listxattr", e)),
+            }
+        }
         if kind == NodeKind::File
             && path != DRAIN_FILE
             && (wanted.contains(&path) || md.size() <= SMALL_FILE_BYTES)
@@ -117,6 +129,21 @@ pub fn take_snapshot(root: &Path, w: &Workload) -> std::io::Result<Snapshot> {
 /// error 74)"), keeping its kind: a walk that fails says where.
 fn at_path(path: &str, call: &str, e: std::io::Error) -> std::io::Error {
     std::io::Error::new(e.kind(), format!("{path}: {call}: {e}"))
+}
+
+/// The `user.` extended attributes of `path` (not following a symlink), values as text
+/// (generated workloads set ASCII values; other bytes are shown escaped).
+fn read_user_xattrs(path: &Path) -> std::io::Result<std::collections::BTreeMap<String, String>> {
+    let mut out = std::collections::BTreeMap::new();
+    for name in xattr::list(path)? {
+        let Some(n) = name.to_str().filter(|n| n.starts_with("user.")) else { continue };
+        // A name listed and gone by the time it is read is a race the crash state cannot
+        // have (nothing else touches it): treat it as absent.
+        if let Some(v) = xattr::get(path, &name)? {
+            out.insert(n.to_owned(), String::from_utf8_lossy(&v).into_owned());
+        }
+    }
+    Ok(out)
 }
 
 fn read_file(path: &Path, size: u64) -> std::io::Result<Vec<u8>> {

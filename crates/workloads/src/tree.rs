@@ -157,6 +157,10 @@ pub struct Node {
     /// Why reading the content failed (e.g. EIO on a damaged file system), if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_error: Option<String>,
+    /// Its `user.` extended attributes (name to value), read when the workload sets or
+    /// removes any.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub xattrs: BTreeMap<String, String>,
 }
 
 impl Node {

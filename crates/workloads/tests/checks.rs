@@ -422,3 +422,61 @@ fn issue_11_a_read_error_breaks_a_durability_promise_but_is_no_reordering_or_tea
     unreadable(&mut snap, "/A/f0");
     violated(verdict(&w, &obs, &snap, vec![1]), &["fsync /A/f0 (op 1)", "reading /A/f0 failed"]);
 }
+
+/// A generated workload (Ace's bounds) by its listed text, with inode numbers observed.
+fn generated(text: &str) -> (Workload, Observed, Vec<ModelState>) {
+    let g = workloads::explore::Bounds::ace(1).generator();
+    let (_, w) = g
+        .iter_from(0)
+        .find(|(_, w)| w.ops.iter().map(|o| o.to_string()).collect::<Vec<_>>().join("; ") == text)
+        .unwrap_or_else(|| panic!("no seq-1 workload {text:?}"));
+    let states = model_states(&w);
+    let mut observed = Observed::default();
+    for id in states.last().unwrap().nodes.keys() {
+        observed.inos.insert(*id, 100 + u64::from(*id));
+    }
+    (w, observed, states)
+}
+
+#[test]
+fn fsync_and_sync_promise_extended_attributes_and_fdatasync_does_not() {
+    // setxattr, then fsync of the file: the value must be there after the fsync.
+    let (w, obs, states) = generated("setxattr /foo user.xattr1=op0; fsync /foo");
+    let after = states[2].to_snapshot(&obs);
+    assert_eq!(after.entries["/foo"].xattrs["user.xattr1"], "op0");
+    assert_eq!(verdict(&w, &obs, &after, vec![1]), Verdict::Held);
+    let mut lost = after.clone();
+    lost.entries.get_mut("/foo").unwrap().xattrs.clear();
+    let story = violated(verdict(&w, &obs, &lost, vec![1]), &["/foo lacks the attribute"]);
+    assert_eq!(workloads::explore::discrepancy_of_story(&story), "wrong-xattr");
+    // Before the fsync was durable nothing was promised.
+    assert_eq!(verdict(&w, &obs, &lost, vec![]), Verdict::Held);
+
+    // removexattr, then sync: a value back from the setup is a violation.
+    let (w, obs, states) = generated("removexattr /foo user.xattr1; sync");
+    let mut back = states[2].to_snapshot(&obs);
+    assert_eq!(verdict(&w, &obs, &back, vec![1]), Verdict::Held);
+    back.entries.get_mut("/foo").unwrap().xattrs.insert("user.xattr1".into(), "setup".into());
+    violated(verdict(&w, &obs, &back, vec![1]), &["user.xattr1=setup", "removed"]);
+
+    // fdatasync promises the data, not the attribute.
+    let (w, obs, states) = generated("setxattr /foo user.xattr1=op0; fdatasync /foo");
+    let mut lost = states[2].to_snapshot(&obs);
+    lost.entries.get_mut("/foo").unwrap().xattrs.clear();
+    assert_eq!(verdict(&w, &obs, &lost, vec![1]), Verdict::Held);
+}
+
+#[test]
+fn a_synced_file_whose_link_count_is_not_its_names_is_a_violation() {
+    let (w, obs, states) = generated("link /foo /bar; sync");
+    let after = states[2].to_snapshot(&obs);
+    assert_eq!(after.entries["/foo"].nlink, 2);
+    assert_eq!(verdict(&w, &obs, &after, vec![1]), Verdict::Held);
+    // Both names, but the inode counts one link: an unlink of either would free it.
+    let mut wrong = after.clone();
+    for p in ["/foo", "/bar"] {
+        wrong.entries.get_mut(p).unwrap().nlink = 1;
+    }
+    let story = violated(verdict(&w, &obs, &wrong, vec![1]), &["link count 1", "2 name(s)"]);
+    assert_eq!(workloads::explore::discrepancy_of_story(&story), "wrong-link-count");
+}

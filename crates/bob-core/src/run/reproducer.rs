@@ -119,6 +119,10 @@ fn xfstests_op(op: &Op) -> Option<String> {
         Op::Symlink { target, path } => format!("ln -s {} {}", m(target), m(path)),
         Op::Unlink { path } => format!("rm -f {}", m(path)),
         Op::Rename { from, to } => format!("mv {} {}", m(from), m(to)),
+        Op::Setxattr { path, name, value } => {
+            format!("$SETFATTR_PROG -n {name} -v {value} {}", m(path))
+        }
+        Op::Removexattr { path, name } => format!("$SETFATTR_PROG -x {name} {}", m(path)),
         Op::Fsync { path } => format!("$XFS_IO_PROG -c fsync {}", m(path)),
         Op::Fdatasync { path } => format!("$XFS_IO_PROG -c fdatasync {}", m(path)),
         Op::Sync => "sync".into(),
@@ -172,10 +176,17 @@ pub fn xfstests(seq: &str, config: &FsConfig, w: &Workload, story: &str) -> Stri
     let _ = writeln!(s);
     let _ = writeln!(s, ". ./common/filter");
     let _ = writeln!(s, ". ./common/dmlogwrites");
+    if w.setup.iter().chain(&w.ops).any(|o| o.is_xattr()) {
+        let _ = writeln!(s, ". ./common/attr");
+    }
     let _ = writeln!(s);
     let _ = writeln!(s, "_require_scratch");
     let _ = writeln!(s, "_require_log_writes");
     let _ = writeln!(s, "_require_xfs_io_command \"falloc\"");
+    if w.setup.iter().chain(&w.ops).any(|o| o.is_xattr()) {
+        // xfstests' common/attr: setfattr/getfattr and user xattrs on the scratch fs.
+        let _ = writeln!(s, "_require_attrs");
+    }
     let _ = writeln!(s);
     let _ = writeln!(s, "_log_writes_init $SCRATCH_DEV");
     let _ = writeln!(s, "_log_writes_mkfs >> $seqres.full 2>&1");

@@ -493,6 +493,24 @@ impl View<'_> {
             } else {
                 Ok(())
             }),
+            Op::Setxattr { name, .. } | Op::Removexattr { name, .. } => {
+                let want = match op {
+                    Op::Setxattr { value, .. } => Some(value.as_str()),
+                    _ => None,
+                };
+                Some(match self.find_file(id) {
+                    None => Err(format!(
+                        "{} ({}) is not found under any of its names",
+                        self.first_name(id),
+                        self.ino_text(id)
+                    )),
+                    Some((_, n)) if n.read_error.is_some() => return None,
+                    Some((p, n)) => match n.xattrs.get(name).map(String::as_str) {
+                        got if got == want => Ok(()),
+                        got => Err(xattr_story(p, name, got, want)),
+                    },
+                })
+            }
             Op::Fsync { .. }
             | Op::Fdatasync { .. }
             | Op::Sync
@@ -825,10 +843,19 @@ impl View<'_> {
         match op {
             Op::Fsync { path } | Op::Fdatasync { path } => {
                 let id = s.id(path)?;
+                // fsync promises the inode's metadata, extended attributes included;
+                // fdatasync only what reading the data needs.
+                let metadata = matches!(op, Op::Fsync { .. });
                 if s.nodes[&id].kind == NodeKind::Dir {
-                    return self.dir_promise(d, path, &touched, durable).and_then(fail);
+                    return self
+                        .dir_promise(d, path, &touched, durable)
+                        .or_else(|| metadata.then(|| self.xattr_promise(d, id, s)).flatten())
+                        .and_then(fail);
                 }
                 if let Some(why) = self.file_promise(d, id, s, durable) {
+                    return fail(why);
+                }
+                if let Some(why) = metadata.then(|| self.xattr_promise(d, id, s)).flatten() {
                     return fail(why);
                 }
                 // Under fsync-persists-name, a fsync promises every name the file has at
@@ -861,6 +888,11 @@ impl View<'_> {
                     } else {
                         self.file_promise(d, id, s, durable)
                     };
+                    let why = why.or_else(|| {
+                        (n.kind != NodeKind::Symlink)
+                            .then(|| self.xattr_promise(d, id, s))
+                            .flatten()
+                    });
                     if let Some(why) = why {
                         return fail(why);
                     }
@@ -973,6 +1005,71 @@ impl View<'_> {
                 return Some(format!("{name} @{} is {got}, not {what}", i as u64 * SECTOR));
             }
         }
+        self.link_count_promise(d, id, name, node)
+    }
+
+    /// The link count of file `id` (found as `name`) against its names in the tree, when
+    /// no later op adds or removes a name of it: a file the promise covers whose st_nlink
+    /// differs from the names that hold it is damaged (an unlink of one name would free
+    /// an inode another still names, or the inode is never freed).
+    fn link_count_promise(&self, d: usize, id: u32, name: &str, node: &Node) -> Option<String> {
+        let names_change_later = self.w().ops.iter().enumerate().skip(d + 1).any(|(k, o)| {
+            matches!(o, Op::Link { .. } | Op::Unlink { .. } | Op::Rename { .. })
+                && self.states()[k].nodes.get(&id).map(|n| n.nlink)
+                    != self.states()[k + 1].nodes.get(&id).map(|n| n.nlink)
+        });
+        let names = self.names_with_ino(node.ino) as u64;
+        (!names_change_later && node.kind == NodeKind::File && node.nlink != names).then(|| {
+            format!(
+                "{name} has link count {}, but {names} name(s) hold {}",
+                node.nlink,
+                self.ino_text(id)
+            )
+        })
+    }
+
+    /// Extended attributes of node `id` as of op `d` (fsync and sync promise them,
+    /// fdatasync does not): every one the model holds has its value, and none removed
+    /// before the call is back, unless a later op sets or removes the same name (its
+    /// outcome is then allowed too). A node not found is the name promise's business.
+    fn xattr_promise(&self, d: usize, id: u32, s: &ModelState) -> Option<String> {
+        let want = &s.nodes.get(&id)?.xattrs;
+        let (name, node) = self.find_file(id)?;
+        if node.read_error.is_some() {
+            return None;
+        }
+        let later: Vec<(&str, Option<&str>)> = self
+            .w()
+            .ops
+            .iter()
+            .enumerate()
+            .skip(d + 1)
+            .filter(|(j, _)| self.o.h.op_ids.get(*j).copied().flatten() == Some(id))
+            .filter_map(|(_, o)| match o {
+                Op::Setxattr { name, value, .. } => Some((name.as_str(), Some(value.as_str()))),
+                Op::Removexattr { name, .. } => Some((name.as_str(), None)),
+                _ => None,
+            })
+            .collect();
+        let names: BTreeSet<&String> = want.keys().chain(node.xattrs.keys()).collect();
+        for n in names {
+            let got = node.xattrs.get(n).map(String::as_str);
+            let expect = want.get(n).map(String::as_str);
+            if got != expect && !later.iter().any(|&(ln, lv)| ln == n && lv == got) {
+                return Some(xattr_story(name, n, got, expect));
+            }
+        }
         None
+    }
+}
+
+/// "/foo has the attribute user.a=op2, not op4" and the like: what a crash state shows of
+/// one extended attribute against what was expected (`None`: absent).
+fn xattr_story(path: &str, name: &str, got: Option<&str>, want: Option<&str>) -> String {
+    match (got, want) {
+        (None, Some(v)) => format!("{path} lacks the attribute {name} (={v})"),
+        (Some(g), None) => format!("{path} has the attribute {name}={g}, which was removed"),
+        (Some(g), Some(v)) => format!("{path} has the attribute {name}={g}, not {v}"),
+        (None, None) => format!("{path} lacks the attribute {name}"),
     }
 }
