@@ -46,6 +46,15 @@ fn seq1_over_aces_bounds_is_310_workloads_and_shards_partition_them() {
     assert_eq!(s1.len(), 12);
     assert_eq!(s1, listed(&["--seq", "2", "--sample", "12", "--seed", "5"]));
     assert_ne!(s1, listed(&["--seq", "2", "--sample", "12", "--seed", "6"]));
+    // The seq-2 sample of 10,000: its three shards partition it exactly.
+    let sample = listed(&["--seq", "2", "--sample", "10000"]);
+    assert_eq!(sample.len(), 10000);
+    let shards: Vec<Vec<String>> = (1..=3)
+        .map(|i| listed(&["--seq", "2", "--sample", "10000", "--shard", &format!("{i}/3")]))
+        .collect();
+    assert_eq!(shards.iter().map(Vec::len).sum::<usize>(), 10000);
+    let union: BTreeSet<&String> = shards.iter().flatten().collect();
+    assert_eq!(union, sample.iter().collect(), "the shards of the sample are the sample");
     // Narrowed: creat of /A/foo with sync only.
     let one = listed(&["--ops", "creat", "--files", "/A/foo", "--persist", "sync"]);
     assert_eq!(one.len(), 1);
