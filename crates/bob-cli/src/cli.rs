@@ -330,6 +330,15 @@ pub struct ExploreCmdArgs {
     /// Keep each signature's first failing workload as its witness instead of shrinking.
     #[arg(long)]
     pub no_shrink: bool,
+    /// After each run that held, crash during recovery (recovery-idempotent): interrupt
+    /// the recovery of up to K crash states right after a barrier whose recovery writes
+    /// something, and recover each crash state inside it again (journaling
+    /// configurations: ext3, ext4, xfs, btrfs).
+    #[arg(long, value_name = "K")]
+    pub recovery_crashes: Option<usize>,
+    /// At most this many crash states inside each interrupted recovery.
+    #[arg(long, value_name = "N", default_value_t = 8, requires = "recovery_crashes")]
+    pub recovery_max_states: usize,
     /// Print the selected workloads (one line each) and their number; run nothing.
     #[arg(long)]
     pub list: bool,

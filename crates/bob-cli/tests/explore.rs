@@ -295,3 +295,44 @@ print("ok")
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok");
 }
+
+/// `--recovery-crashes`: after each run that held, the recovery of a crash state right
+/// after a barrier is recorded and interrupted, and every crash state inside it is
+/// recovered again and judged (recovery-idempotent), on ext4 and xfs. The kernels'
+/// journal and log replays are idempotent, so every run holds; what is asserted is that
+/// states inside recovery were checked on both and counted per configuration.
+#[test]
+fn explore_crashes_during_recovery_on_ext4_and_xfs() {
+    let dir = Dir::new();
+    let scratch = dir.scratch();
+    let out_dir = dir.out();
+    let out = run(&[
+        "explore",
+        "--fs",
+        "ext4-ordered,xfs",
+        "--ops",
+        "creat",
+        "--files",
+        "/A/foo",
+        "--persist",
+        "fsync",
+        "--recovery-crashes",
+        "1",
+        "--recovery-max-states",
+        "4",
+        "--format",
+        "json",
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--scratch",
+        scratch.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON report");
+    assert!(report["selection"].as_str().unwrap().contains("recovery crashes 1 per run"));
+    for c in report["configs"].as_array().unwrap() {
+        let n = c["recovery_states"].as_u64().unwrap_or(0);
+        assert!(n > 0 && n <= 4 * c["workloads"].as_u64().unwrap(), "{c}");
+    }
+    assert_no_leaks(&scratch);
+}

@@ -618,6 +618,13 @@ pub struct ExploreConfig {
     pub unsupported: usize,
     /// Crash states checked over all its workloads.
     pub states: usize,
+    /// Crash states inside recovery checked (`--recovery-crashes`), each recovered again.
+    #[serde(default, skip_serializing_if = "is_zero_usize")]
+    pub recovery_states: usize,
+}
+
+fn is_zero_usize(n: &usize) -> bool {
+    *n == 0
 }
 
 /// What groups failures into one signature.
@@ -759,6 +766,7 @@ impl ExploreReport {
                         o.failed += c.failed;
                         o.unsupported += c.unsupported;
                         o.states += c.states;
+                        o.recovery_states += c.recovery_states;
                     }
                     None => out.configs.push(c),
                 }
@@ -1093,6 +1101,7 @@ mod tests {
                 failed: 1,
                 unsupported: 0,
                 states: 57,
+                recovery_states: 0,
             }],
             signatures: vec![Signature {
                 story: "violated: fsync /A/bar (op 1) is durable here, but /A/bar is absent (state sync/e2:-)".into(),

@@ -4,7 +4,7 @@
 
 use std::io::Write as _;
 
-use bob_core::run::explore::{self, ExploreOptions};
+use bob_core::run::explore::{self, ExploreOptions, RecoveryCrashes};
 use workloads::explore::Bounds;
 use workloads::Guarantee;
 
@@ -101,6 +101,10 @@ pub fn run(args: ExploreCmdArgs) -> Result<Conclusion, CliError> {
         resume: args.resume,
         documented,
         shrink: !args.no_shrink,
+        recovery_crashes: args
+            .recovery_crashes
+            .filter(|&k| k > 0)
+            .map(|per_run| RecoveryCrashes { per_run, max_states: args.recovery_max_states }),
         out: args.explore.out.clone(),
         run,
     };

@@ -60,6 +60,9 @@ pub struct ExploreOptions {
     pub out: PathBuf,
     /// Triaged signatures (`--known FILE`): slug -> note.
     pub known: BTreeMap<String, String>,
+    /// Crash states inside recovery for each run that held, on configurations whose
+    /// recovery is the mount's own journal or log replay.
+    pub recovery_crashes: Option<RecoveryCrashes>,
     /// The template of each run: strategies, limits, jobs, timeouts, scratch, drain
     /// schedules, disk model. Its config, workload and out_dir are set per run.
     pub run: RunOptions,
@@ -104,7 +107,28 @@ struct RunRecord {
     states: usize,
     unsupported: bool,
     error: Option<String>,
+    /// Crash states inside recovery checked (`--recovery-crashes`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    recovery_states: usize,
 }
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// `--recovery-crashes`: a crash during recovery, after each run that held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecoveryCrashes {
+    /// Crash states of each run whose recovery is interrupted: the states right after a
+    /// barrier (no write of the epoch applied), the first ones whose recovery writes
+    /// something.
+    pub per_run: usize,
+    /// At most this many crash states inside each recovery.
+    pub max_states: usize,
+}
+
+/// The discrepancy of a second recovery that did not reach a state the oracle allows.
+pub const RECOVERY_NOT_IDEMPOTENT: &str = "recovery-not-idempotent";
 
 /// A signature's minimal witness.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -181,6 +205,12 @@ fn selection(opts: &ExploreOptions) -> String {
     }
     if opts.documented {
         s.push_str(", documented guarantees");
+    }
+    if let Some(rc) = opts.recovery_crashes {
+        s.push_str(&format!(
+            ", recovery crashes {} per run, {} states each",
+            rc.per_run, rc.max_states
+        ));
     }
     s
 }
@@ -276,11 +306,13 @@ fn run_workload(
     config: &FsConfig,
     w: &Workload,
     runs: &Path,
+    save_trace: Option<&Path>,
     cancel: &AtomicBool,
 ) -> Result<Ran, Error> {
     let opts = RunOptions {
         config: config.clone(),
         workload: Some(w.clone()),
+        save_trace: save_trace.map(Path::to_owned),
         explore: super::Exploration { out_dir: runs.to_owned(), ..template.explore.clone() },
         resume: false,
         ..template.clone()
@@ -436,7 +468,12 @@ pub fn explore(
             }
             let cw = for_config(&w, config, opts.documented);
             let t = Instant::now();
-            let ran = run_workload(&template, config, &cw, &runs_dir, cancel);
+            let recovery = opts
+                .recovery_crashes
+                .filter(|_| matches!(config.recovery, crate::fs::Recovery::Mount));
+            let trace_dir = work.path().join("traces").join(config.name).join(&cw.name);
+            let save_trace = recovery.map(|_| trace_dir.as_path());
+            let ran = run_workload(&template, config, &cw, &runs_dir, save_trace, cancel);
             let seconds = t.elapsed().as_secs_f64();
             let mut rec = RunRecord {
                 config: config.name.to_owned(),
@@ -449,6 +486,7 @@ pub fn explore(
                 states: 0,
                 unsupported: false,
                 error: None,
+                recovery_states: 0,
             };
             match ran {
                 Err(e) if e.is_interrupted() => {
@@ -513,8 +551,54 @@ pub fn explore(
                         }
                     } else if cell.verdict == OutcomeKind::InfraError {
                         rec.error = cell.infra_error.as_ref().map(|e| format!("{e:?}"));
+                    } else if let Some(rc) = recovery {
+                        match interrupt_recoveries(&trace_dir, rc, &template, cancel) {
+                            Err(e) if e.is_interrupted() => {
+                                complete = false;
+                                break 'all;
+                            }
+                            Err(e) => rec.error = Some(format!("recovery crashes: {e}")),
+                            Ok((checked, failure)) => {
+                                rec.recovery_states = checked;
+                                if let Some((state, report)) = failure {
+                                    let key = SignatureKey {
+                                        config: config.name.to_owned(),
+                                        ops: op_kinds(&cw),
+                                        discrepancy: RECOVERY_NOT_IDEMPOTENT.to_owned(),
+                                    };
+                                    let story = format!(
+                                        "a crash during the recovery of {state}: {} of {} \
+                                         crash states inside recovery recovered again to a \
+                                         state the oracle does not allow ({}); the first \
+                                         recovery held",
+                                        report.failed,
+                                        report.states,
+                                        report.first_failure.clone().unwrap_or_default()
+                                    );
+                                    rec.outcome = report.verdict.name().into();
+                                    rec.key = Some(key.clone());
+                                    rec.story = Some(story.clone());
+                                    if !witnessed.contains(&key) {
+                                        let witness = recovery_witness(
+                                            opts, config, &cw, &trace_dir, &state, &story, rc,
+                                        )?;
+                                        append(&Line::Witness(WitnessRecord {
+                                            key: key.clone(),
+                                            witness,
+                                            seconds: 0.0,
+                                        }))?;
+                                        witnessed.insert(key);
+                                    }
+                                }
+                            }
+                        }
                     }
                 }
+            }
+            if recovery.is_some() {
+                // The run's wall time includes its crashes during recovery.
+                rec.seconds = t.elapsed().as_secs_f64();
+                let _ = std::fs::remove_dir_all(&trace_dir);
             }
             count += 1;
             append(&Line::Run(rec.clone()))?;
@@ -563,6 +647,7 @@ fn summarize(
             failed: mine.iter().filter(|r| r.key.is_some()).count(),
             unsupported: mine.iter().filter(|r| r.unsupported).count(),
             states: mine.iter().map(|r| r.states).sum(),
+            recovery_states: mine.iter().map(|r| r.recovery_states).sum(),
         });
     }
     let mut by_key: BTreeMap<&SignatureKey, Vec<&RunRecord>> = BTreeMap::new();
@@ -648,7 +733,7 @@ fn minimal_witness(
             if cancel.load(Ordering::Relaxed) {
                 return Ok(false);
             }
-            let ran = run_workload(template, config, candidate, &runs_dir, cancel)?;
+            let ran = run_workload(template, config, candidate, &runs_dir, None, cancel)?;
             let still = match ran {
                 Ran::Checked(c)
                     if c.verdict.is_failure()
@@ -706,6 +791,110 @@ fn minimal_witness(
     .map_err(io(&script))?;
     witness.reproducer = Some(script.display().to_string());
     Ok(witness)
+}
+
+/// Interrupts the recovery of the crash states right after each barrier of the trace
+/// in `trace` (`rc.per_run` of them whose recovery writes something): each recovery is
+/// recorded and its own crash states recovered again ([`super::recovery`]). Returns the
+/// crash states inside recovery checked and the first failing state with its report.
+fn interrupt_recoveries(
+    trace: &Path,
+    rc: RecoveryCrashes,
+    template: &RunOptions,
+    cancel: &AtomicBool,
+) -> Result<(usize, Option<(String, crate::output::RecoveryReport)>), Error> {
+    let (subject, _) = crate::report::witness::load_subject(trace)?;
+    let mut interrupted = 0;
+    let mut checked = 0;
+    // Epoch 0 ends at the first barrier; a crash "right after barrier N" is `eN:-`.
+    for epoch in 1..subject.epochs.len() {
+        if interrupted >= rc.per_run {
+            break;
+        }
+        if cancel.load(Ordering::Relaxed) {
+            return Err(crate::check::Error::Interrupted.into());
+        }
+        let state = format!("e{epoch}:-");
+        let report = super::recovery::recovery_idempotent(&super::recovery::RecoveryOptions {
+            trace: trace.to_owned(),
+            state: state.clone(),
+            max_states: Some(rc.max_states),
+            timeouts: template.explore.timeouts,
+            scratch: template.explore.scratch.clone(),
+        })?;
+        if report.recovery_writes == 0 {
+            continue;
+        }
+        interrupted += 1;
+        checked += report.states;
+        if report.verdict.is_failure() {
+            return Ok((checked, Some((state, report))));
+        }
+    }
+    Ok((checked, None))
+}
+
+/// The witness of a recovery that was not idempotent: the run's trace kept under
+/// `runs/CONFIG/NAME-recovery`, the state whose recovery was interrupted, and the command
+/// that does it again. Not shrunk (each candidate would need its own recording and
+/// recovery crashes; the workload is a seq-N one already).
+fn recovery_witness(
+    opts: &ExploreOptions,
+    config: &FsConfig,
+    w: &Workload,
+    trace: &Path,
+    state: &str,
+    story: &str,
+    rc: RecoveryCrashes,
+) -> Result<SignatureWitness, Error> {
+    let key_dir = opts.out.join("runs").join(config.name).join(format!("{}-recovery", w.name));
+    if let Some(parent) = key_dir.parent() {
+        std::fs::create_dir_all(parent).map_err(io(parent))?;
+    }
+    let _ = std::fs::remove_dir_all(&key_dir);
+    if std::fs::rename(trace, &key_dir).is_err() {
+        // Another file system (the scratch directory): copy it.
+        copy_dir(trace, &key_dir)?;
+    }
+    let sig_dir = opts.out.join("signatures").join(
+        SignatureKey {
+            config: config.name.to_owned(),
+            ops: op_kinds(w),
+            discrepancy: RECOVERY_NOT_IDEMPOTENT.to_owned(),
+        }
+        .slug(),
+    );
+    let file = sig_dir.join("workload.json");
+    write_json(&file, w)?;
+    let dir = key_dir.display().to_string();
+    Ok(SignatureWitness {
+        workload: file.display().to_string(),
+        ops: w.ops.iter().map(|o| o.to_string()).collect(),
+        story: story.to_owned(),
+        replay: format!(
+            "bob replay {dir} --state {state} --recovery-crashes --max-states {}",
+            rc.max_states
+        ),
+        dir,
+        state: state.to_owned(),
+        confirmed: None,
+        dropped_ops: 0,
+        reproducer: None,
+    })
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<(), Error> {
+    std::fs::create_dir_all(to).map_err(io(to))?;
+    for entry in std::fs::read_dir(from).map_err(io(from))? {
+        let entry = entry.map_err(io(from))?;
+        let target = to.join(entry.file_name());
+        if entry.file_type().map_err(io(from))?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target).map_err(io(&target))?;
+        }
+    }
+    Ok(())
 }
 
 /// The `bob run` options that find the same crash states again: the disk model, the
