@@ -48,8 +48,8 @@ mod table;
 
 pub use fsbench::{run_fs_bench, FsBenchError, FsBenchReport, FsRun, ITERATIONS};
 pub use metabench::{
-    journal_async, meta_bench_designs, run_meta_bench, MetaBenchReport, MetaRun, JOURNAL_ASYNC,
-    FILES as META_FILES,
+    journal_async, meta_bench_designs, run_meta_bench, MetaBenchReport, MetaRun,
+    FILES as META_FILES, JOURNAL_ASYNC,
 };
 pub use naive::write_overlay;
 pub use report::*;

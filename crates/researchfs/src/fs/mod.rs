@@ -387,7 +387,8 @@ impl Fs {
             // must not race with the clean flag), durable before anything else changes.
             let was_clean = sb.clean;
             let dirty = Superblock { clean: false, ..sb };
-            dev.write_at(0, &dirty.encode(), WriteInfo::new(Role::Superblock)).map_err(io_err(0))?;
+            dev.write_at(0, &dirty.encode(), WriteInfo::new(Role::Superblock))
+                .map_err(io_err(0))?;
             dev.flush().map_err(io_err(0))?;
             if !was_clean {
                 core.soft_recover()?;
@@ -441,7 +442,9 @@ impl Fs {
             // Everything durable first, then the clean flag, straight to the disk.
             c.soft_fsync()?;
             let clean = Superblock { clean: true, ..c.sb.clone() };
-            c.dev.write_at(0, &clean.encode(), WriteInfo::new(Role::Superblock)).map_err(io_err(0))?;
+            c.dev
+                .write_at(0, &clean.encode(), WriteInfo::new(Role::Superblock))
+                .map_err(io_err(0))?;
             return c.dev.flush().map_err(io_err(0));
         }
         if c.design.keeps_clean_flag() {

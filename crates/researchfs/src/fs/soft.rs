@@ -219,9 +219,10 @@ impl SoftDeps {
             let deps_durable = u.after.iter().all(|id| !self.pending.contains(id));
             // An earlier update of the same bytes that stays out keeps this one out too:
             // rolling back in reverse order is then exact.
-            let overlap_out = c.updates[..i].iter().zip(&included).any(|(e, &inc)| {
-                !inc && e.off < u.off + u.len && u.off < e.off + e.len
-            });
+            let overlap_out = c.updates[..i]
+                .iter()
+                .zip(&included)
+                .any(|(e, &inc)| !inc && e.off < u.off + u.len && u.off < e.off + e.len);
             included.push(deps_durable && !overlap_out);
         }
         let mut img = c.data.clone();

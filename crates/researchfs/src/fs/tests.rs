@@ -610,9 +610,13 @@ mod soft {
         assert_eq!(inode_in(last, &sb, b).kind, Kind::Free, "and redone later");
         // The directory block goes out between them, after a flush.
         let pos = |pred: &dyn Fn(&Request) -> bool| log.iter().position(pred).unwrap();
-        let first_inode = pos(&|r| matches!(r, Request::Write { offset, .. } if *offset == iblock * BLOCK as u64));
+        let first_inode = pos(
+            &|r| matches!(r, Request::Write { offset, .. } if *offset == iblock * BLOCK as u64),
+        );
         let dir_block = u64::from(fs.lock().get_inode(ROOT).unwrap().direct[0]);
-        let dir_write = pos(&|r| matches!(r, Request::Write { offset, .. } if *offset == dir_block * BLOCK as u64));
+        let dir_write = pos(
+            &|r| matches!(r, Request::Write { offset, .. } if *offset == dir_block * BLOCK as u64),
+        );
         assert!(first_inode < dir_write);
         assert!(log[first_inode..dir_write].contains(&Request::Flush), "a flush orders them");
         let stats = fs.soft_stats().unwrap();
@@ -665,9 +669,8 @@ mod soft {
         let mut out = Vec::new();
         for w in flushes.windows(2) {
             let (lo, hi) = (w[0], w[1]);
-            let epoch: Vec<usize> = (lo..hi)
-                .filter(|&i| matches!(log[i], Request::Write { .. }))
-                .collect();
+            let epoch: Vec<usize> =
+                (lo..hi).filter(|&i| matches!(log[i], Request::Write { .. })).collect();
             let mut drops: Vec<Option<usize>> = vec![None];
             drops.extend(epoch.iter().map(|&i| Some(i)));
             for drop in drops {
