@@ -26,7 +26,7 @@
 //! earlier overlapping one is); the syncer is a dirty-block limit checked after each
 //! operation, not a 30 s timer; fsync writes back the whole cache.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -97,6 +97,8 @@ struct Cached {
 pub(crate) struct SoftDeps {
     mode: SoftMode,
     blocks: BTreeMap<u64, Cached>,
+    /// Blocks holding an update no write has carried yet.
+    dirty: BTreeSet<u64>,
     next_id: u64,
     /// Ids of updates not yet durable.
     pending: HashSet<u64>,
@@ -112,6 +114,7 @@ impl SoftDeps {
         SoftDeps {
             mode,
             blocks: BTreeMap::new(),
+            dirty: BTreeSet::new(),
             next_id: 1,
             pending: HashSet::new(),
             before: Vec::new(),
@@ -156,8 +159,7 @@ impl SoftDeps {
         let id = self.next_id;
         let update = match self.blocks.get(&b) {
             Some(c) => {
-                let Some(lo) = (0..BLOCK).find(|&i| c.data[i] != data[i]) else { return };
-                let hi = (0..BLOCK).rev().find(|&i| c.data[i] != data[i]).unwrap_or(lo) + 1;
+                let Some((lo, hi)) = changed(&c.data, data) else { return };
                 Update {
                     id,
                     off: lo,
@@ -180,6 +182,7 @@ impl SoftDeps {
         c.data.copy_from_slice(data);
         c.role = role;
         c.updates.push(update);
+        self.dirty.insert(b);
     }
 
     /// Frees `what` once every update of this operation before its last barrier (the
@@ -201,7 +204,7 @@ impl SoftDeps {
 
     /// Blocks with an update no write has carried yet.
     pub fn dirty_blocks(&self) -> usize {
-        self.blocks.values().filter(|c| c.updates.iter().any(|u| !u.written)).count()
+        self.dirty.len()
     }
 
     /// Whether anything waits: an update not yet durable or a free not yet released.
@@ -215,15 +218,28 @@ impl SoftDeps {
     fn image(&self, b: u64) -> Option<(Vec<u8>, Vec<u64>, usize)> {
         let c = &self.blocks[&b];
         let mut included: Vec<bool> = Vec::with_capacity(c.updates.len());
-        for (i, u) in c.updates.iter().enumerate() {
+        // The byte ranges of the updates kept out so far, merged (a directory block
+        // rewritten many times keeps one range here, not one per update).
+        let mut out: Vec<(usize, usize)> = Vec::new();
+        for u in &c.updates {
+            let (lo, hi) = (u.off, u.off + u.len);
             let deps_durable = u.after.iter().all(|id| !self.pending.contains(id));
             // An earlier update of the same bytes that stays out keeps this one out too:
             // rolling back in reverse order is then exact.
-            let overlap_out = c.updates[..i]
-                .iter()
-                .zip(&included)
-                .any(|(e, &inc)| !inc && e.off < u.off + u.len && u.off < e.off + e.len);
-            included.push(deps_durable && !overlap_out);
+            let overlap_out = out.iter().any(|&(a, z)| a < hi && lo < z);
+            let inc = deps_durable && !overlap_out;
+            included.push(inc);
+            if !inc {
+                let (mut a, mut z) = (lo, hi);
+                out.retain(|&(x, y)| {
+                    let touches = x <= z && a <= y;
+                    if touches {
+                        (a, z) = (a.min(x), z.max(y));
+                    }
+                    !touches
+                });
+                out.push((a, z));
+            }
         }
         let mut img = c.data.clone();
         let mut rolled = 0;
@@ -248,12 +264,13 @@ impl SoftDeps {
     pub fn round(&mut self, dev: &dyn BlockDevice) -> Result<bool> {
         self.stats.rounds += 1;
         let mut order: Vec<(u64, u64)> = self
-            .blocks
+            .dirty
             .iter()
-            .filter_map(|(&b, c)| c.updates.iter().find(|u| !u.written).map(|u| (u.id, b)))
+            .filter_map(|&b| self.blocks[&b].updates.iter().find(|u| !u.written).map(|u| (u.id, b)))
             .collect();
         order.sort_unstable();
         let mut wrote = false;
+        let mut written = Vec::new();
         for (_, b) in order {
             let Some((img, ids, rolled)) = self.image(b) else { continue };
             let c = self.blocks.get_mut(&b).expect("cached");
@@ -270,6 +287,10 @@ impl SoftDeps {
             for u in c.updates.iter_mut().filter(|u| ids.contains(&u.id)) {
                 u.written = true;
             }
+            if c.updates.iter().all(|u| u.written) {
+                self.dirty.remove(&b);
+            }
+            written.push(b);
             if self.mode == SoftMode::Completion {
                 self.settle(b);
             }
@@ -277,8 +298,7 @@ impl SoftDeps {
         if self.mode == SoftMode::Flush && wrote {
             dev.flush().map_err(|source| Error::Io { block: 0, source })?;
             self.stats.flushes += 1;
-            let bs: Vec<u64> = self.blocks.keys().copied().collect();
-            for b in bs {
+            for b in written {
                 self.settle(b);
             }
         }
@@ -308,6 +328,18 @@ impl SoftDeps {
     pub fn mode(&self) -> SoftMode {
         self.mode
     }
+}
+
+/// The first and one past the last byte where `old` and `new` differ (compared in
+/// 64-byte pieces first: this runs on every cached write).
+fn changed(old: &[u8], new: &[u8]) -> Option<(usize, usize)> {
+    const PIECE: usize = 64;
+    let first = old.chunks(PIECE).zip(new.chunks(PIECE)).position(|(a, b)| a != b)?;
+    let last = old.chunks(PIECE).zip(new.chunks(PIECE)).rposition(|(a, b)| a != b)?;
+    let lo = (first * PIECE..).find(|&i| old[i] != new[i]).expect("the piece differs");
+    let end = ((last + 1) * PIECE).min(old.len());
+    let hi = (last * PIECE..end).rev().find(|&i| old[i] != new[i]).map_or(end, |i| i + 1);
+    Some((lo, hi))
 }
 
 impl super::Core {
