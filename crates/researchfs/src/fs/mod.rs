@@ -22,7 +22,10 @@
 //! (`impl Core` in each): `inode.rs` (the inode table), `alloc.rs` (blocks, inodes,
 //! bitmaps), `bmap.rs` (the block map: direct and indirect pointers), `data.rs` (file
 //! data), `dir.rs` (directories), `ops.rs` (namespace operations); `scan.rs` is NoFS'
-//! background scan, `mkfs.rs` makes a file system.
+//! background scan, `mkfs.rs` makes a file system. Two designs put something between the
+//! core's writes and the device: `journal.rs` (the journaling designs' running
+//! transaction) and `soft.rs` (the soft-updates designs' write-back cache, where a
+//! barrier becomes a dependency instead of a flush).
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};

@@ -49,6 +49,10 @@ pub enum SoftMode {
 /// the same on every run).
 pub const SYNC_DIRTY_BLOCKS: usize = 256;
 
+/// Blocks the cache keeps: past this, a write-back pass drops the blocks it holds no
+/// update for (they are on the disk; a later read fetches them again).
+pub const CACHE_BLOCKS: usize = 16384;
+
 /// What the soft-updates cache did since mount.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SoftStats {
@@ -305,6 +309,14 @@ impl SoftDeps {
         Ok(wrote)
     }
 
+    /// Drops the blocks with no update not yet durable once the cache holds more than
+    /// [`CACHE_BLOCKS`].
+    pub fn trim(&mut self) {
+        if self.blocks.len() > CACHE_BLOCKS {
+            self.blocks.retain(|_, c| !c.updates.is_empty());
+        }
+    }
+
     /// The written updates of block `b` are durable: drop them.
     fn settle(&mut self, b: u64) {
         let c = self.blocks.get_mut(&b).expect("cached");
@@ -400,6 +412,7 @@ impl super::Core {
                 continue;
             }
             if !self.sd().busy() {
+                self.sd().trim();
                 return Ok(());
             }
             let dev = self.dev.clone();

@@ -767,3 +767,51 @@ mod soft {
         assert!(fs.soft_stats().unwrap().frees_released >= 2);
     }
 }
+
+mod soft_rename {
+    use super::*;
+    use crate::device::{RecordingDevice, Request};
+    use crate::layout::parse_dir_block;
+
+    /// A rename inside one directory block, here over an existing file, is one block
+    /// write: every image of the directory the disk ever receives holds either both old
+    /// names (each its own inode) or the new name alone, naming the renamed file.
+    #[test]
+    fn a_rename_within_one_directory_block_is_one_write() {
+        let mem = Arc::new(MemDevice::new(16 << 20));
+        mkfs(Design::Softupdates, mem.as_ref(), mem.size()).unwrap();
+        let rec = Arc::new(RecordingDevice::new(mem.clone()));
+        let fs = Fs::open(Design::Softupdates, rec.clone(), Options::default()).unwrap();
+        let a = fs.create(ROOT, "a").unwrap();
+        let b = fs.create(ROOT, "b").unwrap();
+        fs.writeback().unwrap();
+        let start = rec.position();
+        fs.rename(ROOT, "a", ROOT, "b").unwrap();
+        fs.writeback().unwrap();
+        let dir_block = u64::from(fs.lock().get_inode(ROOT).unwrap().direct[0]);
+        let images: Vec<Vec<(Vec<u8>, u32)>> = rec.log()[start..]
+            .iter()
+            .filter_map(|r| match r {
+                Request::Write { offset, data, .. } if *offset == dir_block * BLOCK as u64 => {
+                    Some(parse_dir_block(data).unwrap())
+                }
+                _ => None,
+            })
+            .map(|es| {
+                es.into_iter()
+                    .filter(|e| e.name != b"." && e.name != b"..")
+                    .map(|e| (e.name, e.ino))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(images.len(), 1, "{images:?}");
+        assert_eq!(images[0], vec![(b"b".to_vec(), a)], "b names a's inode, a is gone");
+        // b's old inode is freed after its name is gone, and the image fscks clean.
+        assert_eq!(fs.getattr(a).unwrap().nlink, 1);
+        assert_eq!(fs.resolve("b").unwrap(), a);
+        let _ = b;
+        fs.shutdown().unwrap();
+        let r = crate::fsck(Design::Softupdates, mem.as_ref()).unwrap();
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+    }
+}
