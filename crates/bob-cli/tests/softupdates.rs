@@ -96,6 +96,37 @@ fn softupdates_leave_only_leaks_where_completion_order_breaks() {
         .count();
     assert!(silent >= 4, "completion order silent in only {silent} scenarios: {sc}");
     replays(&dir, sc);
+    // Every per-scenario cross replays from the witness to a silent result.
+    let witness = sc["witness"].as_str().unwrap();
+    for s in sc["scenarios"].as_array().unwrap() {
+        if s["silent_states"].as_u64().unwrap() == 0 {
+            continue;
+        }
+        assert_eq!(s["confirmed"], true, "{s}");
+        let id = s["witness_state"].as_str().unwrap();
+        let img = dir.path().join("scenario.img");
+        let out = run(&[
+            "replay",
+            witness,
+            "--state",
+            id,
+            "--to",
+            img.to_str().unwrap(),
+            "--check",
+            "--format",
+            "json",
+        ]);
+        assert_eq!(out.status.code(), Some(1), "{s}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let again = v["scenarios"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["scenario"] == s["scenario"])
+            .unwrap()
+            .clone();
+        assert!(!again["silent"].as_array().cloned().unwrap_or_default().is_empty(), "{id}");
+    }
 
     // dir-op-atomic: the completion-ordered write-back breaks it ...
     let sc = cell(&grid, "softupdates-completion", "dir-op-atomic");
