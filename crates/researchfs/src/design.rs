@@ -35,6 +35,16 @@ pub enum Design {
     Optfs,
     /// OptFS without checksums, still without flushes: the negative control.
     OptfsNocsum,
+    /// Soft updates (the journaling-vs-soft-updates paper, §4): a write-back cache whose
+    /// updates carry their dependencies, written back with not-yet-safe updates rolled
+    /// back; an update counts as durable only after a flush that follows its write, so
+    /// each write-back round ends with a flush. Frees wait until the pointer is durably
+    /// gone; after a crash only leaks remain (left for a later fsck), link counts too high
+    /// are lowered at mount.
+    Softupdates,
+    /// Soft updates ordered by write completion only, as on the paper's disks (no
+    /// flushes in write-back): on a disk with a volatile cache, the negative control.
+    SoftupdatesCompletion,
 }
 
 /// OptFS' durability timeout T_D in write requests: the disk under it notifies after
@@ -53,13 +63,15 @@ pub struct Options {
 
 impl Design {
     /// Every design.
-    pub const ALL: [Design; 6] = [
+    pub const ALL: [Design; 8] = [
         Design::Orderless,
         Design::Nofs,
         Design::Ordered,
         Design::JournalFlush,
         Design::Optfs,
         Design::OptfsNocsum,
+        Design::Softupdates,
+        Design::SoftupdatesCompletion,
     ];
 
     /// The name on bob's command line.
@@ -71,6 +83,8 @@ impl Design {
             Design::JournalFlush => "journal-flush",
             Design::Optfs => "optfs",
             Design::OptfsNocsum => "optfs-nocsum",
+            Design::Softupdates => "softupdates",
+            Design::SoftupdatesCompletion => "softupdates-completion",
         }
     }
 
@@ -83,6 +97,8 @@ impl Design {
             Design::JournalFlush => 4,
             Design::Optfs => 5,
             Design::OptfsNocsum => 6,
+            Design::Softupdates => 12,
+            Design::SoftupdatesCompletion => 13,
         }
     }
 
@@ -128,7 +144,22 @@ impl Design {
             Design::OptfsNocsum => {
                 Some(JournalMode { checksums: false, commit_flushes: false, selective_data: true })
             }
-            Design::Orderless | Design::Nofs | Design::Ordered => None,
+            Design::Orderless
+            | Design::Nofs
+            | Design::Ordered
+            | Design::Softupdates
+            | Design::SoftupdatesCompletion => None,
+        }
+    }
+
+    /// How the design's soft updates decide that a written update is durable, if it
+    /// uses soft updates.
+    pub fn soft_updates(self) -> Option<crate::fs::SoftMode> {
+        use crate::fs::SoftMode;
+        match self {
+            Design::Softupdates => Some(SoftMode::Flush),
+            Design::SoftupdatesCompletion => Some(SoftMode::Completion),
+            _ => None,
         }
     }
 
@@ -184,7 +215,7 @@ impl FromStr for Design {
     type Err = String;
     fn from_str(s: &str) -> Result<Design, String> {
         Design::ALL.into_iter().find(|d| d.name() == s).ok_or_else(|| {
-            format!("unknown researchfs design `{s}` (expected orderless, nofs, ordered-core, journal-flush, optfs or optfs-nocsum)")
+            format!("unknown researchfs design `{s}` (expected orderless, nofs, ordered-core, journal-flush, optfs, optfs-nocsum, softupdates or softupdates-completion)")
         })
     }
 }

@@ -24,6 +24,9 @@ pub fn run(args: BenchArgs) -> Result<Conclusion, CliError> {
         return run_table(args);
     }
     if let Some(latency) = args.latency {
+        if args.fs.iter().any(|c| c.name.starts_with("softupdates")) {
+            return run_meta(&args, latency);
+        }
         if let Some(c) = args.fs.iter().find(|c| !matches!(c.name, "optfs" | "journal-flush")) {
             return Err(usage(format!(
                 "bob bench --latency measures optfs against journal-flush; {} is not one of them",
@@ -69,6 +72,32 @@ pub fn run(args: BenchArgs) -> Result<Conclusion, CliError> {
             engine: d.engine.to_string(),
         });
     }
+    Ok(Conclusion::Done)
+}
+
+/// `bob bench --fs softupdates,... --latency MODEL`: the journaling-vs-soft-updates
+/// paper's metadata microbenchmarks on softupdates, ordered-core, journal-flush (and
+/// journal-async once it exists), plus any other research design named.
+fn run_meta(
+    args: &BenchArgs,
+    latency: bob_core::record::latency::Latency,
+) -> Result<Conclusion, CliError> {
+    let mut designs = bench::meta_bench_designs();
+    for c in &args.fs {
+        match c.design() {
+            Some(d) if !designs.contains(&d) => designs.push(d),
+            Some(_) => {}
+            None => {
+                return Err(usage(format!(
+                    "bob bench --latency measures researchfs designs; {} is a kernel configuration",
+                    c.name
+                )))
+            }
+        }
+    }
+    let report = bench::run_meta_bench(&designs, latency, bench::META_FILES)
+        .map_err(|e| CliError::Environment(e.to_string()))?;
+    print::result(args.format, &report, || report.to_text())?;
     Ok(Conclusion::Done)
 }
 

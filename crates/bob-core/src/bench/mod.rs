@@ -38,6 +38,7 @@ mod engine;
 mod floor;
 mod fsbench;
 mod machine;
+mod metabench;
 mod naive;
 mod recorder;
 mod report;
@@ -46,6 +47,10 @@ mod stream;
 mod table;
 
 pub use fsbench::{run_fs_bench, FsBenchError, FsBenchReport, FsRun, ITERATIONS};
+pub use metabench::{
+    journal_async, meta_bench_designs, run_meta_bench, MetaBenchReport, MetaRun,
+    FILES as META_FILES, JOURNAL_ASYNC,
+};
 pub use naive::write_overlay;
 pub use report::*;
 pub use stream::{run_stream_bench, StreamOptions, STREAM_DISK};

@@ -286,6 +286,12 @@ pub fn research() -> Vec<FsConfig> {
                 researchfs::Design::OptfsNocsum => {
                     "researchfs optfs-nocsum: OptFS without checksums (negative control)"
                 }
+                researchfs::Design::Softupdates => {
+                    "researchfs soft updates: write-back with per-update dependencies and roll-back, a flush where a dependency is released"
+                }
+                researchfs::Design::SoftupdatesCompletion => {
+                    "researchfs soft updates ordered by write completion only, no flushes (negative control)"
+                }
             },
             fstype: "fuse.researchfs",
             mkfs: &[],

@@ -616,7 +616,11 @@ fn record_research(
         return Err(workload_err(e));
     }
     // Every researchfs write reaches the device when the call returns, so the image file
-    // already holds the setup.
+    // already holds the setup; soft updates hold it in their cache until written back.
+    if let Err(e) = mounted.fs().writeback() {
+        drop(mounted);
+        return Err(research_err(config)(e));
+    }
     if let Err(e) = disk.start(&req.work_dir.join(LOG_FILE)) {
         drop(mounted);
         return Err(e);

@@ -1,6 +1,7 @@
 //! Block and inode allocation: the in-memory maps, the on-disk bitmaps (where the
 //! design keeps them), and NoFS' "maybe owned" answer while its scan runs.
 
+use super::soft::Free;
 use super::{io_err, Core, Tx, FREE, UNKNOWN, USED};
 use crate::device::Role;
 use crate::layout::{u32_at, Kind, BLOCK};
@@ -76,7 +77,9 @@ impl Core {
                 }
             }
         }
-        let b = found.ok_or(Error::NoSpace)?;
+        let Some(b) = found else {
+            return self.soft_retry(|c| c.alloc_block(tx));
+        };
         self.balloc[b as usize] = USED;
         self.bfree -= 1;
         self.bhint = b + 1;
@@ -91,6 +94,10 @@ impl Core {
     pub(super) fn free_block(&mut self, b: u32) {
         if !self.in_data(b) || self.balloc[b as usize] == FREE {
             return;
+        }
+        if self.defers_frees() {
+            // Soft updates: free only once the pointer's removal is durable.
+            return self.defer_free(Free::Block(b));
         }
         self.balloc[b as usize] = FREE;
         self.bfree += 1;
@@ -114,7 +121,9 @@ impl Core {
                 }
             }
         }
-        let i = found.ok_or(Error::NoSpace)?;
+        let Some(i) = found else {
+            return self.soft_retry(|c| c.alloc_inode());
+        };
         self.ialloc[i as usize] = USED;
         self.ifree -= 1;
         self.ihint = i + 1;
@@ -125,6 +134,9 @@ impl Core {
     }
 
     pub(super) fn free_inode(&mut self, ino: u32) {
+        if self.defers_frees() {
+            return self.defer_free(Free::Inode(ino));
+        }
         if self.ialloc[ino as usize] != FREE {
             self.ialloc[ino as usize] = FREE;
             self.ifree += 1;
@@ -133,6 +145,17 @@ impl Core {
         self.set_bit(true, u64::from(ino), false);
         self.verified.remove(&ino);
         self.accounted.remove(&ino);
+    }
+
+    /// Out of space: on soft updates with frees waiting, write back (which releases them)
+    /// and try once more; otherwise ENOSPC.
+    fn soft_retry<T>(&mut self, again: impl FnOnce(&mut Core) -> Result<T>) -> Result<T> {
+        let waiting = self.soft.as_ref().is_some_and(|s| s.borrow().waiting_frees() != (0, 0));
+        if !waiting || self.soft_releasing {
+            return Err(Error::NoSpace);
+        }
+        self.soft_writeback()?;
+        again(self)
     }
 
     /// An inode reached through a checked lookup is live: the scan must not reclaim it.

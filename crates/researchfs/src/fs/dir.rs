@@ -146,3 +146,48 @@ impl Core {
         count
     }
 }
+
+impl Core {
+    /// Soft updates' rename inside one directory block: the old entry goes and the new
+    /// name appears (or an existing entry `entry.name` is pointed at `entry.ino`) in one
+    /// block write, which a crash keeps or loses whole. False when the old entry's block
+    /// cannot hold the result or the target sits in another block.
+    pub(super) fn dir_rename_in_block(
+        &mut self,
+        dir: u32,
+        old: &[u8],
+        entry: DirEntry,
+    ) -> Result<bool> {
+        for (b, mut entries) in self.dir_blocks(dir)? {
+            let Some(i) = entries.iter().position(|e| e.name == old) else { continue };
+            entries.remove(i);
+            match entries.iter_mut().find(|e| e.name == entry.name) {
+                Some(t) => *t = entry,
+                None => {
+                    if self.dir_find(dir, &entry.name)?.is_some() {
+                        return Ok(false);
+                    }
+                    entries.push(entry);
+                }
+            }
+            return match build_dir_block(&entries) {
+                Some(blk) => self.write_block(u64::from(b), &blk, Role::Directory).map(|()| true),
+                None => Ok(false),
+            };
+        }
+        Err(Error::NotFound)
+    }
+
+    /// Points the existing entry `entry.name` of `dir` at `entry.ino` (soft updates'
+    /// rename over an existing file: the target's name never disappears).
+    pub(super) fn dir_replace(&mut self, dir: u32, entry: DirEntry) -> Result<()> {
+        for (b, mut entries) in self.dir_blocks(dir)? {
+            if let Some(t) = entries.iter_mut().find(|e| e.name == entry.name) {
+                *t = entry;
+                let blk = build_dir_block(&entries).expect("same footprint fits");
+                return self.write_block(u64::from(b), &blk, Role::Directory);
+            }
+        }
+        Err(Error::NotFound)
+    }
+}

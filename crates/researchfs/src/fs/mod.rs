@@ -22,7 +22,10 @@
 //! (`impl Core` in each): `inode.rs` (the inode table), `alloc.rs` (blocks, inodes,
 //! bitmaps), `bmap.rs` (the block map: direct and indirect pointers), `data.rs` (file
 //! data), `dir.rs` (directories), `ops.rs` (namespace operations); `scan.rs` is NoFS'
-//! background scan, `mkfs.rs` makes a file system.
+//! background scan, `mkfs.rs` makes a file system. Two designs put something between the
+//! core's writes and the device: `journal.rs` (the journaling designs' running
+//! transaction) and `soft.rs` (the soft-updates designs' write-back cache, where a
+//! barrier becomes a dependency instead of a flush).
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -47,11 +50,13 @@ mod journal;
 mod mkfs;
 mod ops;
 mod scan;
+mod soft;
 #[cfg(test)]
 mod tests;
 
 pub use journal::{crc32, JournalMode, JournalStats, JOURNAL_BLOCKS};
 pub use mkfs::mkfs;
+pub use soft::{SoftMode, SoftStats, SYNC_DIRTY_BLOCKS};
 
 const UNKNOWN: u8 = 0;
 const FREE: u8 = 1;
@@ -158,6 +163,11 @@ struct Core {
     /// because the core's block I/O takes `&self`; the core itself is behind the `Fs`
     /// mutex, so the cell is never shared between threads.
     jnl: Option<RefCell<journal::Journal>>,
+    /// The soft-updates designs' write-back cache and its dependencies: every core read
+    /// and write goes through it. A `RefCell` for the same reason as `jnl`.
+    soft: Option<RefCell<soft::SoftDeps>>,
+    /// Soft updates: a write-back pass is releasing frees (they happen now, not later).
+    soft_releasing: bool,
 }
 
 /// A mounted-in-process researchfs file system (no FUSE needed).
@@ -204,6 +214,9 @@ impl Core {
     }
 
     fn read_block(&self, b: u64) -> Result<Vec<u8>> {
+        if let Some(s) = &self.soft {
+            return s.borrow_mut().read(self.dev.as_ref(), b);
+        }
         if let Some(j) = &self.jnl {
             if let Some(d) = j.borrow().lookup(b) {
                 return Ok(d.to_vec());
@@ -215,6 +228,14 @@ impl Core {
     }
 
     fn write_block(&self, b: u64, data: &[u8], role: Role) -> Result<()> {
+        if let Some(s) = &self.soft {
+            // A run of contiguous data blocks is one update per block.
+            let mut s = s.borrow_mut();
+            for (i, blk) in data.chunks(BLOCK).enumerate() {
+                s.write(b + i as u64, blk, role);
+            }
+            return Ok(());
+        }
         if let Some(j) = &self.jnl {
             j.borrow_mut().stage(b, data, role);
             return Ok(());
@@ -223,6 +244,9 @@ impl Core {
     }
 
     fn barrier(&self) -> Result<()> {
+        if let Some(s) = &self.soft {
+            s.borrow_mut().barrier();
+        }
         if self.design.ordered() {
             self.dev.flush().map_err(io_err(0))?;
         }
@@ -313,6 +337,8 @@ impl Fs {
             scanning: false,
             events: Vec::new(),
             jnl,
+            soft: design.soft_updates().map(|m| RefCell::new(soft::SoftDeps::new(m))),
+            soft_releasing: false,
         };
         core.balloc[..sb.data_start as usize].fill(USED);
         core.ialloc[0] = USED;
@@ -359,7 +385,18 @@ impl Fs {
         } else {
             core.scanning = true;
         }
-        if design.keeps_clean_flag() {
+        if design.soft_updates().is_some() {
+            // Soft updates: the superblock goes straight to the disk (the cache's updates
+            // must not race with the clean flag), durable before anything else changes.
+            let was_clean = sb.clean;
+            let dirty = Superblock { clean: false, ..sb };
+            dev.write_at(0, &dirty.encode(), WriteInfo::new(Role::Superblock))
+                .map_err(io_err(0))?;
+            dev.flush().map_err(io_err(0))?;
+            if !was_clean {
+                core.soft_recover()?;
+            }
+        } else if design.keeps_clean_flag() {
             let dirty = Superblock { clean: false, ..sb };
             core.write_block(0, &dirty.encode(), Role::Superblock)?;
             core.barrier()?;
@@ -400,9 +437,18 @@ impl Fs {
         if self.closed.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        let c = self.lock();
+        let mut c = self.lock();
         if let Some(j) = &c.jnl {
             return j.borrow_mut().shutdown(c.dev.as_ref());
+        }
+        if c.soft.is_some() {
+            // Everything durable first, then the clean flag, straight to the disk.
+            c.soft_fsync()?;
+            let clean = Superblock { clean: true, ..c.sb.clone() };
+            c.dev
+                .write_at(0, &clean.encode(), WriteInfo::new(Role::Superblock))
+                .map_err(io_err(0))?;
+            return c.dev.flush().map_err(io_err(0));
         }
         if c.design.keeps_clean_flag() {
             c.write_block(
@@ -497,8 +543,10 @@ impl Fs {
     /// Runs a mutating operation, then lets the journal (if any) checkpoint and commit.
     fn mutate<T>(&self, op: impl FnOnce(&mut Core) -> Result<T>) -> Result<T> {
         let mut c = self.lock();
+        c.soft_begin();
         let r = op(&mut c);
         c.journal_tick()?;
+        c.soft_tick()?;
         r
     }
 
@@ -514,6 +562,20 @@ impl Fs {
         self.lock().journal_commit(true)
     }
 
+    /// What the soft-updates cache did since mount (`None` without soft updates).
+    pub fn soft_stats(&self) -> Option<SoftStats> {
+        self.lock().soft.as_ref().map(|s| s.borrow().stats)
+    }
+
+    /// Soft updates: writes every cached update back (with flushes in `softupdates`,
+    /// none in `softupdates-completion`) and releases every waiting free, without the
+    /// final flush fsync adds in completion mode. Nothing on other designs, which write
+    /// through. What the syncer does when the cache fills, on demand (tests, and bob's
+    /// recorder after a workload's setup so the base image holds it).
+    pub fn writeback(&self) -> Result<()> {
+        self.lock().soft_writeback()
+    }
+
     /// What the journal did since mount (`None` without a journal).
     pub fn journal_stats(&self) -> Option<JournalStats> {
         self.lock().jnl.as_ref().map(|j| j.borrow().stats)
@@ -525,6 +587,9 @@ impl Fs {
         let mut c = self.lock();
         if c.jnl.is_some() {
             return c.journal_commit(true);
+        }
+        if c.soft.is_some() {
+            return c.soft_fsync();
         }
         if c.design.fsync_flushes(c.opts) {
             c.dev.flush().map_err(io_err(0))?;

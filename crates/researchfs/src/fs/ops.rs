@@ -302,17 +302,27 @@ impl Core {
                 at = self.dir_find(at, b"..")?.map_or(ROOT, |e| e.ino);
             }
         }
+        let mut replaced = None;
+        // An existing target: gone first, except on soft updates (a file over a file is
+        // replaced in place there).
         if let Some(t) = self.dir_find(np, nname)? {
             if t.ino == ino {
                 return Ok(());
             }
             let target = self.get_inode(t.ino)?;
-            match (is_dir, target.kind == Kind::Dir) {
-                (true, true) => self.rmdir(np, nname)?,
-                (false, false) => self.unlink(np, nname)?,
-                (true, false) => return Err(Error::NotDir),
-                (false, true) => return Err(Error::IsDir),
+            if self.soft.is_some() && !is_dir && target.kind == Kind::File {
+                replaced = Some(t.ino);
+            } else {
+                match (is_dir, target.kind == Kind::Dir) {
+                    (true, true) => self.rmdir(np, nname)?,
+                    (false, false) => self.unlink(np, nname)?,
+                    (true, false) => return Err(Error::NotDir),
+                    (false, true) => return Err(Error::IsDir),
+                }
             }
+        }
+        if self.soft.is_some() {
+            return self.rename_soft(op, oname, np, nname, ino, replaced);
         }
         // Link under the new name, move the back link, unlink the old name.
         let gen = inode.generation;
@@ -357,12 +367,93 @@ impl Core {
         Ok(())
     }
 
+    /// Rename on soft updates: the file's link count is raised before the new name is
+    /// written and lowered after the old one is gone; an existing target's entry is
+    /// pointed at the file in place (its name never disappears) and its link count
+    /// lowered after that; within one directory block the whole rename is one write.
+    /// Across blocks a crash can still leave both names (with a link count of 2), as the
+    /// paper says of soft updates.
+    fn rename_soft(
+        &mut self,
+        op: u32,
+        oname: &[u8],
+        np: u32,
+        nname: &[u8],
+        ino: u32,
+        replaced: Option<u32>,
+    ) -> Result<()> {
+        let inode = self.get_inode(ino)?;
+        let (gen, kind) = (inode.generation, inode.kind);
+        let is_dir = kind == Kind::Dir;
+        let entry = DirEntry { ino, gen, kind, name: nname.to_vec() };
+        if op == np && self.dir_rename_in_block(op, oname, entry.clone())? {
+            self.barrier()?;
+            return self.drop_replaced(replaced);
+        }
+        if !is_dir {
+            let mut i = self.get_inode(ino)?;
+            i.nlink = i.nlink.saturating_add(1);
+            self.put_inode(ino, &i)?;
+            self.barrier()?;
+        }
+        match replaced {
+            Some(_) => self.dir_replace(np, entry)?,
+            None => self.dir_add(np, entry)?,
+        }
+        self.barrier()?;
+        if op != np {
+            let mut inode = self.get_inode(ino)?;
+            Core::touch(&mut inode);
+            self.put_inode(ino, &inode)?;
+            if is_dir {
+                let b = inode.direct[0];
+                let npgen = self.gen_of(np)?;
+                let mut entries = self.dir_block(ino, gen, b)?;
+                for e in entries.iter_mut().filter(|e| e.name == b"..") {
+                    e.ino = np;
+                    e.gen = npgen;
+                }
+                let blk = build_dir_block(&entries).expect("same entries fit");
+                self.write_block(u64::from(b), &blk, Role::Directory)?;
+                let mut n = self.get_inode(np)?;
+                n.nlink = n.nlink.saturating_add(1);
+                self.put_inode(np, &n)?;
+                let mut o = self.get_inode(op)?;
+                o.nlink = o.nlink.saturating_sub(1).max(2);
+                self.put_inode(op, &o)?;
+            }
+            self.barrier()?;
+        }
+        self.dir_remove(op, oname)?;
+        self.barrier()?;
+        if !is_dir {
+            let mut i = self.get_inode(ino)?;
+            i.nlink = i.nlink.saturating_sub(1);
+            self.put_inode(ino, &i)?;
+        }
+        self.drop_replaced(replaced)
+    }
+
+    /// The link count of a file whose name a rename took over goes down (after that
+    /// name's new entry, which the caller has put before a barrier).
+    fn drop_replaced(&mut self, replaced: Option<u32>) -> Result<()> {
+        let Some(t) = replaced else { return Ok(()) };
+        let mut inode = self.get_inode(t)?;
+        inode.nlink = inode.nlink.saturating_sub(1);
+        if inode.nlink == 0 {
+            self.release_inode(t, &inode)
+        } else {
+            self.put_inode(t, &inode)
+        }
+    }
+
     pub(super) fn usage(&self) -> Usage {
+        let (wb, wi) = self.soft.as_ref().map_or((0, 0), |s| s.borrow().waiting_frees());
         Usage {
             blocks: self.sb.blocks - self.sb.data_start,
-            bfree: self.bfree,
+            bfree: self.bfree + wb,
             files: u64::from(self.sb.inodes) - 1,
-            ffree: self.ifree,
+            ffree: self.ifree + wi,
         }
     }
 }

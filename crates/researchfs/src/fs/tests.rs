@@ -550,3 +550,268 @@ mod journal {
         assert!(fs.journal_stats().is_none());
     }
 }
+
+mod soft {
+    use super::*;
+    use crate::device::{RecordingDevice, Request};
+    use crate::layout::Kind;
+
+    /// A soft-updates file system on a recording device over memory.
+    fn recorded(design: Design) -> (Arc<MemDevice>, Arc<RecordingDevice>, Arc<Fs>) {
+        let mem = Arc::new(MemDevice::new(16 << 20));
+        mkfs(design, mem.as_ref(), mem.size()).unwrap();
+        let rec = Arc::new(RecordingDevice::new(mem.clone()));
+        let fs = Fs::open(design, rec.clone(), Options::default()).unwrap();
+        (mem, rec, fs)
+    }
+
+    fn writes_to(log: &[Request], block: u64) -> Vec<&Vec<u8>> {
+        log.iter()
+            .filter_map(|r| match r {
+                Request::Write { offset, data, .. } if *offset == block * BLOCK as u64 => {
+                    Some(data)
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn inode_in(blk: &[u8], sb: &Superblock, ino: u32) -> Inode {
+        let off = sb.inode_location(ino).1;
+        Inode::decode(&blk[off..off + INODE_SIZE])
+    }
+
+    /// The paper's cycle (§4): a create and a delete whose names share a directory block
+    /// and whose inodes share an inode-table block. The inode block must go out with the
+    /// new inode but the deleted one still live (its clearing rolled back: the name is
+    /// still on the disk), then the directory block, then the inode block again.
+    #[test]
+    fn the_papers_cycle_is_broken_by_rolling_back_the_delete() {
+        let (mem, rec, fs) = recorded(Design::Softupdates);
+        let b = fs.create(ROOT, "b").unwrap();
+        fs.writeback().unwrap();
+        let sb = fs.lock().sb.clone();
+        let start = rec.position();
+        let a = fs.create(ROOT, "a").unwrap();
+        assert_ne!(a, b, "b's inode is not free before its name is durably gone");
+        fs.unlink(ROOT, "b").unwrap();
+        // Nothing reached the disk yet: soft updates write back.
+        assert_eq!(rec.position(), start);
+        fs.writeback().unwrap();
+        let log = rec.log()[start..].to_vec();
+        let iblock = sb.inode_location(a).0;
+        assert_eq!(iblock, sb.inode_location(b).0, "one inode-table block holds both");
+        let inode_writes = writes_to(&log, iblock);
+        assert!(inode_writes.len() >= 2, "{} inode-block writes", inode_writes.len());
+        let first = inode_writes[0];
+        assert_eq!(inode_in(first, &sb, a).kind, Kind::File, "a initialised first");
+        assert_eq!(inode_in(first, &sb, b).kind, Kind::File, "b's clearing rolled back");
+        let last = inode_writes.last().unwrap();
+        assert_eq!(inode_in(last, &sb, b).kind, Kind::Free, "and redone later");
+        // The directory block goes out between them, after a flush.
+        let pos = |pred: &dyn Fn(&Request) -> bool| log.iter().position(pred).unwrap();
+        let first_inode = pos(
+            &|r| matches!(r, Request::Write { offset, .. } if *offset == iblock * BLOCK as u64),
+        );
+        let dir_block = u64::from(fs.lock().get_inode(ROOT).unwrap().direct[0]);
+        let dir_write = pos(
+            &|r| matches!(r, Request::Write { offset, .. } if *offset == dir_block * BLOCK as u64),
+        );
+        assert!(first_inode < dir_write);
+        assert!(log[first_inode..dir_write].contains(&Request::Flush), "a flush orders them");
+        let stats = fs.soft_stats().unwrap();
+        assert!(stats.rollbacks >= 1, "{stats:?}");
+        assert!(stats.flushes >= 3, "{stats:?}");
+        fs.shutdown().unwrap();
+        let r = crate::fsck(Design::Softupdates, mem.as_ref()).unwrap();
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+    }
+
+    /// Every dependency rule in one mixed workload: mkdir, create + write past the
+    /// direct blocks (indirect block), link, a rename across directories, a rename over
+    /// an existing file, unlink, truncate.
+    fn workload(fs: &Fs) {
+        let d = fs.mkdir(ROOT, "d").unwrap();
+        let e = fs.mkdir(ROOT, "e").unwrap();
+        let f = fs.create(d, "f").unwrap();
+        fs.write(f, 0, &pattern((NDIRECT + 2) * BLOCK, 7)).unwrap();
+        let g = fs.create(d, "g").unwrap();
+        fs.write(g, 0, &pattern(100, 1)).unwrap();
+        fs.writeback().unwrap();
+        let h = fs.create(e, "h").unwrap();
+        fs.write(h, 0, &pattern(5000, 2)).unwrap();
+        fs.link(g, e, "g2").unwrap();
+        fs.rename(d, "f", e, "f2").unwrap();
+        fs.rename(e, "h", d, "g").unwrap();
+        fs.truncate(f, 10).unwrap();
+        fs.unlink(e, "g2").unwrap();
+        fs.create(d, "n").unwrap();
+    }
+
+    /// The crash images of one recording: every write before a flush kept, plus each
+    /// subset of the following epoch that drops exactly one of its writes (and the whole
+    /// epoch). Returns the fsck problem kinds of each image after recovery.
+    fn crash_kinds(design: Design) -> Vec<Vec<Option<ErrorKind>>> {
+        let mem = Arc::new(MemDevice::new(16 << 20));
+        mkfs(design, mem.as_ref(), mem.size()).unwrap();
+        let rec = Arc::new(RecordingDevice::new(mem.clone()));
+        let fs = Fs::open(design, rec.clone(), Options::default()).unwrap();
+        let base_pos = rec.position();
+        let base = mem.snapshot();
+        workload(&fs);
+        fs.writeback().unwrap();
+        fs.crash();
+        let log = rec.log()[base_pos..].to_vec();
+        let flushes: Vec<usize> = std::iter::once(0)
+            .chain(log.iter().enumerate().filter(|(_, r)| **r == Request::Flush).map(|(i, _)| i))
+            .chain(std::iter::once(log.len()))
+            .collect();
+        let mut out = Vec::new();
+        for w in flushes.windows(2) {
+            let (lo, hi) = (w[0], w[1]);
+            let epoch: Vec<usize> =
+                (lo..hi).filter(|&i| matches!(log[i], Request::Write { .. })).collect();
+            let mut drops: Vec<Option<usize>> = vec![None];
+            drops.extend(epoch.iter().map(|&i| Some(i)));
+            for drop in drops {
+                let dev = Arc::new(MemDevice::from_bytes(base.clone()));
+                for (i, r) in log[..hi].iter().enumerate() {
+                    if let Request::Write { offset, info, data } = r {
+                        if Some(i) != drop {
+                            dev.write_at(*offset, data, *info).unwrap();
+                        }
+                    }
+                }
+                let fs = Fs::open(design, dev.clone(), Options::default()).unwrap();
+                fs.crash();
+                let r = crate::fsck(design, dev.as_ref()).unwrap();
+                out.push(r.problems.iter().map(|p| p.kind).collect());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn flush_ordered_write_back_leaves_only_leaks_in_every_crash_image() {
+        let kinds = crash_kinds(Design::Softupdates);
+        assert!(kinds.len() > 10, "{} images", kinds.len());
+        for (i, k) in kinds.iter().enumerate() {
+            assert!(
+                k.iter().all(|k| matches!(k, Some(ErrorKind::Oi | ErrorKind::Ob))),
+                "image {i}: {k:?}"
+            );
+        }
+        assert!(kinds.iter().any(|k| !k.is_empty()), "some image leaks (frees in flight)");
+    }
+
+    #[test]
+    fn completion_ordered_write_back_breaks_on_a_volatile_cache() {
+        let kinds = crash_kinds(Design::SoftupdatesCompletion);
+        let bad = kinds
+            .iter()
+            .filter(|k| k.iter().any(|k| !matches!(k, Some(ErrorKind::Oi | ErrorKind::Ob))))
+            .count();
+        assert!(bad > 0, "no image beyond leaks among {}", kinds.len());
+    }
+
+    /// Completion mode issues no flush while writing back; fsync flushes once after.
+    #[test]
+    fn completion_mode_writes_back_without_flushes() {
+        let (_mem, rec, fs) = recorded(Design::SoftupdatesCompletion);
+        let start = rec.position();
+        workload(&fs);
+        fs.writeback().unwrap();
+        let log = rec.log()[start..].to_vec();
+        assert!(!log.contains(&Request::Flush), "no flush in completion-ordered write-back");
+        assert!(log.iter().any(|r| matches!(r, Request::Write { .. })));
+        fs.fsync(ROOT).unwrap();
+        assert_eq!(rec.log().last(), Some(&Request::Flush));
+    }
+
+    /// A link count raised before a name that never reached the disk is lowered at
+    /// mount; a freed block is reused only after its pointer is durably gone.
+    #[test]
+    fn mount_lowers_link_counts_too_high_and_frees_wait_for_write_back() {
+        let (mem, rec, fs) = recorded(Design::Softupdates);
+        let f = fs.create(ROOT, "f").unwrap();
+        fs.write(f, 0, &pattern(BLOCK, 3)).unwrap();
+        fs.writeback().unwrap();
+        let base = mem.snapshot();
+        let start = rec.position();
+        fs.link(f, ROOT, "l").unwrap();
+        fs.writeback().unwrap();
+        let log = rec.log()[start..].to_vec();
+        // The first epoch of the link's write-back: the raised count, not the name.
+        let first_flush = log.iter().position(|r| *r == Request::Flush).unwrap();
+        let dev = Arc::new(MemDevice::from_bytes(base));
+        for r in &log[..first_flush] {
+            if let Request::Write { offset, info, data } = r {
+                dev.write_at(*offset, data, *info).unwrap();
+            }
+        }
+        let before = crate::fsck(Design::Softupdates, dev.as_ref()).unwrap();
+        assert!(before.kinds().contains(&ErrorKind::Hl), "{:?}", before.problems);
+        let again = Fs::open(Design::Softupdates, dev.clone(), Options::default()).unwrap();
+        assert_eq!(again.getattr(again.resolve("f").unwrap()).unwrap().nlink, 1);
+        again.shutdown().unwrap();
+        assert!(crate::fsck(Design::Softupdates, dev.as_ref()).unwrap().problems.is_empty());
+
+        // Frees wait: the block of an unlinked file stays allocated until write-back.
+        let blk = fs.lock().get_inode(f).unwrap().direct[0];
+        fs.unlink(ROOT, "l").unwrap();
+        fs.unlink(ROOT, "f").unwrap();
+        let g = fs.create(ROOT, "g").unwrap();
+        fs.write(g, 0, &pattern(BLOCK, 4)).unwrap();
+        assert_ne!(fs.lock().get_inode(g).unwrap().direct[0], blk, "reused before durable");
+        fs.writeback().unwrap();
+        assert!(fs.soft_stats().unwrap().frees_released >= 2);
+    }
+}
+
+mod soft_rename {
+    use super::*;
+    use crate::device::{RecordingDevice, Request};
+    use crate::layout::parse_dir_block;
+
+    /// A rename inside one directory block, here over an existing file, is one block
+    /// write: every image of the directory the disk ever receives holds either both old
+    /// names (each its own inode) or the new name alone, naming the renamed file.
+    #[test]
+    fn a_rename_within_one_directory_block_is_one_write() {
+        let mem = Arc::new(MemDevice::new(16 << 20));
+        mkfs(Design::Softupdates, mem.as_ref(), mem.size()).unwrap();
+        let rec = Arc::new(RecordingDevice::new(mem.clone()));
+        let fs = Fs::open(Design::Softupdates, rec.clone(), Options::default()).unwrap();
+        let a = fs.create(ROOT, "a").unwrap();
+        let b = fs.create(ROOT, "b").unwrap();
+        fs.writeback().unwrap();
+        let start = rec.position();
+        fs.rename(ROOT, "a", ROOT, "b").unwrap();
+        fs.writeback().unwrap();
+        let dir_block = u64::from(fs.lock().get_inode(ROOT).unwrap().direct[0]);
+        let images: Vec<Vec<(Vec<u8>, u32)>> = rec.log()[start..]
+            .iter()
+            .filter_map(|r| match r {
+                Request::Write { offset, data, .. } if *offset == dir_block * BLOCK as u64 => {
+                    Some(parse_dir_block(data).unwrap())
+                }
+                _ => None,
+            })
+            .map(|es| {
+                es.into_iter()
+                    .filter(|e| e.name != b"." && e.name != b"..")
+                    .map(|e| (e.name, e.ino))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(images.len(), 1, "{images:?}");
+        assert_eq!(images[0], vec![(b"b".to_vec(), a)], "b names a's inode, a is gone");
+        // b's old inode is freed after its name is gone, and the image fscks clean.
+        assert_eq!(fs.getattr(a).unwrap().nlink, 1);
+        assert_eq!(fs.resolve("b").unwrap(), a);
+        let _ = b;
+        fs.shutdown().unwrap();
+        let r = crate::fsck(Design::Softupdates, mem.as_ref()).unwrap();
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+    }
+}
