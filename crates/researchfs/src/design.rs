@@ -35,6 +35,15 @@ pub enum Design {
     Optfs,
     /// OptFS without checksums, still without flushes: the negative control.
     OptfsNocsum,
+    /// Valor (valor.txt): the ordered core plus a transactional file API (begin, commit,
+    /// abort; durable and non-durable commit) over a write-ahead undo log in its own
+    /// region of the image: every undo record is durable before its in-place overwrite,
+    /// the commit record follows the transaction's data, and recovery at mount rolls
+    /// back every transaction without a commit or abort record.
+    Valor,
+    /// Valor without the flush between the undo records and the in-place data: the
+    /// negative control.
+    ValorNologOrder,
 }
 
 /// OptFS' durability timeout T_D in write requests: the disk under it notifies after
@@ -53,13 +62,15 @@ pub struct Options {
 
 impl Design {
     /// Every design.
-    pub const ALL: [Design; 6] = [
+    pub const ALL: [Design; 8] = [
         Design::Orderless,
         Design::Nofs,
         Design::Ordered,
         Design::JournalFlush,
         Design::Optfs,
         Design::OptfsNocsum,
+        Design::Valor,
+        Design::ValorNologOrder,
     ];
 
     /// The name on bob's command line.
@@ -71,6 +82,8 @@ impl Design {
             Design::JournalFlush => "journal-flush",
             Design::Optfs => "optfs",
             Design::OptfsNocsum => "optfs-nocsum",
+            Design::Valor => "valor",
+            Design::ValorNologOrder => "valor-nolog-order",
         }
     }
 
@@ -83,6 +96,8 @@ impl Design {
             Design::JournalFlush => 4,
             Design::Optfs => 5,
             Design::OptfsNocsum => 6,
+            Design::Valor => 14,
+            Design::ValorNologOrder => 15,
         }
     }
 
@@ -103,7 +118,24 @@ impl Design {
 
     /// A flush separates dependent writes.
     pub fn ordered(self) -> bool {
-        self == Design::Ordered
+        // Valor runs on an ordinary ordered file system (ext3 in the paper).
+        matches!(self, Design::Ordered | Design::Valor | Design::ValorNologOrder)
+    }
+
+    /// How the design logs transactions (Valor), if it does.
+    pub fn valor(self) -> Option<crate::fs::ValorMode> {
+        use crate::fs::ValorMode;
+        match self {
+            Design::Valor => Some(ValorMode { log_before_data: true }),
+            Design::ValorNologOrder => Some(ValorMode { log_before_data: false }),
+            _ => None,
+        }
+    }
+
+    /// Whether programs can begin, commit and abort transactions on it (Valor: through
+    /// the control file [`crate::fuse::TXN_CONTROL`], or [`crate::Fs::txn_begin`]).
+    pub fn has_txn(self) -> bool {
+        self.valor().is_some()
     }
 
     /// Whether fsync issues a flush (a journaling design's fsync is its dsync: commit,
@@ -128,7 +160,11 @@ impl Design {
             Design::OptfsNocsum => {
                 Some(JournalMode { checksums: false, commit_flushes: false, selective_data: true })
             }
-            Design::Orderless | Design::Nofs | Design::Ordered => None,
+            Design::Orderless
+            | Design::Nofs
+            | Design::Ordered
+            | Design::Valor
+            | Design::ValorNologOrder => None,
         }
     }
 
@@ -184,7 +220,7 @@ impl FromStr for Design {
     type Err = String;
     fn from_str(s: &str) -> Result<Design, String> {
         Design::ALL.into_iter().find(|d| d.name() == s).ok_or_else(|| {
-            format!("unknown researchfs design `{s}` (expected orderless, nofs, ordered-core, journal-flush, optfs or optfs-nocsum)")
+            format!("unknown researchfs design `{s}` (expected orderless, nofs, ordered-core, journal-flush, optfs, optfs-nocsum, valor or valor-nolog-order)")
         })
     }
 }

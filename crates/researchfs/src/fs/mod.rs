@@ -49,9 +49,11 @@ mod ops;
 mod scan;
 #[cfg(test)]
 mod tests;
+mod valor;
 
 pub use journal::{crc32, JournalMode, JournalStats, JOURNAL_BLOCKS};
 pub use mkfs::mkfs;
+pub use valor::{ValorMode, ValorStats, VALOR_LOG_BLOCKS};
 
 const UNKNOWN: u8 = 0;
 const FREE: u8 = 1;
@@ -158,6 +160,8 @@ struct Core {
     /// because the core's block I/O takes `&self`; the core itself is behind the `Fs`
     /// mutex, so the cell is never shared between threads.
     jnl: Option<RefCell<journal::Journal>>,
+    /// Valor's undo log and open transaction.
+    valor: Option<valor::Log>,
 }
 
 /// A mounted-in-process researchfs file system (no FUSE needed).
@@ -274,7 +278,13 @@ impl Fs {
             let found = Design::from_id(sb.design).map_or("unknown".to_string(), |d| d.to_string());
             return Err(bad(format!("the image was made for design {found}")));
         }
-        let journal_blocks = if design.journal().is_some() { JOURNAL_BLOCKS } else { 0 };
+        let journal_blocks = if design.journal().is_some() {
+            JOURNAL_BLOCKS
+        } else if design.valor().is_some() {
+            VALOR_LOG_BLOCKS
+        } else {
+            0
+        };
         if (sb.blocks + journal_blocks) * BLOCK as u64 > dev.size() {
             return Err(bad(format!("superblock says {} blocks, device is smaller", sb.blocks)));
         }
@@ -289,6 +299,17 @@ impl Fs {
                     rec.replayed,
                 )))
             }
+            None => None,
+        };
+        // Valor's rollback likewise comes before anything reads the file system.
+        let valor = match design.valor() {
+            Some(mode) => Some(valor::recover(
+                design,
+                dev.as_ref(),
+                sb.blocks,
+                sb.data_start..sb.blocks,
+                mode,
+            )?),
             None => None,
         };
         let nblocks = sb.blocks as usize;
@@ -313,6 +334,7 @@ impl Fs {
             scanning: false,
             events: Vec::new(),
             jnl,
+            valor,
         };
         core.balloc[..sb.data_start as usize].fill(USED);
         core.ialloc[0] = USED;
@@ -400,9 +422,16 @@ impl Fs {
         if self.closed.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
-        let c = self.lock();
+        let mut c = self.lock();
         if let Some(j) = &c.jnl {
             return j.borrow_mut().shutdown(c.dev.as_ref());
+        }
+        let c = &mut *c;
+        if let Some(log) = c.valor.as_mut() {
+            // Unmount aborts a transaction still open (as the paper's umount does).
+            if log.is_open() {
+                log.abort(c.dev.as_ref())?;
+            }
         }
         if c.design.keeps_clean_flag() {
             c.write_block(
@@ -512,6 +541,44 @@ impl Fs {
     /// `dsync()` (OptFS): `osync()` then a flush: durable when it returns.
     pub fn dsync(&self) -> Result<()> {
         self.lock().journal_commit(true)
+    }
+
+    /// Valor: begins a transaction; every `write` until commit or abort is part of it
+    /// and must overwrite pages the file already has. Returns its id. `NotSupported` on
+    /// a design without transactions; `Transaction` if one is open.
+    pub fn txn_begin(&self) -> Result<u64> {
+        let mut c = self.lock();
+        let c = &mut *c;
+        match c.valor.as_mut() {
+            Some(log) => log.begin(c.dev.as_ref()),
+            None => Err(Error::NotSupported),
+        }
+    }
+
+    /// Valor: commits the open transaction (its data, then its commit record); with
+    /// `durable` (the paper's Transaction Sync) it is on the disk when this returns.
+    pub fn txn_commit(&self, durable: bool) -> Result<()> {
+        let mut c = self.lock();
+        let c = &mut *c;
+        match c.valor.as_mut() {
+            Some(log) => log.commit(c.dev.as_ref(), durable),
+            None => Err(Error::NotSupported),
+        }
+    }
+
+    /// Valor: aborts the open transaction, writing the old pages back.
+    pub fn txn_abort(&self) -> Result<()> {
+        let mut c = self.lock();
+        let c = &mut *c;
+        match c.valor.as_mut() {
+            Some(log) => log.abort(c.dev.as_ref()),
+            None => Err(Error::NotSupported),
+        }
+    }
+
+    /// What Valor's log did since mount (`None` without transactions).
+    pub fn valor_stats(&self) -> Option<ValorStats> {
+        self.lock().valor.as_ref().map(|l| l.stats)
     }
 
     /// What the journal did since mount (`None` without a journal).
