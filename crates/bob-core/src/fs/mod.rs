@@ -752,7 +752,10 @@ mod tests {
         let valor = by_name("valor").unwrap();
         for p in workloads::Property::EVERY {
             assert_eq!(valor.applies(*p), !p.needs_osync(), "{p}");
-            assert_eq!(by_name("ext4").unwrap().applies(*p), !p.needs_osync() && !p.needs_txn());
+            assert_eq!(
+                by_name("ext4-ordered").unwrap().applies(*p),
+                !p.needs_osync() && !p.needs_txn()
+            );
         }
     }
 

@@ -196,7 +196,7 @@ impl View<'_> {
     }
 
     /// Why no candidate matches: the first transaction that left a trace it must not
-    /// (aborted, unfinished) or that is only partly there (committed).
+    /// (aborted, unfinished), else the first that is only partly there (committed).
     fn txn_atomic_story(
         &self,
         txns: &[Txn],
@@ -214,7 +214,12 @@ impl View<'_> {
             let any = classes.contains(&mine);
             Some((format!("{name} @{off}+{len} is {}", summarize(&classes, id, k)), all, any))
         };
-        for t in txns {
+        // Traces of aborted and unfinished transactions first: a later transaction's
+        // trace over an earlier one's pages would otherwise read as the earlier half done.
+        let resolved_last = |t: &&Txn| matches!(t.how, End::Commit { .. });
+        let order =
+            txns.iter().filter(|t| !resolved_last(t)).chain(txns.iter().filter(resolved_last));
+        for t in order {
             let seen: Vec<(usize, (String, bool, bool))> =
                 t.writes.iter().filter_map(|&k| shown(k).map(|s| (k, s))).collect();
             let story = match t.how {
