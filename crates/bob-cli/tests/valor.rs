@@ -66,3 +66,22 @@ fn valor_holds_txn_atomic_and_durable_where_nolog_order_breaks_atomicity() {
     assert_eq!(v["recorded_story"], v["story"], "{v}");
     assert!(story.starts_with(v["story"].as_str().unwrap()), "{v}");
 }
+
+#[test]
+fn list_shows_valor_and_the_transaction_properties_which_elsewhere_do_not_apply() {
+    let out = run(&["list", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for name in ["valor", "valor-nolog-order"] {
+        let c = v["configs"].as_array().unwrap().iter().find(|c| c["name"] == name);
+        assert_eq!(c.map(|c| c["available"].clone()), Some(true.into()), "{name}");
+    }
+    for p in ["txn-atomic", "txn-durable"] {
+        assert!(v["properties"].as_array().unwrap().iter().any(|x| x["name"] == p), "{p}");
+    }
+    let out = run(&["run", "--fs", "orderless", "--property", "txn-durable", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let cell: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(cell["verdict"], "not-applicable", "{cell}");
+    assert!(cell["unavailable"].as_str().unwrap().contains("no transactions"), "{cell}");
+}

@@ -124,9 +124,8 @@ pub fn run_valor_bench(latency: Latency, pages: usize) -> Result<ValorBenchRepor
 impl ValorBenchReport {
     /// The human-readable report.
     pub fn to_text(&self) -> String {
-        let row = |r: &ValorRun| {
-            format!("{:<24}: {:.3} s, {} flushes\n", r.config, r.seconds, r.flushes)
-        };
+        let row =
+            |r: &ValorRun| format!("{:<24}: {:.3} s, {} flushes\n", r.config, r.seconds, r.flushes);
         format!(
             "Serial overwrite of {} pages in transactions of {}, latency model {}\n{}{}valor_vs_plain: {:.2} (the paper: Valor {:.1}x ext3)\n",
             self.pages,
