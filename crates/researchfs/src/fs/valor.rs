@@ -531,8 +531,8 @@ mod tests {
             out.push((format!("prefix {cut}"), image(&|i| i < cut)));
             let flushed =
                 log[..cut].iter().rposition(|r| *r == Request::Flush).map_or(0, |f| f + 1);
-            for lost in flushed..cut {
-                if matches!(log[lost], Request::Write { .. }) {
+            for (lost, r) in log.iter().enumerate().take(cut).skip(flushed) {
+                if matches!(r, Request::Write { .. }) {
                     out.push((
                         format!("prefix {cut} less {lost}"),
                         image(&|i| i < cut && i != lost),
