@@ -570,7 +570,9 @@ pub struct BenchArgs {
     pub max_states: Option<usize>,
     /// The file systems' own speed on bob's disk with this latency model (hdd, ssd,
     /// none): a Varmail-like flow, optfs with osync against journal-flush with fsync
-    /// (`optfs_vs_fsync_flush`; `--fs` may name those two only).
+    /// (`optfs_vs_fsync_flush`; `--fs` may name those two only). With `--fs valor`:
+    /// a serial overwrite in transactions of 16 pages against the same writes without
+    /// transactions (`valor_vs_plain`).
     #[arg(long, conflicts_with_all = ["table", "stream_states"])]
     pub latency: Option<bob_core::record::latency::Latency>,
     /// Instead: generate and dedup this many crash states (e.g. 1000000) of one recorded

@@ -953,11 +953,19 @@ pub fn unavailable_cell(config: &FsConfig, property: Property, reason: &str) -> 
 pub fn not_applicable_cell(config: &FsConfig, property: Property) -> Cell {
     Cell {
         verdict: CellVerdict::NotApplicable,
-        unavailable: Some(format!(
-            "{} has no osync()/dsync(), which the {} workload calls",
-            config.name,
-            property.name()
-        )),
+        unavailable: Some(if property.needs_txn() {
+            format!(
+                "{} has no transactions (begin/commit/abort), which the {} workload runs",
+                config.name,
+                property.name()
+            )
+        } else {
+            format!(
+                "{} has no osync()/dsync(), which the {} workload calls",
+                config.name,
+                property.name()
+            )
+        }),
         ..Cell::of_results(config.name, property.name(), &[]).0
     }
 }

@@ -45,6 +45,15 @@ pub enum Design {
     /// Soft updates ordered by write completion only, as on the paper's disks (no
     /// flushes in write-back): on a disk with a volatile cache, the negative control.
     SoftupdatesCompletion,
+    /// Valor (valor.txt): the ordered core plus a transactional file API (begin, commit,
+    /// abort; durable and non-durable commit) over a write-ahead undo log in its own
+    /// region of the image: every undo record is durable before its in-place overwrite,
+    /// the commit record follows the transaction's data, and recovery at mount rolls
+    /// back every transaction without a commit or abort record.
+    Valor,
+    /// Valor without the flush between the undo records and the in-place data: the
+    /// negative control.
+    ValorNologOrder,
 }
 
 /// OptFS' durability timeout T_D in write requests: the disk under it notifies after
@@ -63,7 +72,7 @@ pub struct Options {
 
 impl Design {
     /// Every design.
-    pub const ALL: [Design; 8] = [
+    pub const ALL: [Design; 10] = [
         Design::Orderless,
         Design::Nofs,
         Design::Ordered,
@@ -72,6 +81,8 @@ impl Design {
         Design::OptfsNocsum,
         Design::Softupdates,
         Design::SoftupdatesCompletion,
+        Design::Valor,
+        Design::ValorNologOrder,
     ];
 
     /// The name on bob's command line.
@@ -85,6 +96,8 @@ impl Design {
             Design::OptfsNocsum => "optfs-nocsum",
             Design::Softupdates => "softupdates",
             Design::SoftupdatesCompletion => "softupdates-completion",
+            Design::Valor => "valor",
+            Design::ValorNologOrder => "valor-nolog-order",
         }
     }
 
@@ -99,6 +112,8 @@ impl Design {
             Design::OptfsNocsum => 6,
             Design::Softupdates => 12,
             Design::SoftupdatesCompletion => 13,
+            Design::Valor => 14,
+            Design::ValorNologOrder => 15,
         }
     }
 
@@ -119,7 +134,24 @@ impl Design {
 
     /// A flush separates dependent writes.
     pub fn ordered(self) -> bool {
-        self == Design::Ordered
+        // Valor runs on an ordinary ordered file system (ext3 in the paper).
+        matches!(self, Design::Ordered | Design::Valor | Design::ValorNologOrder)
+    }
+
+    /// How the design logs transactions (Valor), if it does.
+    pub fn valor(self) -> Option<crate::fs::ValorMode> {
+        use crate::fs::ValorMode;
+        match self {
+            Design::Valor => Some(ValorMode { log_before_data: true }),
+            Design::ValorNologOrder => Some(ValorMode { log_before_data: false }),
+            _ => None,
+        }
+    }
+
+    /// Whether programs can begin, commit and abort transactions on it (Valor: through
+    /// the control file [`crate::fuse::TXN_CONTROL`], or [`crate::Fs::txn_begin`]).
+    pub fn has_txn(self) -> bool {
+        self.valor().is_some()
     }
 
     /// Whether fsync issues a flush (a journaling design's fsync is its dsync: commit,
@@ -148,7 +180,9 @@ impl Design {
             | Design::Nofs
             | Design::Ordered
             | Design::Softupdates
-            | Design::SoftupdatesCompletion => None,
+            | Design::SoftupdatesCompletion
+            | Design::Valor
+            | Design::ValorNologOrder => None,
         }
     }
 
@@ -215,7 +249,7 @@ impl FromStr for Design {
     type Err = String;
     fn from_str(s: &str) -> Result<Design, String> {
         Design::ALL.into_iter().find(|d| d.name() == s).ok_or_else(|| {
-            format!("unknown researchfs design `{s}` (expected orderless, nofs, ordered-core, journal-flush, optfs, optfs-nocsum, softupdates or softupdates-completion)")
+            format!("unknown researchfs design `{s}` (expected orderless, nofs, ordered-core, journal-flush, optfs, optfs-nocsum, softupdates, softupdates-completion, valor or valor-nolog-order)")
         })
     }
 }

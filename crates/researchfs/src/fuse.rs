@@ -66,9 +66,26 @@ pub const SYNC_CONTROL: &str = ".researchfs-sync";
 /// far smaller table).
 const CTL: u32 = u32::MAX;
 
+/// The control file through which programs on a mounted Valor design call the paper's
+/// transaction calls: at the root, never listed by readdir, writable by anyone. Writing
+/// `begin` begins a transaction (every later write on the mount is part of it and must
+/// overwrite existing pages), `commit` commits it (non-durably: ordered, atomic, may be
+/// lost), `commit-durable` commits it durably (the paper's Transaction Sync), `abort`
+/// rolls it back. A call out of turn (begin while a transaction is open, commit or abort
+/// with none) and any other text is EINVAL. On designs without transactions it does not
+/// exist (ENOENT).
+pub const TXN_CONTROL: &str = ".researchfs-txn";
+
+/// The transaction control file's inode number.
+const TXN_CTL: u32 = u32::MAX - 1;
+
 fn ctl_attr() -> FileAttr {
+    ctl_attr_of(CTL)
+}
+
+fn ctl_attr_of(ino: u32) -> FileAttr {
     FileAttr {
-        ino: INodeNo(u64::from(CTL)),
+        ino: INodeNo(u64::from(ino)),
         size: 0,
         blocks: 0,
         atime: UNIX_EPOCH,
@@ -127,6 +144,12 @@ impl Filesystem for FuseFs {
         {
             return reply.entry(&TTL, &ctl_attr(), Generation(0));
         }
+        if parent == crate::layout::ROOT
+            && name.as_bytes() == TXN_CONTROL.as_bytes()
+            && self.fs.design().has_txn()
+        {
+            return reply.entry(&TTL, &ctl_attr_of(TXN_CTL), Generation(0));
+        }
         match self.fs.lookup(parent, name.as_bytes()) {
             Ok(ino) => self.entry(ino, reply),
             Err(e) => reply.error(errno(&e)),
@@ -135,8 +158,8 @@ impl Filesystem for FuseFs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         let ino = ino!(ino, reply);
-        if ino == CTL {
-            return reply.attr(&TTL, &ctl_attr());
+        if ino == CTL || ino == TXN_CTL {
+            return reply.attr(&TTL, &ctl_attr_of(ino));
         }
         match self.fs.getattr(ino) {
             Ok(a) => reply.attr(&TTL, &file_attr(&a)),
@@ -164,8 +187,8 @@ impl Filesystem for FuseFs {
         reply: ReplyAttr,
     ) {
         let ino = ino!(ino, reply);
-        if ino == CTL {
-            return reply.attr(&TTL, &ctl_attr());
+        if ino == CTL || ino == TXN_CTL {
+            return reply.attr(&TTL, &ctl_attr_of(ino));
         }
         // Only the size is stored; modes, owners and times are accepted and not kept.
         if let Some(size) = size {
@@ -262,7 +285,7 @@ impl Filesystem for FuseFs {
         reply: ReplyData,
     ) {
         let ino = ino!(ino, reply);
-        if ino == CTL {
+        if ino == CTL || ino == TXN_CTL {
             return reply.data(&[]);
         }
         match self.fs.read(ino, offset, size as usize) {
@@ -288,6 +311,19 @@ impl Filesystem for FuseFs {
             let done = match std::str::from_utf8(data).map(str::trim) {
                 Ok("osync") => self.fs.osync(),
                 Ok("dsync") => self.fs.dsync(),
+                _ => return reply.error(Errno::EINVAL),
+            };
+            return match done {
+                Ok(()) => reply.written(data.len() as u32),
+                Err(e) => reply.error(errno(&e)),
+            };
+        }
+        if ino == TXN_CTL {
+            let done = match std::str::from_utf8(data).map(str::trim) {
+                Ok("begin") => self.fs.txn_begin().map(drop),
+                Ok("commit") => self.fs.txn_commit(false),
+                Ok("commit-durable") => self.fs.txn_commit(true),
+                Ok("abort") => self.fs.txn_abort(),
                 _ => return reply.error(Errno::EINVAL),
             };
             return match done {
@@ -322,7 +358,13 @@ impl Filesystem for FuseFs {
         reply: ReplyEmpty,
     ) {
         let ino = ino!(ino, reply);
-        let done = if ino == CTL { self.fs.dsync() } else { self.fs.fsync(ino) };
+        let done = if ino == CTL {
+            self.fs.dsync()
+        } else if ino == TXN_CTL {
+            Ok(())
+        } else {
+            self.fs.fsync(ino)
+        };
         match done {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),

@@ -155,6 +155,11 @@ pub enum Error {
     /// The design has no such operation (osync/dsync without a journal).
     #[error("operation not supported by this design")]
     NotSupported,
+    /// A transaction call out of turn (Valor: begin while one is open, commit or abort
+    /// with none), or a transactional write Valor's page log cannot undo (one that
+    /// allocates or grows the file).
+    #[error("transaction: {0}")]
+    Transaction(String),
     /// Mounting or unmounting with FUSE failed.
     #[error("FUSE mount at {path}: {source}")]
     Mount {
@@ -182,6 +187,7 @@ impl Error {
             Error::BadName => libc::EINVAL,
             Error::TooBig => libc::EFBIG,
             Error::NotSupported => libc::EOPNOTSUPP,
+            Error::Transaction(_) => libc::EINVAL,
         }
     }
 }

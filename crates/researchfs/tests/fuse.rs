@@ -173,3 +173,67 @@ fn programs_reach_osync_and_dsync_through_the_control_file() {
 fn libc_einval() -> i32 {
     22
 }
+
+#[test]
+fn programs_run_valor_transactions_through_the_control_file() {
+    use std::os::unix::fs::FileExt;
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    for design in [Design::Valor, Design::JournalFlush] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mnt = tmp.path().join("mnt");
+        fs::create_dir(&mnt).unwrap();
+        let dev: Arc<dyn BlockDevice> =
+            Arc::new(FileDevice::create(&tmp.path().join("image"), 16 << 20).unwrap());
+        mkfs(design, dev.as_ref(), dev.size()).unwrap();
+        let m = mount(design, dev.clone(), &mnt).unwrap();
+        let ctl = mnt.join(researchfs::fuse::TXN_CONTROL);
+        let call = |word: &str| {
+            fs::OpenOptions::new()
+                .write(true)
+                .open(&ctl)
+                .and_then(|mut f| f.write_all(word.as_bytes()))
+        };
+        if !design.has_txn() {
+            assert!(!ctl.exists(), "{design}: a transaction control file without transactions");
+            m.unmount().unwrap();
+            continue;
+        }
+        let old = big(3 * 4096);
+        fs::write(mnt.join("a"), &old).unwrap();
+        let a = fs::OpenOptions::new().write(true).open(mnt.join("a")).unwrap();
+        // Committed: the new page stays.
+        call("begin").unwrap();
+        a.write_all_at(&[9u8; 4096], 0).unwrap();
+        call("commit-durable").unwrap();
+        // Aborted: the old page comes back.
+        call("begin").unwrap();
+        a.write_all_at(&[8u8; 4096], 4096).unwrap();
+        assert_eq!(
+            fs::read(mnt.join("a")).unwrap()[4096],
+            8,
+            "the open transaction's write reads back"
+        );
+        call("abort\n").unwrap();
+        let now = fs::read(mnt.join("a")).unwrap();
+        assert_eq!(&now[..4096], &[9u8; 4096][..]);
+        assert_eq!(&now[4096..], &old[4096..]);
+        // Out of turn, unknown words, and a growing write inside a transaction: EINVAL.
+        let einval = |r: std::io::Result<()>| r.unwrap_err().raw_os_error();
+        assert_eq!(einval(call("commit")), Some(libc_einval()));
+        assert_eq!(einval(call("rollback")), Some(libc_einval()));
+        call("begin").unwrap();
+        assert_eq!(einval(call("begin")), Some(libc_einval()));
+        assert_eq!(einval(a.write_all_at(b"grow", 3 * 4096)), Some(libc_einval()));
+        call("commit").unwrap();
+        let stats = m.fs().valor_stats().unwrap();
+        assert_eq!((stats.commits, stats.aborts, stats.records), (2, 1, 2), "{stats:?}");
+        let names: Vec<String> = fs::read_dir(&mnt)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, ["a"]);
+        drop(a);
+        m.unmount().unwrap();
+        assert!(!mounted_here(&mnt));
+    }
+}

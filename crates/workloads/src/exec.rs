@@ -254,6 +254,18 @@ fn run_op(
             let mut f = std::fs::OpenOptions::new().write(true).open(&p).map_err(io(&p))?;
             std::io::Write::write_all(&mut f, word.as_bytes()).map_err(io(&p))
         }
+        Op::TxnBegin | Op::TxnCommit { .. } | Op::TxnAbort => {
+            // The file system's transaction control file: one write of the call's name.
+            let p = root.join(crate::TXN_CONTROL);
+            let word = match op {
+                Op::TxnBegin => "begin",
+                Op::TxnCommit { durable: false } => "commit",
+                Op::TxnCommit { durable: true } => "commit-durable",
+                _ => "abort",
+            };
+            let mut f = std::fs::OpenOptions::new().write(true).open(&p).map_err(io(&p))?;
+            std::io::Write::write_all(&mut f, word.as_bytes()).map_err(io(&p))
+        }
         Op::Falloc { path, mode, offset, len } => {
             let p = hp(path);
             let f = OpenOptions::new().write(true).open(&p).map_err(io(&p))?;

@@ -51,3 +51,9 @@ pub const SECTOR: u64 = 512;
 /// at the mount's root, written `osync` or `dsync` (researchfs' `fuse::SYNC_CONTROL`;
 /// the two crates share no code, a bob-core test checks they agree).
 pub const SYNC_CONTROL: &str = ".researchfs-sync";
+
+/// The control file through which [`Op::TxnBegin`], [`Op::TxnCommit`] and
+/// [`Op::TxnAbort`] reach the file system: at the mount's root, written `begin`,
+/// `commit`, `commit-durable` or `abort` (researchfs' `fuse::TXN_CONTROL`; a bob-core
+/// test checks they agree).
+pub const TXN_CONTROL: &str = ".researchfs-txn";

@@ -243,6 +243,8 @@ impl ModelState {
             Op::Fsync { path } => need(self, path, None).map(Some),
             Op::Fdatasync { path } => need(self, path, Some(NodeKind::File)).map(Some),
             Op::Sync | Op::Syncfs | Op::Osync | Op::Dsync => Ok(None),
+            // The rollback of an abort is the history's (see `History::new`).
+            Op::TxnBegin | Op::TxnCommit { .. } | Op::TxnAbort => Ok(None),
             Op::WritebackStart { path } => need(self, path, Some(NodeKind::File)).map(Some),
             Op::Truncate { path, size } => {
                 let id = need(self, path, Some(NodeKind::File))?;
@@ -392,9 +394,22 @@ impl History {
         }
         let mut states = vec![s.clone()];
         let mut op_ids = Vec::new();
+        // The state at the open transaction's begin: an abort returns to it (a
+        // transaction holds only writes, so nothing else is rolled back with them).
+        let mut txn_begin: Option<ModelState> = None;
         for (k, op) in w.ops.iter().enumerate() {
             if error.is_some() {
                 break;
+            }
+            match op {
+                Op::TxnBegin => txn_begin = Some(s.clone()),
+                Op::TxnAbort => {
+                    if let Some(b) = txn_begin.take() {
+                        s = b;
+                    }
+                }
+                Op::TxnCommit { .. } => txn_begin = None,
+                _ => {}
             }
             match s.apply(op, k as u32) {
                 Ok(id) => {

@@ -76,6 +76,21 @@ pub enum Op {
     Setxattr { path: String, name: String, value: String },
     /// lremovexattr(path, name).
     Removexattr { path: String, name: String },
+    /// Valor's `Log Begin`: begins a transaction; the writes until its commit or abort
+    /// are part of it. Reached by writing `begin` to the control file
+    /// [`crate::TXN_CONTROL`] at the mount's root; only configurations with transactions
+    /// run it.
+    TxnBegin,
+    /// Valor's `Log Resolve` (commit): `commit` to the control file, or with `durable`
+    /// `commit-durable` (the paper's Transaction Sync: durable when it returns, a
+    /// persistence point).
+    TxnCommit {
+        #[serde(default)]
+        durable: bool,
+    },
+    /// Valor's `Log Resolve` (abort): `abort` to the control file; the transaction's
+    /// writes are undone.
+    TxnAbort,
 }
 
 /// fallocate(2)'s modes as generated workloads use them (Ace's set).
@@ -186,6 +201,12 @@ pub enum OpKind {
     Syncfs,
     /// sync_file_range(SYNC_FILE_RANGE_WRITE): writeback started, nothing waited for.
     WritebackStart,
+    /// Begin of a transaction (Valor).
+    TxnBegin,
+    /// Commit of a transaction, durable or not (Valor).
+    TxnCommit,
+    /// Abort of a transaction (Valor).
+    TxnAbort,
     /// osync() (OptFS).
     Osync,
     /// dsync() (OptFS).
@@ -223,6 +244,9 @@ impl OpKind {
             OpKind::Sync => "sync",
             OpKind::Syncfs => "syncfs",
             OpKind::WritebackStart => "writeback-start",
+            OpKind::TxnBegin => "txn-begin",
+            OpKind::TxnCommit => "txn-commit",
+            OpKind::TxnAbort => "txn-abort",
             OpKind::Osync => "osync",
             OpKind::Dsync => "dsync",
             OpKind::Falloc => "falloc",
@@ -285,6 +309,9 @@ impl Op {
             Op::Sync => OpKind::Sync,
             Op::Syncfs => OpKind::Syncfs,
             Op::WritebackStart { .. } => OpKind::WritebackStart,
+            Op::TxnBegin => OpKind::TxnBegin,
+            Op::TxnCommit { .. } => OpKind::TxnCommit,
+            Op::TxnAbort => OpKind::TxnAbort,
             Op::Osync => OpKind::Osync,
             Op::Dsync => OpKind::Dsync,
             Op::Falloc { .. } => OpKind::Falloc,
@@ -316,6 +343,7 @@ impl Op {
                 | Op::Sync
                 | Op::Syncfs
                 | Op::Dsync
+                | Op::TxnCommit { durable: true }
                 | Op::Creat { sync: true, .. }
         )
     }
@@ -333,6 +361,9 @@ impl Op {
                 | Op::WritebackStart { .. }
                 | Op::Osync
                 | Op::Dsync
+                | Op::TxnBegin
+                | Op::TxnCommit { .. }
+                | Op::TxnAbort
         )
     }
 
@@ -359,6 +390,7 @@ impl Op {
             // The target is a string stored in the link, not a name the op touches.
             Op::Symlink { path, .. } => vec![path],
             Op::Sync | Op::Syncfs | Op::Osync | Op::Dsync => vec![],
+            Op::TxnBegin | Op::TxnCommit { .. } | Op::TxnAbort => vec![],
         }
     }
 
@@ -418,6 +450,10 @@ impl fmt::Display for Op {
             Op::Truncate { path, size } => write!(f, "truncate {path} {size}"),
             Op::Setxattr { path, name, value } => write!(f, "setxattr {path} {name}={value}"),
             Op::Removexattr { path, name } => write!(f, "removexattr {path} {name}"),
+            Op::TxnBegin => write!(f, "txn-begin"),
+            Op::TxnCommit { durable: false } => write!(f, "txn-commit"),
+            Op::TxnCommit { durable: true } => write!(f, "txn-commit-durable"),
+            Op::TxnAbort => write!(f, "txn-abort"),
         }
     }
 }

@@ -68,6 +68,13 @@ pub enum Property {
     /// What `dsync()` promised (everything before it) is durable once it returned. Only
     /// on configurations with dsync.
     DsyncDurable,
+    /// Valor's atomicity: after a crash each transaction is all or nothing; aborted and
+    /// unfinished ones leave no trace after recovery. Only on configurations with
+    /// transactions.
+    TxnAtomic,
+    /// Valor's durability: a transaction whose durable commit returned survives a crash.
+    /// Only on configurations with transactions.
+    TxnDurable,
 }
 
 impl Property {
@@ -94,6 +101,8 @@ impl Property {
         Property::DetectsInconsistency,
         Property::OsyncPrefix,
         Property::DsyncDurable,
+        Property::TxnAtomic,
+        Property::TxnDurable,
     ];
 
     /// Every property of the study's grid, in the order of the spec's table: the first
@@ -107,6 +116,12 @@ impl Property {
     /// configurations that have them (elsewhere its cell is `not-applicable`).
     pub fn needs_osync(self) -> bool {
         matches!(self, Property::OsyncPrefix | Property::DsyncDurable)
+    }
+
+    /// Whether the property's workload runs transactions (Valor's begin, commit, abort):
+    /// it applies only to configurations that have them (elsewhere `not-applicable`).
+    pub fn needs_txn(self) -> bool {
+        matches!(self, Property::TxnAtomic | Property::TxnDurable)
     }
 
     /// The kebab-case name used on the command line and in JSON.
@@ -132,6 +147,8 @@ impl Property {
             Property::DetectsInconsistency => "detects-inconsistency",
             Property::OsyncPrefix => "osync-prefix",
             Property::DsyncDurable => "dsync-durable",
+            Property::TxnAtomic => "txn-atomic",
+            Property::TxnDurable => "txn-durable",
         }
     }
 
@@ -145,7 +162,8 @@ impl Property {
             | SingleBlockAppend
             | MultiBlockAppend
             | MultiBlockPrefixAppend
-            | DirOpAtomic => Family::Atomicity,
+            | DirOpAtomic
+            | TxnAtomic => Family::Atomicity,
             OverwriteThenAny
             | AppendThenRename
             | OtruncAppendThenClose
@@ -156,6 +174,7 @@ impl Property {
             FsyncDurable | FdatasyncDurable | SyncDurable | DirFsyncDurable | DsyncDurable => {
                 Family::Durability
             }
+            TxnDurable => Family::Durability,
             DetectsInconsistency => Family::Detection,
         }
     }
@@ -192,6 +211,10 @@ impl Property {
             }
             OsyncPrefix => "the ops persist as a prefix of the osync-delimited groups (OptFS)",
             DsyncDurable => "after dsync() returns, every earlier op is durable (OptFS)",
+            TxnAtomic => {
+                "each transaction is all or nothing after a crash; aborted and unfinished ones leave no trace (Valor)"
+            }
+            TxnDurable => "a transaction whose durable commit returned survives a crash (Valor)",
         }
     }
 }

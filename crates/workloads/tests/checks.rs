@@ -480,3 +480,39 @@ fn a_synced_file_whose_link_count_is_not_its_names_is_a_violation() {
     let story = violated(verdict(&w, &obs, &wrong, vec![1]), &["link count 1", "2 name(s)"]);
     assert_eq!(workloads::explore::discrepancy_of_story(&story), "wrong-link-count");
 }
+
+#[test]
+fn transactions_are_all_or_nothing_and_durable_commits_survive() {
+    let (w, obs, states) = setup(Property::TxnAtomic);
+    let kinds: Vec<String> = w.ops.iter().map(|o| o.kind().name().to_string()).collect();
+    assert_eq!(kinds[3], "txn-commit");
+    assert_eq!(w.ops[7], Op::TxnCommit { durable: true });
+    assert_eq!(w.ops[11], Op::TxnAbort);
+    // The model rolls the abort back: after it, the state of before the transaction.
+    assert_eq!(states[12].nodes, states[8].nodes);
+    // Between transactions (and inside one before its first write) every state holds.
+    for k in [0, 1, 4, 5, 8, 9, 12, 13] {
+        let v = verdict(&w, &obs, &states[k].to_snapshot(&obs), vec![]);
+        assert_eq!(v, Verdict::Held, "state before op {k}");
+    }
+    // Half a committed transaction, a trace of an aborted and of an unfinished one.
+    let v = verdict(&w, &obs, &states[2].to_snapshot(&obs), vec![]);
+    violated(v, &["ops 0-3 (committed) is half there", "/B/tb @0+8192 is all the old data"]);
+    let v = verdict(&w, &obs, &states[10].to_snapshot(&obs), vec![]);
+    violated(v, &["ops 8-11 (aborted) left a trace", "write /A/ta 4096@12288 (op 9)"]);
+    let v = verdict(&w, &obs, &states[14].to_snapshot(&obs), vec![]);
+    violated(v, &["ops 12-14 (unfinished at the crash) left a trace", "(op 13)"]);
+    // A lost durable commit: atomic (T1 alone is whole), so held here, but its row fails.
+    let lost = states[4].to_snapshot(&obs);
+    assert_eq!(verdict(&w, &obs, &lost, vec![7]), Verdict::Held);
+    let (wd, obsd, statesd) = setup(Property::TxnDurable);
+    assert_eq!(wd.ops, w.ops);
+    let v = verdict(&wd, &obsd, &statesd[4].to_snapshot(&obsd), vec![7]);
+    violated(v, &["ops 4-7 (committed durably) is not durable", "(op 5)"]);
+    assert_eq!(verdict(&wd, &obsd, &statesd[8].to_snapshot(&obsd), vec![7]), Verdict::Held);
+    assert_eq!(verdict(&wd, &obsd, &statesd[4].to_snapshot(&obsd), vec![]), Verdict::Held);
+    // A page of the committed transaction torn to zeros is no candidate either.
+    let mut torn = states[8].to_snapshot(&obs);
+    set(&mut torn, "/A/ta", 8, 8, SectorClass::Zero);
+    violated(verdict(&w, &obs, &torn, vec![]), &["ops 0-3 (committed) is half there"]);
+}

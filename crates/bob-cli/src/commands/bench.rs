@@ -27,6 +27,13 @@ pub fn run(args: BenchArgs) -> Result<Conclusion, CliError> {
         if args.fs.iter().any(|c| c.name.starts_with("softupdates")) {
             return run_meta(&args, latency);
         }
+        // Valor's serial overwrite, with and without transactions (`valor_vs_plain`).
+        if !args.fs.is_empty() && args.fs.iter().all(|c| c.name == "valor") {
+            let report = bench::run_valor_bench(latency, bench::VALOR_PAGES)
+                .map_err(|e| CliError::Environment(e.to_string()))?;
+            print::result(args.format, &report, || report.to_text())?;
+            return Ok(Conclusion::Done);
+        }
         if let Some(c) = args.fs.iter().find(|c| !matches!(c.name, "optfs" | "journal-flush")) {
             return Err(usage(format!(
                 "bob bench --latency measures optfs against journal-flush; {} is not one of them",

@@ -45,6 +45,7 @@ mod report;
 mod stats;
 mod stream;
 mod table;
+mod valorbench;
 
 pub use fsbench::{run_fs_bench, FsBenchError, FsBenchReport, FsRun, ITERATIONS};
 pub use metabench::{
@@ -55,6 +56,7 @@ pub use naive::write_overlay;
 pub use report::*;
 pub use stream::{run_stream_bench, StreamOptions, STREAM_DISK};
 pub use table::{run_table_bench, TableBenchReport, TableRun};
+pub use valorbench::{run_valor_bench, ValorBenchReport, ValorRun, TXN_PAGES, VALOR_PAGES};
 
 use floor::floor;
 use machine::{load_average, machine, peak_rss_kib, pin_mmap_threshold, reset_hwm};

@@ -292,6 +292,12 @@ pub fn research() -> Vec<FsConfig> {
                 researchfs::Design::SoftupdatesCompletion => {
                     "researchfs soft updates ordered by write completion only, no flushes (negative control)"
                 }
+                researchfs::Design::Valor => {
+                    "researchfs Valor: transactions (begin/commit/abort) over an undo log flushed before the data"
+                }
+                researchfs::Design::ValorNologOrder => {
+                    "researchfs valor-nolog-order: Valor without the flush between log and data (negative control)"
+                }
             },
             fstype: "fuse.researchfs",
             mkfs: &[],
@@ -420,10 +426,16 @@ impl FsConfig {
         self.design().is_some_and(researchfs::Design::has_osync)
     }
 
+    /// Whether programs can begin, commit and abort transactions on it (Valor).
+    pub fn has_txn(&self) -> bool {
+        self.design().is_some_and(researchfs::Design::has_txn)
+    }
+
     /// Whether `property` applies to this configuration: the osync/dsync properties only
-    /// where programs can call them.
+    /// where programs can call them, the transaction properties only where programs can
+    /// run transactions.
     pub fn applies(&self, property: workloads::Property) -> bool {
-        !property.needs_osync() || self.has_osync()
+        (!property.needs_osync() || self.has_osync()) && (!property.needs_txn() || self.has_txn())
     }
 
     /// The researchfs design, when this is one.
@@ -730,11 +742,27 @@ mod tests {
         assert_eq!(ext4.mount_options, "data=ordered,barrier=0");
         assert!(!all().iter().any(|c| c.name == "ext4-nobarrier"), "not in the default grid");
         for p in workloads::Property::EVERY {
-            assert_eq!(ext4.applies(*p), !p.needs_osync(), "{p}");
-            assert!(by_name("optfs").unwrap().applies(*p), "{p}");
+            assert_eq!(ext4.applies(*p), !p.needs_osync() && !p.needs_txn(), "{p}");
+            assert_eq!(by_name("optfs").unwrap().applies(*p), !p.needs_txn(), "{p}");
         }
         assert_eq!(by_name("optfs").unwrap().disk_features().adn_requests, Some(16));
         assert_eq!(by_name("journal-flush").unwrap().disk_features().adn_requests, None);
+    }
+
+    #[test]
+    fn transaction_properties_apply_only_where_programs_can_run_transactions() {
+        // The workloads crate and researchfs name the control file separately.
+        assert_eq!(workloads::TXN_CONTROL, researchfs::fuse::TXN_CONTROL);
+        let with: Vec<&str> = every().iter().filter(|c| c.has_txn()).map(|c| c.name).collect();
+        assert_eq!(with, ["valor", "valor-nolog-order"]);
+        let valor = by_name("valor").unwrap();
+        for p in workloads::Property::EVERY {
+            assert_eq!(valor.applies(*p), !p.needs_osync(), "{p}");
+            assert_eq!(
+                by_name("ext4-ordered").unwrap().applies(*p),
+                !p.needs_osync() && !p.needs_txn()
+            );
+        }
     }
 
     #[test]

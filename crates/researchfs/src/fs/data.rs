@@ -48,6 +48,9 @@ impl Core {
     }
 
     pub(super) fn write(&mut self, ino: u32, off: u64, data: &[u8]) -> Result<usize> {
+        if self.txn_open() {
+            return self.txn_write(ino, off, data);
+        }
         let mut inode = self.get_inode(ino)?;
         match inode.kind {
             Kind::Dir => return Err(Error::IsDir),

@@ -13,11 +13,21 @@ pub fn mkfs(design: Design, dev: &dyn BlockDevice, size: u64) -> Result<()> {
         return Err(bad(format!("size {size} exceeds the device ({} bytes)", dev.size())));
     }
     // A journaling design's journal follows the file system's own blocks.
-    let journal = if design.journal().is_some() { super::JOURNAL_BLOCKS } else { 0 };
+    let journal = if design.journal().is_some() {
+        super::JOURNAL_BLOCKS
+    } else if design.valor().is_some() {
+        // Valor's undo log, likewise.
+        super::VALOR_LOG_BLOCKS
+    } else {
+        0
+    };
     let blocks = (size / BLOCK as u64).saturating_sub(journal);
     let sb = Superblock::compute(design.id(), blocks).map_err(bad)?;
-    if journal > 0 {
+    if design.journal().is_some() {
         super::journal::format(dev, sb.blocks)?;
+    }
+    if design.valor().is_some() {
+        super::valor::format(dev, sb.blocks)?;
     }
     let w = |block: u64, data: &[u8], role: Role| {
         dev.write_at(block * BLOCK as u64, data, WriteInfo::new(role)).map_err(io_err(block))

@@ -53,10 +53,12 @@ mod scan;
 mod soft;
 #[cfg(test)]
 mod tests;
+mod valor;
 
 pub use journal::{crc32, JournalMode, JournalStats, JOURNAL_BLOCKS};
 pub use mkfs::mkfs;
 pub use soft::{SoftMode, SoftStats, SYNC_DIRTY_BLOCKS};
+pub use valor::{ValorMode, ValorStats, VALOR_LOG_BLOCKS};
 
 const UNKNOWN: u8 = 0;
 const FREE: u8 = 1;
@@ -168,6 +170,8 @@ struct Core {
     soft: Option<RefCell<soft::SoftDeps>>,
     /// Soft updates: a write-back pass is releasing frees (they happen now, not later).
     soft_releasing: bool,
+    /// Valor's undo log and open transaction.
+    valor: Option<valor::Log>,
 }
 
 /// A mounted-in-process researchfs file system (no FUSE needed).
@@ -298,7 +302,13 @@ impl Fs {
             let found = Design::from_id(sb.design).map_or("unknown".to_string(), |d| d.to_string());
             return Err(bad(format!("the image was made for design {found}")));
         }
-        let journal_blocks = if design.journal().is_some() { JOURNAL_BLOCKS } else { 0 };
+        let journal_blocks = if design.journal().is_some() {
+            JOURNAL_BLOCKS
+        } else if design.valor().is_some() {
+            VALOR_LOG_BLOCKS
+        } else {
+            0
+        };
         if (sb.blocks + journal_blocks) * BLOCK as u64 > dev.size() {
             return Err(bad(format!("superblock says {} blocks, device is smaller", sb.blocks)));
         }
@@ -313,6 +323,17 @@ impl Fs {
                     rec.replayed,
                 )))
             }
+            None => None,
+        };
+        // Valor's rollback likewise comes before anything reads the file system.
+        let valor = match design.valor() {
+            Some(mode) => Some(valor::recover(
+                design,
+                dev.as_ref(),
+                sb.blocks,
+                sb.data_start..sb.blocks,
+                mode,
+            )?),
             None => None,
         };
         let nblocks = sb.blocks as usize;
@@ -339,6 +360,7 @@ impl Fs {
             jnl,
             soft: design.soft_updates().map(|m| RefCell::new(soft::SoftDeps::new(m))),
             soft_releasing: false,
+            valor,
         };
         core.balloc[..sb.data_start as usize].fill(USED);
         core.ialloc[0] = USED;
@@ -449,6 +471,13 @@ impl Fs {
                 .write_at(0, &clean.encode(), WriteInfo::new(Role::Superblock))
                 .map_err(io_err(0))?;
             return c.dev.flush().map_err(io_err(0));
+        }
+        let c = &mut *c;
+        if let Some(log) = c.valor.as_mut() {
+            // Unmount aborts a transaction still open (as the paper's umount does).
+            if log.is_open() {
+                log.abort(c.dev.as_ref())?;
+            }
         }
         if c.design.keeps_clean_flag() {
             c.write_block(
@@ -574,6 +603,44 @@ impl Fs {
     /// recorder after a workload's setup so the base image holds it).
     pub fn writeback(&self) -> Result<()> {
         self.lock().soft_writeback()
+    }
+
+    /// Valor: begins a transaction; every `write` until commit or abort is part of it
+    /// and must overwrite pages the file already has. Returns its id. `NotSupported` on
+    /// a design without transactions; `Transaction` if one is open.
+    pub fn txn_begin(&self) -> Result<u64> {
+        let mut c = self.lock();
+        let c = &mut *c;
+        match c.valor.as_mut() {
+            Some(log) => log.begin(c.dev.as_ref()),
+            None => Err(Error::NotSupported),
+        }
+    }
+
+    /// Valor: commits the open transaction (its data, then its commit record); with
+    /// `durable` (the paper's Transaction Sync) it is on the disk when this returns.
+    pub fn txn_commit(&self, durable: bool) -> Result<()> {
+        let mut c = self.lock();
+        let c = &mut *c;
+        match c.valor.as_mut() {
+            Some(log) => log.commit(c.dev.as_ref(), durable),
+            None => Err(Error::NotSupported),
+        }
+    }
+
+    /// Valor: aborts the open transaction, writing the old pages back.
+    pub fn txn_abort(&self) -> Result<()> {
+        let mut c = self.lock();
+        let c = &mut *c;
+        match c.valor.as_mut() {
+            Some(log) => log.abort(c.dev.as_ref()),
+            None => Err(Error::NotSupported),
+        }
+    }
+
+    /// What Valor's log did since mount (`None` without transactions).
+    pub fn valor_stats(&self) -> Option<ValorStats> {
+        self.lock().valor.as_ref().map(|l| l.stats)
     }
 
     /// What the journal did since mount (`None` without a journal).

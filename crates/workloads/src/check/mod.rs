@@ -31,6 +31,7 @@
 //!   workload) is reported beside the verdict too: a cross means what its row says.
 
 mod detect;
+mod txn;
 
 pub use detect::ScenarioMark;
 
@@ -279,6 +280,10 @@ impl<'w> Oracle<'w> {
             }];
         }
         let v = View { o: self, obs: observed, snap };
+        if matches!(self.w.property, Some(Property::TxnAtomic | Property::TxnDurable)) {
+            // Transactions are judged whole, not op by op (see `txn`).
+            return v.txn_findings(ctx);
+        }
         let mut out = Vec::new();
         let family = self.w.property.map(Property::family);
         match family {
@@ -518,7 +523,10 @@ impl View<'_> {
             | Op::Osync
             | Op::Dsync
             | Op::WritebackStart { .. }
-            | Op::Falloc { .. } => None,
+            | Op::Falloc { .. }
+            | Op::TxnBegin
+            | Op::TxnCommit { .. }
+            | Op::TxnAbort => None,
         }
     }
 
