@@ -35,6 +35,12 @@ pub enum Design {
     Optfs,
     /// OptFS without checksums, still without flushes: the negative control.
     OptfsNocsum,
+    /// Conquest (Wang et al. 2002): metadata and small files in persistent memory, each
+    /// operation committed by one atomic 8-byte store, large files' data on the disk
+    /// ([`crate::conquest`]).
+    Conquest,
+    /// Conquest with no cache-line write-backs and no fences: the negative control.
+    ConquestNofence,
 }
 
 /// OptFS' durability timeout T_D in write requests: the disk under it notifies after
@@ -53,13 +59,15 @@ pub struct Options {
 
 impl Design {
     /// Every design.
-    pub const ALL: [Design; 6] = [
+    pub const ALL: [Design; 8] = [
         Design::Orderless,
         Design::Nofs,
         Design::Ordered,
         Design::JournalFlush,
         Design::Optfs,
         Design::OptfsNocsum,
+        Design::Conquest,
+        Design::ConquestNofence,
     ];
 
     /// The name on bob's command line.
@@ -71,6 +79,8 @@ impl Design {
             Design::JournalFlush => "journal-flush",
             Design::Optfs => "optfs",
             Design::OptfsNocsum => "optfs-nocsum",
+            Design::Conquest => "conquest",
+            Design::ConquestNofence => "conquest-nofence",
         }
     }
 
@@ -83,6 +93,8 @@ impl Design {
             Design::JournalFlush => 4,
             Design::Optfs => 5,
             Design::OptfsNocsum => 6,
+            Design::Conquest => 16,
+            Design::ConquestNofence => 17,
         }
     }
 
@@ -128,7 +140,11 @@ impl Design {
             Design::OptfsNocsum => {
                 Some(JournalMode { checksums: false, commit_flushes: false, selective_data: true })
             }
-            Design::Orderless | Design::Nofs | Design::Ordered => None,
+            Design::Orderless
+            | Design::Nofs
+            | Design::Ordered
+            | Design::Conquest
+            | Design::ConquestNofence => None,
         }
     }
 
@@ -151,7 +167,18 @@ impl Design {
     /// Whether the superblock's clean flag is maintained (NoFS writes no superblock at
     /// all after mkfs: nothing in it changes).
     pub fn keeps_clean_flag(self) -> bool {
-        self != Design::Nofs && self.journal().is_none()
+        self != Design::Nofs && self.journal().is_none() && self.pm_fenced().is_none()
+    }
+
+    /// Whether the design keeps metadata in persistent memory ([`crate::conquest`]):
+    /// `Some(true)` when it writes back and fences its cache lines, `Some(false)` when it
+    /// does neither (the negative control); `None`: a disk-only design.
+    pub fn pm_fenced(self) -> Option<bool> {
+        match self {
+            Design::Conquest => Some(true),
+            Design::ConquestNofence => Some(false),
+            _ => None,
+        }
     }
 
     /// Bytes of file data per data block.
@@ -184,7 +211,10 @@ impl FromStr for Design {
     type Err = String;
     fn from_str(s: &str) -> Result<Design, String> {
         Design::ALL.into_iter().find(|d| d.name() == s).ok_or_else(|| {
-            format!("unknown researchfs design `{s}` (expected orderless, nofs, ordered-core, journal-flush, optfs or optfs-nocsum)")
+            {
+                let names: Vec<&str> = Design::ALL.iter().map(|d| d.name()).collect();
+                format!("unknown researchfs design `{s}` (expected one of: {})", names.join(", "))
+            }
         })
     }
 }

@@ -404,6 +404,7 @@ impl Fs {
         if let Some(j) = &c.jnl {
             return j.borrow_mut().shutdown(c.dev.as_ref());
         }
+        c.dev.end_op().map_err(io_err(0))?;
         if c.design.keeps_clean_flag() {
             c.write_block(
                 0,
@@ -499,6 +500,8 @@ impl Fs {
         let mut c = self.lock();
         let r = op(&mut c);
         c.journal_tick()?;
+        // A per-operation device (Conquest) commits what the operation wrote.
+        c.dev.end_op().map_err(io_err(0))?;
         r
     }
 
