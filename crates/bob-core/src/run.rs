@@ -747,12 +747,13 @@ fn check_schedule(
     let mut positions: Vec<usize> = Vec::new();
     let shard_builder =
         opts.shard.map(|_| crash::OverlayBuilder::new(&subject.trace, &subject.epochs));
-    let mut states = crash::stream(
-        &subject.trace,
-        &subject.epochs,
-        &opts.explore.strategies,
-        &opts.explore.limits,
-    )
+    let disk_states =
+        crash::stream(&subject.trace, &subject.epochs, &opts.explore.strategies, &opts.explore.limits);
+    let all_states: Box<dyn Iterator<Item = crash::CrashState>> = match &subject.pm {
+        Some(pm) => Box::new(crate::pm::combined(pm, &subject.trace, &subject.epochs, disk_states)),
+        None => Box::new(disk_states),
+    };
+    let mut states = all_states
     .enumerate()
     .filter_map(|(position, state)| {
         generated = position + 1;
@@ -983,7 +984,14 @@ pub fn subject_of(
         .map_err(|source| check::Error::Io { path: recording.base_image.clone(), source })?;
     let trace = std::sync::Arc::new(recording.trace);
     let epochs = crash::epochs(&trace, &disk);
+    let pm = crate::pm::PmTrace::load_beside(&recording.base_image)
+        .map_err(|e| check::Error::Io {
+            path: recording.base_image.clone(),
+            source: std::io::Error::other(e.to_string()),
+        })?
+        .map(std::sync::Arc::new);
     let subject = Subject {
+        pm,
         config,
         workload,
         observed: recording.observed,
@@ -1082,6 +1090,7 @@ mod tests {
             spans: Vec::new(),
             schedule,
             disk: crash::DiskModel::STUDY,
+            pm: None,
             base: Arc::new(BaseImage::open(&base).unwrap()),
         };
         let syncfs = subject(Some(Schedule::Syncfs));

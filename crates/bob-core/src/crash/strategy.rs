@@ -759,7 +759,7 @@ impl RandomDraw {
                 _ => applied.push(Applied::torn(r, unit_ranges_to_sectors(units, &ranges))),
             }
         }
-        StateId { epoch: self.epoch, applied }
+        StateId { epoch: self.epoch, applied, pm: None }
     }
 
     /// The next state `seen` lacks (its digest added to `seen`); `None` once none turns

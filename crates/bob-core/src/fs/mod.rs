@@ -286,6 +286,12 @@ pub fn research() -> Vec<FsConfig> {
                 researchfs::Design::OptfsNocsum => {
                     "researchfs optfs-nocsum: OptFS without checksums (negative control)"
                 }
+                researchfs::Design::Conquest => {
+                    "researchfs Conquest: metadata and small files in persistent memory (atomic 8-byte commits), large data on disk"
+                }
+                researchfs::Design::ConquestNofence => {
+                    "researchfs conquest-nofence: Conquest without cache-line write-backs or fences (negative control)"
+                }
             },
             fstype: "fuse.researchfs",
             mkfs: &[],
