@@ -529,12 +529,15 @@ impl FromStr for PmCut {
 
 /// The combined crash states of a recording with a PM region (see the module
 /// documentation): the disk's states from `disk`, each with the PM persisted at its
-/// crash time, then every PM cut with the disk durable at its crash time.
+/// crash time, then every PM cut with the disk durable at its crash time; with
+/// `max_pm`, at most that many PM cuts, evenly spaced over the list (as `--max-states`
+/// spreads the disk's).
 pub fn combined<'a>(
     pm: &'a PmTrace,
     trace: &'a crate::trace::Trace,
     epochs: &'a [Epoch],
     disk: impl Iterator<Item = CrashState> + 'a,
+    max_pm: Option<usize>,
 ) -> impl Iterator<Item = CrashState> + 'a {
     let disk_states = disk.map(move |mut state| {
         // The crash is right after the last write the state applies (or its epoch's
@@ -570,6 +573,11 @@ pub fn combined<'a>(
             strategy: Strategy::PersistencePoints,
         })
     });
+    let mut pm_states: Vec<CrashState> = pm_states.collect();
+    if let Some(max) = max_pm.filter(|&m| m < pm_states.len()) {
+        let n = pm_states.len();
+        pm_states = (0..max).map(|i| pm_states[i * n / max].clone()).collect();
+    }
     disk_states.chain(pm_states)
 }
 

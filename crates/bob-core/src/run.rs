@@ -750,7 +750,13 @@ fn check_schedule(
     let disk_states =
         crash::stream(&subject.trace, &subject.epochs, &opts.explore.strategies, &opts.explore.limits);
     let all_states: Box<dyn Iterator<Item = crash::CrashState>> = match &subject.pm {
-        Some(pm) => Box::new(crate::pm::combined(pm, &subject.trace, &subject.epochs, disk_states)),
+        Some(pm) => Box::new(crate::pm::combined(
+            pm,
+            &subject.trace,
+            &subject.epochs,
+            disk_states,
+            opts.explore.limits.max_states,
+        )),
         None => Box::new(disk_states),
     };
     let mut states = all_states
@@ -898,9 +904,16 @@ fn confirm_once(
     crate::image::CrashView::new(subject.base.clone(), subject.trace.clone(), overlay)
         .materialize(&image)
         .map_err(|source| Error::Io { path: image.clone(), source })?;
+    let pm_image = check::pm_image_path(&image);
+    if let (Some(pm), Some(cut)) = (&subject.pm, &state.id.pm) {
+        // The second device, rebuilt as independently as the disk's image.
+        std::fs::write(&pm_image, pm.image(cut))
+            .map_err(|source| Error::Io { path: pm_image.clone(), source })?;
+    }
     let durable = subject.durable_ops(&state.id);
     let checked = check::check_image(subject, &image, &mnt, durable, &opts.explore.timeouts);
     let _ = std::fs::remove_file(&image);
+    let _ = std::fs::remove_file(&pm_image);
     Ok(checked?)
 }
 

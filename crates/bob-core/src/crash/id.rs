@@ -192,6 +192,23 @@ impl StateId {
     /// 5 (entry 52, sector 8208, 8 sectors) torn: sectors 0-3 persisted". Never panics,
     /// even for an id that does not [`validate`](Self::validate).
     pub fn describe(&self, trace: &Trace, epochs: &[Epoch]) -> String {
+        let Some(cut) = &self.pm else { return self.describe_disk(trace, epochs) };
+        let disk = if self.epoch as usize == epochs.len() && self.applied.is_empty() {
+            "disk: every epoch applied".to_owned()
+        } else {
+            self.describe_disk(trace, epochs)
+        };
+        let lines = match (cut.lines.len(), cut.torn) {
+            (0, None) => "no pending line".to_owned(),
+            (n, None) => format!("{n} pending line(s) persisted"),
+            (n, Some((l, k))) => {
+                format!("{n} pending line(s) persisted, line {l} torn after {k} word(s)")
+            }
+        };
+        format!("{disk}; PM: crash after {} entries of its log, fenced lines and {lines}", cut.pos)
+    }
+
+    fn describe_disk(&self, trace: &Trace, epochs: &[Epoch]) -> String {
         let Some(epoch) = epochs.get(self.epoch as usize) else {
             return format!(
                 "crash in epoch {} of {}: no such epoch (invalid id {self})",
