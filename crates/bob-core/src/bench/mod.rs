@@ -34,6 +34,7 @@
 //! do not. Every loop device, mount and FUSE disk is a guard from [`crate::device`], so
 //! each phase gives everything back on every exit path.
 
+mod conquest;
 mod engine;
 mod floor;
 mod fsbench;
@@ -45,6 +46,9 @@ mod stats;
 mod stream;
 mod table;
 
+pub use conquest::{
+    run_conquest_bench, ConquestBenchReport, SmallFileRun, FILES as CONQUEST_FILES,
+};
 pub use fsbench::{run_fs_bench, FsBenchError, FsBenchReport, FsRun, ITERATIONS};
 pub use naive::write_overlay;
 pub use report::*;
