@@ -166,8 +166,7 @@ impl PmTrace {
             }
         }
         let log = dir.join(PM_LOG_FILE);
-        let mut w =
-            std::io::BufWriter::new(std::fs::File::create(&log).map_err(io(&log))?);
+        let mut w = std::io::BufWriter::new(std::fs::File::create(&log).map_err(io(&log))?);
         let header = Header { format: PM_LOG_FORMAT.into(), size: self.base.len() as u64 };
         let line = |v: serde_json::Result<String>| v.map_err(std::io::Error::other);
         writeln!(w, "{}", line(serde_json::to_string(&header)).map_err(io(&log))?)
@@ -187,10 +186,12 @@ impl PmTrace {
         if !log.exists() {
             return Ok(None);
         }
-        let parse = |line: usize, message: String| Error::Parse { path: log.clone(), line, message };
+        let parse =
+            |line: usize, message: String| Error::Parse { path: log.clone(), line, message };
         let file = std::fs::File::open(&log).map_err(io(&log))?;
         let mut lines = std::io::BufReader::new(file).lines();
-        let first = lines.next().ok_or_else(|| parse(1, "empty PM log".into()))?.map_err(io(&log))?;
+        let first =
+            lines.next().ok_or_else(|| parse(1, "empty PM log".into()))?.map_err(io(&log))?;
         let header: Header = serde_json::from_str(&first).map_err(|e| parse(1, e.to_string()))?;
         if header.format != PM_LOG_FORMAT {
             return Err(parse(1, format!("format {:?}, expected {PM_LOG_FORMAT}", header.format)));
@@ -207,7 +208,8 @@ impl PmTrace {
         let mut entries = Vec::new();
         for (i, line) in lines.enumerate() {
             let line = line.map_err(io(&log))?;
-            let e: PmEntry = serde_json::from_str(&line).map_err(|e| parse(i + 2, e.to_string()))?;
+            let e: PmEntry =
+                serde_json::from_str(&line).map_err(|e| parse(i + 2, e.to_string()))?;
             let (offset, len) = match &e {
                 PmEntry::Store { offset, data, .. } => (*offset, data.len() as u64),
                 PmEntry::Clwb { offset, len, .. } => (*offset, *len),
@@ -253,7 +255,8 @@ impl PmTrace {
                         let cur = s.cur.entry(line).or_insert_with(|| self.base_line(line));
                         let from = (at - offset) as usize;
                         let into = (at % LINE) as usize;
-                        cur[into..into + n as usize].copy_from_slice(&data[from..from + n as usize]);
+                        cur[into..into + n as usize]
+                            .copy_from_slice(&data[from..from + n as usize]);
                         s.stored.insert(line, i);
                         at += n;
                     }
@@ -323,9 +326,9 @@ impl PmTrace {
         let pending = self.pending(&s);
         let lines: Vec<u64> = pending.iter().map(|p| p.line).collect();
         let n = lines.len();
-        let mut seen: BTreeSet<(Vec<u64>, Option<(u64, u32)>)> = BTreeSet::new();
+        let mut seen: BTreeSet<(Vec<u64>, Torn)> = BTreeSet::new();
         let mut out = Vec::new();
-        let mut push = |mut set: Vec<u64>, torn: Option<(u64, u32)>| {
+        let mut push = |mut set: Vec<u64>, torn: Torn| {
             if out.len() >= SUBSETS_PER_POINT {
                 return;
             }
@@ -342,7 +345,10 @@ impl PmTrace {
             push(lines[..k].to_vec(), None);
         }
         for skip in 0..n {
-            push(lines.iter().enumerate().filter(|(i, _)| *i != skip).map(|(_, &l)| l).collect(), None);
+            push(
+                lines.iter().enumerate().filter(|(i, _)| *i != skip).map(|(_, &l)| l).collect(),
+                None,
+            );
         }
         let m = n.min(PAIR_LINES);
         for i in 0..m {
@@ -400,7 +406,8 @@ impl PmTrace {
                 out.insert(p.line, p.content);
             } else if let Some((l, k)) = cut.torn.filter(|(l, _)| *l == p.line) {
                 let _ = l;
-                let mut content = out.get(&p.line).copied().unwrap_or_else(|| self.base_line(p.line));
+                let mut content =
+                    out.get(&p.line).copied().unwrap_or_else(|| self.base_line(p.line));
                 for &w in p.words.iter().take(k as usize) {
                     let r = (w as usize * 8)..(w as usize * 8 + 8);
                     content[r.clone()].copy_from_slice(&p.content[r]);
@@ -443,6 +450,9 @@ impl PmTrace {
         self.entries.iter().take_while(|e| e.disk() <= disk_entry).count() as u64
     }
 }
+
+/// A torn line: (line, changed words persisted).
+type Torn = Option<(u64, u32)>;
 
 #[derive(Default)]
 struct Lines {
@@ -500,7 +510,10 @@ impl FromStr for PmCut {
             None => (rest, None),
         };
         let num = |t: &str| -> Result<u64, String> {
-            if t.is_empty() || (t.len() > 1 && t.starts_with('0')) || !t.bytes().all(|b| b.is_ascii_digit()) {
+            if t.is_empty()
+                || (t.len() > 1 && t.starts_with('0'))
+                || !t.bytes().all(|b| b.is_ascii_digit())
+            {
                 return Err(format!("`{t}` is not a number"));
             }
             t.parse().map_err(|e| format!("`{t}`: {e}"))
@@ -565,9 +578,7 @@ pub fn combined<'a>(
             .position(|e| {
                 e.end_flush.is_none_or(|b| b as u64 >= disk_at) && e.start_entry as u64 <= disk_at
             })
-            .unwrap_or_else(|| {
-                epochs.iter().filter(|e| (e.start_entry as u64) <= disk_at).count()
-            });
+            .unwrap_or_else(|| epochs.iter().filter(|e| (e.start_entry as u64) <= disk_at).count());
         pm.cuts_at(pos).into_iter().map(move |cut| CrashState {
             id: StateId { epoch: epoch as u32, applied: Vec::new(), pm: Some(cut) },
             strategy: Strategy::PersistencePoints,
@@ -600,7 +611,11 @@ impl PmRecorder {
     pub fn new(disk: Arc<RecordingDisk>, size: u64) -> PmRecorder {
         PmRecorder {
             disk,
-            st: Mutex::new(RecState { mem: vec![0; size as usize], base: None, entries: Vec::new() }),
+            st: Mutex::new(RecState {
+                mem: vec![0; size as usize],
+                base: None,
+                entries: Vec::new(),
+            }),
         }
     }
 

@@ -747,8 +747,12 @@ fn check_schedule(
     let mut positions: Vec<usize> = Vec::new();
     let shard_builder =
         opts.shard.map(|_| crash::OverlayBuilder::new(&subject.trace, &subject.epochs));
-    let disk_states =
-        crash::stream(&subject.trace, &subject.epochs, &opts.explore.strategies, &opts.explore.limits);
+    let disk_states = crash::stream(
+        &subject.trace,
+        &subject.epochs,
+        &opts.explore.strategies,
+        &opts.explore.limits,
+    );
     let all_states: Box<dyn Iterator<Item = crash::CrashState>> = match &subject.pm {
         Some(pm) => Box::new(crate::pm::combined(
             pm,
@@ -759,9 +763,7 @@ fn check_schedule(
         )),
         None => Box::new(disk_states),
     };
-    let mut states = all_states
-    .enumerate()
-    .filter_map(|(position, state)| {
+    let mut states = all_states.enumerate().filter_map(|(position, state)| {
         generated = position + 1;
         if let (Some((index, count)), Some(builder)) = (opts.shard, &shard_builder) {
             if shard_of(&builder.state(&state.id).digest(&subject.trace), count) != index {

@@ -211,10 +211,8 @@ impl FromStr for Design {
     type Err = String;
     fn from_str(s: &str) -> Result<Design, String> {
         Design::ALL.into_iter().find(|d| d.name() == s).ok_or_else(|| {
-            {
-                let names: Vec<&str> = Design::ALL.iter().map(|d| d.name()).collect();
-                format!("unknown researchfs design `{s}` (expected one of: {})", names.join(", "))
-            }
+            let names: Vec<&str> = Design::ALL.iter().map(|d| d.name()).collect();
+            format!("unknown researchfs design `{s}` (expected one of: {})", names.join(", "))
         })
     }
 }

@@ -50,6 +50,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+pub use conquest::ConquestDevice;
 pub use design::{Design, Options};
 pub use device::{
     BlockDevice, Durability, FileDevice, MemDevice, RecordingDevice, Role, WriteInfo,
@@ -58,7 +59,6 @@ pub use fs::{mkfs, Attr, Fs};
 pub use fsck::{fsck, FsckReport};
 pub use fuse::{mount, mount_with, MountedFs};
 pub use pm::{MemPm, PersistentMemory};
-pub use conquest::ConquestDevice;
 
 /// The thesis' inconsistency kinds (table 5.6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

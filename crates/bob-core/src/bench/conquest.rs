@@ -22,7 +22,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use researchfs::{layout::ROOT, mkfs, ConquestDevice, Design, Fs, MemPm, Options, PersistentMemory};
+use researchfs::{
+    layout::ROOT, mkfs, ConquestDevice, Design, Fs, MemPm, Options, PersistentMemory,
+};
 use serde::{Deserialize, Serialize};
 
 use super::fsbench::FsBenchError;
@@ -169,7 +171,7 @@ fn small_files(
         Ok(())
     };
     let phase = |op: &mut dyn FnMut(usize) -> researchfs::Result<u32>,
-                     sync: &mut dyn FnMut(u32, bool) -> researchfs::Result<()>|
+                 sync: &mut dyn FnMut(u32, bool) -> researchfs::Result<()>|
      -> researchfs::Result<f64> {
         let start = Instant::now();
         let mut last = d;
@@ -230,7 +232,10 @@ fn small_files(
 
 /// Runs the small-file benchmark on conquest and journal-flush (both ways) under
 /// `latency`, with `files` files per phase.
-pub fn run_conquest_bench(latency: Latency, files: usize) -> Result<ConquestBenchReport, FsBenchError> {
+pub fn run_conquest_bench(
+    latency: Latency,
+    files: usize,
+) -> Result<ConquestBenchReport, FsBenchError> {
     let conquest = small_files(Design::Conquest, Sync::None, latency, files)?;
     let journal = small_files(Design::JournalFlush, Sync::PerPhase, latency, files)?;
     let journal_durable = small_files(Design::JournalFlush, Sync::PerOp, latency, files)?;
@@ -285,13 +290,35 @@ mod tests {
         assert_eq!(r.journal.fences, 0, "{r:?}");
         assert!(r.journal_durable.fsyncs >= 20, "{r:?}");
         assert!(r.conquest_vs_journal_durable > 10.0, "{r:?}");
-        insta::assert_json_snapshot!("conquest_bench", ConquestBenchReport {
-            conquest: SmallFileRun { create_per_s: 0.0, read_per_s: 0.0, unlink_per_s: 0.0, ops_per_s: 0.0, ..r.conquest.clone() },
-            journal: SmallFileRun { create_per_s: 0.0, read_per_s: 0.0, unlink_per_s: 0.0, ops_per_s: 0.0, fences: 0, ..r.journal.clone() },
-            journal_durable: SmallFileRun { create_per_s: 0.0, read_per_s: 0.0, unlink_per_s: 0.0, ops_per_s: 0.0, ..r.journal_durable.clone() },
-            conquest_vs_journal: 0.0,
-            conquest_vs_journal_durable: 0.0,
-            ..r
-        });
+        insta::assert_json_snapshot!(
+            "conquest_bench",
+            ConquestBenchReport {
+                conquest: SmallFileRun {
+                    create_per_s: 0.0,
+                    read_per_s: 0.0,
+                    unlink_per_s: 0.0,
+                    ops_per_s: 0.0,
+                    ..r.conquest.clone()
+                },
+                journal: SmallFileRun {
+                    create_per_s: 0.0,
+                    read_per_s: 0.0,
+                    unlink_per_s: 0.0,
+                    ops_per_s: 0.0,
+                    fences: 0,
+                    ..r.journal.clone()
+                },
+                journal_durable: SmallFileRun {
+                    create_per_s: 0.0,
+                    read_per_s: 0.0,
+                    unlink_per_s: 0.0,
+                    ops_per_s: 0.0,
+                    ..r.journal_durable.clone()
+                },
+                conquest_vs_journal: 0.0,
+                conquest_vs_journal_durable: 0.0,
+                ..r
+            }
+        );
     }
 }

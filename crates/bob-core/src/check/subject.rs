@@ -175,7 +175,8 @@ impl Subject {
             .filter(|s| self.workload.ops.get(s.index).is_some_and(|op| op.is_persistence_point()))
             .filter(|s| {
                 let end_mark = pm.entries.iter().position(|e| {
-                    e.disk() as usize == s.end_entry + 1 && matches!(e, crate::pm::PmEntry::Mark { .. })
+                    e.disk() as usize == s.end_entry + 1
+                        && matches!(e, crate::pm::PmEntry::Mark { .. })
                 });
                 end_mark.is_some_and(|m| (m as u64) < cut.pos) && disk_ok(s.end_entry)
             })

@@ -430,7 +430,11 @@ fn ids_print_compactly() {
     assert_eq!(id.to_string(), "e3:0-4,6,7[0-3]");
     assert_eq!("e3:0-4,6,7[0-3]".parse::<StateId>(), Ok(id));
     assert_eq!(StateId::whole(3, []).to_string(), "e3:-");
-    let torn = StateId { epoch: 3, applied: vec![Applied::torn(5, vec![(0, 0), (2, 2), (4, 6)])], pm: None };
+    let torn = StateId {
+        epoch: 3,
+        applied: vec![Applied::torn(5, vec![(0, 0), (2, 2), (4, 6)])],
+        pm: None,
+    };
     assert_eq!(torn.to_string(), "e3:5[0,2,4-6]");
     assert_eq!("e3:5[0,2,4-6]".parse::<StateId>(), Ok(torn));
     let mixed = "e0:0-1,2[1],3-4,6";
@@ -522,7 +526,8 @@ fn validation_checks_the_id_against_the_trace() {
     assert!(matches!(check("e0:1[0-7]"), Err(Error::InvalidState { .. })), "whole as tear");
     assert!(matches!(check("e0:0[0]"), Err(Error::InvalidState { .. })), "1-sector tear");
     // Constructed (not parsed) ids that no parse would produce.
-    let constructed = |applied: Vec<Applied>| StateId { epoch: 0, applied, pm: None }.validate(&e, &t);
+    let constructed =
+        |applied: Vec<Applied>| StateId { epoch: 0, applied, pm: None }.validate(&e, &t);
     assert!(constructed(vec![Applied::whole(1), Applied::whole(0)]).is_err());
     assert!(constructed(vec![Applied::whole(1), Applied::whole(1)]).is_err());
     assert!(constructed(vec![Applied::torn(2, vec![])]).is_err());

@@ -21,8 +21,7 @@ fn three_unfenced_lines_give_every_bounded_subset_and_each_tear() {
     // Three lines stored, none written back: at the end all three are pending.
     let t = trace(vec![store(0, &[1; 8]), store(64, &[2; 16]), store(128, &[3; 8])]);
     let cuts = t.cuts_at(3);
-    let sets: Vec<(Vec<u64>, Option<(u64, u32)>)> =
-        cuts.iter().map(|c| (c.lines.clone(), c.torn)).collect();
+    let sets: Vec<(Vec<u64>, Torn)> = cuts.iter().map(|c| (c.lines.clone(), c.torn)).collect();
     // none; singles 0,1,2; prefixes {0,1}, {0,1,2}; all-but-one adds {1,2}, {0,2};
     // pairs are all seen; line 1 has two changed words: one tear keeping the first.
     assert_eq!(

@@ -631,14 +631,12 @@ fn record_research(
     };
     researchfs::mkfs(design, dev.as_ref(), config.image_bytes)
         .and_then(|()| dev.end_op().map_err(|source| researchfs::Error::Io { block: 0, source }))
-        .map_err(|e| {
-        crate::fs::MkfsError::Failed {
+        .map_err(|e| crate::fs::MkfsError::Failed {
             program: format!("researchfs::mkfs({design})"),
             device: base_path.clone(),
             code: None,
             line: e.to_string(),
-        }
-    })?;
+        })?;
     let mounted = researchfs::mount(design, dev, &mnt).map_err(research_err(config))?;
     // NoFS rebuilds allocation in the background; let it finish so the recorded ops
     // allocate as they would on a long-mounted file system, the same on every run.

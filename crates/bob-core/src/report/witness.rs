@@ -171,9 +171,7 @@ pub fn load_subject(dir: &Path) -> Result<(Subject, Sidecar), Error> {
     }
     let trace = trace_dir.trace;
     let disk = DiskModel::default();
-    let pm = crate::pm::PmTrace::load(dir)
-        .map_err(|e| invalid(dir, e.to_string()))?
-        .map(Arc::new);
+    let pm = crate::pm::PmTrace::load(dir).map_err(|e| invalid(dir, e.to_string()))?.map(Arc::new);
     let epochs = epochs(&trace, &disk);
     let subject = Subject {
         config,
@@ -206,7 +204,8 @@ pub fn save_trace(dir: &Path, subject: &Subject, sidecar: &Sidecar) -> Result<()
         copy_sparse(subject.base.path(), &base).map_err(io(&base))?;
     }
     if let Some(pm) = &subject.pm {
-        pm.save(dir).map_err(|e| Error::Invalid { path: dir.to_owned(), message: e.to_string() })?;
+        pm.save(dir)
+            .map_err(|e| Error::Invalid { path: dir.to_owned(), message: e.to_string() })?;
     }
     Ok(())
 }
