@@ -1,6 +1,6 @@
 //! The second device: an emulated persistent-memory (PM) region, for designs that keep
 //! state in byte-addressable persistent memory (researchfs' Conquest). This machine has no
-//! pmem or DAX, so the region is bob's: [`PmRecorder`] implements
+//! pmem or DAX, so the region is bob's: [`crate::record::pm::PmRecorder`] implements
 //! [`researchfs::PersistentMemory`] (stores, cache-line write-backs, fences) and logs each
 //! call in order into a log of its own beside the disk's dm-log-writes log ([`PmTrace`]:
 //! `pm.log` and the region's base image `pm-base.img`, next to `base.img`).
@@ -22,7 +22,7 @@
 //! then each line torn alone after each of its changed words. Crash points: right before
 //! every fence (the most lines pending), at every mark, and at the end.
 //!
-//! Combined with the disk ([`combined`]): every disk state of the usual strategies gets
+//! Combined with the disk ([`crate::crash::pm::combined`]): every disk state of the usual strategies gets
 //! the PM as persisted at its crash time (fenced lines only); every PM cut gets the disk
 //! as durable at its crash time (the epochs closed before it, none of the one in flight,
 //! `e<k>:-`). So the product is bounded by the sum of the two, not the product, and each
@@ -33,12 +33,8 @@ use std::fmt;
 use std::io::{BufRead, Write as _};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
-
-use crate::crash::{CrashState, Epoch, StateId, Strategy};
-use crate::record::RecordingDisk;
 
 /// A cache line, the unit a write-back or an eviction persists.
 pub const LINE: u64 = researchfs::pm::LINE;
@@ -537,161 +533,6 @@ impl FromStr for PmCut {
             }
         }
         Ok(PmCut { pos, lines, torn })
-    }
-}
-
-/// The combined crash states of a recording with a PM region (see the module
-/// documentation): the disk's states from `disk`, each with the PM persisted at its
-/// crash time, then every PM cut with the disk durable at its crash time; with
-/// `max_pm`, at most that many PM cuts, evenly spaced over the list (as `--max-states`
-/// spreads the disk's).
-pub fn combined<'a>(
-    pm: &'a PmTrace,
-    trace: &'a crate::trace::Trace,
-    epochs: &'a [Epoch],
-    disk: impl Iterator<Item = CrashState> + 'a,
-    max_pm: Option<usize>,
-) -> impl Iterator<Item = CrashState> + 'a {
-    let disk_states = disk.map(move |mut state| {
-        // The crash is right after the last write the state applies (or its epoch's
-        // start), before the next disk entry: the PM made before that entry, fenced only.
-        let next = epochs
-            .get(state.id.epoch as usize)
-            .map(|e| match state.id.applied.last() {
-                Some(a) => e.writes.get(a.write as usize).map_or(e.start_entry, |&w| w + 1),
-                None => e.start_entry,
-            })
-            .unwrap_or(trace.entries.len());
-        state.id.pm = Some(PmCut {
-            pos: pm.position_before_disk(next as u64),
-            lines: Vec::new(),
-            torn: None,
-        });
-        state
-    });
-    let pm_states = pm.crash_points().into_iter().flat_map(move |pos| {
-        let disk_at = pm.entries.get(pos).map_or(trace.entries.len() as u64, PmEntry::disk);
-        // The epoch in flight at that disk position: the last one starting at or before
-        // it whose closing barrier is not yet behind it; none of its writes persisted.
-        let epoch = epochs
-            .iter()
-            .position(|e| {
-                e.end_flush.is_none_or(|b| b as u64 >= disk_at) && e.start_entry as u64 <= disk_at
-            })
-            .unwrap_or_else(|| epochs.iter().filter(|e| (e.start_entry as u64) <= disk_at).count());
-        pm.cuts_at(pos).into_iter().map(move |cut| CrashState {
-            id: StateId { epoch: epoch as u32, applied: Vec::new(), pm: Some(cut) },
-            strategy: Strategy::PersistencePoints,
-        })
-    });
-    let mut pm_states: Vec<CrashState> = pm_states.collect();
-    if let Some(max) = max_pm.filter(|&m| m < pm_states.len()) {
-        let n = pm_states.len();
-        pm_states = (0..max).map(|i| pm_states[i * n / max].clone()).collect();
-    }
-    disk_states.chain(pm_states)
-}
-
-/// [`researchfs::PersistentMemory`] over bob's recorder: the region in memory, written
-/// through until [`PmRecorder::start`] (mkfs and setup), then every call logged with the
-/// disk's log position. Marks reach it from the disk ([`RecordingDisk::mark`]).
-pub struct PmRecorder {
-    disk: Arc<RecordingDisk>,
-    st: Mutex<RecState>,
-}
-
-struct RecState {
-    mem: Vec<u8>,
-    base: Option<Vec<u8>>,
-    entries: Vec<PmEntry>,
-}
-
-impl PmRecorder {
-    /// A zero-filled region of `size` bytes beside `disk`.
-    pub fn new(disk: Arc<RecordingDisk>, size: u64) -> PmRecorder {
-        PmRecorder {
-            disk,
-            st: Mutex::new(RecState {
-                mem: vec![0; size as usize],
-                base: None,
-                entries: Vec::new(),
-            }),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, RecState> {
-        self.st.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Freezes the base image; logs from now on.
-    pub fn start(&self) {
-        let mut st = self.lock();
-        st.base = Some(st.mem.clone());
-        st.entries.clear();
-    }
-
-    /// Copies a mark of the disk's log (made when it had `disk` entries).
-    pub fn mark(&self, text: &str, disk: u64) {
-        let mut st = self.lock();
-        if st.base.is_some() {
-            st.entries.push(PmEntry::Mark { text: text.to_owned(), disk });
-        }
-    }
-
-    /// Stops logging: the base image and the log (an empty log over the current region
-    /// if logging never started).
-    pub fn stop(&self) -> PmTrace {
-        let mut st = self.lock();
-        let base = st.base.take().unwrap_or_else(|| st.mem.clone());
-        PmTrace { base, entries: std::mem::take(&mut st.entries) }
-    }
-
-    fn log(&self, entry: impl FnOnce(u64) -> PmEntry) {
-        let disk = self.disk.logged_entries();
-        let mut st = self.lock();
-        if st.base.is_some() {
-            st.entries.push(entry(disk));
-        }
-    }
-}
-
-fn range_check(size: usize, offset: u64, len: u64) -> std::io::Result<()> {
-    match offset.checked_add(len) {
-        Some(end) if end <= size as u64 => Ok(()),
-        _ => Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("PM range {offset}+{len} is past the region's end ({size} bytes)"),
-        )),
-    }
-}
-
-impl researchfs::PersistentMemory for PmRecorder {
-    fn size(&self) -> u64 {
-        self.lock().mem.len() as u64
-    }
-    fn load(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
-        let st = self.lock();
-        range_check(st.mem.len(), offset, buf.len() as u64)?;
-        buf.copy_from_slice(&st.mem[offset as usize..offset as usize + buf.len()]);
-        Ok(())
-    }
-    fn store(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
-        {
-            let mut st = self.lock();
-            range_check(st.mem.len(), offset, data.len() as u64)?;
-            st.mem[offset as usize..offset as usize + data.len()].copy_from_slice(data);
-        }
-        self.log(|disk| PmEntry::Store { offset, data: data.to_vec(), disk });
-        Ok(())
-    }
-    fn clwb(&self, offset: u64, len: u64) -> std::io::Result<()> {
-        range_check(self.lock().mem.len(), offset, len)?;
-        self.log(|disk| PmEntry::Clwb { offset, len, disk });
-        Ok(())
-    }
-    fn fence(&self) -> std::io::Result<()> {
-        self.log(|disk| PmEntry::Fence { disk });
-        Ok(())
     }
 }
 

@@ -754,7 +754,7 @@ fn check_schedule(
         &opts.explore.limits,
     );
     let all_states: Box<dyn Iterator<Item = crash::CrashState>> = match &subject.pm {
-        Some(pm) => Box::new(crate::pm::combined(
+        Some(pm) => Box::new(crash::pm::combined(
             pm,
             &subject.trace,
             &subject.epochs,

@@ -2,6 +2,7 @@
 //! 8 bytes, ids, and the log's round trip.
 
 use super::*;
+use crate::crash::StateId;
 
 fn store(offset: u64, data: &[u8]) -> PmEntry {
     PmEntry::Store { offset, data: data.to_vec(), disk: 0 }

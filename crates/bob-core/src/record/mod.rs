@@ -17,6 +17,7 @@ pub mod custom;
 pub mod dmlogwrites;
 pub mod latency;
 mod live;
+pub mod pm;
 pub mod setup;
 pub mod tracefs;
 
@@ -93,7 +94,7 @@ pub struct RecordingDisk {
     size: u64,
     state: Mutex<RecState>,
     /// The PM region recorded beside this disk, which gets a copy of every mark.
-    pm: Mutex<Option<Arc<crate::pm::PmRecorder>>>,
+    pm: Mutex<Option<Arc<pm::PmRecorder>>>,
 }
 
 #[derive(Default)]
@@ -266,7 +267,7 @@ impl RecordingDisk {
     }
 
     /// Copies every later mark into `pm`'s log ([`crate::pm`]).
-    pub fn tie_pm(&self, pm: Arc<crate::pm::PmRecorder>) {
+    pub fn tie_pm(&self, pm: Arc<pm::PmRecorder>) {
         *self.pm.lock().unwrap_or_else(|p| p.into_inner()) = Some(pm);
     }
 
@@ -620,7 +621,7 @@ fn record_research(
     // A PM design gets the second device: bob's PM region, its log tied to the disk's.
     let pm = design.pm_fenced().map(|_| {
         let size = researchfs::ConquestDevice::pm_size(config.image_bytes);
-        let pm = Arc::new(crate::pm::PmRecorder::new(disk.clone(), size));
+        let pm = Arc::new(pm::PmRecorder::new(disk.clone(), size));
         disk.tie_pm(pm.clone());
         pm
     });
