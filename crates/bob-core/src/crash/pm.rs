@@ -55,3 +55,54 @@ pub fn combined<'a>(
     }
     disk_states.chain(pm_states)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crash::{epochs, stream, DiskModel, Limits};
+    use crate::trace::{Entry, Trace};
+
+    #[test]
+    fn disk_states_get_the_fenced_pm_and_pm_cuts_get_the_durable_disk() {
+        // Disk: a write, a flush, a write. PM: a line stored and fenced before the flush,
+        // another stored (never written back) after it.
+        let trace = Trace::new(
+            512,
+            vec![Entry::write(0, vec![1; 512]), Entry::flush(), Entry::write(8, vec![2; 512])],
+        );
+        let ep = epochs(&trace, &DiskModel::default());
+        let pm = PmTrace {
+            base: vec![0; 256],
+            entries: vec![
+                PmEntry::Store { offset: 0, data: vec![7; 8], disk: 1 },
+                PmEntry::Clwb { offset: 0, len: 8, disk: 1 },
+                PmEntry::Fence { disk: 1 },
+                PmEntry::Store { offset: 64, data: vec![9; 8], disk: 2 },
+            ],
+        };
+        let disk = stream(&trace, &ep, Strategy::DEFAULT, &Limits::default());
+        let all: Vec<String> =
+            combined(&pm, &trace, &ep, disk, None).map(|s| s.id.to_string()).collect();
+        // Disk states: epoch 0 without its write sees no PM entry yet; with it, the PM up to
+        // the flush (the fence included); epoch 1 with its write sees every PM entry.
+        assert!(all.contains(&"e0:-+p0".to_owned()), "{all:?}");
+        assert!(all.contains(&"e0:0+p3".to_owned()), "{all:?}");
+        assert!(all.contains(&"e1:0+p4".to_owned()), "{all:?}");
+        // PM cuts: before the fence (disk epoch 0 in flight: none of it), and at the end
+        // (epoch 1 in flight), where line 1 may or may not have persisted; line 0 is fenced.
+        for id in ["e0:-+p2", "e0:-+p2:0", "e1:-+p4", "e1:-+p4:1"] {
+            assert!(all.contains(&id.to_owned()), "{id} in {all:?}");
+        }
+        assert!(!all.iter().any(|id| id.starts_with("e1:-+p4:0")), "fenced: never pending");
+        let capped: Vec<CrashState> = combined(
+            &pm,
+            &trace,
+            &ep,
+            stream(&trace, &ep, Strategy::DEFAULT, &Limits::default()),
+            Some(1),
+        )
+        .filter(|s| s.id.applied.is_empty() && s.id.pm.as_ref().is_some_and(|c| c.pos > 0))
+        .collect();
+        assert!(capped.len() <= 2, "--max-states spreads the PM cuts: {capped:?}");
+    }
+}
