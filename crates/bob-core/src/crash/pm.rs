@@ -45,7 +45,7 @@ pub fn combined<'a>(
             .unwrap_or_else(|| epochs.iter().filter(|e| (e.start_entry as u64) <= disk_at).count());
         pm.cuts_at(pos).into_iter().map(move |cut| CrashState {
             id: StateId { epoch: epoch as u32, applied: Vec::new(), pm: Some(cut) },
-            strategy: Strategy::PersistencePoints,
+            strategy: Strategy::PmCacheLines,
         })
     });
     let mut pm_states: Vec<CrashState> = pm_states.collect();
