@@ -91,6 +91,19 @@ impl Subject {
     /// FUA write of the epoch that the state lacks (real FUA): that write was durable once
     /// it completed, so a state without it was cut before, when those marks were not made.
     pub fn acked_marks(&self, id: &StateId) -> Vec<String> {
+        if let (Some(pm), Some(cut)) = (&self.pm, &id.pm) {
+            // With a PM region the crash is a point in the PM log, which has a copy of
+            // every mark the program made: those before it.
+            return pm
+                .entries
+                .iter()
+                .take(usize::try_from(cut.pos).unwrap_or(usize::MAX))
+                .filter_map(|e| match e {
+                    crate::pm::PmEntry::Mark { text, .. } => Some(text.clone()),
+                    _ => None,
+                })
+                .collect();
+        }
         let Some(epoch) = self.epochs.get(id.epoch as usize) else {
             return Vec::new();
         };
