@@ -766,7 +766,12 @@ fn check_schedule(
     let mut states = all_states.enumerate().filter_map(|(position, state)| {
         generated = position + 1;
         if let (Some((index, count)), Some(builder)) = (opts.shard, &shard_builder) {
-            if shard_of(&builder.state(&state.id).digest(&subject.trace), count) != index {
+            let digest = crash::pm::digest(
+                builder.state(&state.id).digest(&subject.trace),
+                subject.pm.as_deref(),
+                state.id.pm.as_ref(),
+            );
+            if shard_of(&digest, count) != index {
                 return None;
             }
         }

@@ -439,14 +439,11 @@ pub fn run_state_stream(
                 break;
             }
             let index = listed.len();
-            let mut digest = builder.state(&state.id).digest(&subject.trace);
-            if let (Some(pm), Some(cut)) = (&subject.pm, &state.id.pm) {
-                // Two devices: equal states are equal on both.
-                let mut h = blake3::Hasher::new();
-                h.update(&digest);
-                h.update(&pm.digest(cut));
-                digest = *h.finalize().as_bytes();
-            }
+            let digest = crate::crash::pm::digest(
+                builder.state(&state.id).digest(&subject.trace),
+                subject.pm.as_deref(),
+                state.id.pm.as_ref(),
+            );
             let due = subject.durable_ops(&state.id);
             let key = check_key(&digest, &due);
             let mounted_as = *first_of.entry(key).or_insert(index);

@@ -56,6 +56,20 @@ pub fn combined<'a>(
     disk_states.chain(pm_states)
 }
 
+/// The content digest of a state on two devices: the disk overlay's `disk` digest with
+/// the PM lines of `cut` (equal states are equal on both); `disk` alone without a PM half.
+pub fn digest(disk: [u8; 32], pm: Option<&PmTrace>, cut: Option<&PmCut>) -> [u8; 32] {
+    match (pm, cut) {
+        (Some(pm), Some(cut)) => {
+            let mut h = blake3::Hasher::new();
+            h.update(&disk);
+            h.update(&pm.digest(cut));
+            *h.finalize().as_bytes()
+        }
+        _ => disk,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
