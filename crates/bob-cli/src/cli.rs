@@ -536,6 +536,10 @@ pub struct ReplayArgs {
     /// With --recovery-crashes: at most this many crash states inside recovery.
     #[arg(long, requires = "recovery_crashes")]
     pub max_states: Option<usize>,
+    /// For a design with a persistent-memory region (conquest): also write the state's
+    /// PM image here (it is always written beside the disk image as `<IMAGE>.pm`).
+    #[arg(long, value_name = "FILE")]
+    pub pm_out: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,

@@ -13,6 +13,8 @@
 //! * [`image`]: a crash state served as a copy-on-write view over the base image.
 //! * [`check`]: recovery, logical snapshot, fsck, and the property verdict.
 //! * [`report`]: cells, witnesses, tables.
+//! * [`pm`]: the second device, an emulated persistent-memory region: its log beside the
+//!   disk's, its crash states at cache-line granularity.
 //! * [`fs`]: the file-system configurations (mkfs, mount options, recovery, fsck).
 //! * [`run`]: the pipelines end to end: one configuration x property cell, a table, a
 //!   saved trace under the user's checker, a witness replayed.
@@ -34,6 +36,7 @@ pub mod device;
 pub mod fs;
 pub mod image;
 pub mod output;
+pub mod pm;
 pub mod record;
 pub mod report;
 pub mod run;

@@ -294,6 +294,10 @@ pub struct ReplayReport {
     /// With `--check` of a `detects-inconsistency` witness: its scenarios.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scenarios: Vec<ScenarioMark>,
+    /// For a design with a persistent-memory region (conquest): the PM image file
+    /// written beside the disk image (`--pm-out`, default `<image>.pm`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pm_image: Option<String>,
 }
 
 impl ReplayReport {
@@ -315,6 +319,9 @@ impl ReplayReport {
             self.recorded_outcome,
             self.recorded_story
         );
+        if let Some(pm) = &self.pm_image {
+            s.push_str(&format!("  pm image: {pm}\n"));
+        }
         if let Some(outcome) = self.outcome {
             s.push_str(&format!(
                 "  replayed: {outcome}: {}\n",
@@ -958,6 +965,7 @@ mod tests {
             story: Some("op 1 did not persist".into()),
             reproduced: Some(true),
             scenarios: Vec::new(),
+            pm_image: None,
         };
         insta::assert_json_snapshot!("replay", report, {
             ".witness" => "[path]", ".image" => "[path]",

@@ -747,17 +747,31 @@ fn check_schedule(
     let mut positions: Vec<usize> = Vec::new();
     let shard_builder =
         opts.shard.map(|_| crash::OverlayBuilder::new(&subject.trace, &subject.epochs));
-    let mut states = crash::stream(
+    let disk_states = crash::stream(
         &subject.trace,
         &subject.epochs,
         &opts.explore.strategies,
         &opts.explore.limits,
-    )
-    .enumerate()
-    .filter_map(|(position, state)| {
+    );
+    let all_states: Box<dyn Iterator<Item = crash::CrashState>> = match &subject.pm {
+        Some(pm) => Box::new(crash::pm::combined(
+            pm,
+            &subject.trace,
+            &subject.epochs,
+            disk_states,
+            opts.explore.limits.max_states,
+        )),
+        None => Box::new(disk_states),
+    };
+    let mut states = all_states.enumerate().filter_map(|(position, state)| {
         generated = position + 1;
         if let (Some((index, count)), Some(builder)) = (opts.shard, &shard_builder) {
-            if shard_of(&builder.state(&state.id).digest(&subject.trace), count) != index {
+            let digest = crash::pm::digest(
+                builder.state(&state.id).digest(&subject.trace),
+                subject.pm.as_deref(),
+                state.id.pm.as_ref(),
+            );
+            if shard_of(&digest, count) != index {
                 return None;
             }
         }
@@ -897,9 +911,16 @@ fn confirm_once(
     crate::image::CrashView::new(subject.base.clone(), subject.trace.clone(), overlay)
         .materialize(&image)
         .map_err(|source| Error::Io { path: image.clone(), source })?;
+    let pm_image = check::pm_image_path(&image);
+    if let (Some(pm), Some(cut)) = (&subject.pm, &state.id.pm) {
+        // The second device, rebuilt as independently as the disk's image.
+        std::fs::write(&pm_image, pm.image(cut))
+            .map_err(|source| Error::Io { path: pm_image.clone(), source })?;
+    }
     let durable = subject.durable_ops(&state.id);
     let checked = check::check_image(subject, &image, &mnt, durable, &opts.explore.timeouts);
     let _ = std::fs::remove_file(&image);
+    let _ = std::fs::remove_file(&pm_image);
     Ok(checked?)
 }
 
@@ -991,7 +1012,14 @@ pub fn subject_of(
         .map_err(|source| check::Error::Io { path: recording.base_image.clone(), source })?;
     let trace = std::sync::Arc::new(recording.trace);
     let epochs = crash::epochs(&trace, &disk);
+    let pm = crate::pm::PmTrace::load_beside(&recording.base_image)
+        .map_err(|e| check::Error::Io {
+            path: recording.base_image.clone(),
+            source: std::io::Error::other(e.to_string()),
+        })?
+        .map(std::sync::Arc::new);
     let subject = Subject {
+        pm,
         config,
         workload,
         observed: recording.observed,
@@ -1090,6 +1118,7 @@ mod tests {
             spans: Vec::new(),
             schedule,
             disk: crash::DiskModel::STUDY,
+            pm: None,
             base: Arc::new(BaseImage::open(&base).unwrap()),
         };
         let syncfs = subject(Some(Schedule::Syncfs));

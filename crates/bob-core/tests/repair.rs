@@ -49,6 +49,7 @@ fn torn_superblock_states(subject: &Subject) -> Vec<CrashState> {
                 id: StateId {
                     epoch: epoch.index as u32,
                     applied: vec![Applied::torn(w as u32, vec![(k, k)])],
+                    pm: None,
                 },
                 strategy: Strategy::Torn,
             });

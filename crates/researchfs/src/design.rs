@@ -54,6 +54,12 @@ pub enum Design {
     /// Valor without the flush between the undo records and the in-place data: the
     /// negative control.
     ValorNologOrder,
+    /// Conquest (Wang et al. 2002): metadata and small files in persistent memory, each
+    /// operation committed by one atomic 8-byte store, large files' data on the disk
+    /// ([`crate::conquest`]).
+    Conquest,
+    /// Conquest with no cache-line write-backs and no fences: the negative control.
+    ConquestNofence,
 }
 
 /// OptFS' durability timeout T_D in write requests: the disk under it notifies after
@@ -72,7 +78,7 @@ pub struct Options {
 
 impl Design {
     /// Every design.
-    pub const ALL: [Design; 10] = [
+    pub const ALL: [Design; 12] = [
         Design::Orderless,
         Design::Nofs,
         Design::Ordered,
@@ -83,6 +89,8 @@ impl Design {
         Design::SoftupdatesCompletion,
         Design::Valor,
         Design::ValorNologOrder,
+        Design::Conquest,
+        Design::ConquestNofence,
     ];
 
     /// The name on bob's command line.
@@ -98,6 +106,8 @@ impl Design {
             Design::SoftupdatesCompletion => "softupdates-completion",
             Design::Valor => "valor",
             Design::ValorNologOrder => "valor-nolog-order",
+            Design::Conquest => "conquest",
+            Design::ConquestNofence => "conquest-nofence",
         }
     }
 
@@ -114,6 +124,8 @@ impl Design {
             Design::SoftupdatesCompletion => 13,
             Design::Valor => 14,
             Design::ValorNologOrder => 15,
+            Design::Conquest => 16,
+            Design::ConquestNofence => 17,
         }
     }
 
@@ -182,7 +194,9 @@ impl Design {
             | Design::Softupdates
             | Design::SoftupdatesCompletion
             | Design::Valor
-            | Design::ValorNologOrder => None,
+            | Design::ValorNologOrder
+            | Design::Conquest
+            | Design::ConquestNofence => None,
         }
     }
 
@@ -216,7 +230,18 @@ impl Design {
     /// Whether the superblock's clean flag is maintained (NoFS writes no superblock at
     /// all after mkfs: nothing in it changes).
     pub fn keeps_clean_flag(self) -> bool {
-        self != Design::Nofs && self.journal().is_none()
+        self != Design::Nofs && self.journal().is_none() && self.pm_fenced().is_none()
+    }
+
+    /// Whether the design keeps metadata in persistent memory ([`crate::conquest`]):
+    /// `Some(true)` when it writes back and fences its cache lines, `Some(false)` when it
+    /// does neither (the negative control); `None`: a disk-only design.
+    pub fn pm_fenced(self) -> Option<bool> {
+        match self {
+            Design::Conquest => Some(true),
+            Design::ConquestNofence => Some(false),
+            _ => None,
+        }
     }
 
     /// Bytes of file data per data block.
@@ -249,7 +274,8 @@ impl FromStr for Design {
     type Err = String;
     fn from_str(s: &str) -> Result<Design, String> {
         Design::ALL.into_iter().find(|d| d.name() == s).ok_or_else(|| {
-            format!("unknown researchfs design `{s}` (expected orderless, nofs, ordered-core, journal-flush, optfs, optfs-nocsum, softupdates, softupdates-completion, valor or valor-nolog-order)")
+            let names: Vec<&str> = Design::ALL.iter().map(|d| d.name()).collect();
+            format!("unknown researchfs design `{s}` (expected one of: {})", names.join(", "))
         })
     }
 }

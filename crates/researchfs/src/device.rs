@@ -139,6 +139,15 @@ pub trait BlockDevice: Send + Sync {
     fn durability(&self) -> Option<Durability> {
         None
     }
+    /// The file system finished one operation: a device that commits per operation
+    /// ([`crate::conquest::ConquestDevice`]) commits it now. Nothing for a disk.
+    fn end_op(&self) -> io::Result<()> {
+        Ok(())
+    }
+    /// The writes that follow (until called again with `false`) are a file's data above
+    /// the design's small-file threshold ([`crate::conquest::PM_THRESHOLD`]). Nothing for
+    /// a disk.
+    fn hint_large_file(&self, _large: bool) {}
 }
 
 fn check_range(size: u64, offset: u64, len: u64) -> io::Result<()> {

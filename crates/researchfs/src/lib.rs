@@ -9,6 +9,8 @@
 //! - [`design`]: what differs between [`Design::Orderless`] (ext2-like, the negative
 //!   control), [`Design::Nofs`] (the thesis' No-Order File System) and [`Design::Ordered`]
 //!   (the core with flush-ordered writes).
+//! - [`pm`]: the [`PersistentMemory`] trait (stores, cache-line write-backs, fences) and
+//!   [`MemPm`]; [`conquest`]: the Conquest designs' device over a disk and a PM region.
 //! - [`fs`]: the core ([`Fs`]): allocation, inodes, directories, file data with indirect
 //!   blocks, NoFS' checks and background scan, [`mkfs`], recovery at mount.
 //! - [`fsck()`]: a read-only checker listing problems with the thesis' error kinds.
@@ -34,18 +36,21 @@
 #![warn(missing_docs)]
 
 pub mod check;
+pub mod conquest;
 pub mod design;
 pub mod device;
 pub mod fs;
 pub mod fsck;
 pub mod fuse;
 pub mod layout;
+pub mod pm;
 pub mod reliability;
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+pub use conquest::ConquestDevice;
 pub use design::{Design, Options};
 pub use device::{
     BlockDevice, Durability, FileDevice, MemDevice, RecordingDevice, Role, WriteInfo,
@@ -53,6 +58,7 @@ pub use device::{
 pub use fs::{mkfs, Attr, Fs};
 pub use fsck::{fsck, FsckReport};
 pub use fuse::{mount, mount_with, MountedFs};
+pub use pm::{MemPm, PersistentMemory};
 
 /// The thesis' inconsistency kinds (table 5.6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -33,8 +33,15 @@ fn every_design_round_trips_through_fuse_and_leaves_no_mount() {
         let image = tmp.path().join("image");
         let mnt = tmp.path().join("mnt");
         fs::create_dir(&mnt).unwrap();
-        let dev: Arc<dyn BlockDevice> = Arc::new(FileDevice::create(&image, 32 << 20).unwrap());
+        let mut dev: Arc<dyn BlockDevice> = Arc::new(FileDevice::create(&image, 32 << 20).unwrap());
+        if design.pm_fenced().is_some() {
+            // Conquest: the image file is its disk, a PM region in memory the rest.
+            let pm =
+                Arc::new(researchfs::MemPm::new(researchfs::ConquestDevice::pm_size(32 << 20)));
+            dev = researchfs::ConquestDevice::open(design, dev, pm).unwrap();
+        }
         mkfs(design, dev.as_ref(), dev.size()).unwrap();
+        dev.end_op().unwrap();
 
         let m = mount(design, dev.clone(), &mnt).unwrap();
         assert!(mounted_here(&mnt), "{design}: not mounted");

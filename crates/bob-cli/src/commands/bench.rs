@@ -23,6 +23,12 @@ pub fn run(args: BenchArgs) -> Result<Conclusion, CliError> {
     if args.table {
         return run_table(args);
     }
+    if let Some(latency) = args.latency.filter(|_| args.fs.iter().any(|c| c.name == "conquest")) {
+        let report = bench::run_conquest_bench(latency, bench::CONQUEST_FILES)
+            .map_err(|e| CliError::Environment(e.to_string()))?;
+        print::result(args.format, &report, || report.to_text())?;
+        return Ok(Conclusion::Done);
+    }
     if let Some(latency) = args.latency {
         if args.fs.iter().any(|c| c.name.starts_with("softupdates")) {
             return run_meta(&args, latency);

@@ -23,6 +23,7 @@ pub fn run(args: ReplayArgs) -> Result<Conclusion, CliError> {
                     state: None,
                     check: false,
                     scratch: None,
+                    pm_out: None,
                 })?
                 .state
             }
@@ -55,6 +56,7 @@ pub fn run(args: ReplayArgs) -> Result<Conclusion, CliError> {
         state: args.state,
         check: args.check,
         scratch: None,
+        pm_out: args.pm_out,
     })?;
     print::result(args.format, &report, || report.to_text())?;
     if CANCEL.load(Ordering::Relaxed) {

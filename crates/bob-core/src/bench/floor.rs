@@ -63,7 +63,7 @@ pub(super) fn floor(
     let fuse_dir = work.join("floor-disk");
     std::fs::create_dir_all(&fuse_dir).map_err(io_err(&fuse_dir))?;
     let server = DiskServer::start(&fuse_dir, 2)?;
-    let unchanged = StateId { epoch: 0, applied: Vec::new() };
+    let unchanged = StateId { epoch: 0, applied: Vec::new(), pm: None };
     let overlay = OverlayBuilder::new(&subject.trace, &subject.epochs).state(&unchanged);
     let view = Arc::new(CrashView::new(subject.base.clone(), subject.trace.clone(), overlay));
     let file = server.add("floor.img", view);

@@ -34,6 +34,7 @@
 //! do not. Every loop device, mount and FUSE disk is a guard from [`crate::device`], so
 //! each phase gives everything back on every exit path.
 
+mod conquest;
 mod engine;
 mod floor;
 mod fsbench;
@@ -47,6 +48,9 @@ mod stream;
 mod table;
 mod valorbench;
 
+pub use conquest::{
+    run_conquest_bench, ConquestBenchReport, SmallFileRun, FILES as CONQUEST_FILES,
+};
 pub use fsbench::{run_fs_bench, FsBenchError, FsBenchReport, FsRun, ITERATIONS};
 pub use metabench::{
     journal_async, meta_bench_designs, run_meta_bench, MetaBenchReport, MetaRun,

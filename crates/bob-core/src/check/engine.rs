@@ -340,6 +340,10 @@ pub fn run_state_stream(
                     // fresh view (the failed attempt's recovery writes are in the old
                     // one's overlay), a fresh FUSE file, loop device and mount point (the
                     // old mount point may still be busy; this worker keeps the new one).
+                    let pm_image = match (&subject.pm, &state.id.pm) {
+                        (Some(pm), Some(cut)) => Some(pm.image(cut)),
+                        _ => None,
+                    };
                     let mut retries = 0;
                     let checked = loop {
                         let view = Arc::new(CrashView::new(
@@ -355,6 +359,7 @@ pub fn run_state_stream(
                                 subject,
                                 judge,
                                 &file,
+                                pm_image.as_deref(),
                                 &mnt,
                                 due.clone(),
                                 &acked,
@@ -434,7 +439,11 @@ pub fn run_state_stream(
                 break;
             }
             let index = listed.len();
-            let digest = builder.state(&state.id).digest(&subject.trace);
+            let digest = crate::crash::pm::digest(
+                builder.state(&state.id).digest(&subject.trace),
+                subject.pm.as_deref(),
+                state.id.pm.as_ref(),
+            );
             let due = subject.durable_ops(&state.id);
             let key = check_key(&digest, &due);
             let mounted_as = *first_of.entry(key).or_insert(index);

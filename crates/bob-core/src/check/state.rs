@@ -37,7 +37,33 @@ pub fn check_image(
     durable_ops: Vec<usize>,
     timeouts: &Timeouts,
 ) -> Result<StateCheck, Error> {
-    check_image_with(subject, &Judge::Oracle, disk_file, mnt, durable_ops, &[], timeouts, None)
+    // A recording with a PM region: the state's PM image is beside the disk's.
+    let pm = match &subject.pm {
+        Some(_) => {
+            let path = pm_image_path(disk_file);
+            Some(std::fs::read(&path).map_err(|source| Error::Io { path, source })?)
+        }
+        None => None,
+    };
+    check_image_with(
+        subject,
+        &Judge::Oracle,
+        disk_file,
+        pm.as_deref(),
+        mnt,
+        durable_ops,
+        &[],
+        timeouts,
+        None,
+    )
+}
+
+/// Where the PM image of a crash state's disk image `disk_file` is (`<disk_file>.pm`):
+/// what `bob replay` writes and [`check_image`] reads.
+pub fn pm_image_path(disk_file: &Path) -> std::path::PathBuf {
+    let mut s = disk_file.as_os_str().to_owned();
+    s.push(".pm");
+    s.into()
 }
 
 /// What one recovered image gave: every state that recovers to it shares this.
@@ -95,6 +121,7 @@ pub fn check_image_with(
     subject: &Subject,
     judge: &Judge,
     disk_file: &Path,
+    pm_image: Option<&[u8]>,
     mnt: &Path,
     durable_ops: Vec<usize>,
     acked_marks: &[String],
@@ -102,7 +129,7 @@ pub fn check_image_with(
     after: Option<&AfterRecovery<'_>>,
 ) -> Result<StateCheck, Error> {
     if let Some(design) = subject.config.design() {
-        let state = ResearchState { design, disk_file, mnt, acked_marks };
+        let state = ResearchState { design, disk_file, pm_image, mnt, acked_marks };
         return check_research(subject, judge, &state, durable_ops, timeouts);
     }
     let config = &subject.config;
@@ -312,6 +339,8 @@ fn climb_ladder<M>(
 struct ResearchState<'a> {
     design: researchfs::Design,
     disk_file: &'a Path,
+    /// The state's PM region, for a design that keeps one.
+    pm_image: Option<&'a [u8]>,
     mnt: &'a Path,
     acked_marks: &'a [String],
 }
@@ -330,8 +359,27 @@ fn check_research(
 ) -> Result<StateCheck, Error> {
     let design = st.design;
     let io = |source| Error::Io { path: st.disk_file.to_owned(), source };
-    let dev: Arc<dyn researchfs::BlockDevice> =
+    let mut dev: Arc<dyn researchfs::BlockDevice> =
         Arc::new(researchfs::FileDevice::open(st.disk_file).map_err(io)?);
+    if design.pm_fenced().is_some() {
+        // Conquest: the disk and the PM region together are the file system's device;
+        // opening it runs the PM half of recovery (the redo area).
+        let Some(image) = st.pm_image else {
+            return Err(Error::Io {
+                path: st.disk_file.to_owned(),
+                source: std::io::Error::other(format!("{design} needs the state's PM image")),
+            });
+        };
+        let pm = Arc::new(researchfs::MemPm::from_bytes(image.to_vec()));
+        dev = match researchfs::ConquestDevice::open(design, dev, pm) {
+            Ok(d) => d,
+            Err(e) => {
+                return Ok(StateCheck::failed(Outcome::Unrecoverable {
+                    message: format!("researchfs {design}: {e}"),
+                }))
+            }
+        };
+    }
     let done = |outcome| Ok(StateCheck::failed(outcome));
     let (mount_dev, target) = (dev.clone(), st.mnt.to_owned());
     // A mount that returns after the deadline is dropped on its thread, which unmounts it.

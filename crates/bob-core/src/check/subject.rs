@@ -33,6 +33,9 @@ pub struct Subject {
     pub base: Arc<BaseImage>,
     /// The disk model the epochs (and so every state id) are cut under.
     pub disk: DiskModel,
+    /// The persistent-memory region recorded beside the disk, for a design that has one
+    /// ([`crate::pm`]): every state id of this trace then names its PM half.
+    pub pm: Option<Arc<crate::pm::PmTrace>>,
 }
 
 impl Subject {
@@ -52,6 +55,9 @@ impl Subject {
     /// apply it whole (a state that lacks it was cut before it completed, so before the
     /// op returned).
     pub fn durable_ops(&self, id: &StateId) -> Vec<usize> {
+        if let Some(pm) = &self.pm {
+            return self.pm_durable_ops(pm, id);
+        }
         let Some(crash) = self.epochs.get(id.epoch as usize) else {
             return Vec::new();
         };
@@ -85,6 +91,19 @@ impl Subject {
     /// FUA write of the epoch that the state lacks (real FUA): that write was durable once
     /// it completed, so a state without it was cut before, when those marks were not made.
     pub fn acked_marks(&self, id: &StateId) -> Vec<String> {
+        if let (Some(pm), Some(cut)) = (&self.pm, &id.pm) {
+            // With a PM region the crash is a point in the PM log, which has a copy of
+            // every mark the program made: those before it.
+            return pm
+                .entries
+                .iter()
+                .take(usize::try_from(cut.pos).unwrap_or(usize::MAX))
+                .filter_map(|e| match e {
+                    crate::pm::PmEntry::Mark { text, .. } => Some(text.clone()),
+                    _ => None,
+                })
+                .collect();
+        }
         let Some(epoch) = self.epochs.get(id.epoch as usize) else {
             return Vec::new();
         };
@@ -130,11 +149,54 @@ impl Subject {
         }
         let id: StateId = bare.parse().map_err(|e: crate::crash::Error| bad(e.to_string()))?;
         id.validate(&self.epochs, &self.trace).map_err(|e| bad(e.to_string()))?;
+        match (&self.pm, &id.pm) {
+            (Some(pm), Some(cut)) => pm.validate(cut).map_err(|e| bad(e.to_string()))?,
+            (Some(_), None) => {
+                return Err(bad(
+                    "this trace has a persistent-memory region: name its half too (`+p<pos>...`)"
+                        .into(),
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(bad("this trace has no persistent-memory region (`+p...`)".into()))
+            }
+            (None, None) => {}
+        }
         Ok(id)
     }
 }
 
 impl Subject {
+    /// [`Subject::durable_ops`] of a recording with a PM region, whose ops commit in PM:
+    /// a persistence-point op is durable when the state's PM crash point is past the op's
+    /// end mark (copied into the PM log) and the disk is past its last barrier.
+    fn pm_durable_ops(&self, pm: &crate::pm::PmTrace, id: &StateId) -> Vec<usize> {
+        let Some(cut) = &id.pm else { return Vec::new() };
+        let disk_ok = |end: usize| {
+            let barrier = (0..end).rev().find(|&i| {
+                matches!(self.trace.entries[i].kind(), EntryKind::Flush)
+                    || matches!(self.trace.entries[i].kind(), EntryKind::Write { fua: true, .. })
+            });
+            match (barrier, self.epochs.get(id.epoch as usize)) {
+                (None, _) => true,
+                (Some(b), Some(e)) => b < e.start_entry,
+                (Some(_), None) => true,
+            }
+        };
+        self.spans
+            .iter()
+            .filter(|s| self.workload.ops.get(s.index).is_some_and(|op| op.is_persistence_point()))
+            .filter(|s| {
+                let end_mark = pm.entries.iter().position(|e| {
+                    e.disk() as usize == s.end_entry + 1
+                        && matches!(e, crate::pm::PmEntry::Mark { .. })
+                });
+                end_mark.is_some_and(|m| (m as u64) < cut.pos) && disk_ok(s.end_entry)
+            })
+            .map(|s| s.index)
+            .collect()
+    }
+
     /// The printable id of a state of this trace: prefixed with its schedule where the
     /// trace has one (`syncfs/e3:0-4`), bare otherwise.
     pub fn qualify(&self, id: &StateId) -> String {

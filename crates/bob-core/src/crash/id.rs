@@ -61,12 +61,16 @@ pub struct StateId {
     pub epoch: u32,
     /// The writes of the crash epoch that persisted, by increasing position.
     pub applied: Vec<Applied>,
+    /// For a recording with a persistent-memory region ([`crate::pm`]): the PM half of
+    /// the state, printed after a `+` (`e3:0-4+p17:40,41`). An id with one may name the
+    /// epoch one past the last (`e<len>:-`): every disk epoch applied.
+    pub pm: Option<crate::pm::PmCut>,
 }
 
 impl StateId {
     /// Epoch `epoch` with the whole writes at `positions` (which must be increasing).
     pub fn whole(epoch: u32, positions: impl IntoIterator<Item = u32>) -> Self {
-        StateId { epoch, applied: positions.into_iter().map(Applied::whole).collect() }
+        StateId { epoch, applied: positions.into_iter().map(Applied::whole).collect(), pm: None }
     }
 
     /// Whether this state is legal in `epoch` (its own epoch) under the FUA model: a FUA
@@ -87,6 +91,9 @@ impl StateId {
     /// that neither are empty nor cover the whole request (that is the whole write).
     pub fn validate(&self, epochs: &[Epoch], trace: &Trace) -> Result<(), Error> {
         let bad = |reason: String| Error::InvalidState { id: self.to_string(), reason };
+        if self.pm.is_some() && self.epoch as usize == epochs.len() && self.applied.is_empty() {
+            return Ok(());
+        }
         let epoch = epochs.get(self.epoch as usize).ok_or_else(|| Error::NoSuchEpoch {
             id: self.to_string(),
             epoch: self.epoch,
@@ -185,6 +192,23 @@ impl StateId {
     /// 5 (entry 52, sector 8208, 8 sectors) torn: sectors 0-3 persisted". Never panics,
     /// even for an id that does not [`validate`](Self::validate).
     pub fn describe(&self, trace: &Trace, epochs: &[Epoch]) -> String {
+        let Some(cut) = &self.pm else { return self.describe_disk(trace, epochs) };
+        let disk = if self.epoch as usize == epochs.len() && self.applied.is_empty() {
+            "disk: every epoch applied".to_owned()
+        } else {
+            self.describe_disk(trace, epochs)
+        };
+        let lines = match (cut.lines.len(), cut.torn) {
+            (0, None) => "no pending line".to_owned(),
+            (n, None) => format!("{n} pending line(s) persisted"),
+            (n, Some((l, k))) => {
+                format!("{n} pending line(s) persisted, line {l} torn after {k} word(s)")
+            }
+        };
+        format!("{disk}; PM: crash after {} entries of its log, fenced lines and {lines}", cut.pos)
+    }
+
+    fn describe_disk(&self, trace: &Trace, epochs: &[Epoch]) -> String {
         let Some(epoch) = epochs.get(self.epoch as usize) else {
             return format!(
                 "crash in epoch {} of {}: no such epoch (invalid id {self})",
@@ -309,6 +333,16 @@ fn write_ranges(out: &mut impl fmt::Write, ranges: &[(u32, u32)]) -> fmt::Result
 
 impl fmt::Display for StateId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.fmt_disk(f)?;
+        match &self.pm {
+            Some(cut) => write!(f, "+{cut}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl StateId {
+    fn fmt_disk(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "e{}:", self.epoch)?;
         if self.applied.is_empty() {
             return f.write_char('-');
@@ -442,7 +476,7 @@ impl Parser<'_> {
             if self.pos != self.text.len() {
                 return Err(self.error(self.pos, "nothing may follow `-` (the empty set)"));
             }
-            return Ok(StateId { epoch, applied });
+            return Ok(StateId { epoch, applied, pm: None });
         }
         loop {
             let at = self.pos;
@@ -472,7 +506,7 @@ impl Parser<'_> {
                 applied.push(Applied::whole(first));
             }
             if self.pos == self.text.len() {
-                return Ok(StateId { epoch, applied });
+                return Ok(StateId { epoch, applied, pm: None });
             }
             self.expect(b',', "`,` between writes, or the end of the id")?;
         }
@@ -485,7 +519,22 @@ impl FromStr for StateId {
     /// Parses the printed form (see the module documentation). Strict: no spaces, no
     /// leading zeros, increasing positions; adjacent sector ranges are merged.
     fn from_str(s: &str) -> Result<Self, Error> {
-        Parser { text: s, pos: 0 }.id()
+        let Some((disk, pm)) = s.split_once('+') else {
+            return Parser { text: s, pos: 0 }.id();
+        };
+        let mut id = Parser { text: disk, pos: 0 }.id().map_err(|e| match e {
+            Error::InvalidId { position, reason, .. } => {
+                Error::InvalidId { id: s.to_owned(), position, reason }
+            }
+            other => other,
+        })?;
+        let cut = pm.parse().map_err(|reason| Error::InvalidId {
+            id: s.to_owned(),
+            position: disk.len() + 1,
+            reason,
+        })?;
+        id.pm = Some(cut);
+        Ok(id)
     }
 }
 

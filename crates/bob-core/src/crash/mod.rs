@@ -37,6 +37,7 @@ pub mod disk;
 pub mod epoch;
 pub mod id;
 pub mod overlay;
+pub mod pm;
 pub mod strategy;
 
 #[cfg(test)]

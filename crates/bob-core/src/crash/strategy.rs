@@ -85,6 +85,10 @@ pub enum Strategy {
     /// from the trace (a research design's recorder tags each write, see `fs::roles`);
     /// an untagged write counts as `metadata` or `data` by its METADATA flag.
     DropRole,
+    /// The cache-line cuts of a persistent-memory region ([`crate::pm`]), paired with the
+    /// disk by [`crate::crash::pm::combined`]. A label only, not in [`Strategy::ALL`]:
+    /// a recording with a PM region always gets its cuts, and a disk's epochs none.
+    PmCacheLines,
 }
 
 impl Strategy {
@@ -132,6 +136,7 @@ impl Strategy {
             Strategy::Exhaustive => "exhaustive",
             Strategy::Random => "random",
             Strategy::DropRole => "drop-role",
+            Strategy::PmCacheLines => "pm-cache-lines",
         }
     }
 }
@@ -657,7 +662,7 @@ pub(super) fn deterministic(
                 }
             }
         }
-        Strategy::Random => {}
+        Strategy::Random | Strategy::PmCacheLines => {}
         Strategy::DropRole => {
             let group = |r: usize| -> &'static str {
                 let Some(entry) = epoch.writes.get(r).and_then(|&i| trace.entries.get(i)) else {
@@ -759,7 +764,7 @@ impl RandomDraw {
                 _ => applied.push(Applied::torn(r, unit_ranges_to_sectors(units, &ranges))),
             }
         }
-        StateId { epoch: self.epoch, applied }
+        StateId { epoch: self.epoch, applied, pm: None }
     }
 
     /// The next state `seen` lacks (its digest added to `seen`); `None` once none turns

@@ -425,11 +425,16 @@ fn ids_print_compactly() {
             Applied::whole(6),
             Applied::torn(7, vec![(0, 3)]),
         ],
+        pm: None,
     };
     assert_eq!(id.to_string(), "e3:0-4,6,7[0-3]");
     assert_eq!("e3:0-4,6,7[0-3]".parse::<StateId>(), Ok(id));
     assert_eq!(StateId::whole(3, []).to_string(), "e3:-");
-    let torn = StateId { epoch: 3, applied: vec![Applied::torn(5, vec![(0, 0), (2, 2), (4, 6)])] };
+    let torn = StateId {
+        epoch: 3,
+        applied: vec![Applied::torn(5, vec![(0, 0), (2, 2), (4, 6)])],
+        pm: None,
+    };
     assert_eq!(torn.to_string(), "e3:5[0,2,4-6]");
     assert_eq!("e3:5[0,2,4-6]".parse::<StateId>(), Ok(torn));
     let mixed = "e0:0-1,2[1],3-4,6";
@@ -521,7 +526,8 @@ fn validation_checks_the_id_against_the_trace() {
     assert!(matches!(check("e0:1[0-7]"), Err(Error::InvalidState { .. })), "whole as tear");
     assert!(matches!(check("e0:0[0]"), Err(Error::InvalidState { .. })), "1-sector tear");
     // Constructed (not parsed) ids that no parse would produce.
-    let constructed = |applied: Vec<Applied>| StateId { epoch: 0, applied }.validate(&e, &t);
+    let constructed =
+        |applied: Vec<Applied>| StateId { epoch: 0, applied, pm: None }.validate(&e, &t);
     assert!(constructed(vec![Applied::whole(1), Applied::whole(0)]).is_err());
     assert!(constructed(vec![Applied::whole(1), Applied::whole(1)]).is_err());
     assert!(constructed(vec![Applied::torn(2, vec![])]).is_err());
@@ -708,7 +714,7 @@ fn random_id(t: &Trace, epochs: &[Epoch], mut seed: u64) -> StateId {
         }
         applied.push(Applied::whole(r as u32));
     }
-    StateId { epoch: e as u32, applied }
+    StateId { epoch: e as u32, applied, pm: None }
 }
 
 /// The crash image built the slow way: a whole disk, byte by byte.
@@ -766,7 +772,7 @@ fn canonical_id() -> impl Gen<Value = StateId> {
     (any::<u32>(), positions, prop::collection::vec(item, 12)).prop_map(|(epoch, ps, items)| {
         let applied =
             ps.into_iter().zip(items).map(|(write, sectors)| Applied { write, sectors }).collect();
-        StateId { epoch, applied }
+        StateId { epoch, applied, pm: None }
     })
 }
 

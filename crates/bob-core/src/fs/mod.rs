@@ -298,6 +298,12 @@ pub fn research() -> Vec<FsConfig> {
                 researchfs::Design::ValorNologOrder => {
                     "researchfs valor-nolog-order: Valor without the flush between log and data (negative control)"
                 }
+                researchfs::Design::Conquest => {
+                    "researchfs Conquest: metadata and small files in persistent memory (atomic 8-byte commits), large data on disk"
+                }
+                researchfs::Design::ConquestNofence => {
+                    "researchfs conquest-nofence: Conquest without cache-line write-backs or fences (negative control)"
+                }
             },
             fstype: "fuse.researchfs",
             mkfs: &[],

@@ -17,6 +17,7 @@ pub mod custom;
 pub mod dmlogwrites;
 pub mod latency;
 mod live;
+pub mod pm;
 pub mod setup;
 pub mod tracefs;
 
@@ -92,6 +93,8 @@ pub struct RecordingDisk {
     base_path: PathBuf,
     size: u64,
     state: Mutex<RecState>,
+    /// The PM region recorded beside this disk, which gets a copy of every mark.
+    pm: Mutex<Option<Arc<pm::PmRecorder>>>,
 }
 
 #[derive(Default)]
@@ -180,7 +183,7 @@ impl RecordingDisk {
             .open(path)?;
         base.set_len(size)?;
         let state = Mutex::new(RecState::default());
-        Ok(RecordingDisk { base, base_path: path.to_owned(), size, state })
+        Ok(RecordingDisk { base, base_path: path.to_owned(), size, state, pm: Mutex::new(None) })
     }
 
     /// Opens the image already at `path` (a made file system) as the base, which must be
@@ -192,7 +195,7 @@ impl RecordingDisk {
             return Err(std::io::Error::other(format!("{len} bytes, not the {size} expected")));
         }
         let state = Mutex::new(RecState::default());
-        Ok(RecordingDisk { base, base_path: path.to_owned(), size, state })
+        Ok(RecordingDisk { base, base_path: path.to_owned(), size, state, pm: Mutex::new(None) })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, RecState> {
@@ -245,7 +248,27 @@ impl RecordingDisk {
     ///
     /// [`stop`]: RecordingDisk::stop
     pub fn mark(&self, text: &str) {
-        let _ = self.lock().log(|log| log.append(&Entry::mark(text)));
+        let logged = {
+            let mut st = self.lock();
+            let _ = st.log(|log| log.append(&Entry::mark(text)));
+            st.log.as_ref().map_or(0, |l| l.nr_entries() as u64)
+        };
+        // Outside the disk's lock: the PM recorder asks the disk for its position.
+        let pm = self.pm.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(pm) = pm {
+            pm.mark(text, logged);
+        }
+    }
+
+    /// Entries in the log so far (0 before [`RecordingDisk::start`]): the position the
+    /// PM log ties its entries to.
+    pub fn logged_entries(&self) -> u64 {
+        self.lock().log.as_ref().map_or(0, |l| l.nr_entries() as u64)
+    }
+
+    /// Copies every later mark into `pm`'s log ([`crate::pm`]).
+    pub fn tie_pm(&self, pm: Arc<pm::PmRecorder>) {
+        *self.pm.lock().unwrap_or_else(|p| p.into_inner()) = Some(pm);
     }
 
     /// Stops logging and returns the trace: the sealed log file, mapped. An empty trace
@@ -594,15 +617,27 @@ fn record_research(
         RecordingDisk::create(&base_path, config.image_bytes).map_err(io_err(&base_path))?,
     );
     disk.set_adn(config.disk_features().adn_requests);
-    let dev = Arc::new(RoleRecorder(disk.clone()));
-    researchfs::mkfs(design, dev.as_ref(), config.image_bytes).map_err(|e| {
-        crate::fs::MkfsError::Failed {
+    let role_dev: Arc<dyn researchfs::BlockDevice> = Arc::new(RoleRecorder(disk.clone()));
+    // A PM design gets the second device: bob's PM region, its log tied to the disk's.
+    let pm = design.pm_fenced().map(|_| {
+        let size = researchfs::ConquestDevice::pm_size(config.image_bytes);
+        let pm = Arc::new(pm::PmRecorder::new(disk.clone(), size));
+        disk.tie_pm(pm.clone());
+        pm
+    });
+    let dev: Arc<dyn researchfs::BlockDevice> = match &pm {
+        Some(pm) => researchfs::ConquestDevice::open(design, role_dev, pm.clone())
+            .map_err(|e| Error::Io { path: base_path.clone(), source: e })?,
+        None => role_dev,
+    };
+    researchfs::mkfs(design, dev.as_ref(), config.image_bytes)
+        .and_then(|()| dev.end_op().map_err(|source| researchfs::Error::Io { block: 0, source }))
+        .map_err(|e| crate::fs::MkfsError::Failed {
             program: format!("researchfs::mkfs({design})"),
             device: base_path.clone(),
             code: None,
             line: e.to_string(),
-        }
-    })?;
+        })?;
     let mounted = researchfs::mount(design, dev, &mnt).map_err(research_err(config))?;
     // NoFS rebuilds allocation in the background; let it finish so the recorded ops
     // allocate as they would on a long-mounted file system, the same on every run.
@@ -625,11 +660,21 @@ fn record_research(
         drop(mounted);
         return Err(e);
     }
+    if let Some(pm) = &pm {
+        pm.start();
+    }
     let run = run_marked(req.workload, &mnt, &mut observed, &disk);
     disk.mark("umount");
     let unmounted = mounted.unmount();
     // A failure to write the log comes first: it explains the others.
     let trace = disk.stop()?;
+    if let Some(pm) = &pm {
+        // Beside base.img, where the trace directory's readers look for it.
+        pm.stop().save(req.work_dir).map_err(|e| Error::Io {
+            path: req.work_dir.join(crate::pm::PM_LOG_FILE),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+    }
     run.map_err(workload_err)?;
     unmounted.map_err(research_err(config))?;
     Ok((trace, observed, base_path))

@@ -541,6 +541,7 @@ mod tests {
             spans: Vec::new(),
             schedule: None,
             disk: DiskModel::default(),
+            pm: None,
             base: Arc::new(BaseImage::open(base).unwrap()),
         }
     }
@@ -555,7 +556,7 @@ mod tests {
         }
         let s = subject(entries, &tmp.path().join("base.img"));
         assert_eq!(s.epochs.len(), 201, "the last, empty epoch is kept");
-        let id = crash::StateId { epoch: 100, applied: Vec::new() };
+        let id = crash::StateId { epoch: 100, applied: Vec::new(), pm: None };
         let t = Timeline::of(&s, &id, &Regions::default(), &|f| format!("file {f}"));
         let epochs: Vec<usize> = t.writes().map(|w| w.epoch).collect();
         assert_eq!(epochs, (97..=103).collect::<Vec<_>>(), "three epochs either side");
@@ -608,6 +609,7 @@ mod tests {
         let id = crash::StateId {
             epoch: 1,
             applied: vec![Applied { write: 0, sectors: Some(vec![(8, 15)]) }, Applied::whole(1)],
+            pm: None,
         };
         let t = Timeline::of(&s, &id, &Regions::default(), &|f| format!("file {f}"));
         let boxes: Vec<(usize, &str)> = t.writes().map(|w| (w.entry, w.fate.name())).collect();

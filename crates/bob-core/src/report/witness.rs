@@ -171,6 +171,7 @@ pub fn load_subject(dir: &Path) -> Result<(Subject, Sidecar), Error> {
     }
     let trace = trace_dir.trace;
     let disk = DiskModel::default();
+    let pm = crate::pm::PmTrace::load(dir).map_err(|e| invalid(dir, e.to_string()))?.map(Arc::new);
     let epochs = epochs(&trace, &disk);
     let subject = Subject {
         config,
@@ -187,6 +188,7 @@ pub fn load_subject(dir: &Path) -> Result<(Subject, Sidecar), Error> {
         },
         base: Arc::new(base),
         disk,
+        pm,
     };
     Ok((subject, sidecar))
 }
@@ -200,6 +202,10 @@ pub fn save_trace(dir: &Path, subject: &Subject, sidecar: &Sidecar) -> Result<()
     let base = dir.join(&sidecar.base_image.file);
     if base != subject.base.path() {
         copy_sparse(subject.base.path(), &base).map_err(io(&base))?;
+    }
+    if let Some(pm) = &subject.pm {
+        pm.save(dir)
+            .map_err(|e| Error::Invalid { path: dir.to_owned(), message: e.to_string() })?;
     }
     Ok(())
 }
@@ -262,5 +268,11 @@ pub fn replay_state(loaded: &Loaded, id: &str, to: &Path) -> Result<(), Error> {
     })?;
     let overlay = OverlayBuilder::new(&subject.trace, &subject.epochs).state(&id);
     let view = CrashView::new(subject.base.clone(), subject.trace.clone(), overlay);
-    view.materialize(to).map_err(io(to))
+    view.materialize(to).map_err(io(to))?;
+    if let (Some(pm), Some(cut)) = (&subject.pm, &id.pm) {
+        // The second device's image, where checking an image looks for it.
+        let pm_to = crate::check::pm_image_path(to);
+        std::fs::write(&pm_to, pm.image(cut)).map_err(io(&pm_to))?;
+    }
+    Ok(())
 }

@@ -89,6 +89,8 @@ pub fn recovery_idempotent(opts: &RecoveryOptions) -> Result<RecoveryReport, Err
         workload: subject.workload.clone(),
         observed: subject.observed.clone(),
         disk: subject.disk,
+        // Recovery's own writes are recorded on the disk only.
+        pm: None,
     };
     let limits = Limits { max_states: opts.max_states.or(Some(200)), ..Limits::default() };
     let states = crash::generate(&rsubject.trace, &rsubject.epochs, Strategy::DEFAULT, &limits);

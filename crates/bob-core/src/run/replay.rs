@@ -23,6 +23,9 @@ pub struct ReplayOptions {
     pub check: bool,
     /// Where scratch directories go (default: the system temp dir).
     pub scratch: Option<PathBuf>,
+    /// For a design with a persistent-memory region: where to write the PM image too
+    /// (it is always written to `<to>.pm`, where checking looks for it).
+    pub pm_out: Option<PathBuf>,
 }
 
 /// Writes the crash state into `opts.to` and, with `opts.check`, checks it; the file holds
@@ -50,6 +53,20 @@ pub fn replay_witness(opts: &ReplayOptions) -> Result<ReplayReport, Error> {
         }
     }
     witness::replay(&loaded, &opts.to)?;
+    let pm_image = match &loaded.subject.pm {
+        Some(_) => {
+            let written = check::pm_image_path(&opts.to);
+            match &opts.pm_out {
+                Some(out) if *out != written => {
+                    std::fs::copy(&written, out)
+                        .map_err(|source| Error::Io { path: out.clone(), source })?;
+                    Some(out.display().to_string())
+                }
+                _ => Some(written.display().to_string()),
+            }
+        }
+        None => None,
+    };
     let record = &loaded.record;
     let mut report = ReplayReport {
         schema_version: crate::report::SCHEMA_VERSION,
@@ -67,6 +84,7 @@ pub fn replay_witness(opts: &ReplayOptions) -> Result<ReplayReport, Error> {
         story: None,
         reproduced: None,
         scenarios: Vec::new(),
+        pm_image,
     };
     if opts.check {
         let subject = &loaded.subject;

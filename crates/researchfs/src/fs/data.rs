@@ -60,20 +60,43 @@ impl Core {
         if data.is_empty() {
             return Ok(0);
         }
-        let (pl, hdr) = (self.pl() as u64, self.hdr());
         let end = off.checked_add(data.len() as u64).ok_or(Error::TooBig)?;
         let mut tx = Tx::default();
+        // Conquest keeps a large file's data on the disk; the device hears which writes
+        // those are.
+        let large = end.max(inode.size) > crate::conquest::PM_THRESHOLD;
+        self.dev.hint_large_file(large);
+        let written = self.write_run(ino, &mut inode, off, end, data, &mut tx);
+        self.dev.hint_large_file(false);
+        written?;
+        inode.size = inode.size.max(end);
+        Core::touch(&mut inode);
+        self.commit(ino, &inode, tx)?;
+        Ok(data.len())
+    }
+
+    /// The data blocks of [`Core::write`], allocated and written in runs.
+    fn write_run(
+        &mut self,
+        ino: u32,
+        inode: &mut Inode,
+        off: u64,
+        end: u64,
+        data: &[u8],
+        tx: &mut Tx,
+    ) -> Result<()> {
+        let (pl, hdr) = (self.pl() as u64, self.hdr());
         let mut run: Option<(u32, Vec<u8>)> = None;
         let mut pos = off;
         while pos < end {
             let l = pos / pl;
             let inb = (pos % pl) as usize;
             let n = ((pl - pos % pl).min(end - pos)) as usize;
-            let slot = self.slot(ino, &mut inode, l, true, &mut tx)?.ok_or(Error::TooBig)?;
-            let mut b = self.get_slot(&inode, &tx, slot);
+            let slot = self.slot(ino, inode, l, true, tx)?.ok_or(Error::TooBig)?;
+            let mut b = self.get_slot(inode, tx, slot);
             let mut buf = if b == 0 {
-                b = self.alloc_block(&mut tx)?;
-                self.set_slot(&mut inode, &mut tx, slot, b);
+                b = self.alloc_block(tx)?;
+                self.set_slot(inode, tx, slot, b);
                 inode.blocks += 1;
                 vec![0u8; BLOCK]
             } else if n as u64 == pl && !self.design.backpointers() {
@@ -104,10 +127,7 @@ impl Core {
         if let Some((start, bytes)) = run {
             self.write_block(u64::from(start), &bytes, Role::Data)?;
         }
-        inode.size = inode.size.max(end);
-        Core::touch(&mut inode);
-        self.commit(ino, &inode, tx)?;
-        Ok(data.len())
+        Ok(())
     }
 
     pub(super) fn read(&mut self, ino: u32, off: u64, len: usize) -> Result<Vec<u8>> {

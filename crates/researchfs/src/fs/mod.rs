@@ -479,6 +479,7 @@ impl Fs {
                 log.abort(c.dev.as_ref())?;
             }
         }
+        c.dev.end_op().map_err(io_err(0))?;
         if c.design.keeps_clean_flag() {
             c.write_block(
                 0,
@@ -576,6 +577,8 @@ impl Fs {
         let r = op(&mut c);
         c.journal_tick()?;
         c.soft_tick()?;
+        // A per-operation device (Conquest) commits what the operation wrote.
+        c.dev.end_op().map_err(io_err(0))?;
         r
     }
 
