@@ -35,6 +35,43 @@ pub enum Design {
     Optfs,
     /// OptFS without checksums, still without flushes: the negative control.
     OptfsNocsum,
+    /// The journal with asynchronous commits (the journaling-vs-soft-updates paper's
+    /// async logging; ext3 mounted async): a commit (flush, commit block, flush) every
+    /// [`JOURNAL_ASYNC_COMMIT_OPS`] operations, at a full transaction and at unmount;
+    /// fsync = commit + flush. Ops may be lost after a crash, never reordered or half
+    /// done.
+    JournalAsync,
+    /// The journal with synchronous commits: every mutating operation commits and
+    /// flushes before it returns (ext3 mounted sync with barriers; issue 14's
+    /// "journal-flush mounted sync").
+    JournalSync,
+    /// External synchrony (Nightingale et al., "Rethink the sync"): fsync returns at
+    /// once; commits are grouped (a timer of [`JOURNAL_ASYNC_COMMIT_OPS`] operations, and
+    /// a commit triggered by output); output written to [`crate::fuse::OUTPUT_FILE`] is
+    /// held until the commit covering every write before it is durable.
+    Xsyncfs,
+    /// xsyncfs releasing output at once (negative control).
+    XsyncfsEager,
+    /// xsyncfs' asynchronous baseline: fsync returns at once, commits on the timer only,
+    /// output never held (ext3 mounted async).
+    XsyncfsAsync,
+}
+
+/// The commit timer of the asynchronous journaling designs (`journal-async`, the
+/// xsyncfs family), in mutating operations: ext3's 5 s timer made deterministic so that
+/// recordings replay.
+pub const JOURNAL_ASYNC_COMMIT_OPS: u32 = 8;
+
+/// How a design treats output written to [`crate::fuse::OUTPUT_FILE`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputRelease {
+    /// Held until the commit covering every earlier write is durable (xsyncfs); the
+    /// output triggers that commit.
+    Held,
+    /// Released at once, but still triggering a commit (xsyncfs-eager).
+    EagerTriggered,
+    /// Released at once, no commit triggered (xsyncfs-async).
+    Eager,
 }
 
 /// OptFS' durability timeout T_D in write requests: the disk under it notifies after
@@ -53,13 +90,18 @@ pub struct Options {
 
 impl Design {
     /// Every design.
-    pub const ALL: [Design; 6] = [
+    pub const ALL: [Design; 11] = [
         Design::Orderless,
         Design::Nofs,
         Design::Ordered,
         Design::JournalFlush,
         Design::Optfs,
         Design::OptfsNocsum,
+        Design::JournalAsync,
+        Design::JournalSync,
+        Design::Xsyncfs,
+        Design::XsyncfsEager,
+        Design::XsyncfsAsync,
     ];
 
     /// The name on bob's command line.
@@ -71,6 +113,11 @@ impl Design {
             Design::JournalFlush => "journal-flush",
             Design::Optfs => "optfs",
             Design::OptfsNocsum => "optfs-nocsum",
+            Design::JournalAsync => "journal-async",
+            Design::JournalSync => "journal-sync",
+            Design::Xsyncfs => "xsyncfs",
+            Design::XsyncfsEager => "xsyncfs-eager",
+            Design::XsyncfsAsync => "xsyncfs-async",
         }
     }
 
@@ -83,6 +130,11 @@ impl Design {
             Design::JournalFlush => 4,
             Design::Optfs => 5,
             Design::OptfsNocsum => 6,
+            Design::JournalAsync => 7,
+            Design::JournalSync => 8,
+            Design::Xsyncfs => 9,
+            Design::XsyncfsEager => 10,
+            Design::XsyncfsAsync => 11,
         }
     }
 
@@ -118,16 +170,24 @@ impl Design {
     /// How the design journals, if it does.
     pub fn journal(self) -> Option<crate::fs::JournalMode> {
         use crate::fs::JournalMode;
+        let pessimistic = JournalMode {
+            checksums: false,
+            commit_flushes: true,
+            selective_data: false,
+            commit_every_ops: None,
+            sync_ops: false,
+        };
+        let optimistic = JournalMode { commit_flushes: false, selective_data: true, ..pessimistic };
+        let timer = JournalMode { commit_every_ops: Some(JOURNAL_ASYNC_COMMIT_OPS), ..pessimistic };
         match self {
-            Design::JournalFlush => {
-                Some(JournalMode { checksums: false, commit_flushes: true, selective_data: false })
-            }
-            Design::Optfs => {
-                Some(JournalMode { checksums: true, commit_flushes: false, selective_data: true })
-            }
-            Design::OptfsNocsum => {
-                Some(JournalMode { checksums: false, commit_flushes: false, selective_data: true })
-            }
+            Design::JournalFlush => Some(pessimistic),
+            Design::Optfs => Some(JournalMode { checksums: true, ..optimistic }),
+            Design::OptfsNocsum => Some(optimistic),
+            Design::JournalAsync
+            | Design::Xsyncfs
+            | Design::XsyncfsEager
+            | Design::XsyncfsAsync => Some(timer),
+            Design::JournalSync => Some(JournalMode { sync_ops: true, ..pessimistic }),
             Design::Orderless | Design::Nofs | Design::Ordered => None,
         }
     }
@@ -136,6 +196,23 @@ impl Design {
     /// through the control file [`crate::fuse::SYNC_CONTROL`], or [`crate::Fs::osync`]).
     pub fn has_osync(self) -> bool {
         self.journal().is_some()
+    }
+
+    /// Whether fsync returns at once without committing (the xsyncfs family: the
+    /// commit is grouped with others and output waits for it instead of the program).
+    pub fn fsync_returns_at_once(self) -> bool {
+        self.output().is_some()
+    }
+
+    /// How the design treats output written to [`crate::fuse::OUTPUT_FILE`]; `None`:
+    /// the design has no output file.
+    pub fn output(self) -> Option<OutputRelease> {
+        match self {
+            Design::Xsyncfs => Some(OutputRelease::Held),
+            Design::XsyncfsEager => Some(OutputRelease::EagerTriggered),
+            Design::XsyncfsAsync => Some(OutputRelease::Eager),
+            _ => None,
+        }
     }
 
     /// The durability timeout T_D, in write requests, of the disk this design wants under
@@ -184,7 +261,8 @@ impl FromStr for Design {
     type Err = String;
     fn from_str(s: &str) -> Result<Design, String> {
         Design::ALL.into_iter().find(|d| d.name() == s).ok_or_else(|| {
-            format!("unknown researchfs design `{s}` (expected orderless, nofs, ordered-core, journal-flush, optfs or optfs-nocsum)")
+            let names: Vec<&str> = Design::ALL.iter().map(|d| d.name()).collect();
+            format!("unknown researchfs design `{s}` (expected one of: {})", names.join(", "))
         })
     }
 }

@@ -66,9 +66,23 @@ pub const SYNC_CONTROL: &str = ".researchfs-sync";
 /// far smaller table).
 const CTL: u32 = u32::MAX;
 
+/// xsyncfs' output file: what a program writes to it is its *output* (what the paper's
+/// xsyncfs buffers on its way to the screen or the network). At the root of the xsyncfs
+/// designs only, never listed by readdir, writable by anyone, reads as empty; each write
+/// is one output, held or released as [`crate::Design::output`] says
+/// ([`crate::Fs::output`]); bob logs a released output as a mark in the trace.
+pub const OUTPUT_FILE: &str = ".researchfs-output";
+
+/// The output file's inode number.
+const OUT: u32 = u32::MAX - 1;
+
 fn ctl_attr() -> FileAttr {
+    special_attr(CTL)
+}
+
+fn special_attr(ino: u32) -> FileAttr {
     FileAttr {
-        ino: INodeNo(u64::from(CTL)),
+        ino: INodeNo(u64::from(ino)),
         size: 0,
         blocks: 0,
         atime: UNIX_EPOCH,
@@ -127,6 +141,12 @@ impl Filesystem for FuseFs {
         {
             return reply.entry(&TTL, &ctl_attr(), Generation(0));
         }
+        if parent == crate::layout::ROOT
+            && name.as_bytes() == OUTPUT_FILE.as_bytes()
+            && self.fs.design().output().is_some()
+        {
+            return reply.entry(&TTL, &special_attr(OUT), Generation(0));
+        }
         match self.fs.lookup(parent, name.as_bytes()) {
             Ok(ino) => self.entry(ino, reply),
             Err(e) => reply.error(errno(&e)),
@@ -135,8 +155,8 @@ impl Filesystem for FuseFs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         let ino = ino!(ino, reply);
-        if ino == CTL {
-            return reply.attr(&TTL, &ctl_attr());
+        if ino == CTL || ino == OUT {
+            return reply.attr(&TTL, &special_attr(ino));
         }
         match self.fs.getattr(ino) {
             Ok(a) => reply.attr(&TTL, &file_attr(&a)),
@@ -164,8 +184,8 @@ impl Filesystem for FuseFs {
         reply: ReplyAttr,
     ) {
         let ino = ino!(ino, reply);
-        if ino == CTL {
-            return reply.attr(&TTL, &ctl_attr());
+        if ino == CTL || ino == OUT {
+            return reply.attr(&TTL, &special_attr(ino));
         }
         // Only the size is stored; modes, owners and times are accepted and not kept.
         if let Some(size) = size {
@@ -262,7 +282,7 @@ impl Filesystem for FuseFs {
         reply: ReplyData,
     ) {
         let ino = ino!(ino, reply);
-        if ino == CTL {
+        if ino == CTL || ino == OUT {
             return reply.data(&[]);
         }
         match self.fs.read(ino, offset, size as usize) {
@@ -295,6 +315,13 @@ impl Filesystem for FuseFs {
                 Err(e) => reply.error(errno(&e)),
             };
         }
+        if ino == OUT {
+            let text = String::from_utf8_lossy(data);
+            return match self.fs.output(text.trim_end_matches('\n')) {
+                Ok(()) => reply.written(data.len() as u32),
+                Err(e) => reply.error(errno(&e)),
+            };
+        }
         match self.fs.write(ino, offset, data) {
             Ok(n) => reply.written(n as u32),
             Err(e) => reply.error(errno(&e)),
@@ -322,7 +349,11 @@ impl Filesystem for FuseFs {
         reply: ReplyEmpty,
     ) {
         let ino = ino!(ino, reply);
-        let done = if ino == CTL { self.fs.dsync() } else { self.fs.fsync(ino) };
+        let done = match ino {
+            CTL => self.fs.dsync(),
+            OUT => Ok(()),
+            _ => self.fs.fsync(ino),
+        };
         match done {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(&e)),

@@ -286,6 +286,21 @@ pub fn research() -> Vec<FsConfig> {
                 researchfs::Design::OptfsNocsum => {
                     "researchfs optfs-nocsum: OptFS without checksums (negative control)"
                 }
+                researchfs::Design::JournalAsync => {
+                    "researchfs journal-async: the journal, commits on a timer of 8 ops (ext3 async)"
+                }
+                researchfs::Design::JournalSync => {
+                    "researchfs journal-sync: every op commits and flushes before it returns (ext3 sync)"
+                }
+                researchfs::Design::Xsyncfs => {
+                    "researchfs xsyncfs: fsync returns at once, output held until durable"
+                }
+                researchfs::Design::XsyncfsEager => {
+                    "researchfs xsyncfs-eager: xsyncfs releasing output at once (negative control)"
+                }
+                researchfs::Design::XsyncfsAsync => {
+                    "researchfs xsyncfs-async: fsync returns at once, timer commits, output never held"
+                }
             },
             fstype: "fuse.researchfs",
             mkfs: &[],

@@ -573,6 +573,9 @@ impl researchfs::BlockDevice for RoleRecorder {
         st.adn.every?;
         Some(researchfs::Durability { received: st.adn.received, durable: st.adn.durable })
     }
+    fn release_output(&self, text: &str) {
+        self.0.mark(&crate::trace::output_mark(text));
+    }
 }
 
 fn research_err(config: &FsConfig) -> impl Fn(researchfs::Error) -> Error + '_ {
