@@ -561,7 +561,9 @@ pub struct BenchArgs {
     pub max_states: Option<usize>,
     /// The file systems' own speed on bob's disk with this latency model (hdd, ssd,
     /// none): a Varmail-like flow, optfs with osync against journal-flush with fsync
-    /// (`optfs_vs_fsync_flush`; `--fs` may name those two only).
+    /// (`optfs_vs_fsync_flush`), and a PostMark-like run, xsyncfs against xsyncfs-async
+    /// and journal-sync (`xsyncfs_vs_async`, `xsyncfs_vs_sync_flush`); `--fs` may name
+    /// those five only, and all run.
     #[arg(long, conflicts_with_all = ["table", "stream_states"])]
     pub latency: Option<bob_core::record::latency::Latency>,
     /// Instead: generate and dedup this many crash states (e.g. 1000000) of one recorded

@@ -51,3 +51,7 @@ pub const SECTOR: u64 = 512;
 /// at the mount's root, written `osync` or `dsync` (researchfs' `fuse::SYNC_CONTROL`;
 /// the two crates share no code, a bob-core test checks they agree).
 pub const SYNC_CONTROL: &str = ".researchfs-sync";
+
+/// The output file through which [`Op::Output`] reaches the file system: at the mount's
+/// root, one write of `output` per op (researchfs' `fuse::OUTPUT_FILE`, xsyncfs' output).
+pub const OUTPUT_FILE: &str = ".researchfs-output";

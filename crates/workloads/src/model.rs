@@ -225,7 +225,7 @@ impl ModelState {
             }
             Op::Fsync { path } => need(self, path, None).map(Some),
             Op::Fdatasync { path } => need(self, path, Some(NodeKind::File)).map(Some),
-            Op::Sync | Op::Syncfs | Op::Osync | Op::Dsync => Ok(None),
+            Op::Sync | Op::Syncfs | Op::Osync | Op::Dsync | Op::Output => Ok(None),
             Op::WritebackStart { path } => need(self, path, Some(NodeKind::File)).map(Some),
             Op::Truncate { path, size } => {
                 let id = need(self, path, Some(NodeKind::File))?;

@@ -57,6 +57,10 @@ pub enum Op {
     /// `dsync()` (OptFS): osync, then durable when it returns (a persistence point that
     /// promises what sync does).
     Dsync,
+    /// Output leaving the program (xsyncfs): one write of `output` to the output file
+    /// [`crate::OUTPUT_FILE`] at the mount's root; only configurations with one run it.
+    /// Once released it promises what sync does (`output-durable`).
+    Output,
     /// fallocate(path, mode, offset, len).
     Falloc { path: String, mode: FallocMode, offset: u64, len: u64 },
     /// One pwrite of stamped data through O_DIRECT (offset and length 4 KiB-aligned in
@@ -184,6 +188,8 @@ pub enum OpKind {
     Osync,
     /// dsync() (OptFS).
     Dsync,
+    /// Output to the output file (xsyncfs).
+    Output,
     /// fallocate(2), any mode.
     Falloc,
     /// A pwrite through O_DIRECT.
@@ -215,11 +221,26 @@ impl OpKind {
             OpKind::WritebackStart => "writeback-start",
             OpKind::Osync => "osync",
             OpKind::Dsync => "dsync",
+            OpKind::Output => "output",
             OpKind::Falloc => "falloc",
             OpKind::DirectWrite => "direct-write",
             OpKind::MmapWrite => "mmap-write",
             OpKind::Symlink => "symlink",
         }
+    }
+
+    /// Whether ops of this kind are the metadata ops `metadata-op-durable` promises:
+    /// creat, mkdir, link, unlink, rmdir and rename.
+    pub fn is_metadata_op(self) -> bool {
+        matches!(
+            self,
+            OpKind::Creat
+                | OpKind::Mkdir
+                | OpKind::Link
+                | OpKind::Unlink
+                | OpKind::Rmdir
+                | OpKind::Rename
+        )
     }
 
     /// Whether the op delimits osync groups (osync and dsync).
@@ -275,6 +296,7 @@ impl Op {
             Op::WritebackStart { .. } => OpKind::WritebackStart,
             Op::Osync => OpKind::Osync,
             Op::Dsync => OpKind::Dsync,
+            Op::Output => OpKind::Output,
             Op::Falloc { .. } => OpKind::Falloc,
             Op::DirectWrite { .. } => OpKind::DirectWrite,
             Op::MmapWrite { .. } => OpKind::MmapWrite,
@@ -319,6 +341,7 @@ impl Op {
                 | Op::WritebackStart { .. }
                 | Op::Osync
                 | Op::Dsync
+                | Op::Output
         )
     }
 
@@ -342,7 +365,7 @@ impl Op {
             Op::Link { from, to } | Op::Rename { from, to } => vec![from, to],
             // The target is a string stored in the link, not a name the op touches.
             Op::Symlink { path, .. } => vec![path],
-            Op::Sync | Op::Syncfs | Op::Osync | Op::Dsync => vec![],
+            Op::Sync | Op::Syncfs | Op::Osync | Op::Dsync | Op::Output => vec![],
         }
     }
 
@@ -386,6 +409,7 @@ impl fmt::Display for Op {
             Op::WritebackStart { path } => write!(f, "writeback-start {path}"),
             Op::Osync => write!(f, "osync"),
             Op::Dsync => write!(f, "dsync"),
+            Op::Output => write!(f, "output"),
             Op::Falloc { path, mode, offset, len } => {
                 write!(f, "falloc {path} {} {len}@{offset}", mode.name())
             }

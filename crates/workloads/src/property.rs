@@ -68,6 +68,13 @@ pub enum Property {
     /// What `dsync()` promised (everything before it) is durable once it returned. Only
     /// on configurations with dsync.
     DsyncDurable,
+    /// A create, link, unlink, rename or mkdir is durable when it returns, with no fsync
+    /// (synchronous metadata: the journaling-vs-soft-updates paper's journal-sync, ext3
+    /// or a kernel file system mounted `-o sync`). Every configuration.
+    MetadataOpDurable,
+    /// External synchrony (xsyncfs): every output released before the crash implies
+    /// that every write before it is durable. Only on configurations with an output file.
+    OutputDurable,
 }
 
 impl Property {
@@ -94,6 +101,8 @@ impl Property {
         Property::DetectsInconsistency,
         Property::OsyncPrefix,
         Property::DsyncDurable,
+        Property::MetadataOpDurable,
+        Property::OutputDurable,
     ];
 
     /// Every property of the study's grid, in the order of the spec's table: the first
@@ -107,6 +116,12 @@ impl Property {
     /// configurations that have them (elsewhere its cell is `not-applicable`).
     pub fn needs_osync(self) -> bool {
         matches!(self, Property::OsyncPrefix | Property::DsyncDurable)
+    }
+
+    /// Whether the property's workload writes output to the file system's output file
+    /// (external synchrony): it applies only to configurations that have one.
+    pub fn needs_output(self) -> bool {
+        self == Property::OutputDurable
     }
 
     /// The kebab-case name used on the command line and in JSON.
@@ -132,6 +147,8 @@ impl Property {
             Property::DetectsInconsistency => "detects-inconsistency",
             Property::OsyncPrefix => "osync-prefix",
             Property::DsyncDurable => "dsync-durable",
+            Property::MetadataOpDurable => "metadata-op-durable",
+            Property::OutputDurable => "output-durable",
         }
     }
 
@@ -153,9 +170,8 @@ impl Property {
             | AppendThenDirOp
             | DirOpThenAny
             | OsyncPrefix => Family::Ordering,
-            FsyncDurable | FdatasyncDurable | SyncDurable | DirFsyncDurable | DsyncDurable => {
-                Family::Durability
-            }
+            FsyncDurable | FdatasyncDurable | SyncDurable | DirFsyncDurable | DsyncDurable
+            | MetadataOpDurable | OutputDurable => Family::Durability,
             DetectsInconsistency => Family::Detection,
         }
     }
@@ -192,6 +208,12 @@ impl Property {
             }
             OsyncPrefix => "the ops persist as a prefix of the osync-delimited groups (OptFS)",
             DsyncDurable => "after dsync() returns, every earlier op is durable (OptFS)",
+            MetadataOpDurable => {
+                "creat, link, unlink, rename and mkdir are durable when they return (no fsync)"
+            }
+            OutputDurable => {
+                "output released before a crash implies every earlier write is durable (xsyncfs)"
+            }
         }
     }
 }

@@ -367,6 +367,26 @@ pub fn workload_for(p: Property, params: &Params) -> Workload {
             append("/A/f0", 2 * b, b),
             append("/B/f5", 0, b),
         ],
+        // Synchronous metadata (journal-sync, `-o sync`): each op on names no later op
+        // touches, no fsync anywhere.
+        MetadataOpDurable => vec![
+            creat("/A/c0"),
+            mkdir("/C/d0"),
+            link("/A/f1", "/B/l1"),
+            rename("/A/f2", "/B/r2"),
+            unlink("/A/f3"),
+        ],
+        // External synchrony: changes and output after them, twice, then a change no
+        // output follows. No fsync: its own promise is fsync-durable's row (on xsyncfs it
+        // returns at once and breaks it); here only what released output implies counts.
+        OutputDurable => vec![
+            append("/A/f0", 0, 2 * b),
+            Op::Output,
+            creat("/B/c0"),
+            write("/big0", random_offset(params, p, 0, b), b),
+            Op::Output,
+            append("/B/f5", 0, b),
+        ],
     };
     let commit_midway =
         if params.commit_midway && matches!(p, MultiBlockAppend | MultiBlockPrefixAppend) {

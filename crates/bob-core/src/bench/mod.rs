@@ -45,7 +45,9 @@ mod stats;
 mod stream;
 mod table;
 
-pub use fsbench::{run_fs_bench, FsBenchError, FsBenchReport, FsRun, ITERATIONS};
+pub use fsbench::{
+    run_fs_bench, FsBenchError, FsBenchReport, FsRun, Postmark, PostmarkRun, ITERATIONS,
+};
 pub use naive::write_overlay;
 pub use report::*;
 pub use stream::{run_stream_bench, StreamOptions, STREAM_DISK};

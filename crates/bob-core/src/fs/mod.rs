@@ -430,9 +430,16 @@ impl FsConfig {
     }
 
     /// Whether `property` applies to this configuration: the osync/dsync properties only
-    /// where programs can call them.
+    /// where programs can call them, `output-durable` only where there is an output file.
     pub fn applies(&self, property: workloads::Property) -> bool {
-        !property.needs_osync() || self.has_osync()
+        (!property.needs_osync() || self.has_osync())
+            && (!property.needs_output() || self.has_output())
+    }
+
+    /// Whether programs can write output to an output file that the file system holds
+    /// or releases (researchfs' xsyncfs family, `researchfs::fuse::OUTPUT_FILE`).
+    pub fn has_output(&self) -> bool {
+        self.design().is_some_and(|d| d.output().is_some())
     }
 
     /// The researchfs design, when this is one.

@@ -619,7 +619,16 @@ fn record_research(
         return Err(workload_err(e));
     }
     // Every researchfs write reaches the device when the call returns, so the image file
-    // already holds the setup.
+    // already holds the setup, except on a journaling design, whose running transaction
+    // is in memory until it commits (xsyncfs' fsync does not commit at all): commit it and
+    // flush, as the kernel's setup ends with sync(2), so that the base image holds the
+    // whole setup and the trace only the workload.
+    if design.journal().is_some() {
+        if let Err(e) = mounted.fs().dsync() {
+            drop(mounted);
+            return Err(research_err(config)(e));
+        }
+    }
     if let Err(e) = disk.start(&req.work_dir.join(LOG_FILE)) {
         drop(mounted);
         return Err(e);

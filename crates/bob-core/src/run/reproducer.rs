@@ -127,7 +127,7 @@ fn xfstests_op(op: &Op) -> Option<String> {
             format!("$XFS_IO_PROG -c \"sync_range -w 0 0\" {}", m(path))
         }
         // OptFS's calls exist only on bob's own file systems, which xfstests cannot mount.
-        Op::Osync | Op::Dsync => return None,
+        Op::Osync | Op::Dsync | Op::Output => return None,
     })
 }
 

@@ -314,7 +314,10 @@ impl Fs {
         }
         // Journal recovery first: what it replays is what the rest of the mount reads.
         let jnl = match design.journal() {
-            Some(mode) => {
+            Some(mut mode) => {
+                if mode.commit_every_ops.is_some() && opts.commit_timer_ops.is_some() {
+                    mode.commit_every_ops = opts.commit_timer_ops;
+                }
                 let rec = journal::recover(dev.as_ref(), sb.blocks, mode)?;
                 Some(RefCell::new(journal::Journal::new(
                     mode,

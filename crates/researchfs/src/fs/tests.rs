@@ -114,7 +114,8 @@ fn nofs_issues_no_flush_even_on_fsync_unless_durable() {
     fs.fsync(f).unwrap();
     fs.shutdown().unwrap();
     assert_eq!(dev.flushes(), base);
-    let fs = Fs::open(Design::Nofs, dev.clone(), Options { durable: true }).unwrap();
+    let fs = Fs::open(Design::Nofs, dev.clone(), Options { durable: true, ..Options::default() })
+        .unwrap();
     fs.fsync(f).unwrap();
     assert_eq!(dev.flushes(), base + 1);
     fs.crash();
