@@ -207,6 +207,10 @@ fn random_offset(params: &Params, p: Property, salt: u64, unit: u64) -> u64 {
 ///   then one more append.
 /// * `dir-fsync-durable`: creat + append + fsync(file) + fsync(/A); rename in `/A` +
 ///   fsync(/A); rename across `/A`->`/B` + fsync(/B); creat + fsync(/B).
+/// * `metadata-op-durable`: creat, mkdir, link, rename and unlink on names no later op
+///   touches, no fsync.
+/// * `output-durable`: an append and output, a creat and a block overwrite and output,
+///   then an append no output follows (configurations with an output file only).
 /// * `detects-inconsistency`: the eight operations of the NoFS thesis' reliability table
 ///   (see [`DETECTION_SCENARIOS`]) on a small layout of its own: `/A`, `/B`, `/C`, files
 ///   `/A/f0`..`/B/f9` of one stamped block each, `/B/t` of four blocks, the drain file.

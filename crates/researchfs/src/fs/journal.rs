@@ -396,8 +396,9 @@ impl Journal {
                 flushed = true;
             }
         }
-        // journal-flush's flush after the commit block already made everything durable.
-        if dsync && !flushed {
+        // journal-flush's flush after the commit block already made everything durable;
+        // with nothing committed since the last flush there is nothing to make durable.
+        if dsync && !flushed && !self.all_durable() {
             self.flush(dev)?;
         }
         self.poll(dev)

@@ -581,11 +581,15 @@ mod sync_variants {
         let (dev, fs) = logged(Design::JournalSync);
         let d = fs.mkdir(ROOT, "d").unwrap();
         let ops: Vec<Box<dyn Fn()>> = vec![
-            Box::new(|| drop(fs.create(d, "a").unwrap())),
+            Box::new(|| {
+                fs.create(d, "a").unwrap();
+            }),
             Box::new(|| fs.link(fs.resolve("d/a").unwrap(), ROOT, "b").unwrap()),
             Box::new(|| fs.rename(d, "a", ROOT, "c").unwrap()),
             Box::new(|| fs.unlink(ROOT, "b").unwrap()),
-            Box::new(|| drop(fs.write(fs.resolve("c").unwrap(), 0, &pattern(BLOCK, 3)).unwrap())),
+            Box::new(|| {
+                fs.write(fs.resolve("c").unwrap(), 0, &pattern(BLOCK, 3)).unwrap();
+            }),
         ];
         for (i, op) in ops.iter().enumerate() {
             let (c0, at) = (commits(&fs), dev.position());
