@@ -92,3 +92,22 @@ fn journal_sync_holds_metadata_op_durable_and_journal_async_does_not() {
     assert!(not["story"].as_str().unwrap_or("").contains("returned, but"), "{not}");
     replays(&dir, not);
 }
+
+/// `bob list` names the five designs and the two properties.
+#[test]
+fn list_shows_the_journal_variants_xsyncfs_and_their_properties() {
+    let out = run(&["list", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let configs = v["configs"].as_array().unwrap();
+    for name in ["journal-async", "journal-sync", "xsyncfs", "xsyncfs-eager", "xsyncfs-async"] {
+        let c = configs.iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("{name}"));
+        assert_eq!(c["available"], true, "{c}");
+        assert_eq!(c["disk"]["adn_requests"], serde_json::Value::Null, "{c}");
+    }
+    let props = v["properties"].as_array().unwrap();
+    for p in ["metadata-op-durable", "output-durable"] {
+        let p = props.iter().find(|x| x["name"] == p).unwrap_or_else(|| panic!("{p}"));
+        assert_eq!(p["family"], "durability", "{p}");
+    }
+}
