@@ -201,16 +201,13 @@ fn flow(design: Design, latency: Latency, iterations: usize) -> Result<FsRun, Fs
     })
 }
 
-/// A small deterministic generator (xorshift64*), so that every run and every design
-/// issues the same operations.
-struct Rng(u64);
+/// The project's one generator ([`workloads::rng::SplitMix64`]), so that every run and
+/// every design issues the same operations.
+struct Rng(workloads::rng::SplitMix64);
 
 impl Rng {
     fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n.max(1)
+        self.0.below(n.max(1) as u64) as usize
     }
 }
 
@@ -229,7 +226,7 @@ fn postmark(design: Design, latency: Latency, pm: &Postmark) -> Result<PostmarkR
     let fs = Fs::open(design, dev, opts).map_err(fs_err)?;
     disk.set_latency(latency);
     disk.start(&tmp.path().join("record.log"))?;
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut rng = Rng(workloads::rng::SplitMix64::new(0));
     let unit = 512;
     let size = |rng: &mut Rng| {
         let (lo, hi) = (pm.min_size / unit, pm.max_size / unit);
