@@ -740,14 +740,30 @@ mod tests {
     fn osync_properties_apply_only_where_programs_can_call_osync() {
         // The workloads crate and researchfs name the control file separately.
         assert_eq!(workloads::SYNC_CONTROL, researchfs::fuse::SYNC_CONTROL);
+        assert_eq!(workloads::OUTPUT_FILE, researchfs::fuse::OUTPUT_FILE);
         let with: Vec<&str> = every().iter().filter(|c| c.has_osync()).map(|c| c.name).collect();
-        assert_eq!(with, ["journal-flush", "optfs", "optfs-nocsum"]);
+        assert_eq!(
+            with,
+            [
+                "journal-flush",
+                "optfs",
+                "optfs-nocsum",
+                "journal-async",
+                "journal-sync",
+                "xsyncfs",
+                "xsyncfs-eager",
+                "xsyncfs-async"
+            ]
+        );
+        let output: Vec<&str> = every().iter().filter(|c| c.has_output()).map(|c| c.name).collect();
+        assert_eq!(output, ["xsyncfs", "xsyncfs-eager", "xsyncfs-async"]);
         let ext4 = by_name("ext4-nobarrier").unwrap();
         assert_eq!(ext4.mount_options, "data=ordered,barrier=0");
         assert!(!all().iter().any(|c| c.name == "ext4-nobarrier"), "not in the default grid");
         for p in workloads::Property::EVERY {
-            assert_eq!(ext4.applies(*p), !p.needs_osync(), "{p}");
-            assert!(by_name("optfs").unwrap().applies(*p), "{p}");
+            assert_eq!(ext4.applies(*p), !p.needs_osync() && !p.needs_output(), "{p}");
+            assert_eq!(by_name("optfs").unwrap().applies(*p), !p.needs_output(), "{p}");
+            assert!(by_name("xsyncfs").unwrap().applies(*p), "{p}");
         }
         assert_eq!(by_name("optfs").unwrap().disk_features().adn_requests, Some(16));
         assert_eq!(by_name("journal-flush").unwrap().disk_features().adn_requests, None);
