@@ -574,9 +574,12 @@ pub struct BenchArgs {
     pub max_states: Option<usize>,
     /// The file systems' own speed on bob's disk with this latency model (hdd, ssd,
     /// none): a Varmail-like flow, optfs with osync against journal-flush with fsync
-    /// (`optfs_vs_fsync_flush`; `--fs` may name those two only). With `--fs valor`:
-    /// a serial overwrite in transactions of 16 pages against the same writes without
-    /// transactions (`valor_vs_plain`).
+    /// (`optfs_vs_fsync_flush`), and a PostMark-like run, xsyncfs against xsyncfs-async
+    /// and journal-sync (`xsyncfs_vs_async`, `xsyncfs_vs_sync_flush`); `--fs` may name
+    /// those five only, and all run. With `--fs valor`: a serial overwrite in
+    /// transactions of 16 pages against the same writes without transactions
+    /// (`valor_vs_plain`); with `--fs softupdates` or `--fs conquest`: their papers'
+    /// benchmarks.
     #[arg(long, conflicts_with_all = ["table", "stream_states"])]
     pub latency: Option<bob_core::record::latency::Latency>,
     /// Instead: generate and dedup this many crash states (e.g. 1000000) of one recorded

@@ -52,7 +52,9 @@ fn optfs_holds_osync_prefix_where_nocsum_breaks_and_ext4_does_not_apply() {
     assert_eq!(code, 1, "optfs-nocsum fails: {grid}");
     let optfs = cell(&grid, "optfs", "osync-prefix");
     assert_eq!(optfs["verdict"], "held", "{optfs}");
-    assert!(optfs["states_mounted"].as_u64().unwrap() >= 300, "{optfs}");
+    // Every state of the recording (190 explored since the setup is committed before
+    // recording starts, so the trace holds the workload only).
+    assert!(optfs["states_mounted"].as_u64().unwrap() >= 150, "{optfs}");
     let ext4 = cell(&grid, "ext4-ordered", "osync-prefix");
     assert_eq!(ext4["verdict"], "not-applicable", "{ext4}");
     assert_eq!(ext4["states_explored"], 0, "{ext4}");

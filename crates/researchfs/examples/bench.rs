@@ -141,7 +141,7 @@ fn main() -> ExitCode {
     // which separates the cost of ordering from the cost of durability.
     let configs = [
         (Design::Nofs, Options::default()),
-        (Design::Nofs, Options { durable: true }),
+        (Design::Nofs, Options { durable: true, ..Options::default() }),
         (Design::Orderless, Options::default()),
         (Design::Ordered, Options::default()),
     ];

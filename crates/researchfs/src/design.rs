@@ -60,6 +60,43 @@ pub enum Design {
     Conquest,
     /// Conquest with no cache-line write-backs and no fences: the negative control.
     ConquestNofence,
+    /// The journal with asynchronous commits (the journaling-vs-soft-updates paper's
+    /// async logging; ext3 mounted async): a commit (flush, commit block, flush) every
+    /// [`JOURNAL_ASYNC_COMMIT_OPS`] operations, at a full transaction and at unmount;
+    /// fsync = commit + flush. Ops may be lost after a crash, never reordered or half
+    /// done.
+    JournalAsync,
+    /// The journal with synchronous commits: every mutating operation commits and
+    /// flushes before it returns (ext3 mounted sync with barriers; issue 14's
+    /// "journal-flush mounted sync").
+    JournalSync,
+    /// External synchrony (Nightingale et al., "Rethink the sync"): fsync returns at
+    /// once; commits are grouped (a timer of [`JOURNAL_ASYNC_COMMIT_OPS`] operations, and
+    /// a commit triggered by output); output written to [`crate::fuse::OUTPUT_FILE`] is
+    /// held until the commit covering every write before it is durable.
+    Xsyncfs,
+    /// xsyncfs releasing output at once (negative control).
+    XsyncfsEager,
+    /// xsyncfs' asynchronous baseline: fsync returns at once, commits on the timer only,
+    /// output never held (ext3 mounted async).
+    XsyncfsAsync,
+}
+
+/// The commit timer of the asynchronous journaling designs (`journal-async`, the
+/// xsyncfs family), in mutating operations: ext3's 5 s timer made deterministic so that
+/// recordings replay.
+pub const JOURNAL_ASYNC_COMMIT_OPS: u32 = 8;
+
+/// How a design treats output written to [`crate::fuse::OUTPUT_FILE`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputRelease {
+    /// Held until the commit covering every earlier write is durable (xsyncfs); the
+    /// output triggers that commit.
+    Held,
+    /// Released at once, but still triggering a commit (xsyncfs-eager).
+    EagerTriggered,
+    /// Released at once, no commit triggered (xsyncfs-async).
+    Eager,
 }
 
 /// OptFS' durability timeout T_D in write requests: the disk under it notifies after
@@ -74,11 +111,17 @@ pub const OPTFS_T_D: u32 = 16;
 pub struct Options {
     /// NoFS only: make fsync flush (the thesis' "unless the user asks for durability").
     pub durable: bool,
+    /// The designs with a commit timer (`journal-async`, the xsyncfs family): its period
+    /// in mutating operations instead of [`JOURNAL_ASYNC_COMMIT_OPS`]. `bob bench` sets
+    /// it to stand for ext3's 5 s at the benchmark's rate; crash tests keep the default,
+    /// which commits inside bob's small workloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit_timer_ops: Option<u32>,
 }
 
 impl Design {
     /// Every design.
-    pub const ALL: [Design; 12] = [
+    pub const ALL: [Design; 17] = [
         Design::Orderless,
         Design::Nofs,
         Design::Ordered,
@@ -91,6 +134,11 @@ impl Design {
         Design::ValorNologOrder,
         Design::Conquest,
         Design::ConquestNofence,
+        Design::JournalAsync,
+        Design::JournalSync,
+        Design::Xsyncfs,
+        Design::XsyncfsEager,
+        Design::XsyncfsAsync,
     ];
 
     /// The name on bob's command line.
@@ -108,6 +156,11 @@ impl Design {
             Design::ValorNologOrder => "valor-nolog-order",
             Design::Conquest => "conquest",
             Design::ConquestNofence => "conquest-nofence",
+            Design::JournalAsync => "journal-async",
+            Design::JournalSync => "journal-sync",
+            Design::Xsyncfs => "xsyncfs",
+            Design::XsyncfsEager => "xsyncfs-eager",
+            Design::XsyncfsAsync => "xsyncfs-async",
         }
     }
 
@@ -126,6 +179,11 @@ impl Design {
             Design::ValorNologOrder => 15,
             Design::Conquest => 16,
             Design::ConquestNofence => 17,
+            Design::JournalAsync => 7,
+            Design::JournalSync => 8,
+            Design::Xsyncfs => 9,
+            Design::XsyncfsEager => 10,
+            Design::XsyncfsAsync => 11,
         }
     }
 
@@ -178,16 +236,24 @@ impl Design {
     /// How the design journals, if it does.
     pub fn journal(self) -> Option<crate::fs::JournalMode> {
         use crate::fs::JournalMode;
+        let pessimistic = JournalMode {
+            checksums: false,
+            commit_flushes: true,
+            selective_data: false,
+            commit_every_ops: None,
+            sync_ops: false,
+        };
+        let optimistic = JournalMode { commit_flushes: false, selective_data: true, ..pessimistic };
+        let timer = JournalMode { commit_every_ops: Some(JOURNAL_ASYNC_COMMIT_OPS), ..pessimistic };
         match self {
-            Design::JournalFlush => {
-                Some(JournalMode { checksums: false, commit_flushes: true, selective_data: false })
-            }
-            Design::Optfs => {
-                Some(JournalMode { checksums: true, commit_flushes: false, selective_data: true })
-            }
-            Design::OptfsNocsum => {
-                Some(JournalMode { checksums: false, commit_flushes: false, selective_data: true })
-            }
+            Design::JournalFlush => Some(pessimistic),
+            Design::Optfs => Some(JournalMode { checksums: true, ..optimistic }),
+            Design::OptfsNocsum => Some(optimistic),
+            Design::JournalAsync
+            | Design::Xsyncfs
+            | Design::XsyncfsEager
+            | Design::XsyncfsAsync => Some(timer),
+            Design::JournalSync => Some(JournalMode { sync_ops: true, ..pessimistic }),
             Design::Orderless
             | Design::Nofs
             | Design::Ordered
@@ -215,6 +281,23 @@ impl Design {
     /// through the control file [`crate::fuse::SYNC_CONTROL`], or [`crate::Fs::osync`]).
     pub fn has_osync(self) -> bool {
         self.journal().is_some()
+    }
+
+    /// Whether fsync returns at once without committing (the xsyncfs family: the
+    /// commit is grouped with others and output waits for it instead of the program).
+    pub fn fsync_returns_at_once(self) -> bool {
+        self.output().is_some()
+    }
+
+    /// How the design treats output written to [`crate::fuse::OUTPUT_FILE`]; `None`:
+    /// the design has no output file.
+    pub fn output(self) -> Option<OutputRelease> {
+        match self {
+            Design::Xsyncfs => Some(OutputRelease::Held),
+            Design::XsyncfsEager => Some(OutputRelease::EagerTriggered),
+            Design::XsyncfsAsync => Some(OutputRelease::Eager),
+            _ => None,
+        }
     }
 
     /// The durability timeout T_D, in write requests, of the disk this design wants under
@@ -297,7 +380,7 @@ mod tests {
     #[test]
     fn only_nofs_skips_fsync_flushes_by_default() {
         assert!(!Design::Nofs.fsync_flushes(Options::default()));
-        assert!(Design::Nofs.fsync_flushes(Options { durable: true }));
+        assert!(Design::Nofs.fsync_flushes(Options { durable: true, ..Options::default() }));
         assert!(Design::Orderless.fsync_flushes(Options::default()));
     }
 }

@@ -148,6 +148,11 @@ pub trait BlockDevice: Send + Sync {
     /// the design's small-file threshold ([`crate::conquest::PM_THRESHOLD`]). Nothing for
     /// a disk.
     fn hint_large_file(&self, _large: bool) {}
+    /// The file system releases a program's output (xsyncfs: what was written to
+    /// [`crate::fuse::OUTPUT_FILE`], once it may leave the machine). bob's recorder logs
+    /// it as a mark in the trace, between the disk requests it follows and precedes; a
+    /// disk that keeps no log ignores it.
+    fn release_output(&self, _text: &str) {}
 }
 
 fn check_range(size: u64, offset: u64, len: u64) -> io::Result<()> {
@@ -340,6 +345,11 @@ pub enum Request {
         /// Length in bytes.
         len: u64,
     },
+    /// Output the file system released (xsyncfs), in order with the disk requests.
+    Output {
+        /// What the program wrote.
+        text: String,
+    },
 }
 
 /// A device that passes everything to an inner device and logs each write, flush and
@@ -396,6 +406,10 @@ impl BlockDevice for RecordingDevice {
     }
     fn durability(&self) -> Option<Durability> {
         self.inner.durability()
+    }
+    fn release_output(&self, text: &str) {
+        self.inner.release_output(text);
+        self.push(Request::Output { text: text.to_owned() });
     }
 }
 

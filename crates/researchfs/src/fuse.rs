@@ -79,6 +79,16 @@ pub const TXN_CONTROL: &str = ".researchfs-txn";
 /// The transaction control file's inode number.
 const TXN_CTL: u32 = u32::MAX - 1;
 
+/// xsyncfs' output file: what a program writes to it is its *output* (what the paper's
+/// xsyncfs buffers on its way to the screen or the network). At the root of the xsyncfs
+/// designs only, never listed by readdir, writable by anyone, reads as empty; each write
+/// is one output, held or released as [`crate::Design::output`] says
+/// ([`crate::Fs::output`]); bob logs a released output as a mark in the trace.
+pub const OUTPUT_FILE: &str = ".researchfs-output";
+
+/// The output file's inode number.
+const OUT: u32 = u32::MAX - 2;
+
 fn ctl_attr() -> FileAttr {
     ctl_attr_of(CTL)
 }
@@ -150,6 +160,12 @@ impl Filesystem for FuseFs {
         {
             return reply.entry(&TTL, &ctl_attr_of(TXN_CTL), Generation(0));
         }
+        if parent == crate::layout::ROOT
+            && name.as_bytes() == OUTPUT_FILE.as_bytes()
+            && self.fs.design().output().is_some()
+        {
+            return reply.entry(&TTL, &ctl_attr_of(OUT), Generation(0));
+        }
         match self.fs.lookup(parent, name.as_bytes()) {
             Ok(ino) => self.entry(ino, reply),
             Err(e) => reply.error(errno(&e)),
@@ -158,7 +174,7 @@ impl Filesystem for FuseFs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         let ino = ino!(ino, reply);
-        if ino == CTL || ino == TXN_CTL {
+        if ino == CTL || ino == TXN_CTL || ino == OUT {
             return reply.attr(&TTL, &ctl_attr_of(ino));
         }
         match self.fs.getattr(ino) {
@@ -187,7 +203,7 @@ impl Filesystem for FuseFs {
         reply: ReplyAttr,
     ) {
         let ino = ino!(ino, reply);
-        if ino == CTL || ino == TXN_CTL {
+        if ino == CTL || ino == TXN_CTL || ino == OUT {
             return reply.attr(&TTL, &ctl_attr_of(ino));
         }
         // Only the size is stored; modes, owners and times are accepted and not kept.
@@ -285,7 +301,7 @@ impl Filesystem for FuseFs {
         reply: ReplyData,
     ) {
         let ino = ino!(ino, reply);
-        if ino == CTL || ino == TXN_CTL {
+        if ino == CTL || ino == TXN_CTL || ino == OUT {
             return reply.data(&[]);
         }
         match self.fs.read(ino, offset, size as usize) {
@@ -314,6 +330,13 @@ impl Filesystem for FuseFs {
                 _ => return reply.error(Errno::EINVAL),
             };
             return match done {
+                Ok(()) => reply.written(data.len() as u32),
+                Err(e) => reply.error(errno(&e)),
+            };
+        }
+        if ino == OUT {
+            let text = String::from_utf8_lossy(data);
+            return match self.fs.output(text.trim_end_matches('\n')) {
                 Ok(()) => reply.written(data.len() as u32),
                 Err(e) => reply.error(errno(&e)),
             };
@@ -358,12 +381,10 @@ impl Filesystem for FuseFs {
         reply: ReplyEmpty,
     ) {
         let ino = ino!(ino, reply);
-        let done = if ino == CTL {
-            self.fs.dsync()
-        } else if ino == TXN_CTL {
-            Ok(())
-        } else {
-            self.fs.fsync(ino)
+        let done = match ino {
+            CTL => self.fs.dsync(),
+            TXN_CTL | OUT => Ok(()),
+            _ => self.fs.fsync(ino),
         };
         match done {
             Ok(()) => reply.ok(),

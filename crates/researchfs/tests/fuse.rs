@@ -244,3 +244,50 @@ fn programs_run_valor_transactions_through_the_control_file() {
         assert!(!mounted_here(&mnt));
     }
 }
+
+/// xsyncfs' output file through FUSE: a program's write to it is held while the file it
+/// wrote before is not durable, fsync of that file returns without a commit, and the
+/// next request releases the output; other designs have no output file.
+#[test]
+fn programs_write_output_to_xsyncfs_and_it_is_held_until_durable() {
+    use researchfs::device::{RecordingDevice, Request};
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    for design in [Design::Xsyncfs, Design::JournalFlush] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mnt = tmp.path().join("mnt");
+        fs::create_dir(&mnt).unwrap();
+        let file: Arc<dyn BlockDevice> =
+            Arc::new(FileDevice::create(&tmp.path().join("image"), 16 << 20).unwrap());
+        mkfs(design, file.as_ref(), file.size()).unwrap();
+        let dev = Arc::new(RecordingDevice::new(file));
+        let m = mount(design, dev.clone(), &mnt).unwrap();
+        let out = mnt.join(researchfs::fuse::OUTPUT_FILE);
+        if design.output().is_none() {
+            assert!(!out.exists(), "{design}: an output file without external synchrony");
+            m.unmount().unwrap();
+            continue;
+        }
+        let mut f = fs::File::create(mnt.join("f")).unwrap();
+        f.write_all(b"data").unwrap();
+        f.sync_all().unwrap();
+        drop(f);
+        assert_eq!(m.fs().journal_stats().unwrap().commits, 0, "fsync returned at once");
+        let mut o = fs::OpenOptions::new().write(true).open(&out).unwrap();
+        o.write_all(b"hello\n").unwrap();
+        drop(o);
+        assert_eq!(m.fs().held_output(), ["hello"], "held: f is not durable");
+        fs::write(mnt.join("g"), b"more").unwrap();
+        assert!(m.fs().held_output().is_empty(), "released after the triggered commit");
+        let log = dev.log();
+        let at = log.iter().position(|r| matches!(r, Request::Output { text } if text == "hello"));
+        let flush = log.iter().position(|r| *r == Request::Flush);
+        assert!(at.is_some() && flush < at, "released after a flush: {at:?} {flush:?}");
+        let names: Vec<String> = fs::read_dir(&mnt)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert!(!names.iter().any(|n| n.as_str() == researchfs::fuse::OUTPUT_FILE), "{names:?}");
+        m.unmount().unwrap();
+        assert!(!mounted_here(&mnt));
+    }
+}

@@ -266,6 +266,12 @@ fn run_op(
             let mut f = std::fs::OpenOptions::new().write(true).open(&p).map_err(io(&p))?;
             std::io::Write::write_all(&mut f, word.as_bytes()).map_err(io(&p))
         }
+        Op::Output => {
+            // One write: one output, as a program writing a line to a terminal.
+            let p = root.join(crate::OUTPUT_FILE);
+            let mut f = std::fs::OpenOptions::new().write(true).open(&p).map_err(io(&p))?;
+            std::io::Write::write_all(&mut f, b"output\n").map_err(io(&p))
+        }
         Op::Falloc { path, mode, offset, len } => {
             let p = hp(path);
             let f = OpenOptions::new().write(true).open(&p).map_err(io(&p))?;

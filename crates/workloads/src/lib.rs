@@ -57,3 +57,7 @@ pub const SYNC_CONTROL: &str = ".researchfs-sync";
 /// `commit`, `commit-durable` or `abort` (researchfs' `fuse::TXN_CONTROL`; a bob-core
 /// test checks they agree).
 pub const TXN_CONTROL: &str = ".researchfs-txn";
+
+/// The output file through which [`Op::Output`] reaches the file system: at the mount's
+/// root, one write of `output` per op (researchfs' `fuse::OUTPUT_FILE`, xsyncfs' output).
+pub const OUTPUT_FILE: &str = ".researchfs-output";

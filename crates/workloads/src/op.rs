@@ -57,6 +57,10 @@ pub enum Op {
     /// `dsync()` (OptFS): osync, then durable when it returns (a persistence point that
     /// promises what sync does).
     Dsync,
+    /// Output leaving the program (xsyncfs): one write of `output` to the output file
+    /// [`crate::OUTPUT_FILE`] at the mount's root; only configurations with one run it.
+    /// Once released it promises what sync does (`output-durable`).
+    Output,
     /// fallocate(path, mode, offset, len).
     Falloc { path: String, mode: FallocMode, offset: u64, len: u64 },
     /// One pwrite of stamped data through O_DIRECT (offset and length 4 KiB-aligned in
@@ -211,6 +215,8 @@ pub enum OpKind {
     Osync,
     /// dsync() (OptFS).
     Dsync,
+    /// Output to the output file (xsyncfs).
+    Output,
     /// fallocate(2), any mode.
     Falloc,
     /// A pwrite through O_DIRECT.
@@ -249,6 +255,7 @@ impl OpKind {
             OpKind::TxnAbort => "txn-abort",
             OpKind::Osync => "osync",
             OpKind::Dsync => "dsync",
+            OpKind::Output => "output",
             OpKind::Falloc => "falloc",
             OpKind::DirectWrite => "direct-write",
             OpKind::MmapWrite => "mmap-write",
@@ -256,6 +263,20 @@ impl OpKind {
             OpKind::Setxattr => "setxattr",
             OpKind::Removexattr => "removexattr",
         }
+    }
+
+    /// Whether ops of this kind are the metadata ops `metadata-op-durable` promises:
+    /// creat, mkdir, link, unlink, rmdir and rename.
+    pub fn is_metadata_op(self) -> bool {
+        matches!(
+            self,
+            OpKind::Creat
+                | OpKind::Mkdir
+                | OpKind::Link
+                | OpKind::Unlink
+                | OpKind::Rmdir
+                | OpKind::Rename
+        )
     }
 
     /// Whether the op delimits osync groups (osync and dsync).
@@ -314,6 +335,7 @@ impl Op {
             Op::TxnAbort => OpKind::TxnAbort,
             Op::Osync => OpKind::Osync,
             Op::Dsync => OpKind::Dsync,
+            Op::Output => OpKind::Output,
             Op::Falloc { .. } => OpKind::Falloc,
             Op::DirectWrite { .. } => OpKind::DirectWrite,
             Op::MmapWrite { .. } => OpKind::MmapWrite,
@@ -364,6 +386,7 @@ impl Op {
                 | Op::TxnBegin
                 | Op::TxnCommit { .. }
                 | Op::TxnAbort
+                | Op::Output
         )
     }
 
@@ -389,7 +412,7 @@ impl Op {
             Op::Link { from, to } | Op::Rename { from, to } => vec![from, to],
             // The target is a string stored in the link, not a name the op touches.
             Op::Symlink { path, .. } => vec![path],
-            Op::Sync | Op::Syncfs | Op::Osync | Op::Dsync => vec![],
+            Op::Sync | Op::Syncfs | Op::Osync | Op::Dsync | Op::Output => vec![],
             Op::TxnBegin | Op::TxnCommit { .. } | Op::TxnAbort => vec![],
         }
     }
@@ -439,6 +462,7 @@ impl fmt::Display for Op {
             Op::WritebackStart { path } => write!(f, "writeback-start {path}"),
             Op::Osync => write!(f, "osync"),
             Op::Dsync => write!(f, "dsync"),
+            Op::Output => write!(f, "output"),
             Op::Falloc { path, mode, offset, len } => {
                 write!(f, "falloc {path} {} {len}@{offset}", mode.name())
             }

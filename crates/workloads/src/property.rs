@@ -75,6 +75,13 @@ pub enum Property {
     /// Valor's durability: a transaction whose durable commit returned survives a crash.
     /// Only on configurations with transactions.
     TxnDurable,
+    /// A create, link, unlink, rename or mkdir is durable when it returns, with no fsync
+    /// (synchronous metadata: the journaling-vs-soft-updates paper's journal-sync, ext3
+    /// or a kernel file system mounted `-o sync`). Every configuration.
+    MetadataOpDurable,
+    /// External synchrony (xsyncfs): every output released before the crash implies
+    /// that every write before it is durable. Only on configurations with an output file.
+    OutputDurable,
 }
 
 impl Property {
@@ -103,6 +110,8 @@ impl Property {
         Property::DsyncDurable,
         Property::TxnAtomic,
         Property::TxnDurable,
+        Property::MetadataOpDurable,
+        Property::OutputDurable,
     ];
 
     /// Every property of the study's grid, in the order of the spec's table: the first
@@ -122,6 +131,12 @@ impl Property {
     /// it applies only to configurations that have them (elsewhere `not-applicable`).
     pub fn needs_txn(self) -> bool {
         matches!(self, Property::TxnAtomic | Property::TxnDurable)
+    }
+
+    /// Whether the property's workload writes output to the file system's output file
+    /// (external synchrony): it applies only to configurations that have one.
+    pub fn needs_output(self) -> bool {
+        self == Property::OutputDurable
     }
 
     /// The kebab-case name used on the command line and in JSON.
@@ -149,6 +164,8 @@ impl Property {
             Property::DsyncDurable => "dsync-durable",
             Property::TxnAtomic => "txn-atomic",
             Property::TxnDurable => "txn-durable",
+            Property::MetadataOpDurable => "metadata-op-durable",
+            Property::OutputDurable => "output-durable",
         }
     }
 
@@ -171,9 +188,8 @@ impl Property {
             | AppendThenDirOp
             | DirOpThenAny
             | OsyncPrefix => Family::Ordering,
-            FsyncDurable | FdatasyncDurable | SyncDurable | DirFsyncDurable | DsyncDurable => {
-                Family::Durability
-            }
+            FsyncDurable | FdatasyncDurable | SyncDurable | DirFsyncDurable | DsyncDurable
+            | MetadataOpDurable | OutputDurable => Family::Durability,
             TxnDurable => Family::Durability,
             DetectsInconsistency => Family::Detection,
         }
@@ -215,6 +231,12 @@ impl Property {
                 "each transaction is all or nothing after a crash; aborted and unfinished ones leave no trace (Valor)"
             }
             TxnDurable => "a transaction whose durable commit returned survives a crash (Valor)",
+            MetadataOpDurable => {
+                "creat, link, unlink, rename and mkdir are durable when they return (no fsync)"
+            }
+            OutputDurable => {
+                "output released before a crash implies every earlier write is durable (xsyncfs)"
+            }
         }
     }
 }

@@ -207,6 +207,10 @@ fn random_offset(params: &Params, p: Property, salt: u64, unit: u64) -> u64 {
 ///   then one more append.
 /// * `dir-fsync-durable`: creat + append + fsync(file) + fsync(/A); rename in `/A` +
 ///   fsync(/A); rename across `/A`->`/B` + fsync(/B); creat + fsync(/B).
+/// * `metadata-op-durable`: creat, mkdir, link, rename and unlink on names no later op
+///   touches, no fsync.
+/// * `output-durable`: an append and output, a creat and a block overwrite and output,
+///   then an append no output follows (configurations with an output file only).
 /// * `detects-inconsistency`: the eight operations of the NoFS thesis' reliability table
 ///   (see [`DETECTION_SCENARIOS`]) on a small layout of its own: `/A`, `/B`, `/C`, files
 ///   `/A/f0`..`/B/f9` of one stamped block each, `/B/t` of four blocks, the drain file.
@@ -406,6 +410,26 @@ pub fn workload_for(p: Property, params: &Params) -> Workload {
             creat("/B/c0"),
             Op::Dsync,
             append("/A/f0", 2 * b, b),
+            append("/B/f5", 0, b),
+        ],
+        // Synchronous metadata (journal-sync, `-o sync`): each op on names no later op
+        // touches, no fsync anywhere.
+        MetadataOpDurable => vec![
+            creat("/A/c0"),
+            mkdir("/C/d0"),
+            link("/A/f1", "/B/l1"),
+            rename("/A/f2", "/B/r2"),
+            unlink("/A/f3"),
+        ],
+        // External synchrony: changes and output after them, twice, then a change no
+        // output follows. No fsync: its own promise is fsync-durable's row (on xsyncfs it
+        // returns at once and breaks it); here only what released output implies counts.
+        OutputDurable => vec![
+            append("/A/f0", 0, 2 * b),
+            Op::Output,
+            creat("/B/c0"),
+            write("/big0", random_offset(params, p, 0, b), b),
+            Op::Output,
             append("/B/f5", 0, b),
         ],
     };

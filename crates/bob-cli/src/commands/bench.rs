@@ -40,13 +40,16 @@ pub fn run(args: BenchArgs) -> Result<Conclusion, CliError> {
             print::result(args.format, &report, || report.to_text())?;
             return Ok(Conclusion::Done);
         }
-        if let Some(c) = args.fs.iter().find(|c| !matches!(c.name, "optfs" | "journal-flush")) {
+        const MEASURED: [&str; 5] =
+            ["optfs", "journal-flush", "xsyncfs", "xsyncfs-async", "journal-sync"];
+        if let Some(c) = args.fs.iter().find(|c| !MEASURED.contains(&c.name)) {
             return Err(usage(format!(
-                "bob bench --latency measures optfs against journal-flush; {} is not one of them",
+                "bob bench --latency measures {}; {} is not one of them",
+                MEASURED.join(", "),
                 c.name
             )));
         }
-        let report = bench::run_fs_bench(latency, bench::ITERATIONS)
+        let report = bench::run_fs_bench(latency, bench::ITERATIONS, &bench::Postmark::default())
             .map_err(|e| CliError::Environment(e.to_string()))?;
         print::result(args.format, &report, || report.to_text())?;
         return Ok(Conclusion::Done);

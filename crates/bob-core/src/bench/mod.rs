@@ -51,7 +51,9 @@ mod valorbench;
 pub use conquest::{
     run_conquest_bench, ConquestBenchReport, SmallFileRun, FILES as CONQUEST_FILES,
 };
-pub use fsbench::{run_fs_bench, FsBenchError, FsBenchReport, FsRun, ITERATIONS};
+pub use fsbench::{
+    run_fs_bench, FsBenchError, FsBenchReport, FsRun, Postmark, PostmarkRun, ITERATIONS,
+};
 pub use metabench::{
     journal_async, meta_bench_designs, run_meta_bench, MetaBenchReport, MetaRun,
     FILES as META_FILES, JOURNAL_ASYNC,

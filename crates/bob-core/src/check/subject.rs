@@ -48,8 +48,11 @@ impl Subject {
     }
 
     /// Persistence-point ops (fsync, fdatasync, sync, ...) whose completion is durable in
-    /// crash state `id`. An op's completing barrier is the last flush or FUA write before
-    /// its end mark. A flush (or a FUA write that closes an epoch, under the `barrier` FUA
+    /// crash state `id`, and the promises of `metadata-op-durable` and `output-durable`
+    /// due in it ([`Subject::returned_metadata_ops`], [`Subject::released_outputs`]). An
+    /// op that issued no flush or FUA write between its begin and end marks is due once
+    /// it returned (its end mark precedes the crash). Otherwise its completing barrier is
+    /// the last flush or FUA write before its end mark. A flush (or a FUA write that closes an epoch, under the `barrier` FUA
     /// model) is durable once the crash epoch starts after it. Under the `real` FUA model
     /// a FUA write is durable in any later epoch, and in its own epoch in the states that
     /// apply it whole (a state that lacks it was cut before it completed, so before the
@@ -77,12 +80,74 @@ impl Subject {
                     && id.applied.iter().any(|a| a.write == p as u32 && a.sectors.is_none())
             })
         };
-        self.spans
+        let crash_entry = self.crash_entry(id).unwrap_or(0);
+        let mut out: Vec<usize> = self
+            .spans
             .iter()
             .filter(|s| self.workload.ops.get(s.index).is_some_and(|op| op.is_persistence_point()))
-            .filter(|s| (0..s.end_entry).rev().find(|&i| is_barrier(i)).is_some_and(durable))
+            .filter(|s| {
+                // An op that issued no barrier of its own (xsyncfs' fsync returns at once,
+                // ext4 with barrier=0) waited for nothing: its promise is due once it
+                // returned, not once some earlier op's flush is durable.
+                if !(s.begin_entry..s.end_entry).any(is_barrier) {
+                    return s.end_entry < crash_entry;
+                }
+                (0..s.end_entry).rev().find(|&i| is_barrier(i)).is_some_and(durable)
+            })
+            .map(|s| s.index)
+            .collect();
+        out.extend(self.returned_metadata_ops(id));
+        out.extend(self.released_outputs(id));
+        out.sort_unstable();
+        out
+    }
+
+    /// The entry where crash state `id` happens: its epoch's closing barrier, or the
+    /// first FUA write of the epoch the state lacks (real FUA: the state was cut before it
+    /// completed). Every mark before it had been made.
+    fn crash_entry(&self, id: &StateId) -> Option<usize> {
+        let epoch = self.epochs.get(id.epoch as usize)?;
+        let applied_whole = |p: u32| id.applied.iter().any(|a| a.write == p && a.sectors.is_none());
+        let first_missing_fua = epoch
+            .fua_writes
+            .iter()
+            .filter(|&&p| !applied_whole(p))
+            .map(|&p| epoch.writes[p as usize])
+            .min();
+        let end = epoch.end_entry(&self.trace).min(first_missing_fua.unwrap_or(usize::MAX));
+        Some(end.min(self.trace.entries.len()))
+    }
+
+    /// `metadata-op-durable`: the directory ops (creat, mkdir, link, unlink, rmdir,
+    /// rename) that had returned when crash state `id` happened (their end mark precedes
+    /// it): each promises its own effect.
+    pub fn returned_metadata_ops(&self, id: &StateId) -> Vec<usize> {
+        if self.workload.property != Some(workloads::Property::MetadataOpDurable) {
+            return Vec::new();
+        }
+        let Some(end) = self.crash_entry(id) else { return Vec::new() };
+        self.spans
+            .iter()
+            .filter(|s| s.end_entry < end)
+            .filter(|s| self.workload.ops.get(s.index).is_some_and(|o| o.kind().is_metadata_op()))
             .map(|s| s.index)
             .collect()
+    }
+
+    /// `output-durable` (and any workload with output): the output ops whose release the
+    /// file system had logged ([`crate::trace::OUTPUT_PREFIX`] marks) when crash state
+    /// `id` happened. Output is released in order, so the first k output ops of the
+    /// workload when k release marks precede the crash.
+    pub fn released_outputs(&self, id: &StateId) -> Vec<usize> {
+        let Some(end) = self.crash_entry(id) else { return Vec::new() };
+        let released = self.trace.entries[..end]
+            .iter()
+            .filter_map(|e| e.mark_text())
+            .filter(|t| t.starts_with(crate::trace::OUTPUT_PREFIX))
+            .count();
+        let outputs =
+            self.workload.ops.iter().enumerate().filter(|(_, o)| **o == workloads::Op::Output);
+        outputs.take(released).map(|(i, _)| i).collect()
     }
 
     /// Text of the marks the recorded program had made by the time of crash state `id`:
@@ -104,18 +169,10 @@ impl Subject {
                 })
                 .collect();
         }
-        let Some(epoch) = self.epochs.get(id.epoch as usize) else {
+        let Some(end) = self.crash_entry(id) else {
             return Vec::new();
         };
-        let applied_whole = |p: u32| id.applied.iter().any(|a| a.write == p && a.sectors.is_none());
-        let first_missing_fua = epoch
-            .fua_writes
-            .iter()
-            .filter(|&&p| !applied_whole(p))
-            .map(|&p| epoch.writes[p as usize])
-            .min();
-        let end = epoch.end_entry(&self.trace).min(first_missing_fua.unwrap_or(usize::MAX));
-        self.trace.entries[..end.min(self.trace.entries.len())]
+        self.trace.entries[..end]
             .iter()
             .filter(|e| !e.is_adn())
             .filter_map(|e| e.mark_text())

@@ -304,6 +304,21 @@ pub fn research() -> Vec<FsConfig> {
                 researchfs::Design::ConquestNofence => {
                     "researchfs conquest-nofence: Conquest without cache-line write-backs or fences (negative control)"
                 }
+                researchfs::Design::JournalAsync => {
+                    "researchfs journal-async: the journal, commits on a timer of 8 ops (ext3 async)"
+                }
+                researchfs::Design::JournalSync => {
+                    "researchfs journal-sync: every op commits and flushes before it returns (ext3 sync)"
+                }
+                researchfs::Design::Xsyncfs => {
+                    "researchfs xsyncfs: fsync returns at once, output held until durable"
+                }
+                researchfs::Design::XsyncfsEager => {
+                    "researchfs xsyncfs-eager: xsyncfs releasing output at once (negative control)"
+                }
+                researchfs::Design::XsyncfsAsync => {
+                    "researchfs xsyncfs-async: fsync returns at once, timer commits, output never held"
+                }
             },
             fstype: "fuse.researchfs",
             mkfs: &[],
@@ -439,9 +454,17 @@ impl FsConfig {
 
     /// Whether `property` applies to this configuration: the osync/dsync properties only
     /// where programs can call them, the transaction properties only where programs can
-    /// run transactions.
+    /// run transactions, `output-durable` only where there is an output file.
     pub fn applies(&self, property: workloads::Property) -> bool {
-        (!property.needs_osync() || self.has_osync()) && (!property.needs_txn() || self.has_txn())
+        (!property.needs_osync() || self.has_osync())
+            && (!property.needs_txn() || self.has_txn())
+            && (!property.needs_output() || self.has_output())
+    }
+
+    /// Whether programs can write output to an output file that the file system holds
+    /// or releases (researchfs' xsyncfs family, `researchfs::fuse::OUTPUT_FILE`).
+    pub fn has_output(&self) -> bool {
+        self.design().is_some_and(|d| d.output().is_some())
     }
 
     /// The researchfs design, when this is one.
@@ -742,14 +765,38 @@ mod tests {
     fn osync_properties_apply_only_where_programs_can_call_osync() {
         // The workloads crate and researchfs name the control file separately.
         assert_eq!(workloads::SYNC_CONTROL, researchfs::fuse::SYNC_CONTROL);
+        assert_eq!(workloads::OUTPUT_FILE, researchfs::fuse::OUTPUT_FILE);
         let with: Vec<&str> = every().iter().filter(|c| c.has_osync()).map(|c| c.name).collect();
-        assert_eq!(with, ["journal-flush", "optfs", "optfs-nocsum"]);
+        assert_eq!(
+            with,
+            [
+                "journal-flush",
+                "optfs",
+                "optfs-nocsum",
+                "journal-async",
+                "journal-sync",
+                "xsyncfs",
+                "xsyncfs-eager",
+                "xsyncfs-async"
+            ]
+        );
+        let output: Vec<&str> = every().iter().filter(|c| c.has_output()).map(|c| c.name).collect();
+        assert_eq!(output, ["xsyncfs", "xsyncfs-eager", "xsyncfs-async"]);
         let ext4 = by_name("ext4-nobarrier").unwrap();
         assert_eq!(ext4.mount_options, "data=ordered,barrier=0");
         assert!(!all().iter().any(|c| c.name == "ext4-nobarrier"), "not in the default grid");
         for p in workloads::Property::EVERY {
-            assert_eq!(ext4.applies(*p), !p.needs_osync() && !p.needs_txn(), "{p}");
-            assert_eq!(by_name("optfs").unwrap().applies(*p), !p.needs_txn(), "{p}");
+            assert_eq!(
+                ext4.applies(*p),
+                !p.needs_osync() && !p.needs_txn() && !p.needs_output(),
+                "{p}"
+            );
+            assert_eq!(
+                by_name("optfs").unwrap().applies(*p),
+                !p.needs_txn() && !p.needs_output(),
+                "{p}"
+            );
+            assert_eq!(by_name("xsyncfs").unwrap().applies(*p), !p.needs_txn(), "{p}");
         }
         assert_eq!(by_name("optfs").unwrap().disk_features().adn_requests, Some(16));
         assert_eq!(by_name("journal-flush").unwrap().disk_features().adn_requests, None);

@@ -169,9 +169,12 @@ impl MarkReader {
                     if text.is_empty() {
                         continue;
                     }
-                    // Only bob's disk may notify durability: a program's mark that looks
-                    // like a notification is logged as the program's.
-                    if text.starts_with(crate::trace::ADN_PREFIX) {
+                    // Only bob's disk may notify durability (and only a file system may
+                    // release output): a program's mark that looks like either is logged
+                    // as the program's.
+                    if text.starts_with(crate::trace::ADN_PREFIX)
+                        || text.starts_with(crate::trace::OUTPUT_PREFIX)
+                    {
                         text.insert_str(0, "program ");
                     }
                     if text.len() > max {

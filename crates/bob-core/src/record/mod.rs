@@ -596,6 +596,9 @@ impl researchfs::BlockDevice for RoleRecorder {
         st.adn.every?;
         Some(researchfs::Durability { received: st.adn.received, durable: st.adn.durable })
     }
+    fn release_output(&self, text: &str) {
+        self.0.mark(&crate::trace::output_mark(text));
+    }
 }
 
 fn research_err(config: &FsConfig) -> impl Fn(researchfs::Error) -> Error + '_ {
@@ -651,10 +654,20 @@ fn record_research(
         return Err(workload_err(e));
     }
     // Every researchfs write reaches the device when the call returns, so the image file
-    // already holds the setup; soft updates hold it in their cache until written back.
+    // already holds the setup, except on a design that keeps it in memory: soft updates
+    // hold it in their cache until written back, and a journaling design's running
+    // transaction is in memory until it commits (xsyncfs' fsync does not commit at all):
+    // write it back, or commit it and flush, as the kernel's setup ends with sync(2), so
+    // that the base image holds the whole setup and the trace only the workload.
     if let Err(e) = mounted.fs().writeback() {
         drop(mounted);
         return Err(research_err(config)(e));
+    }
+    if design.journal().is_some() {
+        if let Err(e) = mounted.fs().dsync() {
+            drop(mounted);
+            return Err(research_err(config)(e));
+        }
     }
     if let Err(e) = disk.start(&req.work_dir.join(LOG_FILE)) {
         drop(mounted);

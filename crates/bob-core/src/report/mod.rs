@@ -489,7 +489,14 @@ impl PromiseCoverage {
             .ops
             .iter()
             .enumerate()
-            .filter(|(_, op)| op.is_persistence_point())
+            .filter(|(_, op)| {
+                // Released output promises too, and under metadata-op-durable each
+                // directory op (`check::Subject::durable_ops`).
+                op.is_persistence_point()
+                    || **op == workloads::Op::Output
+                    || (workload.property == Some(workloads::Property::MetadataOpDurable)
+                        && op.kind().is_metadata_op())
+            })
             .map(|(i, op)| PromiseCoverage { op: op.op_ref(i), states: 0 })
             .collect();
         for r in results {

@@ -130,9 +130,14 @@ fn xfstests_op(op: &Op) -> Option<String> {
         Op::WritebackStart { path } => {
             format!("$XFS_IO_PROG -c \"sync_range -w 0 0\" {}", m(path))
         }
-        // OptFS's and Valor's calls exist only on bob's own file systems, which xfstests
-        // cannot mount.
-        Op::Osync | Op::Dsync | Op::TxnBegin | Op::TxnCommit { .. } | Op::TxnAbort => return None,
+        // OptFS's, Valor's and xsyncfs' calls exist only on bob's own file systems, which
+        // xfstests cannot mount.
+        Op::Osync
+        | Op::Dsync
+        | Op::Output
+        | Op::TxnBegin
+        | Op::TxnCommit { .. }
+        | Op::TxnAbort => return None,
     })
 }
 

@@ -38,6 +38,18 @@ pub const SECTOR_SIZE: u64 = 512;
 /// that starts with it is logged with `program ` in front.
 pub const ADN_PREFIX: &str = "bob-adn: ";
 
+/// The reserved prefix of a released output: a mark a file system with external
+/// synchrony (researchfs' xsyncfs family) logs when it lets a program's output leave the
+/// machine, e.g. `bob-output: o1`. A plain mark too (not a barrier); the property
+/// `output-durable` reads which outputs a crash state had released from them
+/// ([`crate::check::Subject::released_outputs`]).
+pub const OUTPUT_PREFIX: &str = "bob-output: ";
+
+/// The mark text of a released output.
+pub fn output_mark(text: &str) -> String {
+    format!("{OUTPUT_PREFIX}{text}")
+}
+
 /// dm-log-writes entry flags (`LOG_*_FLAG` in drivers/md/dm-log-writes.c).
 ///
 /// [`Entry::flags`] stays the raw `u64` the log stores, so that bits bob does not name

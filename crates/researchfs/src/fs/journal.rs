@@ -60,6 +60,12 @@ pub struct JournalMode {
     pub commit_flushes: bool,
     /// Overwrites of blocks allocated before the running transaction go to the journal.
     pub selective_data: bool,
+    /// The commit timer: the running transaction ends after this many mutating
+    /// operations (`journal-async`, the xsyncfs family); `None`: no timer.
+    pub commit_every_ops: Option<u32>,
+    /// Every mutating operation commits (and, with `commit_flushes`, flushes) before it
+    /// returns (`journal-sync`).
+    pub sync_ops: bool,
 }
 
 /// CRC-32 (IEEE 802.3, reflected, as jbd2's and OptFS' crc32), table-driven.
@@ -171,6 +177,8 @@ pub(super) struct Journal {
     pending_free: Vec<(u64, u64)>,
     /// Every transaction up to this one is durable.
     durable_seq: u64,
+    /// Mutating operations since the last commit (the commit timer's clock).
+    ops_since_commit: u32,
     /// Statistics: commits, journal resets, flushes issued by the journal.
     pub(super) stats: JournalStats,
 }
@@ -201,6 +209,7 @@ impl Journal {
             committed: VecDeque::new(),
             pending_free: Vec::new(),
             durable_seq: seq - 1,
+            ops_since_commit: 0,
             stats: JournalStats { replayed, ..JournalStats::default() },
         }
     }
@@ -258,6 +267,30 @@ impl Journal {
         self.running.meta.len() as u64 + self.running.desc_blocks() + 1 > JOURNAL_BLOCKS / 4
     }
 
+    /// After a mutating operation: `journal-sync` commits it now; the commit timer ends
+    /// the transaction after `commit_every_ops` operations; a transaction that grew too
+    /// large ends; otherwise checkpoint what the disk says is durable.
+    pub(super) fn after_op(&mut self, dev: &dyn BlockDevice) -> Result<()> {
+        self.ops_since_commit = self.ops_since_commit.saturating_add(1);
+        let timer = self.mode.commit_every_ops.is_some_and(|n| self.ops_since_commit >= n);
+        if self.mode.sync_ops {
+            // With commit_flushes the flush after the commit block makes it durable;
+            // without, a flush here.
+            let dsync = !self.mode.commit_flushes;
+            self.commit(dev, dsync)
+        } else if timer || self.wants_commit() {
+            self.commit(dev, false)
+        } else {
+            self.poll(dev)
+        }
+    }
+
+    /// Whether every change so far is durable: nothing in the running transaction and
+    /// every committed transaction durable (xsyncfs releases held output then).
+    pub(super) fn all_durable(&self) -> bool {
+        self.running.is_empty() && self.committed.iter().all(|c| c.durable)
+    }
+
     fn flush(&mut self, dev: &dyn BlockDevice) -> Result<()> {
         dev.flush().map_err(io(0))?;
         self.stats.flushes += 1;
@@ -297,6 +330,7 @@ impl Journal {
     /// is durable when it returns.
     pub(super) fn commit(&mut self, dev: &dyn BlockDevice, dsync: bool) -> Result<()> {
         let mut flushed = false;
+        self.ops_since_commit = 0;
         if !self.running.is_empty() {
             let tx = std::mem::take(&mut self.running);
             let n = tx.meta.len() as u64;
@@ -362,8 +396,9 @@ impl Journal {
                 flushed = true;
             }
         }
-        // journal-flush's flush after the commit block already made everything durable.
-        if dsync && !flushed {
+        // journal-flush's flush after the commit block already made everything durable;
+        // with nothing committed since the last flush there is nothing to make durable.
+        if dsync && !flushed && !self.all_durable() {
             self.flush(dev)?;
         }
         self.poll(dev)

@@ -172,6 +172,12 @@ struct Core {
     soft_releasing: bool,
     /// Valor's undo log and open transaction.
     valor: Option<valor::Log>,
+    /// xsyncfs: output written to the output file and not released yet, in order.
+    held: Vec<String>,
+    /// xsyncfs: output is waiting on a commit; the next request commits (the paper's
+    /// output-triggered commit, run where the commit thread would: before the file
+    /// system serves anything else, so that recordings replay).
+    output_trigger: bool,
 }
 
 /// A mounted-in-process researchfs file system (no FUSE needed).
@@ -270,11 +276,39 @@ impl Core {
     /// running transaction if it grew too large.
     fn journal_tick(&mut self) -> Result<()> {
         let Some(j) = &self.jnl else { return Ok(()) };
-        let mut j = j.borrow_mut();
-        if j.wants_commit() {
-            j.commit(self.dev.as_ref(), false)
-        } else {
-            j.poll(self.dev.as_ref())
+        j.borrow_mut().after_op(self.dev.as_ref())?;
+        self.release_held();
+        Ok(())
+    }
+
+    /// xsyncfs: runs the commit that held output asked for (commit + flush), then
+    /// releases the output it covers.
+    fn pump_output(&mut self) -> Result<()> {
+        if !std::mem::take(&mut self.output_trigger) {
+            return Ok(());
+        }
+        if let Some(j) = &self.jnl {
+            let mut j = j.borrow_mut();
+            if !j.all_durable() {
+                // Pessimistic commits flush before and after the commit block; the dsync
+                // flush is for a design whose commits do not.
+                j.commit(self.dev.as_ref(), true)?;
+            }
+        }
+        self.release_held();
+        Ok(())
+    }
+
+    /// Releases every held output once every write before it is durable.
+    fn release_held(&mut self) {
+        if self.held.is_empty() {
+            return;
+        }
+        let durable = self.jnl.as_ref().is_none_or(|j| j.borrow().all_durable());
+        if durable {
+            for text in std::mem::take(&mut self.held) {
+                self.dev.release_output(&text);
+            }
         }
     }
 
@@ -314,7 +348,10 @@ impl Fs {
         }
         // Journal recovery first: what it replays is what the rest of the mount reads.
         let jnl = match design.journal() {
-            Some(mode) => {
+            Some(mut mode) => {
+                if mode.commit_every_ops.is_some() && opts.commit_timer_ops.is_some() {
+                    mode.commit_every_ops = opts.commit_timer_ops;
+                }
                 let rec = journal::recover(dev.as_ref(), sb.blocks, mode)?;
                 Some(RefCell::new(journal::Journal::new(
                     mode,
@@ -361,6 +398,8 @@ impl Fs {
             soft: design.soft_updates().map(|m| RefCell::new(soft::SoftDeps::new(m))),
             soft_releasing: false,
             valor,
+            held: Vec::new(),
+            output_trigger: false,
         };
         core.balloc[..sb.data_start as usize].fill(USED);
         core.ialloc[0] = USED;
@@ -460,8 +499,11 @@ impl Fs {
             return Ok(());
         }
         let mut c = self.lock();
+        c.pump_output()?;
         if let Some(j) = &c.jnl {
-            return j.borrow_mut().shutdown(c.dev.as_ref());
+            j.borrow_mut().shutdown(c.dev.as_ref())?;
+            c.release_held();
+            return Ok(());
         }
         if c.soft.is_some() {
             // Everything durable first, then the clean flag, straight to the disk.
@@ -573,6 +615,7 @@ impl Fs {
     /// Runs a mutating operation, then lets the journal (if any) checkpoint and commit.
     fn mutate<T>(&self, op: impl FnOnce(&mut Core) -> Result<T>) -> Result<T> {
         let mut c = self.lock();
+        c.pump_output()?;
         c.soft_begin();
         let r = op(&mut c);
         c.journal_tick()?;
@@ -586,12 +629,50 @@ impl Fs {
     /// disk cache, without a flush: ordering, eventual durability. `NotSupported` on a
     /// design without a journal.
     pub fn osync(&self) -> Result<()> {
-        self.lock().journal_commit(false)
+        let mut c = self.lock();
+        c.pump_output()?;
+        c.journal_commit(false)?;
+        c.release_held();
+        Ok(())
     }
 
     /// `dsync()` (OptFS): `osync()` then a flush: durable when it returns.
     pub fn dsync(&self) -> Result<()> {
-        self.lock().journal_commit(true)
+        let mut c = self.lock();
+        c.pump_output()?;
+        c.journal_commit(true)?;
+        c.release_held();
+        Ok(())
+    }
+
+    /// A program's output (xsyncfs' output file, [`crate::fuse::OUTPUT_FILE`]): released
+    /// to the disk's log ([`BlockDevice::release_output`]) at once, or held until every
+    /// write before it is durable, as the design says ([`Design::output`]).
+    /// `NotSupported` on a design without an output file.
+    pub fn output(&self, text: &str) -> Result<()> {
+        use crate::design::OutputRelease;
+        let mut c = self.lock();
+        let Some(mode) = c.design.output() else { return Err(Error::NotSupported) };
+        // Outputs in a row wait for one commit (grouped): no pump here.
+        let durable = c.jnl.as_ref().is_none_or(|j| j.borrow().all_durable());
+        match mode {
+            OutputRelease::Held => {
+                c.held.push(text.to_owned());
+                c.output_trigger |= !durable;
+                c.release_held();
+            }
+            OutputRelease::EagerTriggered => {
+                c.dev.release_output(text);
+                c.output_trigger |= !durable;
+            }
+            OutputRelease::Eager => c.dev.release_output(text),
+        }
+        Ok(())
+    }
+
+    /// Output held and not yet released (xsyncfs).
+    pub fn held_output(&self) -> Vec<String> {
+        self.lock().held.clone()
     }
 
     /// What the soft-updates cache did since mount (`None` without soft updates).
@@ -655,6 +736,11 @@ impl Fs {
     /// journaling design, `dsync()`.
     pub fn fsync(&self, _ino: u32) -> Result<()> {
         let mut c = self.lock();
+        if c.design.fsync_returns_at_once() {
+            // External synchrony: the commit is grouped with others; output waits for
+            // it instead of the program.
+            return c.pump_output();
+        }
         if c.jnl.is_some() {
             return c.journal_commit(true);
         }

@@ -114,7 +114,8 @@ fn nofs_issues_no_flush_even_on_fsync_unless_durable() {
     fs.fsync(f).unwrap();
     fs.shutdown().unwrap();
     assert_eq!(dev.flushes(), base);
-    let fs = Fs::open(Design::Nofs, dev.clone(), Options { durable: true }).unwrap();
+    let fs = Fs::open(Design::Nofs, dev.clone(), Options { durable: true, ..Options::default() })
+        .unwrap();
     fs.fsync(f).unwrap();
     assert_eq!(dev.flushes(), base + 1);
     fs.crash();
@@ -813,5 +814,178 @@ mod soft_rename {
         fs.shutdown().unwrap();
         let r = crate::fsck(Design::Softupdates, mem.as_ref()).unwrap();
         assert!(r.problems.is_empty(), "{:?}", r.problems);
+    }
+}
+
+/// journal-async, journal-sync and the xsyncfs family (issues 14 and 15).
+mod sync_variants {
+    use super::*;
+    use crate::design::JOURNAL_ASYNC_COMMIT_OPS;
+    use crate::device::{RecordingDevice, Request};
+
+    /// A fresh `design` on a logged in-memory disk: the file system and the log.
+    fn logged(design: Design) -> (Arc<RecordingDevice>, Arc<Fs>) {
+        let mem = Arc::new(MemDevice::new(16 << 20));
+        mkfs(design, mem.as_ref(), mem.size()).unwrap();
+        BASE.with(|b| *b.borrow_mut() = mem.snapshot());
+        let dev = Arc::new(RecordingDevice::new(mem));
+        let fs = Fs::open(design, dev.clone(), Options::default()).unwrap();
+        (dev, fs)
+    }
+
+    fn flushes(log: &[Request]) -> usize {
+        log.iter().filter(|r| **r == Request::Flush).count()
+    }
+
+    fn commits(fs: &Fs) -> u64 {
+        fs.journal_stats().unwrap().commits
+    }
+
+    #[test]
+    fn journal_sync_commits_and_flushes_every_metadata_op_before_it_returns() {
+        let (dev, fs) = logged(Design::JournalSync);
+        let d = fs.mkdir(ROOT, "d").unwrap();
+        let ops: Vec<Box<dyn Fn()>> = vec![
+            Box::new(|| {
+                fs.create(d, "a").unwrap();
+            }),
+            Box::new(|| fs.link(fs.resolve("d/a").unwrap(), ROOT, "b").unwrap()),
+            Box::new(|| fs.rename(d, "a", ROOT, "c").unwrap()),
+            Box::new(|| fs.unlink(ROOT, "b").unwrap()),
+            Box::new(|| {
+                fs.write(fs.resolve("c").unwrap(), 0, &pattern(BLOCK, 3)).unwrap();
+            }),
+        ];
+        for (i, op) in ops.iter().enumerate() {
+            let (c0, at) = (commits(&fs), dev.position());
+            op();
+            assert_eq!(commits(&fs), c0 + 1, "op {i} committed");
+            // The op's last flush comes after its commit block: durable on return.
+            let log = &dev.log()[at..];
+            let commit = log.iter().rposition(
+                |r| matches!(r, Request::Write { data, .. } if data.starts_with(b"RFSJCMIT")),
+            );
+            let flush = log.iter().rposition(|r| *r == Request::Flush);
+            assert!(commit.is_some() && flush > commit, "op {i}: {commit:?} {flush:?}");
+        }
+        // After a crash right now (every flushed write on the disk) all of it is there.
+        fs.crash();
+        let mem = MemDevice::from_bytes(image_of(&dev));
+        let fs = Fs::open(Design::JournalSync, Arc::new(mem), Options::default()).unwrap();
+        assert!(fs.resolve("c").is_ok() && fs.resolve("b").is_err() && fs.resolve("d/a").is_err());
+        assert_eq!(fs.read(fs.resolve("c").unwrap(), 0, BLOCK).unwrap(), pattern(BLOCK, 3));
+    }
+
+    thread_local! {
+        /// The image mkfs made, under the log of [`logged`].
+        static BASE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+
+    /// The disk as the flushed writes left it: mkfs' image and every logged write up to
+    /// the last flush.
+    fn image_of(dev: &RecordingDevice) -> Vec<u8> {
+        let log = dev.log();
+        let last = log.iter().rposition(|r| *r == Request::Flush).unwrap_or(0);
+        let mut img = BASE.with(|b| b.borrow().clone());
+        for r in &log[..last] {
+            if let Request::Write { offset, data, .. } = r {
+                img[*offset as usize..*offset as usize + data.len()].copy_from_slice(data);
+            }
+        }
+        img
+    }
+
+    #[test]
+    fn journal_async_commits_on_its_timer_and_fsync_still_flushes() {
+        let (dev, fs) = logged(Design::JournalAsync);
+        let start = flushes(&dev.log());
+        for i in 0..JOURNAL_ASYNC_COMMIT_OPS - 1 {
+            fs.create(ROOT, format!("f{i}")).unwrap();
+        }
+        assert_eq!(commits(&fs), 0, "no commit before the timer");
+        assert_eq!(flushes(&dev.log()), start, "no flush before the timer");
+        fs.create(ROOT, "last").unwrap();
+        assert_eq!(commits(&fs), 1, "the timer commits");
+        fs.create(ROOT, "after").unwrap();
+        let before = flushes(&dev.log());
+        fs.fsync(ROOT).unwrap();
+        assert_eq!(commits(&fs), 2, "fsync commits");
+        assert!(flushes(&dev.log()) > before, "fsync flushes");
+    }
+
+    /// Positions in the log of the released outputs and of the last flush before each.
+    fn outputs(log: &[Request]) -> Vec<(String, Option<usize>, usize)> {
+        log.iter()
+            .enumerate()
+            .filter_map(|(i, r)| match r {
+                Request::Output { text } => {
+                    Some((text.clone(), log[..i].iter().rposition(|r| *r == Request::Flush), i))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn xsyncfs_holds_output_until_every_earlier_write_is_durable() {
+        let (dev, fs) = logged(Design::Xsyncfs);
+        let f = fs.create(ROOT, "f").unwrap();
+        fs.write(f, 0, &pattern(BLOCK, 1)).unwrap();
+        let before = flushes(&dev.log());
+        fs.fsync(f).unwrap();
+        assert_eq!(flushes(&dev.log()), before, "fsync returns at once, no flush");
+        assert_eq!(commits(&fs), 0, "nor a commit");
+        fs.output("one").unwrap();
+        fs.output("two").unwrap();
+        assert_eq!(fs.held_output(), ["one", "two"], "held: the writes are not durable");
+        assert!(outputs(&dev.log()).is_empty());
+        // The next request runs the output-triggered commit, then releases both in order.
+        let g = fs.create(ROOT, "g").unwrap();
+        assert!(fs.held_output().is_empty());
+        let out = outputs(&dev.log());
+        assert_eq!(out.iter().map(|o| o.0.as_str()).collect::<Vec<_>>(), ["one", "two"]);
+        let log = dev.log();
+        let commit = log
+            .iter()
+            .rposition(
+                |r| matches!(r, Request::Write { data, .. } if data.starts_with(b"RFSJCMIT")),
+            )
+            .unwrap();
+        for (text, flush, at) in &out {
+            assert!(flush.is_some_and(|f| f > commit), "{text} released before the flush");
+            assert!(*at > commit);
+        }
+        // The create after the output is not covered: the next output waits for it.
+        fs.output("three").unwrap();
+        assert_eq!(fs.held_output(), ["three"]);
+        let _ = g;
+        fs.shutdown().unwrap();
+        assert_eq!(outputs(&dev.log()).len(), 3, "unmount commits and releases");
+        // With nothing pending, output leaves at once.
+        let (dev, fs) = logged(Design::Xsyncfs);
+        fs.output("idle").unwrap();
+        assert_eq!(outputs(&dev.log()).len(), 1);
+        fs.crash();
+    }
+
+    #[test]
+    fn xsyncfs_eager_and_async_release_output_before_the_commit() {
+        for design in [Design::XsyncfsEager, Design::XsyncfsAsync] {
+            let (dev, fs) = logged(design);
+            let f = fs.create(ROOT, "f").unwrap();
+            fs.write(f, 0, &pattern(BLOCK, 1)).unwrap();
+            fs.output("now").unwrap();
+            assert!(fs.held_output().is_empty(), "{design}");
+            let out = outputs(&dev.log());
+            assert_eq!(out.len(), 1, "{design}: released at once");
+            assert_eq!(commits(&fs), 0, "{design}: before any commit");
+            fs.create(ROOT, "g").unwrap();
+            // Eager still triggers the commit; async waits for its timer.
+            let want = u64::from(design == Design::XsyncfsEager);
+            assert_eq!(commits(&fs), want, "{design}");
+            fs.crash();
+        }
+        let (_, fs) = fresh(Design::JournalFlush, 16);
+        assert!(matches!(fs.output("x"), Err(Error::NotSupported)));
     }
 }

@@ -522,6 +522,7 @@ impl View<'_> {
             | Op::Syncfs
             | Op::Osync
             | Op::Dsync
+            | Op::Output
             | Op::WritebackStart { .. }
             | Op::Falloc { .. }
             | Op::TxnBegin
@@ -796,7 +797,7 @@ impl View<'_> {
         durable.iter().filter(|&&q| q <= d).any(|&q| {
             let s = &self.states()[q + 1];
             match &self.w().ops[q] {
-                Op::Sync | Op::Syncfs | Op::Dsync => s.nodes.contains_key(&id),
+                Op::Sync | Op::Syncfs | Op::Dsync | Op::Output => s.nodes.contains_key(&id),
                 Op::Fsync { path } | Op::Fdatasync { path } | Op::Creat { path, sync: true } => {
                     s.id(path) == Some(id)
                 }
@@ -815,7 +816,7 @@ impl View<'_> {
                     let s = &self.states()[q + 1];
                     s.id(p) == Some(id)
                         && match &self.w().ops[q] {
-                            Op::Sync | Op::Syncfs | Op::Dsync => true,
+                            Op::Sync | Op::Syncfs | Op::Dsync | Op::Output => true,
                             Op::Fsync { path }
                                 if self.w().guarantees.contains(&Guarantee::FsyncPersistsName)
                                     && s.id(path) == Some(id) =>
@@ -834,7 +835,11 @@ impl View<'_> {
     /// `durable`: every persistence point durable in this crash state.
     fn durability(&self, d: usize, durable: &[usize]) -> Option<String> {
         let op = self.w().ops.get(d)?;
-        if !op.is_persistence_point() {
+        // A released output promises what sync does (`output-durable`); under
+        // `metadata-op-durable` a directory op promises its own effect once it returned.
+        let metadata_op =
+            self.w().property == Some(Property::MetadataOpDurable) && op.kind().is_metadata_op();
+        if !op.is_persistence_point() && *op != Op::Output && !metadata_op {
             return None;
         }
         let s = self.states().get(d + 1)?;
@@ -846,8 +851,22 @@ impl View<'_> {
                 p == *lp || (p.starts_with(lp) && p.as_bytes().get(lp.len()) == Some(&b'/'))
             })
         };
-        let prefix = format!("{op} (op {d}) is durable here, but");
+        let prefix = if *op == Op::Output {
+            format!("{op} (op {d}) was released before the crash, but")
+        } else {
+            format!("{op} (op {d}) is durable here, but")
+        };
         let fail = |why: String| Some(format!("{prefix} {why}"));
+        if metadata_op {
+            // Its names, unless a later op changes them again.
+            if op.paths().iter().any(|p| touched(p)) {
+                return None;
+            }
+            return match self.effect(d)? {
+                Ok(()) => None,
+                Err(why) => Some(format!("{op} (op {d}) returned, but {why}")),
+            };
+        }
         match op {
             Op::Fsync { path } | Op::Fdatasync { path } => {
                 let id = s.id(path)?;
@@ -885,7 +904,7 @@ impl View<'_> {
                     .then(|| self.name_desc(path, id))
                     .and_then(fail)
             }
-            Op::Sync | Op::Syncfs | Op::Dsync => {
+            Op::Sync | Op::Syncfs | Op::Dsync | Op::Output => {
                 for (p, &id) in s.names.iter().filter(|(p, _)| *p != DRAIN_FILE) {
                     let n = &s.nodes[&id];
                     let why = if n.kind == NodeKind::Dir {
