@@ -128,17 +128,17 @@ impl Design {
         Design::JournalFlush,
         Design::Optfs,
         Design::OptfsNocsum,
+        Design::JournalAsync,
+        Design::JournalSync,
+        Design::Xsyncfs,
+        Design::XsyncfsEager,
+        Design::XsyncfsAsync,
         Design::Softupdates,
         Design::SoftupdatesCompletion,
         Design::Valor,
         Design::ValorNologOrder,
         Design::Conquest,
         Design::ConquestNofence,
-        Design::JournalAsync,
-        Design::JournalSync,
-        Design::Xsyncfs,
-        Design::XsyncfsEager,
-        Design::XsyncfsAsync,
     ];
 
     /// The name on bob's command line.
