@@ -810,10 +810,10 @@ mod tests {
         assert_eq!(with, ["valor", "valor-nolog-order"]);
         let valor = by_name("valor").unwrap();
         for p in workloads::Property::EVERY {
-            assert_eq!(valor.applies(*p), !p.needs_osync(), "{p}");
+            assert_eq!(valor.applies(*p), !p.needs_osync() && !p.needs_output(), "{p}");
             assert_eq!(
                 by_name("ext4-ordered").unwrap().applies(*p),
-                !p.needs_osync() && !p.needs_txn()
+                !p.needs_osync() && !p.needs_txn() && !p.needs_output()
             );
         }
     }
