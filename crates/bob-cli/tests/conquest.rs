@@ -6,16 +6,7 @@
 
 mod util;
 
-use util::{run, run_json, Dir};
-
-fn cell<'a>(grid: &'a serde_json::Value, config: &str, property: &str) -> &'a serde_json::Value {
-    grid["cells"]
-        .as_array()
-        .expect("cells")
-        .iter()
-        .find(|c| c["config"] == config && c["property"] == property)
-        .unwrap_or_else(|| panic!("no cell {config} / {property} in {grid}"))
-}
+use util::{cell, run, run_json, Dir};
 
 #[test]
 fn conquest_holds_dir_op_atomic_where_nofence_breaks_it_and_the_witness_replays_both_images() {

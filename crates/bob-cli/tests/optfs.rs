@@ -6,38 +6,7 @@
 
 mod util;
 
-use util::{run, run_json, Dir};
-
-fn cell<'a>(grid: &'a serde_json::Value, config: &str, property: &str) -> &'a serde_json::Value {
-    grid["cells"]
-        .as_array()
-        .expect("cells")
-        .iter()
-        .find(|c| c["config"] == config && c["property"] == property)
-        .unwrap_or_else(|| panic!("no cell {config} / {property} in {grid}"))
-}
-
-/// A crossed cell is confirmed by bob and replays from its witness to the same outcome.
-fn replays(dir: &Dir, c: &serde_json::Value) {
-    assert_eq!(c["confirmed"], true, "{c}");
-    let witness = c["witness"].as_str().expect("witness");
-    let state = c["witness_state"].as_str().expect("witness_state");
-    let img = dir.path().join("replayed.img");
-    let out = run(&[
-        "replay",
-        witness,
-        "--state",
-        state,
-        "--to",
-        img.to_str().unwrap(),
-        "--check",
-        "--format",
-        "json",
-    ]);
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["recorded_outcome"], c["verdict"], "{v}");
-}
+use util::{cell, replays, run_json, Dir};
 
 #[test]
 fn optfs_holds_osync_prefix_where_nocsum_breaks_and_ext4_does_not_apply() {

@@ -205,3 +205,41 @@ pub fn assert_no_leaks(dir: &Path) {
         assert!(left.is_empty(), "bob left scratch files: {left:?}");
     }
 }
+
+/// The cell of `config` and `property` in a table's JSON.
+pub fn cell<'a>(
+    grid: &'a serde_json::Value,
+    config: &str,
+    property: &str,
+) -> &'a serde_json::Value {
+    grid["cells"]
+        .as_array()
+        .expect("cells")
+        .iter()
+        .find(|c| c["config"] == config && c["property"] == property)
+        .unwrap_or_else(|| panic!("no cell {config} / {property} in {grid}"))
+}
+
+/// A crossed cell is confirmed by bob and replays from its witness to the same outcome;
+/// the replay's JSON.
+pub fn replays(dir: &Dir, c: &serde_json::Value) -> serde_json::Value {
+    assert_eq!(c["confirmed"], true, "{c}");
+    let witness = c["witness"].as_str().expect("witness");
+    let state = c["witness_state"].as_str().expect("witness_state");
+    let img = dir.path().join("replayed.img");
+    let out = run(&[
+        "replay",
+        witness,
+        "--state",
+        state,
+        "--to",
+        img.to_str().unwrap(),
+        "--check",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["recorded_outcome"], c["verdict"], "{v}");
+    v
+}
