@@ -345,21 +345,7 @@ impl Core {
             Core::touch(&mut inode);
             self.put_inode(ino, &inode)?;
             if is_dir {
-                let b = inode.direct[0];
-                let npgen = self.gen_of(np)?;
-                let mut entries = self.dir_block(ino, gen, b)?;
-                for e in entries.iter_mut().filter(|e| e.name == b"..") {
-                    e.ino = np;
-                    e.gen = npgen;
-                }
-                let blk = build_dir_block(&entries).expect("same entries fit");
-                self.write_block(u64::from(b), &blk, Role::Directory)?;
-                let mut o = self.get_inode(op)?;
-                o.nlink = o.nlink.saturating_sub(1).max(2);
-                self.put_inode(op, &o)?;
-                let mut n = self.get_inode(np)?;
-                n.nlink = n.nlink.saturating_add(1);
-                self.put_inode(np, &n)?;
+                self.move_dir_parent(ino, gen, inode.direct[0], op, np)?;
             }
             self.barrier()?;
         }
@@ -406,21 +392,7 @@ impl Core {
             Core::touch(&mut inode);
             self.put_inode(ino, &inode)?;
             if is_dir {
-                let b = inode.direct[0];
-                let npgen = self.gen_of(np)?;
-                let mut entries = self.dir_block(ino, gen, b)?;
-                for e in entries.iter_mut().filter(|e| e.name == b"..") {
-                    e.ino = np;
-                    e.gen = npgen;
-                }
-                let blk = build_dir_block(&entries).expect("same entries fit");
-                self.write_block(u64::from(b), &blk, Role::Directory)?;
-                let mut n = self.get_inode(np)?;
-                n.nlink = n.nlink.saturating_add(1);
-                self.put_inode(np, &n)?;
-                let mut o = self.get_inode(op)?;
-                o.nlink = o.nlink.saturating_sub(1).max(2);
-                self.put_inode(op, &o)?;
+                self.move_dir_parent(ino, gen, inode.direct[0], op, np)?;
             }
             self.barrier()?;
         }
@@ -432,6 +404,26 @@ impl Core {
             self.put_inode(ino, &i)?;
         }
         self.drop_replaced(replaced)
+    }
+
+    /// A directory `ino` (generation `gen`, first block `block`) moved from parent `op` to
+    /// `np`: its ".." names `np`, `op` loses the link ".." gave it and `np` gains one.
+    fn move_dir_parent(&mut self, ino: u32, gen: u32, block: u32, op: u32, np: u32) -> Result<()> {
+        let npgen = self.gen_of(np)?;
+        let mut entries = self.dir_block(ino, gen, block)?;
+        for e in entries.iter_mut().filter(|e| e.name == b"..") {
+            e.ino = np;
+            e.gen = npgen;
+        }
+        let blk = build_dir_block(&entries).expect("same entries fit");
+        self.write_block(u64::from(block), &blk, Role::Directory)?;
+        let mut o = self.get_inode(op)?;
+        o.nlink = o.nlink.saturating_sub(1).max(2);
+        self.put_inode(op, &o)?;
+        let mut n = self.get_inode(np)?;
+        n.nlink = n.nlink.saturating_add(1);
+        self.put_inode(np, &n)?;
+        Ok(())
     }
 
     /// The link count of a file whose name a rename took over goes down (after that
