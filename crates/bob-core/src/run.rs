@@ -747,22 +747,7 @@ fn check_schedule(
     let mut positions: Vec<usize> = Vec::new();
     let shard_builder =
         opts.shard.map(|_| crash::OverlayBuilder::new(&subject.trace, &subject.epochs));
-    let disk_states = crash::stream(
-        &subject.trace,
-        &subject.epochs,
-        &opts.explore.strategies,
-        &opts.explore.limits,
-    );
-    let all_states: Box<dyn Iterator<Item = crash::CrashState>> = match &subject.pm {
-        Some(pm) => Box::new(crash::pm::combined(
-            pm,
-            &subject.trace,
-            &subject.epochs,
-            disk_states,
-            opts.explore.limits.max_states,
-        )),
-        None => Box::new(disk_states),
-    };
+    let all_states = subject.crash_states(&opts.explore.strategies, &opts.explore.limits);
     let mut states = all_states.enumerate().filter_map(|(position, state)| {
         generated = position + 1;
         if let (Some((index, count)), Some(builder)) = (opts.shard, &shard_builder) {

@@ -39,6 +39,27 @@ pub struct Subject {
 }
 
 impl Subject {
+    /// Every crash state of this trace under `strategies` and `limits`, lazily: the
+    /// disk's, and with a persistent-memory region the states naming both devices
+    /// ([`crate::crash::pm::combined`]).
+    pub fn crash_states<'a>(
+        &'a self,
+        strategies: &[crate::crash::Strategy],
+        limits: &crate::crash::Limits,
+    ) -> Box<dyn Iterator<Item = crate::crash::CrashState> + 'a> {
+        let disk = crate::crash::stream(&self.trace, &self.epochs, strategies, limits);
+        match &self.pm {
+            Some(pm) => Box::new(crate::crash::pm::combined(
+                pm,
+                &self.trace,
+                &self.epochs,
+                disk,
+                limits.max_states,
+            )),
+            None => Box::new(disk),
+        }
+    }
+
     /// Cuts the trace again under another disk model (state ids change meaning with it).
     pub fn set_disk(&mut self, disk: DiskModel) {
         if disk != self.disk || self.epochs.is_empty() {

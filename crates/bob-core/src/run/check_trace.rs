@@ -83,23 +83,8 @@ pub fn check_trace(
     };
     // The states are streamed into the engine; the bar grows until the stream ends.
     progress.phase("checking", 0);
-    let disk_states = crash::stream(
-        &subject.trace,
-        &subject.epochs,
-        &opts.explore.strategies,
-        &opts.explore.limits,
-    );
     // A trace with a persistent-memory region: its states name both devices.
-    let mut states: Box<dyn Iterator<Item = crash::CrashState>> = match &subject.pm {
-        Some(pm) => Box::new(crash::pm::combined(
-            pm,
-            &subject.trace,
-            &subject.epochs,
-            disk_states,
-            opts.explore.limits.max_states,
-        )),
-        None => Box::new(disk_states),
-    };
+    let mut states = subject.crash_states(&opts.explore.strategies, &opts.explore.limits);
     let results = check::run_state_stream(
         &subject,
         &judge,
