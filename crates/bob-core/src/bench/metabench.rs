@@ -84,6 +84,16 @@ pub struct MetaBenchReport {
     /// (the paper finds synchronous logging well behind); `None` unless both ran.
     #[serde(default)]
     pub journal_sync_vs_async: Option<f64>,
+    /// The PostMark-like run ([`super::Postmark`], the xsyncfs benchmark's parameters) on
+    /// softupdates, journal-async and journal-sync, those of them that ran.
+    #[serde(default)]
+    pub postmark: Vec<super::PostmarkRun>,
+    /// PostMark: journal-async's seconds / softupdates'.
+    #[serde(default)]
+    pub postmark_softupdates_vs_journal_async: Option<f64>,
+    /// PostMark: journal-async's seconds / journal-sync's.
+    #[serde(default)]
+    pub postmark_journal_sync_vs_async: Option<f64>,
 }
 
 /// The recording disk with a count of what reached it.
@@ -215,6 +225,14 @@ pub fn run_meta_bench(
 ) -> Result<MetaBenchReport, FsBenchError> {
     let runs: Vec<MetaRun> =
         designs.iter().map(|&d| phases(d, latency, files)).collect::<Result<_, _>>()?;
+    let pm = super::Postmark::default();
+    let postmark: Vec<super::PostmarkRun> = designs
+        .iter()
+        .filter(|d| matches!(d.name(), "softupdates" | "journal-async" | "journal-sync"))
+        .map(|&d| super::fsbench::postmark(d, latency, &pm))
+        .collect::<Result<_, _>>()?;
+    let pm_seconds = |name: &str| postmark.iter().find(|r| r.config == name).map(|r| r.seconds);
+    let pm_ratio = |num: &str, den: &str| Some(pm_seconds(num)? / pm_seconds(den)?.max(1e-9));
     let seconds = |name: &str| runs.iter().find(|r| r.config == name).map(|r| r.seconds);
     let vs = |other: Option<&str>| {
         let su = seconds(Design::Softupdates.name())?;
@@ -232,6 +250,9 @@ pub fn run_meta_bench(
         journal_sync_vs_async: seconds("journal-sync")
             .zip(seconds(JOURNAL_ASYNC))
             .map(|(sync, asynchronous)| asynchronous / sync.max(1e-9)),
+        postmark_softupdates_vs_journal_async: pm_ratio(JOURNAL_ASYNC, "softupdates"),
+        postmark_journal_sync_vs_async: pm_ratio(JOURNAL_ASYNC, "journal-sync"),
+        postmark,
         runs,
     })
 }
@@ -256,11 +277,19 @@ impl MetaBenchReport {
                 r.flushes
             );
         }
+        for r in &self.postmark {
+            out += &format!(
+                "{:<24} PostMark-like run: {:.3} s, {} flushes, {} commits\n",
+                r.config, r.seconds, r.flushes, r.commits
+            );
+        }
         for (k, v) in [
             ("softupdates_vs_ordered_core", self.softupdates_vs_ordered_core),
             ("softupdates_vs_journal_flush", self.softupdates_vs_journal_flush),
             ("softupdates_vs_journal_async", self.softupdates_vs_journal_async),
             ("journal_sync_vs_async", self.journal_sync_vs_async),
+            ("postmark_softupdates_vs_journal_async", self.postmark_softupdates_vs_journal_async),
+            ("postmark_journal_sync_vs_async", self.postmark_journal_sync_vs_async),
         ] {
             match v {
                 Some(v) => out += &format!("{k}: {v:.2}\n"),
@@ -297,6 +326,9 @@ mod tests {
             softupdates_vs_journal_flush: None,
             softupdates_vs_journal_async: None,
             journal_sync_vs_async: None,
+            postmark: Vec::new(),
+            postmark_softupdates_vs_journal_async: None,
+            postmark_journal_sync_vs_async: None,
         };
         insta::assert_json_snapshot!("meta_bench", report);
     }
