@@ -48,9 +48,6 @@ impl Core {
     }
 
     pub(super) fn write(&mut self, ino: u32, off: u64, data: &[u8]) -> Result<usize> {
-        if self.txn_open() {
-            return self.txn_write(ino, off, data);
-        }
         let mut inode = self.get_inode(ino)?;
         match inode.kind {
             Kind::Dir => return Err(Error::IsDir),
@@ -61,6 +58,9 @@ impl Core {
             return Ok(0);
         }
         let end = off.checked_add(data.len() as u64).ok_or(Error::TooBig)?;
+        if self.txn_open() {
+            return self.txn_write(ino, &inode, off, end, data);
+        }
         let mut tx = Tx::default();
         // Conquest keeps a large file's data on the disk; the device hears which writes
         // those are.

@@ -333,19 +333,16 @@ impl super::Core {
     /// A write inside the open transaction: every page it touches must exist (no hole,
     /// no growth: the page log has no record for an allocation); their old images are
     /// logged, then the new pages written in place. The inode is not rewritten (its
-    /// mtime stays), so nothing but logged pages changes.
-    pub(super) fn txn_write(&mut self, ino: u32, off: u64, data: &[u8]) -> Result<usize> {
-        use crate::layout::Kind;
-        let inode = self.get_inode(ino)?;
-        match inode.kind {
-            Kind::Dir => return Err(Error::IsDir),
-            Kind::Free => return Err(Error::NotFound),
-            Kind::File => {}
-        }
-        if data.is_empty() {
-            return Ok(0);
-        }
-        let end = off.checked_add(data.len() as u64).ok_or(Error::TooBig)?;
+    /// mtime stays), so nothing but logged pages changes. `inode` is file `ino`, already
+    /// checked by [`Core::write`], and `end` the write's end (`data` is not empty).
+    pub(super) fn txn_write(
+        &mut self,
+        ino: u32,
+        inode: &super::Inode,
+        off: u64,
+        end: u64,
+        data: &[u8],
+    ) -> Result<usize> {
         if end > inode.size {
             return Err(Error::Transaction(format!(
                 "a transactional write must overwrite: {end} is past the size {}",
@@ -360,7 +357,7 @@ impl super::Core {
             let l = pos / pl;
             let inb = (pos % pl) as usize;
             let n = ((pl - pos % pl).min(end - pos)) as usize;
-            let b = self.bmap(ino, &inode, l, &mut tx)?;
+            let b = self.bmap(ino, inode, l, &mut tx)?;
             if b == 0 {
                 return Err(Error::Transaction(format!(
                     "a transactional write must overwrite: page {l} is a hole"
