@@ -167,40 +167,104 @@ impl Disk for CrashView {
     }
 }
 
-/// Copies `from` to `to` keeping holes (SEEK_DATA/SEEK_HOLE), so a mostly empty image
-/// costs only its data.
-pub fn copy_sparse(from: &Path, to: &Path) -> std::io::Result<()> {
+/// Calls `each(offset, len)` for every data extent of `file` (of `len` bytes), in order,
+/// found with SEEK_DATA/SEEK_HOLE; a file system without them reports one extent.
+fn data_extents(
+    file: &File,
+    len: u64,
+    mut each: impl FnMut(u64, u64) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     use nix::unistd::{lseek, Whence};
     use std::os::fd::AsFd;
-    let src = File::open(from)?;
-    let len = src.metadata()?.len();
-    let dst = File::create(to)?;
-    dst.set_len(len)?;
     let mut pos: i64 = 0;
-    let mut buf = vec![0u8; 1 << 20];
     while (pos as u64) < len {
-        let data = match lseek(src.as_fd(), pos, Whence::SeekData) {
+        let data = match lseek(file.as_fd(), pos, Whence::SeekData) {
             Ok(d) => d,
             Err(nix::errno::Errno::ENXIO) => break,
+            Err(nix::errno::Errno::EINVAL) if pos == 0 => return each(0, len),
             Err(e) => return Err(e.into()),
         };
-        let hole = lseek(src.as_fd(), data, Whence::SeekHole).map_err(std::io::Error::from)?;
-        let mut off = data as u64;
-        while off < hole as u64 {
-            let n = ((hole as u64 - off) as usize).min(buf.len());
-            src.read_exact_at(&mut buf[..n], off)?;
-            dst.write_all_at(&buf[..n], off)?;
-            off += n as u64;
-        }
+        let hole = lseek(file.as_fd(), data, Whence::SeekHole).map_err(std::io::Error::from)?;
+        each(data as u64, (hole - data) as u64)?;
         pos = hole;
     }
     Ok(())
 }
 
-/// blake3 of a whole file, lowercase hex.
+/// Copies `from` to `to` keeping holes, so a mostly empty image costs only its data.
+pub fn copy_sparse(from: &Path, to: &Path) -> std::io::Result<()> {
+    let src = File::open(from)?;
+    let len = src.metadata()?.len();
+    let dst = File::create(to)?;
+    dst.set_len(len)?;
+    let mut buf = vec![0u8; 1 << 20];
+    data_extents(&src, len, |mut off, n| {
+        let end = off + n;
+        while off < end {
+            let n = ((end - off) as usize).min(buf.len());
+            src.read_exact_at(&mut buf[..n], off)?;
+            dst.write_all_at(&buf[..n], off)?;
+            off += n as u64;
+        }
+        Ok(())
+    })
+}
+
+/// blake3 of a whole file, lowercase hex. Holes are hashed as the zeros they read as,
+/// without reading them: reading a hole makes the kernel zero page-cache pages for it,
+/// which cost more than the hashing itself on a mostly empty image (measured: 18% of a
+/// `bob run` on xfs went to that zeroing before).
 pub fn file_digest(path: &Path) -> std::io::Result<String> {
+    const ZEROS: [u8; 1 << 16] = [0; 1 << 16];
+    let f = File::open(path)?;
+    let len = f.metadata()?.len();
     let mut hasher = blake3::Hasher::new();
-    let mut f = File::open(path)?;
-    std::io::copy(&mut f, &mut hasher)?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut hashed = 0u64;
+    let zeros_until = |hasher: &mut blake3::Hasher, hashed: &mut u64, to: u64| {
+        while *hashed < to {
+            let n = ((to - *hashed) as usize).min(ZEROS.len());
+            hasher.update(&ZEROS[..n]);
+            *hashed += n as u64;
+        }
+    };
+    data_extents(&f, len, |off, n| {
+        zeros_until(&mut hasher, &mut hashed, off);
+        let end = off + n;
+        while hashed < end {
+            let n = ((end - hashed) as usize).min(buf.len());
+            f.read_exact_at(&mut buf[..n], hashed)?;
+            hasher.update(&buf[..n]);
+            hashed += n as u64;
+        }
+        Ok(())
+    })?;
+    zeros_until(&mut hasher, &mut hashed, len);
     Ok(hasher.finalize().to_hex().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The sparse walk hashes exactly the bytes the file reads as: holes before, between
+    /// and after data, and data that is itself zero.
+    #[test]
+    fn file_digest_equals_blake3_of_the_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sparse.img");
+        let f = File::create(&path).unwrap();
+        let len = 8 << 20;
+        f.set_len(len).unwrap();
+        f.write_all_at(&[7u8; 5000], 1 << 20).unwrap();
+        f.write_all_at(&[0u8; 4096], 3 << 20).unwrap();
+        f.write_all_at(&[9u8; 100], (5 << 20) + 123).unwrap();
+        drop(f);
+        let content = std::fs::read(&path).unwrap();
+        assert_eq!(content.len() as u64, len);
+        assert_eq!(file_digest(&path).unwrap(), blake3::hash(&content).to_hex().to_string());
+        let copy = dir.path().join("copy.img");
+        copy_sparse(&path, &copy).unwrap();
+        assert_eq!(std::fs::read(&copy).unwrap(), content);
+    }
 }
