@@ -557,11 +557,15 @@ impl MountedDisk {
     }
 }
 
-/// Starts the block-tracepoint annotator on `dev` where tracefs is mounted (the default
-/// of every recording); `None` where it is not or cannot start, which only costs the
-/// annotations.
+/// Starts the block-tracepoint annotator on `dev` (the default of every recording), on
+/// tracefs where it is mounted, else on a private mount of it for the session (a fresh
+/// machine often has it unmounted, and without it the FUA marks that the real-FUA disk
+/// model needs would be missing); `None` where the kernel has no tracefs or it cannot
+/// start, which only costs the annotations.
 pub fn default_tracing(dev: &Path) -> Option<tracefs::TracefsSession> {
-    tracefs::mounted_tracefs()?;
+    if tracefs::mounted_tracefs().is_none() && !tracefs::kernel_has_tracefs() {
+        return None;
+    }
     tracefs::TracefsSession::start(dev).ok()
 }
 
