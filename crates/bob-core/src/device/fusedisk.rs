@@ -4,8 +4,12 @@
 //!
 //! A file here is anything implementing [`Disk`]: the recording disk (which logs each
 //! write, flush and discard) or a crash-state view (base image + overlay + a private
-//! overlay for what recovery writes). Files are opened with `FOPEN_DIRECT_IO`, so the
-//! loop driver's requests bypass the page cache and reach the daemon in order. The
+//! overlay for what recovery writes). A recording disk's file is opened with
+//! `FOPEN_DIRECT_IO`, so the loop driver's requests bypass the page cache and reach the
+//! daemon in order, one for one; a crash-state view's file is cached ([`Disk::cached`]),
+//! as only its contents matter: fsck's and recovery's small reads (xfs_repair reads the
+//! log 1 KiB at a time) are then served by the kernel's readahead, not one FUSE request
+//! each. The
 //! daemon only touches memory and files outside any device it serves: it must never do
 //! I/O that depends on a loop device it backs.
 
@@ -38,6 +42,13 @@ pub trait Disk: Send + Sync {
     fn flush(&self) -> std::io::Result<()>;
     /// Discards (reads back as zeros) `len` bytes at `offset`.
     fn discard(&self, offset: u64, len: u64) -> std::io::Result<()>;
+    /// Whether the kernel may cache this disk's file (reads through the page cache, with
+    /// readahead; writes still reach the daemon at once, in order, as FUSE writes through).
+    /// Only for disks whose requests need not arrive one for one: a recording must see
+    /// each block request as the file system issued it, so the default is no.
+    fn cached(&self) -> bool {
+        false
+    }
 }
 
 /// Served files by inode number: (file name, disk).
@@ -147,10 +158,17 @@ impl Filesystem for DiskFs {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        if self.registry.get(u64::from(ino)).is_none() {
+        let Some(disk) = self.registry.get(u64::from(ino)) else {
             return reply.error(Errno::ENOENT);
-        }
-        reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO);
+        };
+        // Without FOPEN_KEEP_CACHE the kernel drops the file's cached pages at each open,
+        // and every served disk has an inode number of its own, so no cache outlives its
+        // disk.
+        let flags = match disk.cached() {
+            true => FopenFlags::empty(),
+            false => FopenFlags::FOPEN_DIRECT_IO,
+        };
+        reply.opened(FileHandle(0), flags);
     }
 
     fn read(

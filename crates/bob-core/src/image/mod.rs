@@ -161,6 +161,9 @@ impl Disk for CrashView {
     fn flush(&self) -> std::io::Result<()> {
         Ok(())
     }
+    fn cached(&self) -> bool {
+        true
+    }
     fn discard(&self, offset: u64, len: u64) -> std::io::Result<()> {
         self.private.lock().map_err(|_| std::io::Error::other("poisoned"))?.discard(offset, len);
         Ok(())
