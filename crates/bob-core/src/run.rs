@@ -354,6 +354,13 @@ pub(crate) struct RecordedCell {
     recorded: std::time::Duration,
 }
 
+impl RecordedCell {
+    /// The cell's options.
+    pub(crate) fn options(&self) -> &RunOptions {
+        &self.opts
+    }
+}
+
 /// The first half of [`run_cell`]: the cell's scratch directory and journal, and each
 /// drain schedule's recording (or saved trace, or the trace of its journal).
 pub(crate) fn record_cell(

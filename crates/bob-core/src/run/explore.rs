@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use workloads::explore::{discrepancy_of_story, Bounds, Generator};
 use workloads::{Guarantee, Workload};
 
-use super::{run_cell, scratch_dir, Error, Quiet, RunOptions};
+use super::{scratch_dir, Error, Quiet, RunOptions};
 use crate::check::OutcomeKind;
 use crate::fs::FsConfig;
 use crate::output::{
@@ -219,7 +219,7 @@ fn selection(opts: &ExploreOptions) -> String {
 fn selected<'g>(
     g: &'g Generator,
     opts: &ExploreOptions,
-) -> Box<dyn Iterator<Item = (u64, Workload)> + 'g> {
+) -> Box<dyn Iterator<Item = (u64, Workload)> + Send + 'g> {
     let shard = opts.shard;
     let mine = move |i: &u64| shard.is_none_or(|(k, n)| (*i % n as u64) as usize == k);
     match opts.sample {
@@ -301,14 +301,22 @@ enum Ran {
 }
 
 /// Runs `w` on `opts.config` (a cell of its own), in `runs`.
-fn run_workload(
+/// A workload recorded on one configuration, waiting to be checked.
+enum Recorded {
+    Cell(Box<super::RecordedCell>),
+    /// The configuration refused one of the workload's calls (why).
+    Unsupported(String),
+}
+
+/// Records `w` on `config` as a cell of its own, its witness (if it fails) under `runs`.
+fn record_workload(
     template: &RunOptions,
     config: &FsConfig,
     w: &Workload,
     runs: &Path,
     save_trace: Option<&Path>,
     cancel: &AtomicBool,
-) -> Result<Ran, Error> {
+) -> Result<Recorded, Error> {
     let opts = RunOptions {
         config: config.clone(),
         workload: Some(w.clone()),
@@ -317,15 +325,8 @@ fn run_workload(
         resume: false,
         ..template.clone()
     };
-    match run_cell(&opts, &Quiet, cancel) {
-        Ok(mut cells) if !cells.is_empty() => {
-            let cell = cells.swap_remove(0);
-            // A held run leaves no witness: drop its empty directory.
-            let dir = super::cell_dir(&opts);
-            let _ = std::fs::remove_dir(&dir);
-            Ok(Ran::Checked(Box::new(cell)))
-        }
-        Ok(_) => Err(Error::Invalid(format!("{}: no cell", w.name))),
+    match super::record_cell(&opts, &Quiet, cancel) {
+        Ok(recorded) => Ok(Recorded::Cell(Box::new(recorded))),
         Err(Error::Record(record::Error::Workload { source, .. })) => {
             let refused = match &source {
                 workloads::ExecError::Io { source: e, .. } => matches!(
@@ -335,7 +336,7 @@ fn run_workload(
                 _ => false,
             };
             if refused {
-                Ok(Ran::Unsupported(source.to_string()))
+                Ok(Recorded::Unsupported(source.to_string()))
             } else {
                 Err(Error::Record(record::Error::Workload {
                     config: config.name.to_owned(),
@@ -345,6 +346,48 @@ fn run_workload(
         }
         Err(e) => Err(e),
     }
+}
+
+/// Checks a recorded workload's crash states.
+fn check_workload(recorded: Recorded, name: &str, cancel: &AtomicBool) -> Result<Ran, Error> {
+    let recorded = match recorded {
+        Recorded::Cell(r) => r,
+        Recorded::Unsupported(why) => return Ok(Ran::Unsupported(why)),
+    };
+    let dir = super::cell_dir(recorded.options());
+    match super::check_cell(*recorded, &Quiet, cancel) {
+        Ok(mut cells) if !cells.is_empty() => {
+            // A held run leaves no witness: drop its empty directory.
+            let _ = std::fs::remove_dir(&dir);
+            Ok(Ran::Checked(Box::new(cells.swap_remove(0))))
+        }
+        Ok(_) => Err(Error::Invalid(format!("{name}: no cell"))),
+        Err(e) => Err(e),
+    }
+}
+
+/// Records and checks `w` on `config` (shrinking runs its candidates this way).
+fn run_workload(
+    template: &RunOptions,
+    config: &FsConfig,
+    w: &Workload,
+    runs: &Path,
+    save_trace: Option<&Path>,
+    cancel: &AtomicBool,
+) -> Result<Ran, Error> {
+    let recorded = record_workload(template, config, w, runs, save_trace, cancel)?;
+    check_workload(recorded, &w.name, cancel)
+}
+
+/// One workload run still to do: the workload's index, its configuration, the workload
+/// as run there, and where its trace is kept for crashes during recovery.
+struct Job<'a> {
+    index: u64,
+    name: String,
+    config: &'a FsConfig,
+    workload: Workload,
+    recovery: Option<RecoveryCrashes>,
+    trace_dir: PathBuf,
 }
 
 /// The workload as run on `config`: the bounds' guarantees plus, with `documented`, the
@@ -449,36 +492,116 @@ pub fn explore(
     let workloads_dir = opts.out.join("workloads");
     let mut complete = true;
     let mut count = done.len() as u64;
-    'all: for (index, w) in selected(&generator, opts) {
-        let file = workloads_dir.join(format!("{}.json", w.name));
-        if !file.exists() {
-            write_json(&file, &w)?;
+    // The runs still to do, in order, each workload's file written as it is reached.
+    let mut jobs = selected(&generator, opts)
+        .flat_map(|(index, w)| {
+            let file = workloads_dir.join(format!("{}.json", w.name));
+            let written = match file.exists() {
+                true => Ok(()),
+                false => write_json(&file, &w),
+            };
+            let jobs: Vec<Result<Job, Error>> = match written {
+                Err(e) => vec![Err(e)],
+                Ok(()) => opts
+                    .configs
+                    .iter()
+                    .filter(|c| !done.contains(&(c.name.to_owned(), index)))
+                    .map(|config| {
+                        let workload = for_config(&w, config, opts.documented);
+                        Ok(Job {
+                            index,
+                            name: w.name.clone(),
+                            config,
+                            recovery: opts
+                                .recovery_crashes
+                                .filter(|_| matches!(config.recovery, crate::fs::Recovery::Mount)),
+                            trace_dir: work
+                                .path()
+                                .join("traces")
+                                .join(config.name)
+                                .join(&workload.name),
+                            workload,
+                        })
+                    })
+                    .collect(),
+            };
+            jobs
+        })
+        .peekable();
+    // Whether to start another run: not after an interrupt or the budget.
+    let go_on =
+        || !cancel.load(Ordering::Relaxed) && opts.budget.is_none_or(|b| started.elapsed() < b);
+    let record = |job: &Job| {
+        let save_trace = job.recovery.map(|_| job.trace_dir.as_path());
+        record_workload(&template, job.config, &job.workload, &runs_dir, save_trace, cancel)
+    };
+    // With `record_ahead`, one thread records the runs in order, each while the run before
+    // it is checked (recording is mostly waiting on mounts and syncs, so it overlaps well
+    // with checking on 2 cores): a rendezvous channel, so that at most one recorded run
+    // waits. The loop below takes runs from it, or records each itself.
+    let ahead = template.explore.speed.record_ahead;
+    let stopped_early = AtomicBool::new(false);
+    std::thread::scope(|scope| -> Result<(), Error> {
+        let (recorded_tx, recorded_rx) =
+            std::sync::mpsc::sync_channel::<Result<(Job, Result<Recorded, Error>), Error>>(0);
+        let mut inline_jobs = None;
+        match ahead {
+            true => {
+                let (record, go_on, stopped_early) = (&record, &go_on, &stopped_early);
+                scope.spawn(move || {
+                    for job in jobs {
+                        if !go_on() {
+                            stopped_early.store(true, Ordering::Relaxed);
+                            break;
+                        }
+                        let job = match job {
+                            Ok(job) => job,
+                            Err(e) => {
+                                let _ = recorded_tx.send(Err(e));
+                                break;
+                            }
+                        };
+                        let made = record(&job);
+                        // The loop stopped taking runs (an error, an interrupt): stop too.
+                        if recorded_tx.send(Ok((job, made))).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+            false => {
+                drop(recorded_tx);
+                inline_jobs = Some(&mut jobs);
+            }
         }
-        for config in &opts.configs {
-            if done.contains(&(config.name.to_owned(), index)) {
-                continue;
-            }
-            if cancel.load(Ordering::Relaxed) {
-                complete = false;
-                break 'all;
-            }
-            if opts.budget.is_some_and(|b| started.elapsed() >= b) {
-                complete = false;
-                break 'all;
-            }
-            let cw = for_config(&w, config, opts.documented);
-            let t = Instant::now();
-            let recovery = opts
-                .recovery_crashes
-                .filter(|_| matches!(config.recovery, crate::fs::Recovery::Mount));
-            let trace_dir = work.path().join("traces").join(config.name).join(&cw.name);
-            let save_trace = recovery.map(|_| trace_dir.as_path());
-            let ran = run_workload(&template, config, &cw, &runs_dir, save_trace, cancel);
-            let seconds = t.elapsed().as_secs_f64();
+        let mut mark = Instant::now();
+        loop {
+            let (job, made) = match inline_jobs.as_mut() {
+                None => match recorded_rx.recv() {
+                    Ok(next) => next?,
+                    Err(_) => break,
+                },
+                Some(jobs) => match jobs.next() {
+                    None => break,
+                    Some(_) if !go_on() => {
+                        stopped_early.store(true, Ordering::Relaxed);
+                        break;
+                    }
+                    Some(Err(e)) => return Err(e),
+                    Some(Ok(job)) => {
+                        let made = record(&job);
+                        (job, made)
+                    }
+                },
+            };
+            let ran = made.and_then(|r| check_workload(r, &job.workload.name, cancel));
+            // A run's time is the loop's, from the end of the run before it: with
+            // recording ahead, the runs' times add up to the wall time.
+            let seconds = mark.elapsed().as_secs_f64();
             let mut rec = RunRecord {
-                config: config.name.to_owned(),
-                index,
-                workload: w.name.clone(),
+                config: job.config.name.to_owned(),
+                index: job.index,
+                workload: job.name.clone(),
                 outcome: String::new(),
                 key: None,
                 story: None,
@@ -491,7 +614,7 @@ pub fn explore(
             match ran {
                 Err(e) if e.is_interrupted() => {
                     complete = false;
-                    break 'all;
+                    break;
                 }
                 Err(e) => {
                     rec.outcome = "error".into();
@@ -516,29 +639,43 @@ pub fn explore(
                     } else if cell.verdict.is_failure() && cell.verdict != OutcomeKind::InfraError {
                         let story = cell.story.clone().unwrap_or_default();
                         let key = SignatureKey {
-                            config: config.name.to_owned(),
-                            ops: op_kinds(&cw),
+                            config: job.config.name.to_owned(),
+                            ops: op_kinds(&job.workload),
                             discrepancy: discrepancy(cell.verdict, &story).to_owned(),
                         };
                         rec.key = Some(key.clone());
                         rec.story = Some(story);
                         if !witnessed.contains(&key) {
                             let t = Instant::now();
-                            let shrunk =
-                                minimal_witness(opts, &template, config, &cw, &cell, &key, cancel);
+                            let shrunk = minimal_witness(
+                                opts,
+                                &template,
+                                job.config,
+                                &job.workload,
+                                &cell,
+                                &key,
+                                cancel,
+                            );
                             let witness = match shrunk {
                                 Ok(w) => w,
                                 Err(e) if e.is_interrupted() => {
                                     complete = false;
-                                    break 'all;
+                                    break;
                                 }
                                 // A run bob could not complete while shrinking: the first
                                 // failing workload stays the witness, and the error is told.
                                 Err(e) => {
-                                    rec.error = Some(format!("shrinking {}: {e}", cw.name));
+                                    rec.error =
+                                        Some(format!("shrinking {}: {e}", job.workload.name));
                                     let whole = ExploreOptions { shrink: false, ..opts.clone() };
                                     minimal_witness(
-                                        &whole, &template, config, &cw, &cell, &key, cancel,
+                                        &whole,
+                                        &template,
+                                        job.config,
+                                        &job.workload,
+                                        &cell,
+                                        &key,
+                                        cancel,
                                     )?
                                 }
                             };
@@ -551,26 +688,26 @@ pub fn explore(
                         }
                     } else if cell.verdict == OutcomeKind::InfraError {
                         rec.error = cell.infra_error.as_ref().map(|e| format!("{e:?}"));
-                    } else if let Some(rc) = recovery {
-                        match interrupt_recoveries(&trace_dir, rc, &template, cancel) {
+                    } else if let Some(rc) = job.recovery {
+                        match interrupt_recoveries(&job.trace_dir, rc, &template, cancel) {
                             Err(e) if e.is_interrupted() => {
                                 complete = false;
-                                break 'all;
+                                break;
                             }
                             Err(e) => rec.error = Some(format!("recovery crashes: {e}")),
                             Ok((checked, failure)) => {
                                 rec.recovery_states = checked;
                                 if let Some((state, report)) = failure {
                                     let key = SignatureKey {
-                                        config: config.name.to_owned(),
-                                        ops: op_kinds(&cw),
+                                        config: job.config.name.to_owned(),
+                                        ops: op_kinds(&job.workload),
                                         discrepancy: RECOVERY_NOT_IDEMPOTENT.to_owned(),
                                     };
                                     let story = format!(
                                         "a crash during the recovery of {state}: {} of {} \
-                                         crash states inside recovery recovered again to a \
-                                         state the oracle does not allow ({}); the first \
-                                         recovery held",
+                                             crash states inside recovery recovered again to a \
+                                             state the oracle does not allow ({}); the first \
+                                             recovery held",
                                         report.failed,
                                         report.states,
                                         report.first_failure.clone().unwrap_or_default()
@@ -580,7 +717,13 @@ pub fn explore(
                                     rec.story = Some(story.clone());
                                     if !witnessed.contains(&key) {
                                         let witness = recovery_witness(
-                                            opts, config, &cw, &trace_dir, &state, &story, rc,
+                                            opts,
+                                            job.config,
+                                            &job.workload,
+                                            &job.trace_dir,
+                                            &state,
+                                            &story,
+                                            rc,
                                         )?;
                                         append(&Line::Witness(WitnessRecord {
                                             key: key.clone(),
@@ -595,16 +738,22 @@ pub fn explore(
                     }
                 }
             }
-            if recovery.is_some() {
+            if job.recovery.is_some() {
                 // The run's wall time includes its crashes during recovery.
-                rec.seconds = t.elapsed().as_secs_f64();
-                let _ = std::fs::remove_dir_all(&trace_dir);
+                rec.seconds = mark.elapsed().as_secs_f64();
+                let _ = std::fs::remove_dir_all(&job.trace_dir);
             }
             count += 1;
             append(&Line::Run(rec.clone()))?;
             lines.push(Line::Run(rec));
-            progress.done(count, witnessed.len(), &format!("{} on {}", w.name, config.name));
+            progress.done(count, witnessed.len(), &format!("{} on {}", job.name, job.config.name));
+            mark = Instant::now();
         }
+        drop(recorded_rx);
+        Ok(())
+    })?;
+    if stopped_early.load(Ordering::Relaxed) {
+        complete = false;
     }
     // Witness lines appended during this run are read back with the rest.
     let text = std::fs::read_to_string(&journal_path).map_err(io(&journal_path))?;
