@@ -21,6 +21,25 @@ fn mounted_here(dir: &Path) -> bool {
     mounts.lines().any(|l| l.split(' ').nth(1) == Some(dir.to_str().unwrap()))
 }
 
+/// A made file system on a fresh image file, with an empty mount point beside it; both
+/// live in a temporary directory that goes with the value.
+struct Made {
+    _tmp: tempfile::TempDir,
+    mnt: std::path::PathBuf,
+    dev: Arc<dyn BlockDevice>,
+}
+
+/// `design` made on a fresh image of `bytes`.
+fn made(design: Design, bytes: u64) -> Made {
+    let tmp = tempfile::tempdir().unwrap();
+    let mnt = tmp.path().join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let dev: Arc<dyn BlockDevice> =
+        Arc::new(FileDevice::create(&tmp.path().join("image"), bytes).unwrap());
+    mkfs(design, dev.as_ref(), dev.size()).unwrap();
+    Made { _tmp: tmp, mnt, dev }
+}
+
 fn big(n: usize) -> Vec<u8> {
     (0..n).map(|i| (i * 7 % 251) as u8).collect()
 }
@@ -108,12 +127,7 @@ fn checker_through_fuse_sees_orderless_garbage_and_nofs_eio() {
     // Zero a written data block behind the file system's back (a lost write): orderless
     // reads zeros as data, NoFS returns EIO.
     for design in [Design::Orderless, Design::Nofs] {
-        let tmp = tempfile::tempdir().unwrap();
-        let mnt = tmp.path().join("mnt");
-        fs::create_dir(&mnt).unwrap();
-        let dev: Arc<dyn BlockDevice> =
-            Arc::new(FileDevice::create(&tmp.path().join("image"), 8 << 20).unwrap());
-        mkfs(design, dev.as_ref(), dev.size()).unwrap();
+        let Made { _tmp, mnt, dev } = made(design, 8 << 20);
         let m = mount(design, dev.clone(), &mnt).unwrap();
         fs::write(mnt.join("f"), b"precious data").unwrap();
         let ino = fs::metadata(mnt.join("f")).unwrap().ino() as u32;
@@ -141,12 +155,7 @@ fn checker_through_fuse_sees_orderless_garbage_and_nofs_eio() {
 fn programs_reach_osync_and_dsync_through_the_control_file() {
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     for design in [Design::Optfs, Design::JournalFlush, Design::Orderless] {
-        let tmp = tempfile::tempdir().unwrap();
-        let mnt = tmp.path().join("mnt");
-        fs::create_dir(&mnt).unwrap();
-        let dev: Arc<dyn BlockDevice> =
-            Arc::new(FileDevice::create(&tmp.path().join("image"), 16 << 20).unwrap());
-        mkfs(design, dev.as_ref(), dev.size()).unwrap();
+        let Made { _tmp, mnt, dev } = made(design, 16 << 20);
         let m = mount(design, dev.clone(), &mnt).unwrap();
         let ctl = mnt.join(researchfs::fuse::SYNC_CONTROL);
         fs::write(mnt.join("f"), b"one").unwrap();
@@ -166,7 +175,7 @@ fn programs_reach_osync_and_dsync_through_the_control_file() {
         assert_eq!(commits(), 2, "{design}");
         assert!(m.fs().journal_stats().unwrap().flushes > flushes, "{design}: dsync flushes");
         let e = fs::write(&ctl, b"sync please").unwrap_err();
-        assert_eq!(e.raw_os_error(), Some(libc_einval()), "{design}");
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{design}");
         let names: Vec<String> = fs::read_dir(&mnt)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -177,21 +186,12 @@ fn programs_reach_osync_and_dsync_through_the_control_file() {
     }
 }
 
-fn libc_einval() -> i32 {
-    22
-}
-
 #[test]
 fn programs_run_valor_transactions_through_the_control_file() {
     use std::os::unix::fs::FileExt;
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     for design in [Design::Valor, Design::JournalFlush] {
-        let tmp = tempfile::tempdir().unwrap();
-        let mnt = tmp.path().join("mnt");
-        fs::create_dir(&mnt).unwrap();
-        let dev: Arc<dyn BlockDevice> =
-            Arc::new(FileDevice::create(&tmp.path().join("image"), 16 << 20).unwrap());
-        mkfs(design, dev.as_ref(), dev.size()).unwrap();
+        let Made { _tmp, mnt, dev } = made(design, 16 << 20);
         let m = mount(design, dev.clone(), &mnt).unwrap();
         let ctl = mnt.join(researchfs::fuse::TXN_CONTROL);
         let call = |word: &str| {
@@ -226,11 +226,11 @@ fn programs_run_valor_transactions_through_the_control_file() {
         assert_eq!(&now[4096..], &old[4096..]);
         // Out of turn, unknown words, and a growing write inside a transaction: EINVAL.
         let einval = |r: std::io::Result<()>| r.unwrap_err().raw_os_error();
-        assert_eq!(einval(call("commit")), Some(libc_einval()));
-        assert_eq!(einval(call("rollback")), Some(libc_einval()));
+        assert_eq!(einval(call("commit")), Some(libc::EINVAL));
+        assert_eq!(einval(call("rollback")), Some(libc::EINVAL));
         call("begin").unwrap();
-        assert_eq!(einval(call("begin")), Some(libc_einval()));
-        assert_eq!(einval(a.write_all_at(b"grow", 3 * 4096)), Some(libc_einval()));
+        assert_eq!(einval(call("begin")), Some(libc::EINVAL));
+        assert_eq!(einval(a.write_all_at(b"grow", 3 * 4096)), Some(libc::EINVAL));
         call("commit").unwrap();
         let stats = m.fs().valor_stats().unwrap();
         assert_eq!((stats.commits, stats.aborts, stats.records), (2, 1, 2), "{stats:?}");
@@ -253,12 +253,7 @@ fn programs_write_output_to_xsyncfs_and_it_is_held_until_durable() {
     use researchfs::device::{RecordingDevice, Request};
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     for design in [Design::Xsyncfs, Design::JournalFlush] {
-        let tmp = tempfile::tempdir().unwrap();
-        let mnt = tmp.path().join("mnt");
-        fs::create_dir(&mnt).unwrap();
-        let file: Arc<dyn BlockDevice> =
-            Arc::new(FileDevice::create(&tmp.path().join("image"), 16 << 20).unwrap());
-        mkfs(design, file.as_ref(), file.size()).unwrap();
+        let Made { _tmp, mnt, dev: file } = made(design, 16 << 20);
         let dev = Arc::new(RecordingDevice::new(file));
         let m = mount(design, dev.clone(), &mnt).unwrap();
         let out = mnt.join(researchfs::fuse::OUTPUT_FILE);
