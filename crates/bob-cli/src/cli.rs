@@ -139,6 +139,10 @@ pub struct ExploreArgs {
     /// instead of while its states are checked.
     #[arg(long)]
     pub no_record_ahead: bool,
+    /// Serve crash states to the loop driver with direct I/O instead of through the page
+    /// cache (every read of recovery and fsck then reaches bob as its own request).
+    #[arg(long)]
+    pub no_cached_views: bool,
 }
 
 impl ExploreArgs {
@@ -163,6 +167,7 @@ impl ExploreArgs {
             },
             shared_setup: !self.no_shared_setup,
             record_ahead: !self.no_record_ahead,
+            cached_views: !self.no_cached_views,
         }
     }
 }

@@ -550,7 +550,9 @@ fn libc_enotconn() -> i32 {
 
 /// Dedup after recovery changes no state's outcome: xfs's log recovery converges most
 /// crash states of a workload into a few images, and every state judged from a reused
-/// snapshot and fsck gets the outcome the full check gives it.
+/// snapshot and fsck gets the outcome the full check gives it. The full check also serves
+/// its views with direct I/O (`Speedups::NONE` has no cached views), so every state's
+/// recovery, snapshot and xfs_repair through the page cache agree with them read for read.
 #[test]
 fn dedup_after_recovery_gives_every_state_the_outcome_of_a_full_check() {
     require_root();

@@ -212,7 +212,8 @@ impl TableBenchReport {
         );
         s += &run("optimised (all shortcuts on)", &self.optimised);
         s += &run(
-            "baseline (--no-recovered-dedup --fsck always --no-shared-setup --no-record-ahead)",
+            "baseline (--no-recovered-dedup --fsck always --no-shared-setup --no-record-ahead \
+             --no-cached-views)",
             &self.baseline,
         );
         if self.verdicts_agree {

@@ -45,6 +45,11 @@ pub struct Speedups {
     /// read as off, as those tables ran.
     #[serde(default)]
     pub record_ahead: bool,
+    /// Crash-state views are served through the kernel's page cache, so that small reads
+    /// (xfs_repair reads its log 1 KiB at a time) come from readahead instead of one FUSE
+    /// request each (`--no-cached-views` turns it off). Absent in older documents: off.
+    #[serde(default)]
+    pub cached_views: bool,
 }
 
 impl Default for Speedups {
@@ -54,6 +59,7 @@ impl Default for Speedups {
             fsck: FsckPolicy::Once,
             shared_setup: true,
             record_ahead: true,
+            cached_views: true,
         }
     }
 }
@@ -65,6 +71,7 @@ impl Speedups {
         fsck: FsckPolicy::Always,
         shared_setup: false,
         record_ahead: false,
+        cached_views: false,
     };
 }
 
@@ -346,11 +353,14 @@ pub fn run_state_stream(
                     };
                     let mut retries = 0;
                     let checked = loop {
-                        let view = Arc::new(CrashView::new(
-                            subject.base.clone(),
-                            subject.trace.clone(),
-                            builder.state(&state.id),
-                        ));
+                        let view = Arc::new(
+                            CrashView::new(
+                                subject.base.clone(),
+                                subject.trace.clone(),
+                                builder.state(&state.id),
+                            )
+                            .page_cache(options.speed.cached_views),
+                        );
                         let name = format!("state-{index}.{retries}.img");
                         let file = server.add(&name, view.clone());
                         let checked = match injected.fails(k, retries, &file) {

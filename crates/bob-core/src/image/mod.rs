@@ -102,12 +102,26 @@ pub struct CrashView {
     trace: Arc<Trace>,
     overlay: Overlay,
     private: Mutex<PrivateOverlay>,
+    cached: bool,
 }
 
 impl CrashView {
     /// A view of `overlay` (built from `trace`) over `base`.
     pub fn new(base: Arc<BaseImage>, trace: Arc<Trace>, overlay: Overlay) -> CrashView {
-        CrashView { base, trace, overlay, private: Mutex::new(PrivateOverlay::default()) }
+        CrashView {
+            base,
+            trace,
+            overlay,
+            private: Mutex::new(PrivateOverlay::default()),
+            cached: true,
+        }
+    }
+
+    /// Whether the kernel may cache the view's file (the default; `--no-cached-views`
+    /// serves it with direct I/O, as bob did before).
+    pub fn page_cache(mut self, cached: bool) -> CrashView {
+        self.cached = cached;
+        self
     }
 
     /// Writes the state's image (without recovery writes) to `out`, sparsely: only the
@@ -162,7 +176,7 @@ impl Disk for CrashView {
         Ok(())
     }
     fn cached(&self) -> bool {
-        true
+        self.cached
     }
     fn discard(&self, offset: u64, len: u64) -> std::io::Result<()> {
         self.private.lock().map_err(|_| std::io::Error::other("poisoned"))?.discard(offset, len);
