@@ -300,7 +300,6 @@ enum Ran {
     Unsupported(String),
 }
 
-/// Runs `w` on `opts.config` (a cell of its own), in `runs`.
 /// A workload recorded on one configuration, waiting to be checked.
 enum Recorded {
     Cell(Box<super::RecordedCell>),
