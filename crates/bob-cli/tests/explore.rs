@@ -291,6 +291,8 @@ assert k["spec"]["completions"] == int(shards)
 assert c["securityContext"]["privileged"] is True
 script = c["args"][0]
 assert "JOB_COMPLETION_INDEX + 1" in script and "--shard $I/$SHARDS" in script, script
+# The report goes beside the --out directory: inside it, explore.json is the run's header.
+assert "--out /results/shard-$I" in script and "> /results/shard-$I.json" in script, script
 print("ok")
 "#;
     let out = std::process::Command::new("python3").args(["-c", check, docs]).output().unwrap();
