@@ -1,0 +1,27 @@
+#!/bin/sh
+# bob explore reproducer: ace-s2-164178 on xfs
+# expected: durability: sync (op 3) is durable here, but /A/foo @7680 is the old data, not the data of op 2 (state sync/e0:0)
+# mkfs: mkfs.xfs -q -f -K DEVICE
+# the workload (setup in the base image, then recorded):
+#   setup: creat /drain
+#   setup: mkdir /A
+#   setup: creat /A/foo
+#   setup: write /A/foo 16384@0
+#   op:    falloc /A/foo zero-range-keep-size 4096@16384
+#   op:    fsync /A/foo
+#   op:    write /A/foo 4096@7680
+#   op:    sync
+# the crash image found first: bob replay seq2-shard1/runs/xfs/ace-s2-164178 --state sync/e0:0 --to crash.img --check
+# Run as root: BOB=/path/to/bob sh reproduce.sh
+set -u
+BOB=${BOB:-bob}
+HERE=$(cd "$(dirname "$0")" && pwd)
+WORKLOAD=${WORKLOAD:-$HERE/workload.json}
+OUT=${OUT:-$(mktemp -d)}
+# 1. mkfs, the workload and its crash states, recorded and checked afresh.
+"$BOB" run --fs xfs --workload "$WORKLOAD" --schedules sync --atomic-write-unit 4096 --fua real --out "$OUT"
+status=$?
+if [ "$status" -eq 0 ]; then echo "not reproduced: every state held"; exit 0; fi
+if [ "$status" -ne 1 ]; then exit "$status"; fi
+# 2. The failing crash image, rebuilt from the trace, recovered and checked.
+"$BOB" replay "$OUT"/xfs/'ace-s2-164178' --to "$OUT/crash.img" --check
