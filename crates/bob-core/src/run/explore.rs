@@ -492,41 +492,39 @@ pub fn explore(
     let mut complete = true;
     let mut count = done.len() as u64;
     // The runs still to do, in order, each workload's file written as it is reached.
-    let mut jobs = selected(&generator, opts)
-        .flat_map(|(index, w)| {
-            let file = workloads_dir.join(format!("{}.json", w.name));
-            let written = match file.exists() {
-                true => Ok(()),
-                false => write_json(&file, &w),
-            };
-            let jobs: Vec<Result<Job, Error>> = match written {
-                Err(e) => vec![Err(e)],
-                Ok(()) => opts
-                    .configs
-                    .iter()
-                    .filter(|c| !done.contains(&(c.name.to_owned(), index)))
-                    .map(|config| {
-                        let workload = for_config(&w, config, opts.documented);
-                        Ok(Job {
-                            index,
-                            name: w.name.clone(),
-                            config,
-                            recovery: opts
-                                .recovery_crashes
-                                .filter(|_| matches!(config.recovery, crate::fs::Recovery::Mount)),
-                            trace_dir: work
-                                .path()
-                                .join("traces")
-                                .join(config.name)
-                                .join(&workload.name),
-                            workload,
-                        })
+    let mut jobs = selected(&generator, opts).flat_map(|(index, w)| {
+        let file = workloads_dir.join(format!("{}.json", w.name));
+        let written = match file.exists() {
+            true => Ok(()),
+            false => write_json(&file, &w),
+        };
+        let jobs: Vec<Result<Job, Error>> = match written {
+            Err(e) => vec![Err(e)],
+            Ok(()) => opts
+                .configs
+                .iter()
+                .filter(|c| !done.contains(&(c.name.to_owned(), index)))
+                .map(|config| {
+                    let workload = for_config(&w, config, opts.documented);
+                    Ok(Job {
+                        index,
+                        name: w.name.clone(),
+                        config,
+                        recovery: opts
+                            .recovery_crashes
+                            .filter(|_| matches!(config.recovery, crate::fs::Recovery::Mount)),
+                        trace_dir: work
+                            .path()
+                            .join("traces")
+                            .join(config.name)
+                            .join(&workload.name),
+                        workload,
                     })
-                    .collect(),
-            };
-            jobs
-        })
-        .peekable();
+                })
+                .collect(),
+        };
+        jobs
+    });
     // Whether to start another run: not after an interrupt or the budget.
     let go_on =
         || !cancel.load(Ordering::Relaxed) && opts.budget.is_none_or(|b| started.elapsed() < b);
