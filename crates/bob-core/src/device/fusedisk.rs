@@ -9,9 +9,8 @@
 //! daemon in order, one for one; a crash-state view's file is cached ([`Disk::cached`]),
 //! as only its contents matter: fsck's and recovery's small reads (xfs_repair reads the
 //! log 1 KiB at a time) are then served by the kernel's readahead, not one FUSE request
-//! each. The
-//! daemon only touches memory and files outside any device it serves: it must never do
-//! I/O that depends on a loop device it backs.
+//! each. The daemon only touches memory and files outside any device it serves: it must
+//! never do I/O that depends on a loop device it backs.
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
