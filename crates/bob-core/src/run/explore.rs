@@ -379,10 +379,10 @@ fn run_workload(
 }
 
 /// One workload run still to do: the workload's index, its configuration, the workload
-/// as run there, and where its trace is kept for crashes during recovery.
+/// as run there (named as generated), and where its trace is kept for crashes during
+/// recovery.
 struct Job<'a> {
     index: u64,
-    name: String,
     config: &'a FsConfig,
     workload: Workload,
     recovery: Option<RecoveryCrashes>,
@@ -508,7 +508,6 @@ pub fn explore(
                     let workload = for_config(&w, config, opts.documented);
                     Ok(Job {
                         index,
-                        name: w.name.clone(),
                         config,
                         recovery: opts
                             .recovery_crashes
@@ -598,7 +597,7 @@ pub fn explore(
             let mut rec = RunRecord {
                 config: job.config.name.to_owned(),
                 index: job.index,
-                workload: job.name.clone(),
+                workload: job.workload.name.clone(),
                 outcome: String::new(),
                 key: None,
                 story: None,
@@ -743,7 +742,11 @@ pub fn explore(
             count += 1;
             append(&Line::Run(rec.clone()))?;
             lines.push(Line::Run(rec));
-            progress.done(count, witnessed.len(), &format!("{} on {}", job.name, job.config.name));
+            progress.done(
+                count,
+                witnessed.len(),
+                &format!("{} on {}", job.workload.name, job.config.name),
+            );
             mark = Instant::now();
         }
         drop(recorded_rx);
