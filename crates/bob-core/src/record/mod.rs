@@ -563,9 +563,8 @@ impl MountedDisk {
 /// model needs would be missing); `None` where the kernel has no tracefs or it cannot
 /// start, which only costs the annotations.
 pub fn default_tracing(dev: &Path) -> Option<tracefs::TracefsSession> {
-    if tracefs::mounted_tracefs().is_none() && !tracefs::kernel_has_tracefs() {
-        return None;
-    }
+    // `start` mounts tracefs privately when it is not mounted, and refuses a kernel
+    // without it.
     tracefs::TracefsSession::start(dev).ok()
 }
 
