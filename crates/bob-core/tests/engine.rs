@@ -573,6 +573,21 @@ fn dedup_after_recovery_gives_every_state_the_outcome_of_a_full_check() {
         if a.mounted_as == i && a.check.snapshot_reused {
             reused += 1;
         }
+        // Each checked state says where its time went; a reused step took none.
+        if a.mounted_as == i && a.check.did_mount() {
+            let steps = a.check.steps.expect("a checked state's step times");
+            assert!(steps.recover_ms > 0.0 && steps.unmount_ms > 0.0, "{steps:?}");
+            assert_eq!(steps.snapshot_ms > 0.0, !a.check.snapshot_reused, "{steps:?}");
+            assert_eq!(steps.fsck_ms > 0.0, !a.check.fsck_reused, "{steps:?}");
+            let parts = steps.attach_ms
+                + steps.recover_ms
+                + steps.key_ms
+                + steps.snapshot_ms
+                + steps.unmount_ms
+                + steps.fsck_ms
+                + steps.detach_ms;
+            assert!(parts <= steps.total_ms, "{steps:?}");
+        }
     }
     assert!(reused > 0, "xfs recovery converges states: some snapshot is reused");
 }
@@ -623,6 +638,8 @@ fn a_resumed_run_keeps_the_retries_its_journal_recorded() {
     assert_nothing_left(rec.dir.path(), "the resumed run");
     let after = std::fs::read_to_string(&journal_path).unwrap();
     assert_eq!(after.lines().count(), distinct, "nothing was checked again");
+    assert!(first.iter().any(|r| r.check.steps.is_some()));
+    assert!(resumed.iter().all(|r| r.check.steps.is_none()), "no step ran again");
     let retried: Vec<usize> = resumed
         .iter()
         .enumerate()

@@ -562,6 +562,7 @@ fn engine_phase(
             states_mounted: serial_mounted,
             seconds: serial_seconds,
             ms_per_mounted_state: serial_seconds * 1e3 / serial_mounted.max(1) as f64,
+            steps: report::StepMeans::of(serial.iter().filter_map(|r| r.check.steps.as_ref())),
         },
         memory: MemoryReport {
             peak_rss_before_engine_kib,

@@ -84,6 +84,80 @@ pub struct EngineSerial {
     pub seconds: f64,
     /// Wall time per mounted state, ms.
     pub ms_per_mounted_state: f64,
+    /// Where a mounted state's time went, step by step (absent in reports before it).
+    #[serde(default)]
+    pub steps: StepMeans,
+}
+
+/// The mean time per mounted state of each step of its check, ms, over the states of one
+/// engine run that were checked (not reused from an earlier run's journal): the steps add
+/// up to `total_ms`, with `other_ms` what falls between them (serving the view, the
+/// verdict). A snapshot or fsck reused from a state that recovered to the same image
+/// counts 0, so their means are what dedup after recovery left of them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepMeans {
+    /// States the means are over.
+    pub states: usize,
+    /// Of them, states whose tree was walked.
+    pub snapshots_taken: usize,
+    /// Of them, states whose read-only fsck ran.
+    pub fscks_run: usize,
+    /// Loop attach (as each field, see [`crate::check::StepTimes`]).
+    pub attach_ms: f64,
+    /// Recovery: the mount with its journal replay.
+    pub recover_ms: f64,
+    /// The recovered image's key.
+    pub key_ms: f64,
+    /// The walk of the recovered tree.
+    pub snapshot_ms: f64,
+    /// The unmount.
+    pub unmount_ms: f64,
+    /// The read-only fsck.
+    pub fsck_ms: f64,
+    /// Loop detach.
+    pub detach_ms: f64,
+    /// The rest of the check: serving the view, the verdict.
+    pub other_ms: f64,
+    /// The whole check.
+    pub total_ms: f64,
+}
+
+impl StepMeans {
+    /// The means over `steps`, one per checked state.
+    pub fn of<'a>(steps: impl IntoIterator<Item = &'a crate::check::StepTimes>) -> StepMeans {
+        let steps: Vec<_> = steps.into_iter().collect();
+        let n = steps.len();
+        let mean = |f: &dyn Fn(&crate::check::StepTimes) -> f64| {
+            if n == 0 {
+                0.0
+            } else {
+                steps.iter().map(|s| f(s)).sum::<f64>() / n as f64
+            }
+        };
+        let parts = |s: &crate::check::StepTimes| {
+            s.attach_ms
+                + s.recover_ms
+                + s.key_ms
+                + s.snapshot_ms
+                + s.unmount_ms
+                + s.fsck_ms
+                + s.detach_ms
+        };
+        StepMeans {
+            states: n,
+            snapshots_taken: steps.iter().filter(|s| s.snapshot_ms > 0.0).count(),
+            fscks_run: steps.iter().filter(|s| s.fsck_ms > 0.0).count(),
+            attach_ms: mean(&|s| s.attach_ms),
+            recover_ms: mean(&|s| s.recover_ms),
+            key_ms: mean(&|s| s.key_ms),
+            snapshot_ms: mean(&|s| s.snapshot_ms),
+            unmount_ms: mean(&|s| s.unmount_ms),
+            fsck_ms: mean(&|s| s.fsck_ms),
+            detach_ms: mean(&|s| s.detach_ms),
+            other_ms: mean(&|s| (s.total_ms - parts(s)).max(0.0)),
+            total_ms: mean(&|s| s.total_ms),
+        }
+    }
 }
 
 /// The floor and the single steps that explain the engine's cost above it.
@@ -330,6 +404,23 @@ impl BenchReport {
             self.engine_serial.states_mounted,
             self.engine_serial.states
         ));
+        let st = &self.engine_serial.steps;
+        line(format!(
+            "  its steps, mean ms per mounted state: attach {:.2}, recover (mount) {:.2}, key \
+             {:.2}, walk {:.2} ({} walked), unmount {:.2}, fsck {:.2} ({} run), detach {:.2}, \
+             other {:.2}; total {:.2}",
+            st.attach_ms,
+            st.recover_ms,
+            st.key_ms,
+            st.snapshot_ms,
+            st.snapshots_taken,
+            st.unmount_ms,
+            st.fsck_ms,
+            st.fscks_run,
+            st.detach_ms,
+            st.other_ms,
+            st.total_ms
+        ));
         match &self.recorder {
             Some(r) => line(format!(
                 "recorder overhead: {:.2}x ({} MiB over {} files + fsync: recording disk {:.2} s, \
@@ -383,5 +474,42 @@ pub(super) fn describe(o: &Outcome) -> String {
         o.name().to_owned()
     } else {
         format!("{}: {}", o.name(), o.detail())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::StepTimes;
+
+    #[test]
+    fn step_means_add_up_to_the_total_with_reused_steps_counted_as_zero() {
+        let walked = StepTimes {
+            attach_ms: 1.0,
+            recover_ms: 4.0,
+            key_ms: 0.5,
+            snapshot_ms: 2.0,
+            unmount_ms: 3.0,
+            fsck_ms: 6.0,
+            detach_ms: 0.5,
+            total_ms: 18.0,
+        };
+        let reused = StepTimes { snapshot_ms: 0.0, fsck_ms: 0.0, total_ms: 10.0, ..walked };
+        let m = StepMeans::of([&walked, &reused]);
+        assert_eq!((m.states, m.snapshots_taken, m.fscks_run), (2, 1, 1));
+        assert_eq!((m.snapshot_ms, m.fsck_ms, m.recover_ms), (1.0, 3.0, 4.0));
+        // 18 - 17 and 10 - 9: one ms each outside the steps.
+        assert_eq!(m.other_ms, 1.0);
+        assert_eq!(m.total_ms, 14.0);
+        let parts = m.attach_ms
+            + m.recover_ms
+            + m.key_ms
+            + m.snapshot_ms
+            + m.unmount_ms
+            + m.fsck_ms
+            + m.detach_ms
+            + m.other_ms;
+        assert!((parts - m.total_ms).abs() < 1e-9);
+        assert_eq!(StepMeans::of([]), StepMeans::default());
     }
 }

@@ -352,6 +352,7 @@ pub fn run_state_stream(
                         _ => None,
                     };
                     let mut retries = 0;
+                    let started = std::time::Instant::now();
                     let checked = loop {
                         let view = Arc::new(
                             CrashView::new(
@@ -407,6 +408,9 @@ pub fn run_state_stream(
                     match checked {
                         Ok(mut c) => {
                             c.infra_retries = retries;
+                            if let Some(steps) = c.steps.as_mut() {
+                                steps.total_ms = started.elapsed().as_secs_f64() * 1e3;
+                            }
                             if c.outcome == Outcome::Held {
                                 c.snapshot = None;
                             }

@@ -156,6 +156,55 @@ pub struct StateCheck {
     /// [`Error::is_infrastructure`]): 1 when a retry on a fresh loop device succeeded.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub infra_retries: usize,
+    /// Where this check's time went, for a state that was attached to a loop device. A
+    /// measurement of this run, not part of the result: not journaled, and a result
+    /// reused from a journal has none.
+    #[serde(skip)]
+    pub steps: Option<StepTimes>,
+}
+
+/// Where one state's check spent its wall time, in milliseconds: what `bob bench` adds up
+/// to show what a mounted state costs above the mount floor. A step that did not run (a
+/// snapshot or fsck reused from an earlier state that recovered to the same image) is 0.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepTimes {
+    /// Binding a free loop device to the state's view.
+    pub attach_ms: f64,
+    /// Recovery: the mount (journal or log replay inside it), the configuration's
+    /// fsck-before-mount and any repair ladder.
+    pub recover_ms: f64,
+    /// The recovered image's key (dedup after recovery).
+    pub key_ms: f64,
+    /// Walking the recovered tree (0 when reused).
+    pub snapshot_ms: f64,
+    /// The unmount.
+    pub unmount_ms: f64,
+    /// The read-only fsck (0 when reused).
+    pub fsck_ms: f64,
+    /// Unbinding the loop device.
+    pub detach_ms: f64,
+    /// The whole check as the engine's worker saw it: the steps above, the verdict, and
+    /// serving the view (making it, adding it to and removing it from the FUSE disk).
+    pub total_ms: f64,
+}
+
+/// Times the steps of one check: each [`Laps::lap`] is the time since the one before.
+pub(crate) struct Laps {
+    last: std::time::Instant,
+}
+
+impl Laps {
+    pub(crate) fn start() -> Laps {
+        Laps { last: std::time::Instant::now() }
+    }
+
+    /// Milliseconds since the last lap (or the start).
+    pub(crate) fn lap(&mut self) -> f64 {
+        let now = std::time::Instant::now();
+        let ms = now.duration_since(self.last).as_secs_f64() * 1e3;
+        self.last = now;
+        ms
+    }
 }
 
 fn is_false(b: &bool) -> bool {
@@ -189,6 +238,7 @@ impl StateCheck {
             snapshot_reused: false,
             fsck_reused: false,
             infra_retries: 0,
+            steps: None,
         }
     }
 

@@ -10,7 +10,9 @@ use workloads::{CrashContext, Snapshot};
 
 use super::checker::{checker_verdict, finish_checked, run_checker};
 use super::journal::hex;
-use super::{Error, FsckPolicy, Judge, Outcome, Repair, Speedups, StateCheck, Subject};
+use super::{
+    Error, FsckPolicy, Judge, Laps, Outcome, Repair, Speedups, StateCheck, StepTimes, Subject,
+};
 use crate::device::loopdev::LoopDevice;
 use crate::device::{cmd, mount};
 use crate::fs::{Recovery, RepairStep, Timeouts};
@@ -133,7 +135,10 @@ pub fn check_image_with(
         return check_research(subject, judge, &state, durable_ops, timeouts);
     }
     let config = &subject.config;
+    let mut laps = Laps::start();
+    let mut steps = StepTimes::default();
     let loopdev = LoopDevice::attach_free(disk_file)?;
+    steps.attach_ms = laps.lap();
     let dev = loopdev.path().to_owned();
     let dev_str = dev.to_string_lossy().into_owned();
     let done = |outcome| Ok(StateCheck::failed(outcome));
@@ -229,26 +234,33 @@ pub fn check_image_with(
             .map(|c| c.after_repair(repair))
             .and_then(|c| loopdev.detach().map(|()| c).map_err(Error::from));
     }
+    steps.recover_ms = laps.lap();
     // The recovered image's key, taken now that recovery has written (journal recovery
     // syncs the device before the mount returns).
     let after = after.filter(|a| a.speed.recovered_dedup || a.speed.fsck == FsckPolicy::Once);
     let key = after.map(|a| a.view.recovered_digest(a.stamps));
+    steps.key_ms = laps.lap();
     let seen = after.zip(key.as_ref()).and_then(|(a, k)| a.cache.get(k));
     if let (Some(hit), Some(a)) = (&seen, after) {
         if a.speed.recovered_dedup {
             fs_mount.unmount()?;
+            steps.unmount_ms = laps.lap();
             loopdev.detach()?;
+            steps.detach_ms = laps.lap();
             let mut check =
                 oracle_verdict(subject, hit.snapshot.clone(), hit.fsck.clone(), durable_ops)
                     .after_repair(repair);
             check.recovered_image = key.map(|k| hex(&k));
             check.snapshot_reused = true;
             check.fsck_reused = true;
+            check.steps = Some(steps);
             return Ok(check);
         }
     }
     let snapshot = workloads::take_snapshot(mnt, &subject.workload);
+    steps.snapshot_ms = laps.lap();
     fs_mount.unmount()?;
+    steps.unmount_ms = laps.lap();
     let snapshot = match snapshot {
         Ok(s) => s,
         Err(e) => {
@@ -260,10 +272,12 @@ pub fn check_image_with(
     let reuse_fsck = seen.filter(|_| after.is_some_and(|a| a.speed.fsck == FsckPolicy::Once));
     if let Some(hit) = reuse_fsck {
         loopdev.detach()?;
+        steps.detach_ms = laps.lap();
         let mut check =
             oracle_verdict(subject, snapshot, hit.fsck.clone(), durable_ops).after_repair(repair);
         check.recovered_image = key.map(|k| hex(&k));
         check.fsck_reused = true;
+        check.steps = Some(steps);
         return Ok(check);
     }
     let fsck = match config.fsck_on(&dev, timeouts.fsck) {
@@ -279,13 +293,16 @@ pub fn check_image_with(
         }
         Err(e) => return Err(crate::device::Error::from(e).into()),
     };
+    steps.fsck_ms = laps.lap();
     loopdev.detach()?;
+    steps.detach_ms = laps.lap();
 
     if let (Some(a), Some(k)) = (after, key) {
         a.cache.insert(k, Recovered { snapshot: snapshot.clone(), fsck: fsck.clone() });
     }
     let mut check = oracle_verdict(subject, snapshot, fsck, durable_ops).after_repair(repair);
     check.recovered_image = key.map(|k| hex(&k));
+    check.steps = Some(steps);
     Ok(check)
 }
 
