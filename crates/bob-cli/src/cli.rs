@@ -143,6 +143,10 @@ pub struct ExploreArgs {
     /// cache (every read of recovery and fsck then reaches bob as its own request).
     #[arg(long)]
     pub no_cached_views: bool,
+    /// Pass the kernel's flushes of crash-state views to bob (a FUSE round trip each)
+    /// instead of refusing them once: a view has no cache to flush.
+    #[arg(long)]
+    pub no_flushless_views: bool,
 }
 
 impl ExploreArgs {
@@ -168,6 +172,7 @@ impl ExploreArgs {
             shared_setup: !self.no_shared_setup,
             record_ahead: !self.no_record_ahead,
             cached_views: !self.no_cached_views,
+            flushless_views: !self.no_flushless_views,
         }
     }
 }

@@ -548,11 +548,72 @@ fn libc_enotconn() -> i32 {
     nix::errno::Errno::ENOTCONN as i32
 }
 
+/// A disk in memory that counts its flushes.
+struct CountingDisk {
+    bytes: std::sync::Mutex<Vec<u8>>,
+    flushes: AtomicUsize,
+}
+
+impl Disk for CountingDisk {
+    fn size(&self) -> u64 {
+        self.bytes.lock().unwrap().len() as u64
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        let bytes = self.bytes.lock().unwrap();
+        buf.copy_from_slice(&bytes[offset as usize..offset as usize + buf.len()]);
+        Ok(())
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.bytes.lock().unwrap()[offset as usize..offset as usize + data.len()]
+            .copy_from_slice(data);
+        Ok(())
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.flushes.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+    fn discard(&self, _offset: u64, _len: u64) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A server of crash-state views refuses fsyncs (`Flushes::Refuse`): every fsync of its
+/// files still succeeds, the writes before it are in the disk, and the disk hears no
+/// flush; a server that forwards them (a recording's) hears each one.
+#[test]
+fn a_flushless_server_answers_fsync_without_a_flush_and_a_forwarding_one_forwards_each() {
+    use bob_core::device::fusedisk::{DiskServer, Flushes};
+    use std::io::{Seek, Write};
+    require_root();
+    for (flushes, heard) in [(Flushes::Refuse, 0), (Flushes::Forward, 3)] {
+        let dir = tempfile::Builder::new().prefix("bob-engine-test-").tempdir().unwrap();
+        let mnt = dir.path().join("disk");
+        std::fs::create_dir_all(&mnt).unwrap();
+        let server = DiskServer::start_with(&mnt, 2, flushes).unwrap();
+        let disk = Arc::new(CountingDisk {
+            bytes: std::sync::Mutex::new(vec![0; 1 << 16]),
+            flushes: AtomicUsize::new(0),
+        });
+        let path = server.add("d.img", disk.clone());
+        let mut file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        for i in 0..3u8 {
+            file.seek(std::io::SeekFrom::Start(u64::from(i) * 4096)).unwrap();
+            file.write_all(&[i + 1; 4096]).unwrap();
+            file.sync_all().unwrap();
+            assert_eq!(disk.bytes.lock().unwrap()[usize::from(i) * 4096], i + 1, "{flushes:?}");
+        }
+        drop(file);
+        assert_eq!(disk.flushes.load(Ordering::SeqCst), heard, "{flushes:?}");
+        drop(server);
+    }
+}
+
 /// Dedup after recovery changes no state's outcome: xfs's log recovery converges most
 /// crash states of a workload into a few images, and every state judged from a reused
 /// snapshot and fsck gets the outcome the full check gives it. The full check also serves
-/// its views with direct I/O (`Speedups::NONE` has no cached views), so every state's
-/// recovery, snapshot and xfs_repair through the page cache agree with them read for read.
+/// its views with direct I/O and passes every flush to them (`Speedups::NONE` has neither
+/// cached nor flushless views), so every state's recovery, snapshot and xfs_repair through
+/// the page cache, without flush round trips, agree with them read for read.
 #[test]
 fn dedup_after_recovery_gives_every_state_the_outcome_of_a_full_check() {
     require_root();

@@ -10,7 +10,7 @@ use super::stats::{median, ms};
 use super::{io_err, BenchOptions, Error, BREAKDOWN_ROUNDS, FUSE_FLOOR_RUNS};
 use crate::check::Subject;
 use crate::crash::{OverlayBuilder, StateId};
-use crate::device::fusedisk::DiskServer;
+use crate::device::fusedisk::{DiskServer, Flushes};
 use crate::device::loopdev::LoopDevice;
 use crate::device::mount;
 use crate::image::CrashView;
@@ -62,10 +62,13 @@ pub(super) fn floor(
     // empty overlay), to separate what FUSE costs from what recovery and fsck cost.
     let fuse_dir = work.join("floor-disk");
     std::fs::create_dir_all(&fuse_dir).map_err(io_err(&fuse_dir))?;
-    let server = DiskServer::start(&fuse_dir, 2)?;
+    // Served as the engine serves crash states: cached, flushes refused.
+    let server = DiskServer::start_with(&fuse_dir, 2, Flushes::Refuse)?;
     let unchanged = StateId { epoch: 0, applied: Vec::new(), pm: None };
     let overlay = OverlayBuilder::new(&subject.trace, &subject.epochs).state(&unchanged);
-    let view = Arc::new(CrashView::new(subject.base.clone(), subject.trace.clone(), overlay));
+    let view = Arc::new(
+        CrashView::new(subject.base.clone(), subject.trace.clone(), overlay).page_cache(true),
+    );
     let file = server.add("floor.img", view);
     let fuse_dev = LoopDevice::attach_free(&file)?;
     mount::mount(fuse_dev.path(), &mnt, config.fstype, &opts)?.unmount()?;

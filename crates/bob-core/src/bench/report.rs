@@ -168,7 +168,7 @@ pub struct FloorBreakdown {
     /// Median mount + umount, ms.
     pub mount_umount_ms_median: f64,
     /// Median mount + umount of the same unchanged image served through bob's FUSE disk
-    /// (a crash-state view with nothing applied), ms.
+    /// (a crash-state view with nothing applied, served as the engine serves states), ms.
     pub fuse_mount_umount_ms_median: f64,
     /// The configuration's read-only fsck of the unchanged image, median ms.
     pub fsck_ms: f64,

@@ -213,7 +213,7 @@ impl TableBenchReport {
         s += &run("optimised (all shortcuts on)", &self.optimised);
         s += &run(
             "baseline (--no-recovered-dedup --fsck always --no-shared-setup --no-record-ahead \
-             --no-cached-views)",
+             --no-cached-views --no-flushless-views)",
             &self.baseline,
         );
         if self.verdicts_agree {

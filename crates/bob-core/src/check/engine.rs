@@ -11,7 +11,7 @@ use super::{
     Subject,
 };
 use crate::crash::{CrashState, OverlayBuilder};
-use crate::device::fusedisk::DiskServer;
+use crate::device::fusedisk::{DiskServer, Flushes};
 use crate::fs::Timeouts;
 use crate::image::CrashView;
 
@@ -50,6 +50,12 @@ pub struct Speedups {
     /// request each (`--no-cached-views` turns it off). Absent in older documents: off.
     #[serde(default)]
     pub cached_views: bool,
+    /// The FUSE disk serving crash-state views refuses the kernel's fsyncs, which a view
+    /// has nothing to do for, so that the loop driver's flushes and FUA writes during
+    /// recovery and unmount are not a FUSE round trip each (`--no-flushless-views` turns
+    /// it off). Absent in older documents: off.
+    #[serde(default)]
+    pub flushless_views: bool,
 }
 
 impl Default for Speedups {
@@ -60,6 +66,7 @@ impl Default for Speedups {
             shared_setup: true,
             record_ahead: true,
             cached_views: true,
+            flushless_views: true,
         }
     }
 }
@@ -72,6 +79,7 @@ impl Speedups {
         shared_setup: false,
         record_ahead: false,
         cached_views: false,
+        flushless_views: false,
     };
 }
 
@@ -249,7 +257,11 @@ pub fn run_state_stream(
     std::fs::create_dir_all(&fuse_dir)
         .map_err(|source| Error::Io { path: fuse_dir.clone(), source })?;
     let jobs = options.jobs.max(1);
-    let server = DiskServer::start(&fuse_dir, jobs + 1)?;
+    let flushes = match options.speed.flushless_views {
+        true => Flushes::Refuse,
+        false => Flushes::Forward,
+    };
+    let server = DiskServer::start_with(&fuse_dir, jobs + 1, flushes)?;
     let results: Mutex<HashMap<usize, StateCheck>> = Mutex::new(HashMap::new());
     // Earliest unique state per failing outcome: the only snapshots worth keeping.
     let keep: Mutex<HashMap<&'static str, usize>> = Mutex::new(HashMap::new());

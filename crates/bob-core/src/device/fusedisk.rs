@@ -9,7 +9,9 @@
 //! daemon in order, one for one; a crash-state view's file is cached ([`Disk::cached`]),
 //! as only its contents matter: fsck's and recovery's small reads (xfs_repair reads the
 //! log 1 KiB at a time) are then served by the kernel's readahead, not one FUSE request
-//! each. The daemon only touches memory and files outside any device it serves: it must
+//! each. A server of views alone also refuses the kernel's fsyncs ([`Flushes::Refuse`]):
+//! a view has nothing to flush, and every flush or FUA write of recovery would otherwise
+//! be a round trip. The daemon only touches memory and files outside any device it serves: it must
 //! never do I/O that depends on a loop device it backs.
 
 use std::collections::BTreeMap;
@@ -99,6 +101,20 @@ fn errno(e: &std::io::Error) -> Errno {
 
 struct DiskFs {
     registry: Arc<Registry>,
+    flushes: Flushes,
+}
+
+/// What a FUSE disk server does with the kernel's fsyncs of its files: a loop device
+/// turns each flush, and each FUA write, into one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flushes {
+    /// Each reaches the disk's [`Disk::flush`]: a recording disk logs it as a barrier.
+    Forward,
+    /// The first is answered ENOSYS, and the kernel, which remembers that for the
+    /// connection, sends none after it (it still writes back and waits first). Only for
+    /// servers of disks with nothing to flush, such as crash-state views: every write is
+    /// in the view when the write returns, as FUSE writes through.
+    Refuse,
 }
 
 impl Filesystem for DiskFs {
@@ -239,6 +255,9 @@ impl Filesystem for DiskFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        if self.flushes == Flushes::Refuse {
+            return reply.error(Errno::ENOSYS);
+        }
         let Some(disk) = self.registry.get(u64::from(ino)) else {
             return reply.error(Errno::ENOENT);
         };
@@ -314,8 +333,13 @@ pub struct DiskServer {
 
 impl DiskServer {
     /// Mounts an empty FUSE disk at `mountpoint` (an existing empty directory), served by
-    /// `threads` threads.
+    /// `threads` threads, every flush forwarded to its disk.
     pub fn start(mountpoint: &Path, threads: usize) -> Result<DiskServer> {
+        DiskServer::start_with(mountpoint, threads, Flushes::Forward)
+    }
+
+    /// [`DiskServer::start`], with a choice of what happens to flushes.
+    pub fn start_with(mountpoint: &Path, threads: usize, flushes: Flushes) -> Result<DiskServer> {
         let registry =
             Arc::new(Registry { files: RwLock::new(BTreeMap::new()), next_ino: AtomicU64::new(2) });
         let mut config = fuser::Config::default();
@@ -326,7 +350,7 @@ impl DiskServer {
         ];
         config.n_threads = Some(threads.max(1));
         config.clone_fd = threads > 1;
-        let fs = DiskFs { registry: registry.clone() };
+        let fs = DiskFs { registry: registry.clone(), flushes };
         let session = fuser::spawn_mount(fs, mountpoint, &config)
             .map_err(|source| Error::Fuse { path: mountpoint.to_owned(), source })?;
         let connection = {
