@@ -83,6 +83,8 @@ struct Recovered {
 #[derive(Debug, Default)]
 pub struct RecoveredCache {
     seen: Mutex<HashMap<[u8; 32], Arc<Recovered>>>,
+    /// The hashes of sectors recovery wrote, which the keys of later states reuse.
+    sector_hashes: crate::crash::overlay::RecoveryHashes,
 }
 
 /// Images kept at most (each with its snapshot): past that, new images are checked but
@@ -238,7 +240,7 @@ pub fn check_image_with(
     // The recovered image's key, taken now that recovery has written (journal recovery
     // syncs the device before the mount returns).
     let after = after.filter(|a| a.speed.recovered_dedup || a.speed.fsck == FsckPolicy::Once);
-    let key = after.map(|a| a.view.recovered_digest(a.stamps));
+    let key = after.map(|a| a.view.recovered_digest(a.stamps, &a.cache.sector_hashes));
     steps.key_ms = laps.lap();
     let seen = after.zip(key.as_ref()).and_then(|(a, k)| a.cache.get(k));
     if let (Some(hit), Some(a)) = (&seen, after) {

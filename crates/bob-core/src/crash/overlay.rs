@@ -166,17 +166,50 @@ impl Overlay {
         written: impl IntoIterator<Item = (u64, &'a [u8; SECTOR])>,
         stamps: &[std::ops::Range<u64>],
     ) -> [u8; 32] {
+        self.recovered_digest_with(trace, written, stamps, &RecoveryHashes::default())
+    }
+
+    /// [`Overlay::recovered_digest`], taking the hash of a sector recovery wrote from
+    /// `hashes` when an earlier state's recovery wrote the same bytes there (the same
+    /// digest, for less work).
+    pub fn recovered_digest_with<'a>(
+        &self,
+        trace: &Trace,
+        written: impl IntoIterator<Item = (u64, &'a [u8; SECTOR])>,
+        stamps: &[std::ops::Range<u64>],
+        hashes: &RecoveryHashes,
+    ) -> [u8; 32] {
         let mut sum = self.sum(trace);
+        // Written sectors under a stamp: the loop over stamps below must not count them
+        // twice. Only those, as recovery may write thousands of sectors.
+        let stamped = |s: u64| {
+            let (start, end) = (s * SECTOR_SIZE, (s + 1) * SECTOR_SIZE);
+            stamps.iter().any(|r| r.start < end && start < r.end)
+        };
         let mut done = std::collections::BTreeSet::new();
+        let mut seen = hashes.seen.lock().unwrap_or_else(PoisonError::into_inner);
         for (s, content) in written {
             if let Some(old) = self.get(s) {
                 sum.sub(sector_hash(trace, s, old));
             }
             let mut content = *content;
             mask(s, &mut content, stamps);
-            sum.add(content_hash(s, &content));
-            done.insert(s);
+            let hash = match seen.get(&s) {
+                Some((known, hash)) if **known == content => *hash,
+                _ => {
+                    let hash = content_hash(s, &content);
+                    if seen.len() < RECOVERY_HASHES_KEPT || seen.contains_key(&s) {
+                        seen.insert(s, (Box::new(content), hash));
+                    }
+                    hash
+                }
+            };
+            sum.add(hash);
+            if stamped(s) {
+                done.insert(s);
+            }
         }
+        drop(seen);
         // Stamped sectors that only the overlay sets: hashed again with the stamps masked.
         for range in stamps {
             let sectors = range.start / SECTOR_SIZE..range.end.div_ceil(SECTOR_SIZE);
@@ -194,6 +227,22 @@ impl Overlay {
         sum.finish(b"bob recovered image v1\0")
     }
 }
+
+/// The hashes of sectors recovery wrote, by sector number, shared by the states of one
+/// run: their recoveries mostly write the same bytes to the same sectors (xfs rewrites
+/// about 2 MiB of its log at every mount, beyond any sector the crash state sets), and
+/// comparing 512 bytes costs far less than hashing them. Keeps the last content seen for
+/// each sector, of at most [`RECOVERY_HASHES_KEPT`] sectors.
+#[derive(Debug, Default)]
+pub struct RecoveryHashes {
+    seen: Mutex<std::collections::HashMap<u64, KnownSector>>,
+}
+
+/// A sector's content as an earlier recovery wrote it (mount stamps masked), and its hash.
+type KnownSector = (Box<[u8; SECTOR]>, Sum);
+
+/// Sectors whose recovery hash is kept at most: 16 MiB of contents.
+pub const RECOVERY_HASHES_KEPT: usize = 1 << 15;
 
 /// Zeroes the bytes of sector `s` that fall in any of `stamps` (disk byte ranges).
 fn mask(s: u64, content: &mut [u8; SECTOR], stamps: &[std::ops::Range<u64>]) {

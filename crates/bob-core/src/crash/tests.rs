@@ -896,6 +896,34 @@ fn recovered_digests_merge_states_that_recovery_converges_and_nothing_else() {
     assert_ne!(x, z);
 }
 
+#[test]
+fn recovered_digests_with_shared_sector_hashes_are_the_digests_without() {
+    let t = trace(vec![w(0, 1), w(8, 1)]);
+    let e = epochs(&t);
+    let ov = |s: &str| overlay(&t, &e, &s.parse().unwrap());
+    let stamps = vec![std::ops::Range { start: 512u64, end: 520 }];
+    let hashes = crate::crash::overlay::RecoveryHashes::default();
+    let (eight, mut one, mut forty) = ([8u8; SECTOR], [1u8; SECTOR], [40u8; SECTOR]);
+    // States in turn, each writing some of the sectors a state before it wrote, with the
+    // same bytes, other bytes, or a different mount stamp: every digest taken through the
+    // shared hashes is the one taken without them.
+    for (i, state) in ["e0:0,1", "e0:0", "e0:-", "e0:1", "e0:0,1", "e0:-"].iter().enumerate() {
+        if i % 2 == 1 {
+            forty[7] ^= 1; // recovery wrote other bytes here than the state before
+        }
+        one[..8].copy_from_slice(&(i as u64).to_le_bytes()); // the stamp differs each time
+        let written: Vec<(u64, &[u8; SECTOR])> = match i % 3 {
+            0 => vec![(8, &eight), (1, &one), (40, &forty)],
+            1 => vec![(1, &one), (40, &forty)],
+            _ => vec![(40, &forty), (0, &eight)],
+        };
+        let o = ov(state);
+        let plain = o.recovered_digest(&t, written.clone(), &stamps);
+        let shared = o.recovered_digest_with(&t, written, &stamps, &hashes);
+        assert_eq!(plain, shared, "state {i} ({state})");
+    }
+}
+
 // ---------------------------------------------------------------- streaming
 
 /// The list generator as it was before states were streamed (every epoch's ids held,

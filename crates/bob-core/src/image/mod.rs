@@ -141,12 +141,18 @@ impl CrashView {
 
     /// The digest of the image as recovery left it, mount stamps masked (see
     /// [`Overlay::recovered_digest`]): states that recover to the same image share it.
-    pub fn recovered_digest(&self, stamps: &[std::ops::Range<u64>]) -> [u8; 32] {
+    /// `hashes` holds the sector hashes of earlier states' recoveries in the same run.
+    pub fn recovered_digest(
+        &self,
+        stamps: &[std::ops::Range<u64>],
+        hashes: &crate::crash::overlay::RecoveryHashes,
+    ) -> [u8; 32] {
         let private = self.private.lock().unwrap_or_else(|p| p.into_inner());
-        self.overlay.recovered_digest(
+        self.overlay.recovered_digest_with(
             &self.trace,
             private.sectors.iter().map(|(&s, data)| (s, &**data)),
             stamps,
+            hashes,
         )
     }
 
