@@ -16,8 +16,11 @@ for i in $(seq 1 "$ROUNDS"); do
   pid=$!
   sleep 8
   kill -9 "$pid"
-  wait "$pid" 2>/dev/null
+  # Cleanup first: a SIGKILLed bob can hang in its own exit, closing a loop device whose
+  # I/O waits on its own FUSE disk, whose serving threads are gone; `bob cleanup` aborts
+  # that connection, and only then does the process end.
   "$BOB" cleanup >"$WORK/cleanup-$i.log" 2>&1
+  wait "$pid" 2>/dev/null
   timeout 600 "$BOB" table --fs orderless,nofs --property detects-inconsistency \
     --out "$WORK/out-$i" --scratch "$WORK/scr-$i" --format json \
     >"$WORK/run-$i.json" 2>"$WORK/run-$i.log"
