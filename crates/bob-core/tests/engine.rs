@@ -548,6 +548,33 @@ fn libc_enotconn() -> i32 {
     nix::errno::Errno::ENOTCONN as i32
 }
 
+/// Threads (or processes: two bob runs on one machine) that take free loop devices at the
+/// same moment race between LOOP_CTL_GET_FREE and binding the device: the loser finds the
+/// device bound (EBUSY) or, when the winner has already used it and is unbinding it,
+/// cannot even open it (ENXIO). Both mean "taken": every attach still gets a device.
+#[test]
+fn loop_devices_taken_at_the_same_moment_all_bind() {
+    use bob_core::device::loopdev::LoopDevice;
+    require_root();
+    let dir = tempfile::Builder::new().prefix("bob-engine-test-").tempdir().unwrap();
+    std::thread::scope(|scope| {
+        for t in 0..4 {
+            let image = dir.path().join(format!("img-{t}"));
+            std::fs::File::create(&image).unwrap().set_len(1 << 20).unwrap();
+            scope.spawn(move || {
+                for i in 0..150 {
+                    let dev = LoopDevice::attach_free(&image)
+                        .unwrap_or_else(|e| panic!("thread {t}, attach {i}: {e}"));
+                    // Opened and closed as a mount or fsck would, then unbound.
+                    drop(std::fs::File::open(dev.path()).unwrap());
+                    dev.detach().unwrap();
+                }
+            });
+        }
+    });
+    assert!(loops_below(dir.path()).is_empty(), "every device unbound");
+}
+
 /// A disk in memory that counts its flushes.
 struct CountingDisk {
     bytes: std::sync::Mutex<Vec<u8>>,

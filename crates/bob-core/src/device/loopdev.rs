@@ -125,14 +125,26 @@ pub struct LoopDevice {
     cleared: bool,
 }
 
+/// How many times [`LoopDevice::attach_free`] asks for a free device before it gives up.
+const ATTACH_TRIES: usize = 64;
+
 impl LoopDevice {
     /// Binds a free loop device (asking `/dev/loop-control`, which creates one if needed)
     /// to `backing`.
     pub fn attach_free(backing: &Path) -> Result<LoopDevice> {
         let ctl_path = Path::new("/dev/loop-control");
-        // Another process may take the device between GET_FREE and CONFIGURE: retry.
+        // Another process (or thread) may take the device between GET_FREE and CONFIGURE:
+        // CONFIGURE then fails with EBUSY, or, when the other has already used it and is
+        // unbinding it (autoclear at its last close), opening it fails with ENXIO. Either
+        // way the device is someone else's: ask for a free one again.
+        // Under heavy contention (several processes, each with several workers) a few
+        // tries can all lose, so it tries up to ATTACH_TRIES times, pausing a millisecond
+        // after the first few to let the others finish binding or unbinding.
         let mut last = None;
-        for _ in 0..16 {
+        for attempt in 0..ATTACH_TRIES {
+            if attempt >= 4 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
             let ctl = File::open(ctl_path).map_err(|e| loop_err(ctl_path, "open", e))?;
             // SAFETY: LOOP_CTL_GET_FREE takes no argument and returns a device number.
             let n = unsafe { libc::ioctl(ctl.as_raw_fd(), LOOP_CTL_GET_FREE) };
@@ -142,7 +154,9 @@ impl LoopDevice {
             let path = PathBuf::from(format!("/dev/loop{n}"));
             match Self::attach(&path, backing) {
                 Ok(dev) => return Ok(dev),
-                Err(Error::Loop { source, .. }) if source.raw_os_error() == Some(libc::EBUSY) => {
+                Err(Error::Loop { source, .. })
+                    if matches!(source.raw_os_error(), Some(libc::EBUSY | libc::ENXIO)) =>
+                {
                     last = Some(path);
                 }
                 Err(e) => return Err(e),
