@@ -160,19 +160,10 @@ impl Overlay {
     /// reads the base image, so a sector set back to its base bytes keeps two images
     /// apart (a missed merge, never a wrong one). Costs the crash epoch's and recovery's
     /// sectors, plus the overlay's sectors under `stamps`.
+    ///
+    /// The hash of a sector recovery wrote comes from `hashes` when an earlier state's
+    /// recovery wrote the same bytes there (the same digest, for less work).
     pub fn recovered_digest<'a>(
-        &self,
-        trace: &Trace,
-        written: impl IntoIterator<Item = (u64, &'a [u8; SECTOR])>,
-        stamps: &[std::ops::Range<u64>],
-    ) -> [u8; 32] {
-        self.recovered_digest_with(trace, written, stamps, &RecoveryHashes::default())
-    }
-
-    /// [`Overlay::recovered_digest`], taking the hash of a sector recovery wrote from
-    /// `hashes` when an earlier state's recovery wrote the same bytes there (the same
-    /// digest, for less work).
-    pub fn recovered_digest_with<'a>(
         &self,
         trace: &Trace,
         written: impl IntoIterator<Item = (u64, &'a [u8; SECTOR])>,

@@ -6,6 +6,7 @@ use proptest::prelude::{any, prop, prop_assert, prop_assert_eq, prop_oneof, prop
 use proptest::strategy::Strategy as Gen;
 use proptest::test_runner::Config as ProptestConfig;
 
+use super::overlay::RecoveryHashes;
 use super::*;
 use crate::trace::{flags, Entry, Trace};
 
@@ -875,24 +876,54 @@ fn recovered_digests_merge_states_that_recovery_converges_and_nothing_else() {
     let eight = [8u8; SECTOR];
     let stamp = 512u64..520; // bytes 0..8 of sector 1
     let mut one = [1u8; SECTOR];
-    let ra = a.recovered_digest(&t, [(8, &eight), (1, &one)], std::slice::from_ref(&stamp));
+    let ra = a.recovered_digest(
+        &t,
+        [(8, &eight), (1, &one)],
+        std::slice::from_ref(&stamp),
+        &RecoveryHashes::default(),
+    );
     one[..8].copy_from_slice(b"mounted!"); // a mount stamp that differs
-    let rb = b.recovered_digest(&t, [(8, &eight), (1, &one)], std::slice::from_ref(&stamp));
+    let rb = b.recovered_digest(
+        &t,
+        [(8, &eight), (1, &one)],
+        std::slice::from_ref(&stamp),
+        &RecoveryHashes::default(),
+    );
     assert_eq!(ra, rb, "converged images digest alike, stamps masked");
     // A byte outside the stamp differs: different images.
     one[100] ^= 1;
-    let rc = b.recovered_digest(&t, [(8, &eight), (1, &one)], std::slice::from_ref(&stamp));
+    let rc = b.recovered_digest(
+        &t,
+        [(8, &eight), (1, &one)],
+        std::slice::from_ref(&stamp),
+        &RecoveryHashes::default(),
+    );
     assert_ne!(ra, rc);
     // Stamps are masked in sectors only the overlay sets too: entry 0 wrote zeros to
     // sector 0, which is the image recovery leaves when it writes zeros there itself.
     let stamp0 = 0u64..4;
-    let x = ov("e0:0").recovered_digest(&t, [], std::slice::from_ref(&stamp0));
+    let x = ov("e0:0").recovered_digest(
+        &t,
+        [],
+        std::slice::from_ref(&stamp0),
+        &RecoveryHashes::default(),
+    );
     let mut stamped = [0u8; SECTOR];
     stamped[..4].copy_from_slice(b"time");
-    let y = ov("e0:-").recovered_digest(&t, [(0, &stamped)], std::slice::from_ref(&stamp0));
+    let y = ov("e0:-").recovered_digest(
+        &t,
+        [(0, &stamped)],
+        std::slice::from_ref(&stamp0),
+        &RecoveryHashes::default(),
+    );
     assert_eq!(x, y);
     stamped[4] = 1;
-    let z = ov("e0:-").recovered_digest(&t, [(0, &stamped)], std::slice::from_ref(&stamp0));
+    let z = ov("e0:-").recovered_digest(
+        &t,
+        [(0, &stamped)],
+        std::slice::from_ref(&stamp0),
+        &RecoveryHashes::default(),
+    );
     assert_ne!(x, z);
 }
 
@@ -902,7 +933,7 @@ fn recovered_digests_with_shared_sector_hashes_are_the_digests_without() {
     let e = epochs(&t);
     let ov = |s: &str| overlay(&t, &e, &s.parse().unwrap());
     let stamps = vec![std::ops::Range { start: 512u64, end: 520 }];
-    let hashes = crate::crash::overlay::RecoveryHashes::default();
+    let hashes = RecoveryHashes::default();
     let (eight, mut one, mut forty) = ([8u8; SECTOR], [1u8; SECTOR], [40u8; SECTOR]);
     // States in turn, each writing some of the sectors a state before it wrote, with the
     // same bytes, other bytes, or a different mount stamp: every digest taken through the
@@ -918,8 +949,8 @@ fn recovered_digests_with_shared_sector_hashes_are_the_digests_without() {
             _ => vec![(40, &forty), (0, &eight)],
         };
         let o = ov(state);
-        let plain = o.recovered_digest(&t, written.clone(), &stamps);
-        let shared = o.recovered_digest_with(&t, written, &stamps, &hashes);
+        let plain = o.recovered_digest(&t, written.clone(), &stamps, &RecoveryHashes::default());
+        let shared = o.recovered_digest(&t, written, &stamps, &hashes);
         assert_eq!(plain, shared, "state {i} ({state})");
     }
 }

@@ -148,7 +148,7 @@ impl CrashView {
         hashes: &crate::crash::overlay::RecoveryHashes,
     ) -> [u8; 32] {
         let private = self.private.lock().unwrap_or_else(|p| p.into_inner());
-        self.overlay.recovered_digest_with(
+        self.overlay.recovered_digest(
             &self.trace,
             private.sectors.iter().map(|(&s, data)| (s, &**data)),
             stamps,
