@@ -134,15 +134,6 @@ impl StepMeans {
                 steps.iter().map(|s| f(s)).sum::<f64>() / n as f64
             }
         };
-        let parts = |s: &crate::check::StepTimes| {
-            s.attach_ms
-                + s.recover_ms
-                + s.key_ms
-                + s.snapshot_ms
-                + s.unmount_ms
-                + s.fsck_ms
-                + s.detach_ms
-        };
         StepMeans {
             states: n,
             snapshots_taken: steps.iter().filter(|s| s.snapshot_ms > 0.0).count(),
@@ -154,7 +145,7 @@ impl StepMeans {
             unmount_ms: mean(&|s| s.unmount_ms),
             fsck_ms: mean(&|s| s.fsck_ms),
             detach_ms: mean(&|s| s.detach_ms),
-            other_ms: mean(&|s| (s.total_ms - parts(s)).max(0.0)),
+            other_ms: mean(&|s| (s.total_ms - s.steps_ms()).max(0.0)),
             total_ms: mean(&|s| s.total_ms),
         }
     }

@@ -188,6 +188,19 @@ pub struct StepTimes {
     pub total_ms: f64,
 }
 
+impl StepTimes {
+    /// The steps above added up: `total_ms` less what fell between them.
+    pub fn steps_ms(&self) -> f64 {
+        self.attach_ms
+            + self.recover_ms
+            + self.key_ms
+            + self.snapshot_ms
+            + self.unmount_ms
+            + self.fsck_ms
+            + self.detach_ms
+    }
+}
+
 /// Times the steps of one check: each [`Laps::lap`] is the time since the one before.
 pub(crate) struct Laps {
     last: std::time::Instant,
