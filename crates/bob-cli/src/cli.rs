@@ -147,6 +147,10 @@ pub struct ExploreArgs {
     /// instead of refusing them once: a view has no cache to flush.
     #[arg(long)]
     pub no_flushless_views: bool,
+    /// Mount every distinct state, even one whose bytes equal an earlier state's on every
+    /// sector that state's recovery, walk and fsck read (which then would be the same).
+    #[arg(long)]
+    pub no_reuse_by_reads: bool,
 }
 
 impl ExploreArgs {
@@ -173,6 +177,7 @@ impl ExploreArgs {
             record_ahead: !self.no_record_ahead,
             cached_views: !self.no_cached_views,
             flushless_views: !self.no_flushless_views,
+            reuse_by_reads: !self.no_reuse_by_reads,
         }
     }
 }

@@ -662,7 +662,7 @@ fn dedup_after_recovery_gives_every_state_the_outcome_of_a_full_check() {
             reused += 1;
         }
         // Each checked state says where its time went; a reused step took none.
-        if a.mounted_as == i && a.check.did_mount() {
+        if a.mounted_as == i && a.check.did_mount() && !a.check.reads_reused {
             let steps = a.check.steps.expect("a checked state's step times");
             assert!(steps.recover_ms > 0.0 && steps.unmount_ms > 0.0, "{steps:?}");
             assert_eq!(steps.snapshot_ms > 0.0, !a.check.snapshot_reused, "{steps:?}");
@@ -671,6 +671,36 @@ fn dedup_after_recovery_gives_every_state_the_outcome_of_a_full_check() {
         }
     }
     assert!(reused > 0, "xfs recovery converges states: some snapshot is reused");
+}
+
+/// Reuse by reads changes no state's outcome: every state that was not mounted, because
+/// its bytes equal an earlier state's on every sector that state's recovery, walk and
+/// fsck read, gets the outcome and fsck result its own mount, walk and fsck give it.
+/// ext4's journal replay reads only the journal's live part and the blocks it names, so
+/// states that differ in an uncommitted transaction or in unreferenced data share one.
+#[test]
+fn reuse_by_reads_gives_every_state_the_outcome_of_its_own_mount() {
+    require_root();
+    let r = record("ext4-ordered", Property::AppendThenRename);
+    let quiet = |_: usize, _: usize| {};
+    let cancel = AtomicBool::new(false);
+    let reads_only = check::Speedups { reuse_by_reads: true, ..check::Speedups::NONE };
+    let fast = r.run_with("reads", 2, reads_only, &quiet, &cancel).unwrap();
+    let full = r.run_with("full", 2, check::Speedups::NONE, &quiet, &cancel).unwrap();
+    assert_eq!(fast.len(), full.len());
+    let mut reused = 0;
+    for (i, (a, b)) in fast.iter().zip(&full).enumerate() {
+        assert_eq!(a.state.id, b.state.id);
+        assert_eq!(a.check.outcome, b.check.outcome, "state {}", a.state.id);
+        assert_eq!(a.check.fsck, b.check.fsck, "state {}", a.state.id);
+        assert_eq!(a.check.did_mount(), b.check.did_mount(), "state {}", a.state.id);
+        assert!(!b.check.reads_reused);
+        if a.mounted_as == i && a.check.reads_reused {
+            reused += 1;
+            assert!(a.check.steps.is_none() && a.check.recovered_image.is_none());
+        }
+    }
+    assert!(reused > 0, "ext4 states that differ only where no check read share one");
 }
 
 /// Issue 13: a resumed run (`--resume`) takes each state's check from the journal as it

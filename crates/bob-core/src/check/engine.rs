@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use super::reads::{ReadsMemo, Reusable};
 use super::{
     check_image_with, AfterRecovery, Error, Journal, Judge, Outcome, RecoveredCache, StateCheck,
     Subject,
@@ -56,6 +57,11 @@ pub struct Speedups {
     /// it off). Absent in older documents: off.
     #[serde(default)]
     pub flushless_views: bool,
+    /// A state whose bytes equal an earlier checked state's on every sector that state's
+    /// check read reuses its recovery, walk and fsck, unmounted (`check::reads`;
+    /// `--no-reuse-by-reads` turns it off). Absent in older documents: off.
+    #[serde(default)]
+    pub reuse_by_reads: bool,
 }
 
 impl Default for Speedups {
@@ -67,6 +73,7 @@ impl Default for Speedups {
             record_ahead: true,
             cached_views: true,
             flushless_views: true,
+            reuse_by_reads: true,
         }
     }
 }
@@ -80,6 +87,7 @@ impl Speedups {
         record_ahead: false,
         cached_views: false,
         flushless_views: false,
+        reuse_by_reads: false,
     };
 }
 
@@ -229,6 +237,8 @@ struct Job {
     state: CrashState,
     /// Its check key (content digest and due promises).
     key: [u8; 32],
+    /// Its content digest.
+    digest: [u8; 32],
     /// The persistence points due in it.
     due: Vec<usize>,
 }
@@ -288,6 +298,15 @@ pub fn run_state_stream(
         results.insert(index, c);
     };
     let recovered = &RecoveredCache::default();
+    // Reuse by reads, where a state's check depends on its disk alone: not for a user's
+    // checker (it is told the state's marks), nor for a PM region (not read through the
+    // view), nor for a research design (recovered in process, where bob's threads run).
+    let memo = ReadsMemo::default();
+    let reads_memo = (options.speed.reuse_by_reads
+        && matches!(judge, Judge::Oracle)
+        && subject.pm.is_none()
+        && subject.config.design().is_none())
+    .then_some(&memo);
     // What mounting stamps is the configuration's: one list for the run, not one per state.
     let stamps = &subject.config.mount_stamps();
     let done = AtomicUsize::new(0);
@@ -344,7 +363,7 @@ pub fn run_state_stream(
                             _ => return,
                         }
                     };
-                    let Job { rank: k, index, state, key, due } = job;
+                    let Job { rank: k, index, state, key, digest, due } = job;
                     if let Some(c) = journal.prior.get(&key) {
                         store(index, c.clone());
                         let n = done.fetch_add(1, Ordering::Relaxed) + 1;
@@ -365,60 +384,89 @@ pub fn run_state_stream(
                     };
                     let mut retries = 0;
                     let started = std::time::Instant::now();
-                    let checked = loop {
-                        let view = Arc::new(
-                            CrashView::new(
-                                subject.base.clone(),
-                                subject.trace.clone(),
-                                builder.state(&state.id),
-                            )
-                            .page_cache(options.speed.cached_views),
-                        );
-                        let name = format!("state-{index}.{retries}.img");
-                        let file = server.add(&name, view.clone());
-                        let checked = match injected.fails(k, retries, &file) {
-                            Some(e) => Err(e),
-                            None => check_image_with(
-                                subject,
-                                judge,
-                                &file,
-                                pm_image.as_deref(),
-                                &mnt,
-                                due.clone(),
-                                &acked,
-                                &options.timeouts,
-                                Some(&AfterRecovery {
-                                    view: &view,
-                                    cache: recovered,
-                                    speed: options.speed,
-                                    stamps,
-                                }),
-                            ),
-                        };
-                        server.remove(&name);
-                        match checked {
-                            // An interrupt stops at once: no retry.
-                            Err(e)
-                                if e.is_infrastructure()
-                                    && retries < INFRA_RETRIES
-                                    && !cancel.load(Ordering::Relaxed) =>
-                            {
-                                retries += 1;
-                                match fresh_mount_point(&options.work_dir, worker, retries, &mnt) {
-                                    Ok(fresh) => mnt = fresh,
-                                    Err(e) => break Err(e),
+                    let overlay = builder.state(&state.id);
+                    let reused = reads_memo.and_then(|m| {
+                        m.find(state.id.epoch, &digest, &overlay, &subject.trace)
+                            .map(|r| r.check_for(subject, due.clone()))
+                    });
+                    let mut reads = None;
+                    let checked = if let Some(c) = reused {
+                        Ok(c)
+                    } else {
+                        loop {
+                            let view = Arc::new(
+                                CrashView::new(
+                                    subject.base.clone(),
+                                    subject.trace.clone(),
+                                    overlay.clone(),
+                                )
+                                .page_cache(options.speed.cached_views)
+                                .track_reads(reads_memo.is_some()),
+                            );
+                            let name = format!("state-{index}.{retries}.img");
+                            let file = server.add(&name, view.clone());
+                            let checked = match injected.fails(k, retries, &file) {
+                                Some(e) => Err(e),
+                                None => check_image_with(
+                                    subject,
+                                    judge,
+                                    &file,
+                                    pm_image.as_deref(),
+                                    &mnt,
+                                    due.clone(),
+                                    &acked,
+                                    &options.timeouts,
+                                    Some(&AfterRecovery {
+                                        view: &view,
+                                        cache: recovered,
+                                        speed: options.speed,
+                                        stamps,
+                                    }),
+                                ),
+                            };
+                            server.remove(&name);
+                            match checked {
+                                // An interrupt stops at once: no retry.
+                                Err(e)
+                                    if e.is_infrastructure()
+                                        && retries < INFRA_RETRIES
+                                        && !cancel.load(Ordering::Relaxed) =>
+                                {
+                                    retries += 1;
+                                    match fresh_mount_point(
+                                        &options.work_dir,
+                                        worker,
+                                        retries,
+                                        &mnt,
+                                    ) {
+                                        Ok(fresh) => mnt = fresh,
+                                        Err(e) => break Err(e),
+                                    }
                                 }
-                            }
-                            other => {
-                                break other.map(|mut c| {
-                                    c.recovery_writes = view.recovery_writes();
-                                    c
-                                })
+                                other => {
+                                    reads = view.first_reads();
+                                    break other.map(|mut c| {
+                                        c.recovery_writes = view.recovery_writes();
+                                        c
+                                    });
+                                }
                             }
                         }
                     };
                     match checked {
                         Ok(mut c) => {
+                            if let (Some(memo), Some(mut reads)) = (reads_memo, reads) {
+                                let reused = c.snapshot_reused || c.fsck_reused;
+                                if let Some(behind) = &c.reads_behind {
+                                    reads.extend(behind.iter().copied());
+                                }
+                                let result = Reusable::of(&c)
+                                    .filter(|_| !reused || c.reads_behind.is_some());
+                                if let Some(result) = result {
+                                    let at = (state.id.epoch, digest, &overlay);
+                                    memo.add(&subject.epochs, &subject.trace, at, &reads, result);
+                                }
+                            }
                             c.infra_retries = retries;
                             if let Some(steps) = c.steps.as_mut() {
                                 steps.total_ms = started.elapsed().as_secs_f64() * 1e3;
@@ -484,7 +532,7 @@ pub fn run_state_stream(
                 scope.spawn(worker(spawned));
                 spawned += 1;
             }
-            let job = Job { rank, index, state: listed[index].0.clone(), key, due };
+            let job = Job { rank, index, state: listed[index].0.clone(), key, digest, due };
             if queue.send(job).is_err() {
                 break; // every worker has stopped (an error, a cancel, a panic)
             }

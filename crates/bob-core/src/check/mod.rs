@@ -23,6 +23,7 @@ mod checker;
 mod engine;
 mod journal;
 pub mod outcome;
+mod reads;
 mod state;
 mod subject;
 
@@ -152,6 +153,15 @@ pub struct StateCheck {
     /// The fsck result came from an earlier state that recovered to the same image.
     #[serde(default, skip_serializing_if = "is_false")]
     pub fsck_reused: bool,
+    /// The whole check (recovery, walk, fsck) came from an earlier state whose check read
+    /// no sector where this state's bytes differ (reuse by reads, `check::reads`); only
+    /// the verdict was judged again.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub reads_reused: bool,
+    /// The sectors read by the check that this one's snapshot or fsck result came from
+    /// (dedup after recovery), which reuse by reads must count as this check's reads.
+    #[serde(skip)]
+    pub(crate) reads_behind: Option<std::sync::Arc<std::collections::BTreeSet<u64>>>,
     /// Attempts that failed in bob's own machinery before this result (see
     /// [`Error::is_infrastructure`]): 1 when a retry on a fresh loop device succeeded.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -250,6 +260,8 @@ impl StateCheck {
             recovered_image: None,
             snapshot_reused: false,
             fsck_reused: false,
+            reads_reused: false,
+            reads_behind: None,
             infra_retries: 0,
             steps: None,
         }

@@ -73,6 +73,9 @@ pub fn pm_image_path(disk_file: &Path) -> std::path::PathBuf {
 struct Recovered {
     snapshot: Snapshot,
     fsck: Option<String>,
+    /// The sectors its check read (when tracked): what a state reusing this result has
+    /// read, for reuse by reads.
+    reads: Option<Arc<std::collections::BTreeSet<u64>>>,
 }
 
 /// The recovered images of one run already checked, by
@@ -255,6 +258,7 @@ pub fn check_image_with(
             check.recovered_image = key.map(|k| hex(&k));
             check.snapshot_reused = true;
             check.fsck_reused = true;
+            check.reads_behind = hit.reads.clone();
             check.steps = Some(steps);
             return Ok(check);
         }
@@ -279,6 +283,7 @@ pub fn check_image_with(
             oracle_verdict(subject, snapshot, hit.fsck.clone(), durable_ops).after_repair(repair);
         check.recovered_image = key.map(|k| hex(&k));
         check.fsck_reused = true;
+        check.reads_behind = hit.reads.clone();
         check.steps = Some(steps);
         return Ok(check);
     }
@@ -300,7 +305,8 @@ pub fn check_image_with(
     steps.detach_ms = laps.lap();
 
     if let (Some(a), Some(k)) = (after, key) {
-        a.cache.insert(k, Recovered { snapshot: snapshot.clone(), fsck: fsck.clone() });
+        let reads = a.view.first_reads().map(Arc::new);
+        a.cache.insert(k, Recovered { snapshot: snapshot.clone(), fsck: fsck.clone(), reads });
     }
     let mut check = oracle_verdict(subject, snapshot, fsck, durable_ops).after_repair(repair);
     check.recovered_image = key.map(|k| hex(&k));
@@ -467,7 +473,7 @@ fn research_fsck(design: researchfs::Design, dev: &dyn researchfs::BlockDevice) 
 
 /// The oracle's verdict on a recovered snapshot, with the read-only fsck's complaint (if
 /// any) as its own category when the property held.
-fn oracle_verdict(
+pub(super) fn oracle_verdict(
     subject: &Subject,
     snapshot: Snapshot,
     fsck: Option<String>,

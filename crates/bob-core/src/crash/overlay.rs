@@ -47,6 +47,21 @@ pub enum SectorSource {
 }
 
 impl SectorSource {
+    /// Whether two sectors hold the same bytes: the same source, or equal contents.
+    /// `None` (content not set by the sources' map) equals only `None`.
+    pub fn same_content(a: Option<SectorSource>, b: Option<SectorSource>, trace: &Trace) -> bool {
+        match (a, b) {
+            (a, b) if a == b => true,
+            (Some(a), Some(b)) => {
+                let (mut x, mut y) = ([0u8; SECTOR], [0u8; SECTOR]);
+                a.copy_to(trace, 0, &mut x);
+                b.copy_to(trace, 0, &mut y);
+                x == y
+            }
+            _ => false,
+        }
+    }
+
     /// Copies bytes `from..from + out.len()` of this sector's content into `out`. Data a
     /// (malformed) entry lacks reads as zeros.
     fn copy_to(self, trace: &Trace, from: usize, out: &mut [u8]) {
@@ -91,6 +106,12 @@ impl Overlay {
     /// Where `sector` comes from, or `None` if the base image provides it.
     pub fn get(&self, sector: u64) -> Option<SectorSource> {
         self.top.get(&sector).or_else(|| self.base.map.get(&sector)).copied()
+    }
+
+    /// Where `sector` comes from in the crash epoch's writes this state applies, or
+    /// `None` when it holds an earlier epoch's or the base image's content.
+    pub fn crash_epoch_source(&self, sector: u64) -> Option<SectorSource> {
+        self.top.get(&sector).copied()
     }
 
     /// Every sector the overlay sets, by increasing sector number.

@@ -3,7 +3,7 @@
 //! overlay that absorbs what recovery writes. Nothing here copies the image; building a
 //! view costs the size of its overlay.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -103,6 +103,9 @@ pub struct CrashView {
     overlay: Overlay,
     private: Mutex<PrivateOverlay>,
     cached: bool,
+    /// Sectors read before this view wrote them: all of the state's own content that
+    /// anything run on the view could have seen (for reuse by reads), when tracked.
+    first_reads: Option<Mutex<BTreeSet<u64>>>,
 }
 
 impl CrashView {
@@ -114,6 +117,7 @@ impl CrashView {
             overlay,
             private: Mutex::new(PrivateOverlay::default()),
             cached: true,
+            first_reads: None,
         }
     }
 
@@ -121,6 +125,12 @@ impl CrashView {
     /// serves it with direct I/O, as bob did before).
     pub fn page_cache(mut self, cached: bool) -> CrashView {
         self.cached = cached;
+        self
+    }
+
+    /// Logs the sectors read before the view wrote them (see [`CrashView::first_reads`]).
+    pub fn track_reads(mut self, track: bool) -> CrashView {
+        self.first_reads = track.then(Mutex::default);
         self
     }
 
@@ -156,6 +166,12 @@ impl CrashView {
         )
     }
 
+    /// Sectors read before this view wrote them, when [`CrashView::track_reads`] is on.
+    pub fn first_reads(&self) -> Option<BTreeSet<u64>> {
+        let reads = self.first_reads.as_ref()?;
+        Some(reads.lock().unwrap_or_else(|p| p.into_inner()).clone())
+    }
+
     /// Sectors recovery wrote to this view.
     pub fn recovery_writes(&self) -> usize {
         self.private.lock().map(|p| p.len()).unwrap_or(0)
@@ -171,6 +187,12 @@ impl Disk for CrashView {
         self.overlay.read_into(&self.trace, offset, buf);
         if let Ok(private) = self.private.lock() {
             private.read_into(offset, buf);
+            if let Some(reads) = &self.first_reads {
+                let first = offset / SECTOR_SIZE;
+                let end = (offset + buf.len() as u64).div_ceil(SECTOR_SIZE);
+                let mut reads = reads.lock().unwrap_or_else(|p| p.into_inner());
+                reads.extend((first..end).filter(|s| !private.sectors.contains_key(s)));
+            }
         }
         Ok(())
     }

@@ -376,6 +376,11 @@ pub struct Cell {
     /// same image (`--fsck once`); every state keeps a result.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub fsck_reused: usize,
+    /// Distinct states not mounted at all: their bytes equal an earlier state's on every
+    /// sector that state's recovery, walk and fsck read, so they share its check and only
+    /// their verdict is judged (reuse by reads). Counted in `states_mounted`: they mount.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reads_reused: usize,
     /// Wall time of the cell, recording included.
     pub seconds: f64,
     /// Recordings of this cell whose file system was made by mkfs for them.
@@ -751,6 +756,7 @@ impl Cell {
             states_recovered_unique: recovered_unique(results),
             snapshot_reused: mounted_checks(results).filter(|c| c.snapshot_reused).count(),
             fsck_reused: mounted_checks(results).filter(|c| c.fsck_reused).count(),
+            reads_reused: mounted_checks(results).filter(|c| c.reads_reused).count(),
             seconds: 0.0,
             setup_made: 0,
             setup_reused: 0,
@@ -795,6 +801,7 @@ impl Cell {
             };
         self.snapshot_reused += b.snapshot_reused;
         self.fsck_reused += b.fsck_reused;
+        self.reads_reused += b.reads_reused;
     }
 
     /// Applies what the recording exercised: `op_barriers` is how many barriers the judged
@@ -831,6 +838,14 @@ impl Cell {
                  an earlier state's snapshot and fsck, {} its fsck alone\n",
                 self.snapshot_reused,
                 self.fsck_reused.saturating_sub(self.snapshot_reused)
+            ));
+        }
+        if self.reads_reused > 0 {
+            s.push_str(&format!(
+                "  reuse by reads: {} state(s) were not mounted, as their bytes equal an \
+                 earlier state's on every sector its recovery, walk and fsck read; only \
+                 their verdicts were judged\n",
+                self.reads_reused
             ));
         }
         for f in &self.mount_failures {

@@ -1,0 +1,230 @@
+//! Reuse by reads: a crash state whose bytes equal an earlier checked state's on every
+//! sector that state's check read gets that state's recovery, walk and fsck, without a
+//! mount of its own; its verdict is still judged afresh against its own promises.
+//!
+//! Why this is exact: recovery (the kernel's mount, fsck-before-mount, a repair ladder),
+//! the walk of the recovered tree and the read-only fsck are deterministic programs of
+//! the bytes they read, and everything else they depend on (the configuration, the
+//! workload, mount options) is the same for every state of one run. Every byte of a
+//! state's own content that they saw reached them through the view's server
+//! ([`crate::image::CrashView`] logs each sector read before the check itself wrote
+//! it): a view's file has an inode of its own, so its page cache starts empty, and a
+//! loop device's cache dies with its binding. So a state that agrees with a donor on
+//! the donor's reads would have been asked the same questions and given the same
+//! answers, down to the last read: same recovery writes, same tree, same fsck result.
+//! Readahead makes the logged set larger than what was used, which costs hits, never
+//! exactness. Timeouts and bob's own failures are not deterministic and never donate.
+//!
+//! States of one crash epoch share every earlier epoch, so only the sectors the crash
+//! epoch writes can differ between them: a donor keeps its reads among those, with
+//! where each came from. States with identical bytes (the same disk before and after a
+//! flush, which owes different promises) match whatever they read.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+use workloads::Snapshot;
+
+use super::{Outcome, Repair, StateCheck, Subject};
+use crate::crash::{Epoch, Overlay, SectorSource};
+use crate::trace::Trace;
+
+/// What a donor's check found that a state which agrees with it on its reads shares.
+#[derive(Debug)]
+pub(crate) enum Reusable {
+    /// The state mounted (perhaps after repair) and was walked and fsck'd: the verdict
+    /// is judged again against the receiving state's own promises.
+    Walked {
+        snapshot: Snapshot,
+        fsck: Option<String>,
+        repair: Option<Repair>,
+        recovery_writes: usize,
+    },
+    /// The check ended before a verdict: the state did not mount, or its walk failed.
+    Ended(Box<StateCheck>),
+}
+
+/// One checked state that later states may reuse.
+#[derive(Debug)]
+struct Donor {
+    /// The crash epoch's sectors the check read, each with the donor's source for it
+    /// in the crash epoch (`None`: an earlier epoch's or the base image's content).
+    reads: Vec<(u64, Option<SectorSource>)>,
+    result: Arc<Reusable>,
+}
+
+/// Donors kept at most in one run, so memory stays bounded on the largest cells; past
+/// that, states are checked but not remembered.
+const DONORS_KEPT: usize = 4096;
+
+/// The run's donors, by crash epoch and by content digest.
+#[derive(Debug, Default)]
+pub struct ReadsMemo {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    by_epoch: HashMap<u32, Vec<Donor>>,
+    by_digest: HashMap<[u8; 32], Arc<Reusable>>,
+    /// Sector ranges each crash epoch writes, computed once per epoch.
+    written: HashMap<u32, Arc<Vec<(u64, u64)>>>,
+    kept: usize,
+}
+
+/// The sector ranges `[start, end)` the writes of `epoch` touch.
+fn written_by(trace: &Trace, epoch: &Epoch) -> Vec<(u64, u64)> {
+    epoch
+        .writes
+        .iter()
+        .filter_map(|&i| trace.entries.get(i))
+        .map(|e| (e.sector, e.sector.saturating_add(e.nr_sectors)))
+        .collect()
+}
+
+impl ReadsMemo {
+    /// The result of an earlier state that `overlay` (a state of crash epoch `epoch`
+    /// with content digest `digest`) agrees with on every sector its check read.
+    pub(crate) fn find(
+        &self,
+        epoch: u32,
+        digest: &[u8; 32],
+        overlay: &Overlay,
+        trace: &Trace,
+    ) -> Option<Arc<Reusable>> {
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(hit) = inner.by_digest.get(digest) {
+            return Some(hit.clone());
+        }
+        let donors = inner.by_epoch.get(&epoch)?;
+        donors
+            .iter()
+            .find(|d| {
+                d.reads.iter().all(|&(s, theirs)| {
+                    let ours = overlay.crash_epoch_source(s);
+                    SectorSource::same_content(theirs, ours, trace)
+                })
+            })
+            .map(|d| d.result.clone())
+    }
+
+    /// Remembers a checked state: `reads` are the sectors its check (and, for a result
+    /// taken from an earlier state that recovered to the same image, that state's
+    /// check) read before writing them.
+    pub(crate) fn add(
+        &self,
+        epochs: &[Epoch],
+        trace: &Trace,
+        state: (u32, [u8; 32], &Overlay),
+        reads: &BTreeSet<u64>,
+        result: Reusable,
+    ) {
+        let (epoch, digest, overlay) = state;
+        let Some(e) = epochs.get(epoch as usize) else { return };
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if inner.kept >= DONORS_KEPT {
+            return;
+        }
+        inner.kept += 1;
+        let written =
+            inner.written.entry(epoch).or_insert_with(|| Arc::new(written_by(trace, e))).clone();
+        let mut read: Vec<u64> =
+            written.iter().flat_map(|&(start, end)| reads.range(start..end).copied()).collect();
+        read.sort_unstable();
+        read.dedup();
+        let reads = read.into_iter().map(|s| (s, overlay.crash_epoch_source(s))).collect();
+        let result = Arc::new(result);
+        inner.by_digest.entry(digest).or_insert_with(|| result.clone());
+        inner.by_epoch.entry(epoch).or_default().push(Donor { reads, result });
+    }
+}
+
+impl Reusable {
+    /// What a finished check of a state can give later states, if anything: not a
+    /// timeout, not bob's own failure, not a check that reused a result itself without
+    /// the reads behind it.
+    pub(crate) fn of(check: &StateCheck) -> Option<Reusable> {
+        if let Some(snapshot) = &check.snapshot {
+            return Some(Reusable::Walked {
+                snapshot: snapshot.clone(),
+                fsck: check.fsck.clone(),
+                repair: check.repair.clone(),
+                recovery_writes: check.recovery_writes,
+            });
+        }
+        match check.outcome {
+            Outcome::Unrecoverable { .. } | Outcome::ReadError { .. } => {
+                Some(Reusable::Ended(Box::new(StateCheck { steps: None, ..check.clone() })))
+            }
+            _ => None,
+        }
+    }
+
+    /// This result for a state with `durable_ops` due.
+    pub(crate) fn check_for(&self, subject: &Subject, durable_ops: Vec<usize>) -> StateCheck {
+        let mut check = match self {
+            Reusable::Walked { snapshot, fsck, repair, recovery_writes } => {
+                let mut c = super::state::oracle_verdict(
+                    subject,
+                    snapshot.clone(),
+                    fsck.clone(),
+                    durable_ops,
+                )
+                .after_repair(repair.clone());
+                c.recovery_writes = *recovery_writes;
+                c
+            }
+            Reusable::Ended(c) => (**c).clone(),
+        };
+        check.reads_reused = true;
+        check.recovered_image = None;
+        check.snapshot_reused = false;
+        check.fsck_reused = false;
+        check.infra_retries = 0;
+        check.steps = None;
+        check
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crash::{DiskModel, OverlayBuilder, StateId};
+    use crate::trace::Entry;
+
+    /// A donor's result for a state that agrees with it on what it read, and none for a
+    /// state that differs on one sector it read; equal bytes from another write agree.
+    #[test]
+    fn a_state_reuses_a_donor_only_where_they_agree_on_what_it_read() {
+        // One epoch of four writes: sectors 0-1, 8-9, 16-17, and 0-1 again with the
+        // same bytes.
+        let entries = vec![
+            Entry::write(0, vec![1u8; 1024]),
+            Entry::write(8, vec![2u8; 1024]),
+            Entry::write(16, vec![3u8; 1024]),
+            Entry::write(0, vec![1u8; 1024]),
+        ];
+        let trace = Trace::new(512, entries);
+        let epochs = crate::crash::epochs(&trace, &DiskModel::STUDY);
+        let builder = OverlayBuilder::new(&trace, &epochs);
+        let overlay = |writes: &[u32]| builder.state(&StateId::whole(0, writes.iter().copied()));
+        let memo = ReadsMemo::default();
+        let donor = overlay(&[0]);
+        let digest = donor.digest(&trace);
+        // The donor's check read sectors 0, 1 and 9 (and 40, which no write touches).
+        let reads: BTreeSet<u64> = [0, 1, 9, 40].into();
+        let ended = StateCheck::failed(Outcome::Unrecoverable { message: "no fs".into() });
+        let result = Reusable::of(&ended).expect("an unrecoverable state donates");
+        memo.add(&epochs, &trace, (0, digest, &donor), &reads, result);
+
+        let find = |o: &Overlay| memo.find(0, &o.digest(&trace), o, &trace).is_some();
+        assert!(find(&donor), "the donor itself");
+        assert!(!find(&overlay(&[])), "sectors 0-1 unwritten: read, so they differ");
+        assert!(!find(&overlay(&[0, 1])), "sector 9 written: read, so it differs");
+        assert!(find(&overlay(&[0, 2])), "sectors 16-17 written: never read");
+        assert!(find(&overlay(&[3])), "sectors 0-1 from another write, with the same bytes");
+        assert!(memo.find(1, &[7; 32], &donor, &trace).is_none(), "another epoch, another digest");
+        let timeout = StateCheck::failed(Outcome::Timeout { step: "mount".into() });
+        assert!(Reusable::of(&timeout).is_none(), "a timeout says nothing about the bytes");
+    }
+}
