@@ -284,6 +284,9 @@ impl Measured {
             epochs: subject.epochs.len(),
             states: states.len(),
             states_mounted: engine.states_mounted,
+            states_reads_reused: engine.states_reads_reused,
+            engine_ms_per_kernel_mount: engine.seconds * 1e3
+                / (engine.states_mounted - engine.states_reads_reused).max(1) as f64,
             naive_states: naive.sparse_sample.len(),
             naive_seconds: naive.sparse_seconds,
             naive_breakdown: naive.sparse_breakdown.clone(),
@@ -488,6 +491,8 @@ struct EngineRuns {
     results: Vec<StateResult>,
     seconds: f64,
     states_mounted: usize,
+    /// Distinct states that reuse by reads kept from the kernel.
+    states_reads_reused: usize,
     dedup_seconds: f64,
     serial: EngineSerial,
     /// The peak-RSS figures (`hwm_reset` and `malloc_pinned` are filled in by the caller).
@@ -554,6 +559,11 @@ fn engine_phase(
     }
     Ok(EngineRuns {
         states_mounted: mounted(&results),
+        states_reads_reused: results
+            .iter()
+            .enumerate()
+            .filter(|(i, r)| r.mounted_as == *i && r.check.reads_reused)
+            .count(),
         results,
         seconds,
         dedup_seconds,
