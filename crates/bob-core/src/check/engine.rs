@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::reads::{ReadsMemo, Reusable};
+use super::reads::ReadsMemo;
 use super::{
     check_image_with, AfterRecovery, Error, Journal, Judge, Outcome, RecoveredCache, StateCheck,
     Subject,
@@ -298,9 +298,10 @@ pub fn run_state_stream(
         results.insert(index, c);
     };
     let recovered = &RecoveredCache::default();
-    // Reuse by reads, where a state's check depends on its disk alone: not for a user's
-    // checker (it is told the state's marks), nor for a PM region (not read through the
-    // view), nor for a research design (recovered in process, where bob's threads run).
+    // Reuse by reads, where a state's check is a program of its disk's bytes alone: not
+    // for a user's checker (it is told the state's marks), nor for a PM region (not read
+    // through the view), nor for a research design (recovered in process by bob's own
+    // code, not by the kernel and its tools that the argument in `check::reads` is about).
     let memo = ReadsMemo::default();
     let reads_memo = (options.speed.reuse_by_reads
         && matches!(judge, Judge::Oracle)
@@ -455,17 +456,9 @@ pub fn run_state_stream(
                     };
                     match checked {
                         Ok(mut c) => {
-                            if let (Some(memo), Some(mut reads)) = (reads_memo, reads) {
-                                let reused = c.snapshot_reused || c.fsck_reused;
-                                if let Some(behind) = &c.reads_behind {
-                                    reads.extend(behind.iter().copied());
-                                }
-                                let result = Reusable::of(&c)
-                                    .filter(|_| !reused || c.reads_behind.is_some());
-                                if let Some(result) = result {
-                                    let at = (state.id.epoch, digest, &overlay);
-                                    memo.add(&subject.epochs, &subject.trace, at, &reads, result);
-                                }
+                            if let (Some(memo), Some(reads)) = (reads_memo, reads) {
+                                let at = (state.id.epoch, digest, &overlay);
+                                memo.donate(subject, at, reads, &c);
                             }
                             c.infra_retries = retries;
                             if let Some(steps) = c.steps.as_mut() {

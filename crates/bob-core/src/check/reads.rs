@@ -108,10 +108,30 @@ impl ReadsMemo {
             .map(|d| d.result.clone())
     }
 
+    /// Offers a finished check to later states: `state` is its crash epoch, digest and
+    /// overlay, `reads` the sectors its view logged. A check whose snapshot or fsck came
+    /// from an earlier state that recovered to the same image counts that state's reads
+    /// too, and donates only when they are known.
+    pub(crate) fn donate(
+        &self,
+        subject: &Subject,
+        state: (u32, [u8; 32], &Overlay),
+        mut reads: BTreeSet<u64>,
+        check: &StateCheck,
+    ) {
+        if check.snapshot_reused || check.fsck_reused {
+            let Some(behind) = &check.reads_behind else { return };
+            reads.extend(behind.iter().copied());
+        }
+        if let Some(result) = Reusable::of(check) {
+            self.add(&subject.epochs, &subject.trace, state, &reads, result);
+        }
+    }
+
     /// Remembers a checked state: `reads` are the sectors its check (and, for a result
     /// taken from an earlier state that recovered to the same image, that state's
     /// check) read before writing them.
-    pub(crate) fn add(
+    fn add(
         &self,
         epochs: &[Epoch],
         trace: &Trace,
