@@ -79,7 +79,12 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     move |source| Error::Io { path: path.to_owned(), source }
 }
 
-/// The mount point of tracefs in this process's mount namespace, if mounted anywhere.
+/// Prefix of the private tracefs mount a recording makes when tracefs is mounted nowhere.
+const PRIVATE_PREFIX: &str = "bob-tracefs-";
+
+/// The mount point of tracefs in this process's mount namespace, if mounted anywhere but
+/// in another recording's private mount point, which goes away when that recording ends
+/// (two recordings at once, as in the tests, took each other's for their own).
 pub fn mounted_tracefs() -> Option<PathBuf> {
     // procfs undoes every octal escape of the mount point (space, tab, newline, `\\`).
     let found: Vec<PathBuf> = procfs::mounts()
@@ -87,6 +92,7 @@ pub fn mounted_tracefs() -> Option<PathBuf> {
         .into_iter()
         .filter(|m| m.fs_vfstype == "tracefs")
         .map(|m| PathBuf::from(m.fs_file))
+        .filter(|p| !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(PRIVATE_PREFIX)))
         .collect();
     found.iter().find(|p| p.as_path() == Path::new(DEFAULT_TRACEFS)).or(found.first()).cloned()
 }
@@ -160,7 +166,7 @@ impl TracefsSession {
                     return Err(Error::Unavailable("no tracefs in /proc/filesystems".into()));
                 }
                 let dir = tempfile::Builder::new()
-                    .prefix("bob-tracefs-")
+                    .prefix(PRIVATE_PREFIX)
                     .tempdir()
                     .map_err(io(Path::new("/tmp")))?;
                 let m =
@@ -451,5 +457,20 @@ mod tests {
         let rdev = std::fs::metadata(lo.path()).unwrap().rdev();
         assert!(reqs.iter().all(|r| r.major == libc::major(rdev) && r.minor == libc::minor(rdev)));
         lo.detach().unwrap();
+    }
+
+    /// Another recording's private tracefs mount is never taken for this one's: it goes
+    /// away when that recording ends.
+    #[test]
+    fn another_recordings_private_mount_is_not_taken() {
+        if !nix::unistd::geteuid().is_root() || !kernel_has_tracefs() {
+            return;
+        }
+        let dir = tempfile::Builder::new().prefix(PRIVATE_PREFIX).tempdir().unwrap();
+        let m = crate::device::mount::mount(Path::new("tracefs"), dir.path(), "tracefs", "")
+            .expect("mount tracefs");
+        assert!(dir.path().join("events").is_dir(), "the private mount is tracefs");
+        assert_ne!(mounted_tracefs().as_deref(), Some(dir.path()));
+        drop(m);
     }
 }
