@@ -948,7 +948,11 @@ impl View<'_> {
         }
         for earlier in &self.states()[..=d] {
             for (p, &id) in earlier.names.iter().filter(|(p, _)| in_dir(p)) {
-                if s.id(p) != Some(id) && !touched(p) && self.entry_is(p, id) {
+                // The inode now named there may have the old one's number (file systems
+                // reuse a freed inode number at once: ext4 gives a file created right
+                // after an unlink the unlinked one's): the entry is then the new file's.
+                let reused = s.id(p).is_some_and(|now| self.entry_is(p, now));
+                if s.id(p) != Some(id) && !touched(p) && !reused && self.entry_is(p, id) {
                     return Some(format!(
                         "{p} still names {} (gone before the call)",
                         self.ino_text(id)
