@@ -161,7 +161,7 @@ pub struct StateCheck {
     /// The sectors read by the check that this one's snapshot or fsck result came from
     /// (dedup after recovery), which reuse by reads must count as this check's reads.
     #[serde(skip)]
-    pub(crate) reads_behind: Option<std::sync::Arc<std::collections::BTreeSet<u64>>>,
+    pub(crate) reads_behind: Option<std::sync::Arc<reads::SectorRuns>>,
     /// Attempts that failed in bob's own machinery before this result (see
     /// [`Error::is_infrastructure`]): 1 when a retry on a fresh loop device succeeded.
     #[serde(default, skip_serializing_if = "is_zero")]

@@ -29,6 +29,30 @@ use super::{Outcome, Repair, StateCheck, Subject};
 use crate::crash::{Epoch, Overlay, SectorSource};
 use crate::trace::Trace;
 
+/// A set of sectors as sorted runs `[start, end)`: what a recovered image keeps of the
+/// reads behind it, a few runs where readahead read thousands of sectors in a row.
+#[derive(Debug, Default)]
+pub(crate) struct SectorRuns(Vec<(u64, u64)>);
+
+impl SectorRuns {
+    /// The runs of `sectors`.
+    pub(crate) fn of(sectors: &BTreeSet<u64>) -> SectorRuns {
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for &s in sectors {
+            match runs.last_mut() {
+                Some((_, end)) if *end == s => *end += 1,
+                _ => runs.push((s, s + 1)),
+            }
+        }
+        SectorRuns(runs)
+    }
+
+    /// Every sector of the runs.
+    pub(crate) fn sectors(&self) -> impl Iterator<Item = u64> + '_ {
+        self.0.iter().flat_map(|&(start, end)| start..end)
+    }
+}
+
 /// What a donor's check found that a state which agrees with it on its reads shares.
 #[derive(Debug)]
 pub(crate) enum Reusable {
@@ -121,7 +145,7 @@ impl ReadsMemo {
     ) {
         if check.snapshot_reused || check.fsck_reused {
             let Some(behind) = &check.reads_behind else { return };
-            reads.extend(behind.iter().copied());
+            reads.extend(behind.sectors());
         }
         if let Some(result) = Reusable::of(check) {
             self.add(&subject.epochs, &subject.trace, state, &reads, result);
@@ -244,6 +268,9 @@ mod tests {
         assert!(find(&overlay(&[0, 2])), "sectors 16-17 written: never read");
         assert!(find(&overlay(&[3])), "sectors 0-1 from another write, with the same bytes");
         assert!(memo.find(1, &[7; 32], &donor, &trace).is_none(), "another epoch, another digest");
+        let runs = SectorRuns::of(&[3, 4, 5, 9, 11, 12].into());
+        assert_eq!(runs.0, vec![(3, 6), (9, 10), (11, 13)]);
+        assert_eq!(runs.sectors().collect::<Vec<_>>(), vec![3, 4, 5, 9, 11, 12]);
         let timeout = StateCheck::failed(Outcome::Timeout { step: "mount".into() });
         assert!(Reusable::of(&timeout).is_none(), "a timeout says nothing about the bytes");
     }

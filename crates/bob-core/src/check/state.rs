@@ -75,7 +75,7 @@ struct Recovered {
     fsck: Option<String>,
     /// The sectors its check read (when tracked): what a state reusing this result has
     /// read, for reuse by reads.
-    reads: Option<Arc<std::collections::BTreeSet<u64>>>,
+    reads: Option<Arc<super::reads::SectorRuns>>,
 }
 
 /// The recovered images of one run already checked, by
@@ -305,7 +305,7 @@ pub fn check_image_with(
     steps.detach_ms = laps.lap();
 
     if let (Some(a), Some(k)) = (after, key) {
-        let reads = a.view.first_reads().map(Arc::new);
+        let reads = a.view.first_reads().map(|r| Arc::new(super::reads::SectorRuns::of(&r)));
         a.cache.insert(k, Recovered { snapshot: snapshot.clone(), fsck: fsck.clone(), reads });
     }
     let mut check = oracle_verdict(subject, snapshot, fsck, durable_ops).after_repair(repair);
