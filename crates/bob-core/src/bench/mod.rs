@@ -82,6 +82,7 @@ use crate::check::{self, Outcome, StateResult, Subject};
 use crate::crash::{self, CrashState, Limits, OverlayBuilder, Strategy};
 use crate::fs::{FsConfig, Timeouts};
 use crate::record::{self, RecordRequest};
+use crate::report::mounted_checks;
 use crate::run::{Progress, WorkDir};
 use crate::trace::EntryKind;
 
@@ -559,11 +560,7 @@ fn engine_phase(
     }
     Ok(EngineRuns {
         states_mounted: mounted(&results),
-        states_reads_reused: results
-            .iter()
-            .enumerate()
-            .filter(|(i, r)| r.mounted_as == *i && r.check.reads_reused)
-            .count(),
+        states_reads_reused: mounted_checks(&results).filter(|c| c.reads_reused).count(),
         results,
         seconds,
         dedup_seconds,
@@ -589,7 +586,7 @@ fn engine_phase(
 
 /// How many of `results` were mounted (the others shared a mounted state's verdict).
 fn mounted(results: &[StateResult]) -> usize {
-    results.iter().enumerate().filter(|(i, r)| r.mounted_as == *i).count()
+    mounted_checks(results).count()
 }
 
 /// The states where a naive variant and the engine disagree: how many, and the earliest.

@@ -1001,7 +1001,7 @@ pub fn scenario_text(sc: &ScenarioCell) -> String {
 }
 
 /// The checks of the states that were mounted (not deduplicated before mounting).
-fn mounted_checks(results: &[StateResult]) -> impl Iterator<Item = &StateCheck> + '_ {
+pub(crate) fn mounted_checks(results: &[StateResult]) -> impl Iterator<Item = &StateCheck> + '_ {
     results.iter().enumerate().filter(|(i, r)| r.mounted_as == *i).map(|(_, r)| r.check.as_ref())
 }
 
