@@ -19,12 +19,15 @@
 //! crash epoch's sectors, not the whole overlay (tens of megabytes for long traces).
 //! Additive set hashes resist accidental collisions like the hash they sum; their weaker
 //! resistance to deliberately crafted inputs does not matter for disk contents that a file
-//! system wrote.
+//! system wrote. The hash of each written sector is computed once per builder and kept
+//! ([`SectorHashes`]): every state of a crash epoch sums that epoch's sectors again, and a
+//! 4 MiB epoch of thousands of states would otherwise hash the same 4 MiB for each.
 
 use std::collections::BTreeMap;
 use std::iter::Peekable;
 use std::ops::RangeInclusive;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use super::epoch::Epoch;
 use super::id::{Applied, StateId};
@@ -90,6 +93,8 @@ pub struct Overlay {
     top: SectorMap,
     /// Number of distinct sectors in `base` and `top`.
     len: usize,
+    /// The trace's sector hashes, shared by every overlay of one builder.
+    hashes: Arc<SectorHashes>,
 }
 
 impl Overlay {
@@ -165,9 +170,9 @@ impl Overlay {
         let mut sum = self.base.sum;
         for (&s, &source) in &self.top {
             if let Some(&old) = self.base.map.get(&s) {
-                sum.sub(sector_hash(trace, s, old));
+                sum.sub(self.hashes.get(trace, s, old));
             }
-            sum.add(sector_hash(trace, s, source));
+            sum.add(self.hashes.get(trace, s, source));
         }
         sum
     }
@@ -202,7 +207,7 @@ impl Overlay {
         let mut seen = hashes.seen.lock().unwrap_or_else(PoisonError::into_inner);
         for (s, content) in written {
             if let Some(old) = self.get(s) {
-                sum.sub(sector_hash(trace, s, old));
+                sum.sub(self.hashes.get(trace, s, old));
             }
             let mut content = *content;
             mask(s, &mut content, stamps);
@@ -229,7 +234,7 @@ impl Overlay {
                 if !done.insert(s) {
                     continue;
                 }
-                sum.sub(sector_hash(trace, s, source));
+                sum.sub(self.hashes.get(trace, s, source));
                 let mut content = [0u8; SECTOR];
                 source.copy_to(trace, 0, &mut content);
                 mask(s, &mut content, stamps);
@@ -312,6 +317,63 @@ fn sector_hash(trace: &Trace, s: u64, source: SectorSource) -> Sum {
     content_hash(s, &content)
 }
 
+/// The hashes of a trace's written sectors, computed an entry at a time on first use and
+/// kept, within a budget: a sector of entry `e` at index `i` sits at `e.sector + i`
+/// whatever state applies it, so its hash is the trace's, not the state's.
+#[derive(Debug)]
+struct SectorHashes {
+    /// Per trace entry: its sectors' hashes, or `None` when the budget was spent.
+    entries: Vec<OnceLock<Option<Box<[Sum]>>>>,
+    /// Sectors that may still be kept (32 bytes each).
+    budget: AtomicUsize,
+}
+
+/// Sector hashes kept at most per builder: 64 MiB of hashes, the writes of a 1 GiB trace.
+const SECTOR_HASHES_KEPT: usize = 1 << 21;
+
+impl SectorHashes {
+    fn new(trace: &Trace) -> SectorHashes {
+        SectorHashes {
+            entries: (0..trace.entries.len()).map(|_| OnceLock::new()).collect(),
+            budget: AtomicUsize::new(SECTOR_HASHES_KEPT),
+        }
+    }
+
+    /// [`sector_hash`] of `source` at sector `s`, from the kept hashes when there are.
+    fn get(&self, trace: &Trace, s: u64, source: SectorSource) -> Sum {
+        if let SectorSource::Entry { entry, index } = source {
+            let kept = self.entries.get(entry as usize).and_then(|slot| {
+                let e = trace.entries.get(entry as usize)?;
+                slot.get_or_init(|| self.hash_entry(trace, entry as usize)).as_ref().filter(|_| {
+                    // An overlay only ever puts an entry's sector at its own place; any
+                    // other pairing is hashed as asked.
+                    e.sector.checked_add(u64::from(index)) == Some(s)
+                })
+            });
+            if let Some(&hash) = kept.and_then(|h| h.get(index as usize)) {
+                return hash;
+            }
+        }
+        sector_hash(trace, s, source)
+    }
+
+    fn hash_entry(&self, trace: &Trace, entry: usize) -> Option<Box<[Sum]>> {
+        let e = trace.entries.get(entry)?;
+        let n = usize::try_from(e.nr_sectors).ok()?;
+        let index = u32::try_from(entry).ok()?;
+        self.budget
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| b.checked_sub(n))
+            .ok()?;
+        let at = |i: usize| e.sector.checked_add(i as u64);
+        (0..n)
+            .map(|i| {
+                let source = SectorSource::Entry { entry: index, index: u32::try_from(i).ok()? };
+                Some(sector_hash(trace, at(i)?, source))
+            })
+            .collect()
+    }
+}
+
 /// The hash of sector `s` holding `content`.
 fn content_hash(s: u64, content: &[u8; SECTOR]) -> Sum {
     let mut hasher = blake3::Hasher::new();
@@ -364,7 +426,7 @@ impl Iterator for Merge<'_> {
 /// `sum` (if any) the digest sum of the map.
 fn apply(
     map: &mut SectorMap,
-    mut sum: Option<&mut Sum>,
+    mut sum: Option<(&mut Sum, &SectorHashes)>,
     trace: &Trace,
     entry_index: usize,
     tear: Option<&[(u32, u32)]>,
@@ -386,11 +448,11 @@ fn apply(
             SectorSource::Entry { entry: entry_u32, index }
         };
         let old = map.insert(s, source);
-        if let Some(sum) = sum.as_deref_mut() {
+        if let Some((sum, hashes)) = sum.as_mut() {
             if let Some(old) = old {
-                sum.sub(sector_hash(trace, s, old));
+                sum.sub(hashes.get(trace, s, old));
             }
-            sum.add(sector_hash(trace, s, source));
+            sum.add(hashes.get(trace, s, source));
         }
     };
     match tear {
@@ -413,6 +475,7 @@ pub struct OverlayBuilder<'t> {
     epochs: &'t [Epoch],
     /// Recently used prefix maps, keyed by the crash epoch; most recent last.
     cache: Mutex<Vec<(usize, Arc<Prefix>)>>,
+    hashes: Arc<SectorHashes>,
 }
 
 /// How many prefix maps an [`OverlayBuilder`] keeps.
@@ -421,7 +484,8 @@ const CACHED_PREFIXES: usize = 4;
 impl<'t> OverlayBuilder<'t> {
     /// A builder for states of `trace`, cut into `epochs` by [`super::epochs`].
     pub fn new(trace: &'t Trace, epochs: &'t [Epoch]) -> Self {
-        OverlayBuilder { trace, epochs, cache: Mutex::new(Vec::new()) }
+        let hashes = Arc::new(SectorHashes::new(trace));
+        OverlayBuilder { trace, epochs, cache: Mutex::new(Vec::new()), hashes }
     }
 
     /// The map of every epoch before `e` applied whole.
@@ -441,7 +505,7 @@ impl<'t> OverlayBuilder<'t> {
         };
         while k < e {
             for &w in &self.epochs[k].writes {
-                apply(&mut prefix.map, Some(&mut prefix.sum), self.trace, w, None);
+                apply(&mut prefix.map, Some((&mut prefix.sum, &self.hashes)), self.trace, w, None);
             }
             k += 1;
         }
@@ -471,11 +535,51 @@ impl<'t> OverlayBuilder<'t> {
             }
         }
         let len = base.map.len() + top.keys().filter(|s| !base.map.contains_key(s)).count();
-        Overlay { base, top, len }
+        Overlay { base, top, len, hashes: Arc::clone(&self.hashes) }
     }
 }
 
 /// The overlay of one state; prefer an [`OverlayBuilder`] for many states of a trace.
 pub fn overlay(trace: &Trace, epochs: &[Epoch], id: &StateId) -> Overlay {
     OverlayBuilder::new(trace, epochs).state(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::Entry;
+
+    /// A kept hash is the hash of that sector's bytes: for every sector of every entry,
+    /// for a source asked at another place than its own, for a discard, and once the
+    /// budget is spent.
+    #[test]
+    fn kept_sector_hashes_are_the_hashes_of_the_bytes() {
+        let entries = vec![
+            Entry::write(8, (0..2048).map(|i| (i % 251) as u8).collect::<Vec<_>>()),
+            Entry::write(100, vec![7u8; 512]),
+            Entry::discard(8, 2),
+        ];
+        let trace = Trace::new(512, entries);
+        let hashes = SectorHashes::new(&trace);
+        for (entry, e) in trace.entries.iter().enumerate().take(2) {
+            for index in 0..e.nr_sectors as u32 {
+                let source = SectorSource::Entry { entry: entry as u32, index };
+                let s = e.sector + u64::from(index);
+                assert_eq!(hashes.get(&trace, s, source), sector_hash(&trace, s, source));
+                assert_eq!(
+                    hashes.get(&trace, s + 1, source),
+                    sector_hash(&trace, s + 1, source),
+                    "a source at another sector is hashed there"
+                );
+            }
+        }
+        assert_eq!(
+            hashes.get(&trace, 8, SectorSource::Zero),
+            sector_hash(&trace, 8, SectorSource::Zero)
+        );
+        let spent = SectorHashes { budget: AtomicUsize::new(0), ..SectorHashes::new(&trace) };
+        let source = SectorSource::Entry { entry: 0, index: 3 };
+        assert_eq!(spent.get(&trace, 11, source), sector_hash(&trace, 11, source));
+        assert!(spent.entries[0].get().is_some_and(|kept| kept.is_none()), "nothing kept");
+    }
 }
