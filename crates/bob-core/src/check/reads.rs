@@ -21,7 +21,8 @@
 //! flush, which owes different promises) match whatever they read.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
 
 use workloads::Snapshot;
 
@@ -75,6 +76,30 @@ struct Donor {
     /// in the crash epoch (`None`: an earlier epoch's or the base image's content).
     reads: Vec<(u64, Option<SectorSource>)>,
     result: Arc<Reusable>,
+    /// Where in `reads` the last state that did not match this donor differed: the
+    /// states of an epoch come in runs that differ from a donor in the same place, so
+    /// looking there first rejects most of them at one sector instead of thousands.
+    differed_at: AtomicUsize,
+}
+
+impl Donor {
+    /// Whether `overlay` holds the donor's bytes on every sector it read.
+    fn matches(&self, overlay: &Overlay, trace: &Trace) -> bool {
+        let same = |&(s, theirs): &(u64, Option<SectorSource>)| {
+            SectorSource::same_content(theirs, overlay.crash_epoch_source(s), trace)
+        };
+        let hint = self.differed_at.load(Ordering::Relaxed);
+        if self.reads.get(hint).is_some_and(|r| !same(r)) {
+            return false;
+        }
+        match self.reads.iter().position(|r| !same(r)) {
+            Some(at) => {
+                self.differed_at.store(at, Ordering::Relaxed);
+                false
+            }
+            None => true,
+        }
+    }
 }
 
 /// Donors kept at most in one run, so memory stays bounded on the largest cells; past
@@ -84,7 +109,8 @@ const DONORS_KEPT: usize = 4096;
 /// The run's donors, by crash epoch and by content digest.
 #[derive(Debug, Default)]
 pub struct ReadsMemo {
-    inner: Mutex<Inner>,
+    // Read-locked by every state's lookup, write-locked only to add a donor.
+    inner: RwLock<Inner>,
 }
 
 #[derive(Debug, Default)]
@@ -116,20 +142,12 @@ impl ReadsMemo {
         overlay: &Overlay,
         trace: &Trace,
     ) -> Option<Arc<Reusable>> {
-        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let inner = self.inner.read().unwrap_or_else(|p| p.into_inner());
         if let Some(hit) = inner.by_digest.get(digest) {
             return Some(hit.clone());
         }
         let donors = inner.by_epoch.get(&epoch)?;
-        donors
-            .iter()
-            .find(|d| {
-                d.reads.iter().all(|&(s, theirs)| {
-                    let ours = overlay.crash_epoch_source(s);
-                    SectorSource::same_content(theirs, ours, trace)
-                })
-            })
-            .map(|d| d.result.clone())
+        donors.iter().find(|d| d.matches(overlay, trace)).map(|d| d.result.clone())
     }
 
     /// Offers a finished check to later states: `state` is its crash epoch, digest and
@@ -165,7 +183,7 @@ impl ReadsMemo {
     ) {
         let (epoch, digest, overlay) = state;
         let Some(e) = epochs.get(epoch as usize) else { return };
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
         if inner.kept >= DONORS_KEPT {
             return;
         }
@@ -179,7 +197,8 @@ impl ReadsMemo {
         let reads = read.into_iter().map(|s| (s, overlay.crash_epoch_source(s))).collect();
         let result = Arc::new(result);
         inner.by_digest.entry(digest).or_insert_with(|| result.clone());
-        inner.by_epoch.entry(epoch).or_default().push(Donor { reads, result });
+        let differed_at = AtomicUsize::new(0);
+        inner.by_epoch.entry(epoch).or_default().push(Donor { reads, result, differed_at });
     }
 }
 
