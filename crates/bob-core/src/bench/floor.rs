@@ -62,12 +62,14 @@ pub(super) fn floor(
     // empty overlay), to separate what FUSE costs from what recovery and fsck cost.
     let fuse_dir = work.join("floor-disk");
     std::fs::create_dir_all(&fuse_dir).map_err(io_err(&fuse_dir))?;
-    // Served as the engine serves crash states: cached, flushes refused.
+    // Served as the engine serves crash states: cached where the configuration prefers
+    // it, flushes refused.
     let server = DiskServer::start_with(&fuse_dir, 2, Flushes::Refuse)?;
     let unchanged = StateId { epoch: 0, applied: Vec::new(), pm: None };
     let overlay = OverlayBuilder::new(&subject.trace, &subject.epochs).state(&unchanged);
     let view = Arc::new(
-        CrashView::new(subject.base.clone(), subject.trace.clone(), overlay).page_cache(true),
+        CrashView::new(subject.base.clone(), subject.trace.clone(), overlay)
+            .page_cache(config.prefers_cached_views()),
     );
     let file = server.add("floor.img", view);
     let fuse_dev = LoopDevice::attach_free(&file)?;

@@ -46,9 +46,11 @@ pub struct Speedups {
     /// read as off, as those tables ran.
     #[serde(default)]
     pub record_ahead: bool,
-    /// Crash-state views are served through the kernel's page cache, so that small reads
-    /// (xfs_repair reads its log 1 KiB at a time) come from readahead instead of one FUSE
-    /// request each (`--no-cached-views` turns it off). Absent in older documents: off.
+    /// Crash-state views of a configuration that prefers it
+    /// ([`crate::fs::FsConfig::prefers_cached_views`]: xfs) are served through the
+    /// kernel's page cache, so that small reads (xfs_repair reads its log 1 KiB at a
+    /// time) come from readahead instead of one FUSE request each (`--no-cached-views`
+    /// turns it off for every configuration). Absent in older documents: off.
     #[serde(default)]
     pub cached_views: bool,
     /// The FUSE disk serving crash-state views refuses the kernel's fsyncs, which a view
@@ -308,6 +310,7 @@ pub fn run_state_stream(
         && subject.pm.is_none()
         && subject.config.design().is_none())
     .then_some(&memo);
+    let cached_views = options.speed.cached_views && subject.config.prefers_cached_views();
     // What mounting stamps is the configuration's: one list for the run, not one per state.
     let stamps = &subject.config.mount_stamps();
     let done = AtomicUsize::new(0);
@@ -401,7 +404,7 @@ pub fn run_state_stream(
                                     subject.trace.clone(),
                                     overlay.clone(),
                                 )
-                                .page_cache(options.speed.cached_views)
+                                .page_cache(cached_views)
                                 .track_reads(reads_memo.is_some()),
                             );
                             let name = format!("state-{index}.{retries}.img");
