@@ -16,16 +16,6 @@ pub const SMALL_FILE_BYTES: u64 = 64 * 1024;
 /// size); such a file gets `read_error` instead.
 pub const MAX_READ_BYTES: u64 = 1 << 30;
 
-/// Classifies a whole file's bytes.
-pub fn classify_bytes(bytes: &[u8]) -> Content {
-    Content::from_classes(
-        bytes
-            .chunks(stamp::SECTOR)
-            .enumerate()
-            .map(|(i, s)| stamp::classify(s, (i * stamp::SECTOR) as u64)),
-    )
-}
-
 /// Walks the tree under `root` (lstat only, never following symlinks, skipping
 /// "/lost+found") and reads and classifies the content of regular files that (a) have a
 /// name the model ever gives to a file whose data an op of `w.ops` writes or syncs, or
@@ -92,12 +82,13 @@ pub fn take_snapshot(root: &Path, w: &Workload) -> std::io::Result<Snapshot> {
             && path != DRAIN_FILE
             && (wanted.contains(&path) || md.size() <= SMALL_FILE_BYTES)
         {
-            match read_file(&fs_path, md.size()) {
-                Ok(_) | Err(_) if md.size() > MAX_READ_BYTES => {
-                    node.read_error = Some(format!("size {} exceeds the read limit", md.size()))
+            if md.size() > MAX_READ_BYTES {
+                node.read_error = Some(format!("size {} exceeds the read limit", md.size()))
+            } else {
+                match classify_file(&fs_path, md.size()) {
+                    Ok(content) => node.content = Some(content),
+                    Err(e) => node.read_error = Some(e.to_string()),
                 }
-                Ok(bytes) => node.content = Some(classify_bytes(&bytes)),
-                Err(e) => node.read_error = Some(e.to_string()),
             }
         }
         if kind == NodeKind::Dir {
@@ -146,12 +137,73 @@ fn read_user_xattrs(path: &Path) -> std::io::Result<std::collections::BTreeMap<S
     Ok(out)
 }
 
-fn read_file(path: &Path, size: u64) -> std::io::Result<Vec<u8>> {
-    if size > MAX_READ_BYTES {
-        return Ok(Vec::new());
+/// Bytes of a file read and classified at a time: a multiple of the sector size, so
+/// that only the file's last sector can be partial.
+const CLASSIFY_CHUNK: usize = 256 * 1024;
+
+/// The classified content of the first `size` bytes of the file at `path` (fewer if it
+/// is shorter), read a chunk at a time: as [`classify_bytes`] of the whole, without
+/// holding the whole (a crash state's walk reads megabytes per file, and a fresh
+/// buffer of that size per file costs page faults and zeroing for every state).
+fn classify_file(path: &Path, size: u64) -> std::io::Result<Content> {
+    let mut file = std::fs::File::open(path)?.take(size);
+    let mut buf = vec![0u8; CLASSIFY_CHUNK.min(size as usize)];
+    let mut content = Content::new();
+    let mut offset = 0u64;
+    loop {
+        let mut filled = 0;
+        while filled < buf.len() {
+            match file.read(&mut buf[filled..]) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        for (i, sector) in buf[..filled].chunks(stamp::SECTOR).enumerate() {
+            content.push(stamp::classify(sector, offset + (i * stamp::SECTOR) as u64), 1);
+        }
+        offset += filled as u64;
+        if filled < buf.len() || filled == 0 {
+            return Ok(content);
+        }
     }
-    let f = std::fs::File::open(path)?;
-    let mut bytes = Vec::with_capacity(size.min(1 << 30) as usize);
-    f.take(size).read_to_end(&mut bytes)?;
-    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Classifies a whole file's bytes, as the walk did before it read in chunks.
+    fn classify_bytes(bytes: &[u8]) -> Content {
+        Content::from_classes(
+            bytes
+                .chunks(stamp::SECTOR)
+                .enumerate()
+                .map(|(i, s)| stamp::classify(s, (i * stamp::SECTOR) as u64)),
+        )
+    }
+
+    /// Classifying a file a chunk at a time gives the classes of the whole: stamped data,
+    /// zeros, a stamp out of place and garbage across chunk boundaries, a partial last
+    /// sector, a shorter file than asked for, and an empty one.
+    #[test]
+    fn a_file_classified_in_chunks_is_classified_as_a_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let sectors = CLASSIFY_CHUNK / stamp::SECTOR * 2 + 3;
+        let mut bytes = vec![0u8; sectors * stamp::SECTOR];
+        stamp::fill(&mut bytes[..(sectors - 40) * stamp::SECTOR], 3, 0, 1, 9);
+        bytes[CLASSIFY_CHUNK - stamp::SECTOR..CLASSIFY_CHUNK].fill(0);
+        let moved = bytes[..stamp::SECTOR].to_vec();
+        bytes[CLASSIFY_CHUNK..CLASSIFY_CHUNK + stamp::SECTOR].copy_from_slice(&moved);
+        bytes[CLASSIFY_CHUNK * 2 + 5] ^= 0xFF;
+        let path = dir.path().join("f");
+        for len in [bytes.len() - 100, bytes.len(), CLASSIFY_CHUNK, 700, 0] {
+            std::fs::write(&path, &bytes[..len]).unwrap();
+            let whole = classify_bytes(&bytes[..len]);
+            assert_eq!(classify_file(&path, len as u64).unwrap(), whole, "{len} bytes");
+            assert_eq!(classify_file(&path, len as u64 + 4096).unwrap(), whole, "shorter file");
+        }
+        assert!(classify_file(&dir.path().join("missing"), 1).is_err());
+    }
 }
