@@ -145,11 +145,16 @@ impl Stamp {
         // first that differs (the whole sector encoded again cost a third of a walk's
         // classifying).
         let sum = u64_at(32);
-        let filler_matches = bytes[HEADER_LEN..].chunks(8).enumerate().all(|(i, w)| {
-            let v = mix(sum ^ (i as u64).wrapping_mul(FILLER_STEP));
-            *w == v.to_le_bytes()[..w.len()]
-        });
-        filler_matches.then_some(stamp)
+        let word = |i: usize| mix(sum ^ (i as u64).wrapping_mul(FILLER_STEP));
+        let mut words = bytes[HEADER_LEN..].chunks_exact(8);
+        let whole_words_match = (&mut words)
+            .enumerate()
+            .all(|(i, w)| u64::from_le_bytes(w.try_into().expect("8-byte word")) == word(i));
+        // A partial sector ends in part of a word.
+        let tail = words.remainder();
+        let tail_matches = tail.is_empty()
+            || *tail == word((bytes.len() - HEADER_LEN) / 8).to_le_bytes()[..tail.len()];
+        (whole_words_match && tail_matches).then_some(stamp)
     }
 }
 
