@@ -139,8 +139,9 @@ pub struct ExploreArgs {
     /// instead of while its states are checked.
     #[arg(long)]
     pub no_record_ahead: bool,
-    /// Serve crash states to the loop driver with direct I/O instead of through the page
-    /// cache (every read of recovery and fsck then reaches bob as its own request).
+    /// Serve every configuration's crash states to the loop driver with direct I/O (by
+    /// default xfs's go through the page cache, so that xfs_repair's 1 KiB log reads
+    /// come from readahead; every read then reaches bob as its own request).
     #[arg(long)]
     pub no_cached_views: bool,
     /// Pass the kernel's flushes of crash-state views to bob (a FUSE round trip each)
