@@ -628,6 +628,40 @@ fn equal_contents_have_equal_digests() {
     assert_eq!(zd("e1:-"), zd("e1:0"));
 }
 
+/// Reading a state over the base image with `read_over` gives the bytes of the base read
+/// whole and patched, at every offset and length over every state of a trace, and reads
+/// no byte of the base image twice.
+#[test]
+fn reading_over_the_base_reads_only_what_the_overlay_lacks() {
+    let t = trace(vec![w(3, 2), w(8, 4), w(20, 1), w(22, 9), Entry::flush(), w(0, 1)]);
+    let e = epochs(&t);
+    let base: Vec<u8> = (0..DISK_SECTORS as usize * SECTOR).map(|i| (i % 241) as u8 | 1).collect();
+    let states = generate(&t, &e, Strategy::ALL, &Limits::default()).states;
+    assert!(states.len() > 10);
+    for state in &states {
+        let ov = overlay(&t, &e, &state.id);
+        for (offset, len) in [(0, 16 * 512), (700, 3000), (4 * 512, 512), (30 * 512, 9000)] {
+            let mut want = base[offset..offset + len].to_vec();
+            ov.read_into(&t, offset as u64, &mut want);
+            let mut got = vec![0xEEu8; len];
+            let mut from_base = vec![0u32; base.len()];
+            ov.read_over(&t, offset as u64, &mut got, |at, part| {
+                let at = at as usize;
+                part.copy_from_slice(&base[at..at + part.len()]);
+                from_base[at..at + part.len()].iter_mut().for_each(|n| *n += 1);
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(got, want, "{} at {offset}+{len}", state.id);
+            assert!(from_base.iter().all(|&n| n <= 1), "{}: a base byte read twice", state.id);
+            // Few enough runs here for one read per run: none under the overlay.
+            let read_under_overlay = (offset..offset + len)
+                .any(|b| from_base[b] > 0 && ov.get((b / SECTOR) as u64).is_some());
+            assert!(!read_under_overlay, "{}: read the base under the overlay", state.id);
+        }
+    }
+}
+
 #[test]
 fn builder_cache_serves_any_order() {
     let t = many_epochs();

@@ -121,8 +121,9 @@ impl CrashView {
         }
     }
 
-    /// Whether the kernel may cache the view's file (the default; `--no-cached-views`
-    /// serves it with direct I/O, as bob did before).
+    /// Whether the kernel may cache the view's file (the default here; the engine asks
+    /// for it only where the configuration prefers it,
+    /// [`crate::fs::FsConfig::prefers_cached_views`], and `--no-cached-views` never).
     pub fn page_cache(mut self, cached: bool) -> CrashView {
         self.cached = cached;
         self
@@ -183,8 +184,7 @@ impl Disk for CrashView {
         self.base.size()
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
-        self.base.read_at(offset, buf)?;
-        self.overlay.read_into(&self.trace, offset, buf);
+        self.overlay.read_over(&self.trace, offset, buf, |at, part| self.base.read_at(at, part))?;
         if let Ok(private) = self.private.lock() {
             private.read_into(offset, buf);
             if let Some(reads) = &self.first_reads {
