@@ -152,6 +152,10 @@ pub struct ExploreArgs {
     /// sector that state's recovery, walk and fsck read (which then would be the same).
     #[arg(long)]
     pub no_reuse_by_reads: bool,
+    /// Run the read-only fsck of every distinct recovered image, even one whose bytes
+    /// equal an earlier image's on every sector that image's fsck read.
+    #[arg(long)]
+    pub no_fsck_by_reads: bool,
 }
 
 impl ExploreArgs {
@@ -179,6 +183,7 @@ impl ExploreArgs {
             cached_views: !self.no_cached_views,
             flushless_views: !self.no_flushless_views,
             reuse_by_reads: !self.no_reuse_by_reads,
+            fsck_by_reads: !self.no_fsck_by_reads,
         }
     }
 }

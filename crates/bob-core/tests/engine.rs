@@ -12,6 +12,7 @@
 
 mod common;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -707,6 +708,33 @@ fn reuse_by_reads_gives_every_state_the_outcome_of_its_own_mount() {
         }
     }
     assert!(reused > 0, "ext4 states that differ only where no check read share one");
+}
+
+/// Issue 13: reuse of the fsck by what it read gives every ext4 state the fsck result
+/// and outcome of a run with every shortcut off, and takes it for states whose
+/// recovered images differ from every other (so no dedup after recovery gave it).
+#[test]
+fn fsck_by_reads_gives_every_state_the_fsck_of_its_own_run() {
+    require_root();
+    let r = record("ext4-ordered", Property::DirFsyncDurable);
+    let speed = check::Speedups {
+        fsck: check::FsckPolicy::Once,
+        fsck_by_reads: true,
+        ..check::Speedups::NONE
+    };
+    let pairs = r.against_full(speed);
+    let mut images: HashMap<String, usize> = HashMap::new();
+    for (a, _, checked) in &pairs {
+        if let (true, Some(k)) = (checked, &a.check.recovered_image) {
+            *images.entry(k.clone()).or_default() += 1;
+        }
+    }
+    let by_reads = pairs
+        .iter()
+        .filter(|(a, _, checked)| *checked && a.check.fsck_reused)
+        .filter(|(a, _, _)| a.check.recovered_image.as_ref().is_some_and(|k| images[k] == 1))
+        .count();
+    assert!(by_reads > 0, "states of images no other state recovered to took an fsck result");
 }
 
 /// Issue 13: a resumed run (`--resume`) takes each state's check from the journal as it

@@ -64,6 +64,12 @@ pub struct Speedups {
     /// `--no-reuse-by-reads` turns it off). Absent in older documents: off.
     #[serde(default)]
     pub reuse_by_reads: bool,
+    /// A mounted state whose image after unmount equals an earlier state's on every
+    /// sector that state's read-only fsck read takes its fsck result (`check::reads`;
+    /// with [`FsckPolicy::Once`] only; `--no-fsck-by-reads` turns it off). Absent in
+    /// older documents: off.
+    #[serde(default)]
+    pub fsck_by_reads: bool,
 }
 
 impl Default for Speedups {
@@ -76,6 +82,7 @@ impl Default for Speedups {
             cached_views: true,
             flushless_views: true,
             reuse_by_reads: true,
+            fsck_by_reads: true,
         }
     }
 }
@@ -90,6 +97,7 @@ impl Speedups {
         cached_views: false,
         flushless_views: false,
         reuse_by_reads: false,
+        fsck_by_reads: false,
     };
 }
 

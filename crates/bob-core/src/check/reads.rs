@@ -249,6 +249,104 @@ impl Reusable {
     }
 }
 
+/// Reuse of the read-only fsck by what it read: a mounted state whose image after
+/// unmount equals an earlier state's on every sector that state's fsck read (mount
+/// stamps masked, as for dedup after recovery) takes that fsck result instead of running
+/// fsck. Exact for the reason the module gives, once fsck's reads are all seen: the loop
+/// device's cache is dropped before fsck runs and the view is not cached, so every
+/// sector fsck reads reaches the view's log. A walk reads file data that fsck never
+/// reads, so states whose recovered images differ only in file contents share one fsck
+/// run (check mounts are `noatime`, so reading a file does not stamp its inode).
+#[derive(Debug, Default)]
+pub struct FsckMemo {
+    inner: RwLock<FsckInner>,
+}
+
+#[derive(Debug, Default)]
+struct FsckInner {
+    /// The distinct sets of sectors an fsck read, most recent last.
+    sets: Vec<FsckReadSet>,
+    /// Every sector of every set, as runs: what a state hashes to look itself up.
+    union: Vec<(u64, u64)>,
+    kept: usize,
+}
+
+#[derive(Debug)]
+struct FsckReadSet {
+    runs: Arc<SectorRuns>,
+    /// Fsck results by the digest of the image on `runs`.
+    results: HashMap<[u8; 32], Option<String>>,
+}
+
+/// Distinct read sets kept (fsck reads the same metadata of most states of a run).
+const FSCK_READ_SETS: usize = 16;
+/// Fsck results kept at most in one run.
+const FSCK_RESULTS_KEPT: usize = 8192;
+
+/// An fsck result an earlier state's fsck gave, and the sectors that fsck read.
+pub(crate) struct FsckHit {
+    pub(crate) fsck: Option<String>,
+    pub(crate) reads: Arc<SectorRuns>,
+}
+
+impl FsckMemo {
+    /// The result of an earlier fsck whose reads `view` (unmounted) agrees with.
+    pub(crate) fn find(
+        &self,
+        view: &crate::image::CrashView,
+        stamps: &[std::ops::Range<u64>],
+    ) -> std::io::Result<Option<FsckHit>> {
+        let inner = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        if inner.sets.is_empty() {
+            return Ok(None);
+        }
+        let hashes = view.sector_hashes(&inner.union, stamps)?;
+        Ok(inner.sets.iter().rev().find_map(|set| {
+            let fsck = set.results.get(&set_digest(&set.runs, &hashes)?)?;
+            Some(FsckHit { fsck: fsck.clone(), reads: set.runs.clone() })
+        }))
+    }
+
+    /// Remembers the result of an fsck of `view` that read `read`.
+    pub(crate) fn add(
+        &self,
+        view: &crate::image::CrashView,
+        stamps: &[std::ops::Range<u64>],
+        read: &BTreeSet<u64>,
+        fsck: &Option<String>,
+    ) -> std::io::Result<()> {
+        let runs = SectorRuns::of(read);
+        let hashes = view.sector_hashes(&runs.0, stamps)?;
+        let Some(digest) = set_digest(&runs, &hashes) else { return Ok(()) };
+        let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
+        if inner.kept >= FSCK_RESULTS_KEPT {
+            return Ok(());
+        }
+        inner.kept += 1;
+        if let Some(set) = inner.sets.iter_mut().find(|s| s.runs.0 == runs.0) {
+            set.results.entry(digest).or_insert_with(|| fsck.clone());
+            return Ok(());
+        }
+        if inner.sets.len() >= FSCK_READ_SETS {
+            inner.sets.remove(0);
+        }
+        let results = HashMap::from([(digest, fsck.clone())]);
+        inner.sets.push(FsckReadSet { runs: Arc::new(runs), results });
+        let every: BTreeSet<u64> = inner.sets.iter().flat_map(|s| s.runs.sectors()).collect();
+        inner.union = SectorRuns::of(&every).0;
+        Ok(())
+    }
+}
+
+/// The digest of an image on `runs`, from its sectors' `hashes` (`None` if one lacks).
+fn set_digest(runs: &SectorRuns, hashes: &HashMap<u64, [u8; 32]>) -> Option<[u8; 32]> {
+    let mut h = blake3::Hasher::new();
+    for s in runs.sectors() {
+        h.update(hashes.get(&s)?);
+    }
+    Some(*h.finalize().as_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -88,6 +88,8 @@ pub struct RecoveredCache {
     seen: Mutex<HashMap<[u8; 32], Arc<Recovered>>>,
     /// The hashes of sectors recovery wrote, which the keys of later states reuse.
     sector_hashes: crate::crash::overlay::RecoveryHashes,
+    /// Fsck results by what each fsck read (reuse of the fsck by reads).
+    fsck_memo: super::reads::FsckMemo,
 }
 
 /// Images kept at most (each with its snapshot): past that, new images are checked but
@@ -287,6 +289,38 @@ pub fn check_image_with(
         check.steps = Some(steps);
         return Ok(check);
     }
+    // Reuse of the read-only fsck by what it read (with `--fsck once`): not through a
+    // cached view, whose page cache would answer reads the view never logs.
+    let by_reads = after
+        .filter(|a| a.speed.fsck == FsckPolicy::Once && a.speed.fsck_by_reads)
+        .filter(|a| !crate::device::fusedisk::Disk::cached(a.view));
+    let io_err = |source| Error::Io { path: disk_file.to_owned(), source };
+    if let Some(a) = by_reads {
+        if let Some(hit) = a.cache.fsck_memo.find(a.view, a.stamps).map_err(io_err)? {
+            loopdev.detach()?;
+            steps.detach_ms = laps.lap();
+            if let Some(k) = key {
+                // A state that reuses this image has read, through it, what its fsck read.
+                let reads = a.view.first_reads().map(|mut r| {
+                    r.extend(hit.reads.sectors());
+                    Arc::new(super::reads::SectorRuns::of(&r))
+                });
+                let recovered =
+                    Recovered { snapshot: snapshot.clone(), fsck: hit.fsck.clone(), reads };
+                a.cache.insert(k, recovered);
+            }
+            let mut check =
+                oracle_verdict(subject, snapshot, hit.fsck, durable_ops).after_repair(repair);
+            check.recovered_image = key.map(|k| hex(&k));
+            check.fsck_reused = true;
+            check.reads_behind = Some(hit.reads);
+            check.steps = Some(steps);
+            return Ok(check);
+        }
+        // Every sector fsck reads must reach the view and its log.
+        loopdev.drop_cache()?;
+        a.view.log_reads();
+    }
     let fsck = match config.fsck_on(&dev, timeouts.fsck) {
         Ok(complaint) => complaint,
         Err(cmd::CmdError::Timeout { .. }) => {
@@ -301,6 +335,9 @@ pub fn check_image_with(
         Err(e) => return Err(crate::device::Error::from(e).into()),
     };
     steps.fsck_ms = laps.lap();
+    if let Some((a, read)) = by_reads.and_then(|a| Some((a, a.view.take_read_log()?))) {
+        a.cache.fsck_memo.add(a.view, a.stamps, &read, &fsck).map_err(io_err)?;
+    }
     loopdev.detach()?;
     steps.detach_ms = laps.lap();
 

@@ -48,6 +48,9 @@ struct LoopConfig {
     reserved: [u64; 8],
 }
 
+/// `_IO(0x12, 97)`: write back and drop a block device's buffer cache.
+const BLKFLSBUF: libc::c_ulong = 0x1261;
+
 fn loop_err(path: &Path, what: &'static str, source: std::io::Error) -> Error {
     Error::Loop { path: path.to_owned(), what, source }
 }
@@ -203,6 +206,17 @@ impl LoopDevice {
     /// The device node, e.g. `/dev/loop3`.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Drops the device's page cache (BLKFLSBUF, after writing back what is dirty), so
+    /// that the next reads of the device reach its backing file, every one of them.
+    pub fn drop_cache(&self) -> Result<()> {
+        // SAFETY: BLKFLSBUF takes no argument.
+        let rc = unsafe { libc::ioctl(self.dev.as_raw_fd(), BLKFLSBUF, 0) };
+        if rc != 0 {
+            return Err(loop_err(&self.path, "drop the cache of", std::io::Error::last_os_error()));
+        }
+        Ok(())
     }
 
     /// Unbinds now, reporting failure (drop does the same silently).

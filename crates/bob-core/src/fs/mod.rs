@@ -396,9 +396,13 @@ impl FsConfig {
         }
     }
 
-    /// Options used when mounting a crash state.
+    /// Options used when mounting a crash state: the configuration's, its extra ones for
+    /// checks, and `noatime` for a kernel file system: the walk reads files, and their
+    /// access times written back at unmount would make the image fsck reads differ from
+    /// state to state by the clock alone (see `check::reads::FsckMemo`).
     pub fn check_mount_options(&self) -> String {
-        [self.mount_options, self.check_mount_extra]
+        let noatime = if self.design().is_none() { "noatime" } else { "" };
+        [self.mount_options, self.check_mount_extra, noatime]
             .iter()
             .filter(|s| !s.is_empty())
             .copied()

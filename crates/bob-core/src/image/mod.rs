@@ -3,7 +3,7 @@
 //! overlay that absorbs what recovery writes. Nothing here copies the image; building a
 //! view costs the size of its overlay.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -106,6 +106,8 @@ pub struct CrashView {
     /// Sectors read before this view wrote them: all of the state's own content that
     /// anything run on the view could have seen (for reuse by reads), when tracked.
     first_reads: Option<Mutex<BTreeSet<u64>>>,
+    /// Every sector read since [`CrashView::log_reads`], written or not, until taken.
+    read_log: Mutex<Option<BTreeSet<u64>>>,
 }
 
 impl CrashView {
@@ -118,6 +120,7 @@ impl CrashView {
             private: Mutex::new(PrivateOverlay::default()),
             cached: true,
             first_reads: None,
+            read_log: Mutex::new(None),
         }
     }
 
@@ -167,6 +170,57 @@ impl CrashView {
         )
     }
 
+    /// Starts a log of every sector read from now on (what the read-only fsck reads,
+    /// for [`crate::check`]'s reuse of it), replacing any log not taken.
+    pub fn log_reads(&self) {
+        *self.read_log.lock().unwrap_or_else(|p| p.into_inner()) = Some(BTreeSet::new());
+    }
+
+    /// The sectors read since [`CrashView::log_reads`], ending the log.
+    pub fn take_read_log(&self) -> Option<BTreeSet<u64>> {
+        self.read_log.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    /// A hash of each sector of `runs` (`[start, end)` sector ranges) as the view holds
+    /// it now, recovery's writes included, with the bytes of `stamps` (disk byte ranges)
+    /// zeroed and the sector's number hashed in. Reads nothing into the view's logs.
+    pub fn sector_hashes(
+        &self,
+        runs: &[(u64, u64)],
+        stamps: &[std::ops::Range<u64>],
+    ) -> std::io::Result<HashMap<u64, [u8; 32]>> {
+        let mut hashes = HashMap::new();
+        let mut buf = Vec::new();
+        for &(start, end) in runs {
+            buf.resize(((end - start) * SECTOR_SIZE) as usize, 0);
+            self.read_content(start * SECTOR_SIZE, &mut buf)?;
+            for (i, sector) in buf.chunks_exact(SECTOR).enumerate() {
+                let s = start + i as u64;
+                let mut content: [u8; SECTOR] = sector.try_into().expect("a whole sector");
+                for r in stamps {
+                    let (lo, hi) = (r.start.max(s * SECTOR_SIZE), r.end.min((s + 1) * SECTOR_SIZE));
+                    if lo < hi {
+                        let at = s * SECTOR_SIZE;
+                        content[(lo - at) as usize..(hi - at) as usize].fill(0);
+                    }
+                }
+                let mut h = blake3::Hasher::new();
+                h.update(&s.to_le_bytes());
+                h.update(&content);
+                hashes.insert(s, *h.finalize().as_bytes());
+            }
+        }
+        Ok(hashes)
+    }
+
+    /// The view's bytes at `offset`: base image, crash state, recovery's writes.
+    fn read_content(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.overlay.read_over(&self.trace, offset, buf, |at, part| self.base.read_at(at, part))?;
+        let private = self.private.lock().unwrap_or_else(|p| p.into_inner());
+        private.read_into(offset, buf);
+        Ok(())
+    }
+
     /// Sectors read before this view wrote them, when [`CrashView::track_reads`] is on.
     pub fn first_reads(&self) -> Option<BTreeSet<u64>> {
         let reads = self.first_reads.as_ref()?;
@@ -185,11 +239,14 @@ impl Disk for CrashView {
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
         self.overlay.read_over(&self.trace, offset, buf, |at, part| self.base.read_at(at, part))?;
+        let (first, end) =
+            (offset / SECTOR_SIZE, (offset + buf.len() as u64).div_ceil(SECTOR_SIZE));
+        if let Some(log) = self.read_log.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            log.extend(first..end);
+        }
         if let Ok(private) = self.private.lock() {
             private.read_into(offset, buf);
             if let Some(reads) = &self.first_reads {
-                let first = offset / SECTOR_SIZE;
-                let end = (offset + buf.len() as u64).div_ceil(SECTOR_SIZE);
                 let mut reads = reads.lock().unwrap_or_else(|p| p.into_inner());
                 reads.extend((first..end).filter(|s| !private.sectors.contains_key(s)));
             }
