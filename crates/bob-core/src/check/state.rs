@@ -296,7 +296,10 @@ pub fn check_image_with(
         .filter(|a| !crate::device::fusedisk::Disk::cached(a.view));
     let io_err = |source| Error::Io { path: disk_file.to_owned(), source };
     if let Some(a) = by_reads {
-        if let Some(hit) = a.cache.fsck_memo.find(a.view, a.stamps).map_err(io_err)? {
+        let found = a.cache.fsck_memo.find(a.view, a.stamps).map_err(io_err)?;
+        // The lookup is a key's work, as the recovered image's.
+        steps.key_ms += laps.lap();
+        if let Some(hit) = found {
             loopdev.detach()?;
             steps.detach_ms = laps.lap();
             if let Some(k) = key {

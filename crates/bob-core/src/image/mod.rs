@@ -184,31 +184,44 @@ impl CrashView {
     /// A hash of each sector of `runs` (`[start, end)` sector ranges) as the view holds
     /// it now, recovery's writes included, with the bytes of `stamps` (disk byte ranges)
     /// zeroed and the sector's number hashed in. Reads nothing into the view's logs.
+    /// A sector the view takes from the base image is hashed once per `base` (shared by
+    /// the views of one run), as most of what fsck reads is metadata no state changed.
     pub fn sector_hashes(
         &self,
         runs: &[(u64, u64)],
         stamps: &[std::ops::Range<u64>],
+        base: &Mutex<HashMap<u64, [u8; 32]>>,
     ) -> std::io::Result<HashMap<u64, [u8; 32]>> {
+        let written: BTreeSet<u64> = {
+            let private = self.private.lock().unwrap_or_else(|p| p.into_inner());
+            private.sectors.keys().copied().collect()
+        };
         let mut hashes = HashMap::new();
-        let mut buf = Vec::new();
-        for &(start, end) in runs {
-            buf.resize(((end - start) * SECTOR_SIZE) as usize, 0);
-            self.read_content(start * SECTOR_SIZE, &mut buf)?;
-            for (i, sector) in buf.chunks_exact(SECTOR).enumerate() {
-                let s = start + i as u64;
-                let mut content: [u8; SECTOR] = sector.try_into().expect("a whole sector");
-                for r in stamps {
-                    let (lo, hi) = (r.start.max(s * SECTOR_SIZE), r.end.min((s + 1) * SECTOR_SIZE));
-                    if lo < hi {
-                        let at = s * SECTOR_SIZE;
-                        content[(lo - at) as usize..(hi - at) as usize].fill(0);
-                    }
+        let mut content = [0u8; SECTOR];
+        for s in runs.iter().flat_map(|&(start, end)| start..end) {
+            let from_base = self.overlay.get(s).is_none() && !written.contains(&s);
+            if from_base {
+                if let Some(&h) = base.lock().unwrap_or_else(|p| p.into_inner()).get(&s) {
+                    hashes.insert(s, h);
+                    continue;
                 }
-                let mut h = blake3::Hasher::new();
-                h.update(&s.to_le_bytes());
-                h.update(&content);
-                hashes.insert(s, *h.finalize().as_bytes());
             }
+            self.read_content(s * SECTOR_SIZE, &mut content)?;
+            for r in stamps {
+                let (lo, hi) = (r.start.max(s * SECTOR_SIZE), r.end.min((s + 1) * SECTOR_SIZE));
+                if lo < hi {
+                    let at = s * SECTOR_SIZE;
+                    content[(lo - at) as usize..(hi - at) as usize].fill(0);
+                }
+            }
+            let mut h = blake3::Hasher::new();
+            h.update(&s.to_le_bytes());
+            h.update(&content);
+            let h = *h.finalize().as_bytes();
+            if from_base {
+                base.lock().unwrap_or_else(|p| p.into_inner()).insert(s, h);
+            }
+            hashes.insert(s, h);
         }
         Ok(hashes)
     }
