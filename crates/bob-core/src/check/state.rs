@@ -295,61 +295,62 @@ pub fn check_image_with(
         .filter(|a| a.speed.fsck == FsckPolicy::Once && a.speed.fsck_by_reads)
         .filter(|a| !crate::device::fusedisk::Disk::cached(a.view));
     let io_err = |source| Error::Io { path: disk_file.to_owned(), source };
-    if let Some(a) = by_reads {
-        let found = a.cache.fsck_memo.find(a.view, a.stamps).map_err(io_err)?;
-        // The lookup is a key's work, as the recovered image's.
-        steps.key_ms += laps.lap();
-        if let Some(hit) = found {
-            loopdev.detach()?;
-            steps.detach_ms = laps.lap();
-            if let Some(k) = key {
-                // A state that reuses this image has read, through it, what its fsck read.
-                let reads = a.view.first_reads().map(|mut r| {
-                    r.extend(hit.reads.sectors());
-                    Arc::new(super::reads::SectorRuns::of(&r))
-                });
-                let recovered =
-                    Recovered { snapshot: snapshot.clone(), fsck: hit.fsck.clone(), reads };
-                a.cache.insert(k, recovered);
-            }
-            let mut check =
-                oracle_verdict(subject, snapshot, hit.fsck, durable_ops).after_repair(repair);
-            check.recovered_image = key.map(|k| hex(&k));
-            check.fsck_reused = true;
-            check.reads_behind = Some(hit.reads);
-            check.steps = Some(steps);
-            return Ok(check);
+    let found = match by_reads {
+        Some(a) => {
+            let found = a.cache.fsck_memo.find(a.view, a.stamps).map_err(io_err)?;
+            // The lookup is a key's work, as the recovered image's.
+            steps.key_ms += laps.lap();
+            found
         }
-        // Every sector fsck reads must reach the view and its log.
-        loopdev.drop_cache()?;
-        a.view.log_reads();
-    }
-    let fsck = match config.fsck_on(&dev, timeouts.fsck) {
-        Ok(complaint) => complaint,
-        Err(cmd::CmdError::Timeout { .. }) => {
-            let check = StateCheck {
-                mounted: true,
-                ..StateCheck::failed(Outcome::Timeout {
-                    step: format!("fsck: {}", config.fsck.join(" ")),
-                })
-            };
-            return Ok(check.after_repair(repair));
-        }
-        Err(e) => return Err(crate::device::Error::from(e).into()),
+        None => None,
     };
-    steps.fsck_ms = laps.lap();
-    if let Some((a, read)) = by_reads.and_then(|a| Some((a, a.view.take_read_log()?))) {
-        a.cache.fsck_memo.add(a.view, a.stamps, &read, &fsck).map_err(io_err)?;
-    }
+    // What an fsck taken from an earlier state read: this state has read it too.
+    let mut fsck_behind = None;
+    let fsck = match found {
+        Some(hit) => {
+            fsck_behind = Some(hit.reads);
+            hit.fsck
+        }
+        None => {
+            if let Some(a) = by_reads {
+                // Every sector fsck reads must reach the view and its log.
+                loopdev.drop_cache()?;
+                a.view.log_reads();
+            }
+            let fsck = match config.fsck_on(&dev, timeouts.fsck) {
+                Ok(complaint) => complaint,
+                Err(cmd::CmdError::Timeout { .. }) => {
+                    let check = StateCheck {
+                        mounted: true,
+                        ..StateCheck::failed(Outcome::Timeout {
+                            step: format!("fsck: {}", config.fsck.join(" ")),
+                        })
+                    };
+                    return Ok(check.after_repair(repair));
+                }
+                Err(e) => return Err(crate::device::Error::from(e).into()),
+            };
+            steps.fsck_ms = laps.lap();
+            if let Some((a, read)) = by_reads.and_then(|a| Some((a, a.view.take_read_log()?))) {
+                a.cache.fsck_memo.add(a.view, a.stamps, &read, &fsck).map_err(io_err)?;
+            }
+            fsck
+        }
+    };
     loopdev.detach()?;
     steps.detach_ms = laps.lap();
 
     if let (Some(a), Some(k)) = (after, key) {
-        let reads = a.view.first_reads().map(|r| Arc::new(super::reads::SectorRuns::of(&r)));
+        let reads = a.view.first_reads().map(|mut r| {
+            r.extend(fsck_behind.iter().flat_map(|b| b.sectors()));
+            Arc::new(super::reads::SectorRuns::of(&r))
+        });
         a.cache.insert(k, Recovered { snapshot: snapshot.clone(), fsck: fsck.clone(), reads });
     }
     let mut check = oracle_verdict(subject, snapshot, fsck, durable_ops).after_repair(repair);
     check.recovered_image = key.map(|k| hex(&k));
+    check.fsck_reused = fsck_behind.is_some();
+    check.reads_behind = fsck_behind;
     check.steps = Some(steps);
     Ok(check)
 }
