@@ -27,6 +27,7 @@ use std::sync::{Arc, RwLock};
 use workloads::Snapshot;
 
 use super::{Outcome, Repair, StateCheck, Subject};
+use crate::crash::overlay::Sum;
 use crate::crash::{Epoch, Overlay, SectorSource};
 use crate::trace::Trace;
 
@@ -273,7 +274,7 @@ struct FsckInner {
 }
 
 /// Hashes of sectors views took from the base image, by sector (a run's base is one).
-type BaseHashes = std::sync::Mutex<HashMap<u64, [u8; 32]>>;
+type BaseHashes = std::sync::Mutex<HashMap<u64, Sum>>;
 
 #[derive(Debug)]
 struct FsckReadSet {
@@ -343,26 +344,14 @@ impl FsckMemo {
 }
 
 /// The digest of an image on `runs`, from its sectors' `hashes` (`None` if one lacks):
-/// their sum as 256-bit numbers, the set hash `crash::overlay` uses for states, so that
-/// a state compared with sixteen read sets of two thousand sectors adds, not hashes.
-fn set_digest(runs: &SectorRuns, hashes: &HashMap<u64, [u8; 32]>) -> Option<[u8; 32]> {
-    let mut sum = [0u64; 4];
+/// their sum, the set hash `crash::overlay` uses for states, so that a state compared
+/// with sixteen read sets of two thousand sectors adds, not hashes.
+fn set_digest(runs: &SectorRuns, hashes: &HashMap<u64, Sum>) -> Option<[u8; 32]> {
+    let mut sum = Sum::default();
     for s in runs.sectors() {
-        let h = hashes.get(&s)?;
-        let mut carry = false;
-        for (i, limb) in sum.iter_mut().enumerate() {
-            let x = u64::from_le_bytes(h[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
-            let (y, c1) = limb.overflowing_add(x);
-            let (z, c2) = y.overflowing_add(u64::from(carry));
-            *limb = z;
-            carry = c1 || c2;
-        }
+        sum.add(*hashes.get(&s)?);
     }
-    let mut out = [0u8; 32];
-    for (i, limb) in sum.iter().enumerate() {
-        out[i * 8..i * 8 + 8].copy_from_slice(&limb.to_le_bytes());
-    }
-    Some(out)
+    Some(sum.finish(b"bob fsck reads v1\0"))
 }
 
 #[cfg(test)]

@@ -310,7 +310,7 @@ type KnownSector = (Box<[u8; SECTOR]>, Sum);
 pub const RECOVERY_HASHES_KEPT: usize = 1 << 15;
 
 /// Zeroes the bytes of sector `s` that fall in any of `stamps` (disk byte ranges).
-fn mask(s: u64, content: &mut [u8; SECTOR], stamps: &[std::ops::Range<u64>]) {
+pub(crate) fn mask(s: u64, content: &mut [u8; SECTOR], stamps: &[std::ops::Range<u64>]) {
     let start = s * SECTOR_SIZE;
     let end = start + SECTOR_SIZE;
     for r in stamps {
@@ -323,10 +323,10 @@ fn mask(s: u64, content: &mut [u8; SECTOR], stamps: &[std::ops::Range<u64>]) {
 
 /// A 256-bit sum of sector hashes (little-endian limbs), wrapping.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Sum([u64; 4]);
+pub(crate) struct Sum([u64; 4]);
 
 impl Sum {
-    fn add(&mut self, other: Sum) {
+    pub(crate) fn add(&mut self, other: Sum) {
         let mut carry = false;
         for (a, b) in self.0.iter_mut().zip(other.0) {
             let (x, c1) = a.overflowing_add(b);
@@ -348,7 +348,7 @@ impl Sum {
 }
 
 impl Sum {
-    fn finish(self, domain: &[u8]) -> [u8; 32] {
+    pub(crate) fn finish(self, domain: &[u8]) -> [u8; 32] {
         let mut hasher = blake3::Hasher::new();
         hasher.update(domain);
         for limb in self.0 {
@@ -423,7 +423,7 @@ impl SectorHashes {
 }
 
 /// The hash of sector `s` holding `content`.
-fn content_hash(s: u64, content: &[u8; SECTOR]) -> Sum {
+pub(crate) fn content_hash(s: u64, content: &[u8; SECTOR]) -> Sum {
     let mut hasher = blake3::Hasher::new();
     hasher.update(&s.to_le_bytes());
     hasher.update(content);

@@ -9,6 +9,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use crate::crash::overlay::{content_hash, mask, Sum};
 use crate::crash::Overlay;
 use crate::device::fusedisk::Disk;
 use crate::trace::{Trace, SECTOR_SIZE};
@@ -181,17 +182,18 @@ impl CrashView {
         self.read_log.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 
-    /// A hash of each sector of `runs` (`[start, end)` sector ranges) as the view holds
+    /// The hash of each sector of `runs` (`[start, end)` sector ranges) as the view holds
     /// it now, recovery's writes included, with the bytes of `stamps` (disk byte ranges)
-    /// zeroed and the sector's number hashed in. Reads nothing into the view's logs.
-    /// A sector the view takes from the base image is hashed once per `base` (shared by
-    /// the views of one run), as most of what fsck reads is metadata no state changed.
-    pub fn sector_hashes(
+    /// zeroed: the sector hashes of [`Overlay::recovered_digest`], so that a set of them
+    /// sums to a set hash. Reads nothing into the view's logs. A sector the view takes
+    /// from the base image is hashed once per `base` (shared by the views of one run), as
+    /// most of what fsck reads is metadata no state changed.
+    pub(crate) fn sector_hashes(
         &self,
         runs: &[(u64, u64)],
         stamps: &[std::ops::Range<u64>],
-        base: &Mutex<HashMap<u64, [u8; 32]>>,
-    ) -> std::io::Result<HashMap<u64, [u8; 32]>> {
+        base: &Mutex<HashMap<u64, Sum>>,
+    ) -> std::io::Result<HashMap<u64, Sum>> {
         let written: BTreeSet<u64> = {
             let private = self.private.lock().unwrap_or_else(|p| p.into_inner());
             private.sectors.keys().copied().collect()
@@ -207,17 +209,8 @@ impl CrashView {
                 }
             }
             self.read_content(s * SECTOR_SIZE, &mut content)?;
-            for r in stamps {
-                let (lo, hi) = (r.start.max(s * SECTOR_SIZE), r.end.min((s + 1) * SECTOR_SIZE));
-                if lo < hi {
-                    let at = s * SECTOR_SIZE;
-                    content[(lo - at) as usize..(hi - at) as usize].fill(0);
-                }
-            }
-            let mut h = blake3::Hasher::new();
-            h.update(&s.to_le_bytes());
-            h.update(&content);
-            let h = *h.finalize().as_bytes();
+            mask(s, &mut content, stamps);
+            let h = content_hash(s, &content);
             if from_base {
                 base.lock().unwrap_or_else(|p| p.into_inner()).insert(s, h);
             }
@@ -251,18 +244,16 @@ impl Disk for CrashView {
         self.base.size()
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
-        self.overlay.read_over(&self.trace, offset, buf, |at, part| self.base.read_at(at, part))?;
+        self.read_content(offset, buf)?;
         let (first, end) =
             (offset / SECTOR_SIZE, (offset + buf.len() as u64).div_ceil(SECTOR_SIZE));
         if let Some(log) = self.read_log.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
             log.extend(first..end);
         }
-        if let Ok(private) = self.private.lock() {
-            private.read_into(offset, buf);
-            if let Some(reads) = &self.first_reads {
-                let mut reads = reads.lock().unwrap_or_else(|p| p.into_inner());
-                reads.extend((first..end).filter(|s| !private.sectors.contains_key(s)));
-            }
+        if let Some(reads) = &self.first_reads {
+            let private = self.private.lock().unwrap_or_else(|p| p.into_inner());
+            let mut reads = reads.lock().unwrap_or_else(|p| p.into_inner());
+            reads.extend((first..end).filter(|s| !private.sectors.contains_key(s)));
         }
         Ok(())
     }
