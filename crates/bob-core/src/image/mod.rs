@@ -298,14 +298,43 @@ fn data_extents(
 }
 
 /// Copies `from` to `to` keeping holes, so a mostly empty image costs only its data.
+/// Each data extent is copied in the kernel (`copy_file_range(2)`, which shares the
+/// extents where the file system can reflink, as `cp` does), else through a buffer.
 pub fn copy_sparse(from: &Path, to: &Path) -> std::io::Result<()> {
     let src = File::open(from)?;
     let len = src.metadata()?.len();
     let dst = File::create(to)?;
     dst.set_len(len)?;
-    let mut buf = vec![0u8; 1 << 20];
+    let mut buf = Vec::new();
+    let mut in_kernel = true;
     data_extents(&src, len, |mut off, n| {
         let end = off + n;
+        while in_kernel && off < end {
+            let (mut from_off, mut to_off) = (off as i64, off as i64);
+            let want = ((end - off) as usize).min(1 << 30);
+            match nix::fcntl::copy_file_range(
+                &src,
+                Some(&mut from_off),
+                &dst,
+                Some(&mut to_off),
+                want,
+            ) {
+                Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+                Ok(copied) => off += copied as u64,
+                // Not between these files (another file system, an old kernel, a file
+                // system without it): copy through memory from here on.
+                Err(
+                    nix::errno::Errno::EXDEV
+                    | nix::errno::Errno::ENOSYS
+                    | nix::errno::Errno::EOPNOTSUPP
+                    | nix::errno::Errno::EINVAL,
+                ) => in_kernel = false,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if off < end && buf.is_empty() {
+            buf = vec![0u8; 1 << 20];
+        }
         while off < end {
             let n = ((end - off) as usize).min(buf.len());
             src.read_exact_at(&mut buf[..n], off)?;
@@ -372,5 +401,11 @@ mod tests {
         let copy = dir.path().join("copy.img");
         copy_sparse(&path, &copy).unwrap();
         assert_eq!(std::fs::read(&copy).unwrap(), content);
+        // Onto another file system the kernel will not copy (EXDEV): through memory.
+        if let Ok(other) = tempfile::tempdir_in("/dev/shm") {
+            let copy = other.path().join("copy.img");
+            copy_sparse(&path, &copy).unwrap();
+            assert_eq!(std::fs::read(&copy).unwrap(), content);
+        }
     }
 }
