@@ -20,7 +20,9 @@
 //! where each came from. States with identical bytes (the same disk before and after a
 //! flush, which owes different promises) match whatever they read.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
+
+use crate::image::SectorSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -38,15 +40,15 @@ pub(crate) struct SectorRuns(Vec<(u64, u64)>);
 
 impl SectorRuns {
     /// The runs of `sectors`.
-    pub(crate) fn of(sectors: &BTreeSet<u64>) -> SectorRuns {
-        let mut runs: Vec<(u64, u64)> = Vec::new();
-        for &s in sectors {
-            match runs.last_mut() {
-                Some((_, end)) if *end == s => *end += 1,
-                _ => runs.push((s, s + 1)),
-            }
+    pub(crate) fn of(sectors: &SectorSet) -> SectorRuns {
+        SectorRuns(sectors.iter().map(|r| (r.start, r.end)).collect())
+    }
+
+    /// Adds every sector of the runs to `set`.
+    pub(crate) fn add_to(&self, set: &mut SectorSet) {
+        for &(start, end) in &self.0 {
+            set.insert(start..end);
         }
-        SectorRuns(runs)
     }
 
     /// Every sector of the runs.
@@ -159,12 +161,12 @@ impl ReadsMemo {
         &self,
         subject: &Subject,
         state: (u32, [u8; 32], &Overlay),
-        mut reads: BTreeSet<u64>,
+        mut reads: SectorSet,
         check: &StateCheck,
     ) {
         if check.snapshot_reused || check.fsck_reused {
             let Some(behind) = &check.reads_behind else { return };
-            reads.extend(behind.sectors());
+            behind.add_to(&mut reads);
         }
         if let Some(result) = Reusable::of(check) {
             self.add(&subject.epochs, &subject.trace, state, &reads, result);
@@ -179,7 +181,7 @@ impl ReadsMemo {
         epochs: &[Epoch],
         trace: &Trace,
         state: (u32, [u8; 32], &Overlay),
-        reads: &BTreeSet<u64>,
+        reads: &SectorSet,
         result: Reusable,
     ) {
         let (epoch, digest, overlay) = state;
@@ -191,8 +193,12 @@ impl ReadsMemo {
         inner.kept += 1;
         let written =
             inner.written.entry(epoch).or_insert_with(|| Arc::new(written_by(trace, e))).clone();
-        let mut read: Vec<u64> =
-            written.iter().flat_map(|&(start, end)| reads.range(start..end).copied()).collect();
+        let mut read: Vec<u64> = written
+            .iter()
+            .flat_map(|&(start, end)| {
+                reads.overlapping(start..end).flat_map(move |r| r.start.max(start)..r.end.min(end))
+            })
+            .collect();
         read.sort_unstable();
         read.dedup();
         let reads = read.into_iter().map(|s| (s, overlay.crash_epoch_source(s))).collect();
@@ -317,7 +323,7 @@ impl FsckMemo {
         &self,
         view: &crate::image::CrashView,
         stamps: &[std::ops::Range<u64>],
-        read: &BTreeSet<u64>,
+        read: &SectorSet,
         fsck: &Option<String>,
     ) -> std::io::Result<()> {
         let runs = SectorRuns::of(read);
@@ -337,7 +343,8 @@ impl FsckMemo {
         }
         let results = HashMap::from([(digest, fsck.clone())]);
         inner.sets.push(FsckReadSet { runs: Arc::new(runs), results });
-        let every: BTreeSet<u64> = inner.sets.iter().flat_map(|s| s.runs.sectors()).collect();
+        let mut every = SectorSet::new();
+        inner.sets.iter().for_each(|s| s.runs.add_to(&mut every));
         inner.union = SectorRuns::of(&every).0;
         Ok(())
     }
@@ -380,7 +387,7 @@ mod tests {
         let donor = overlay(&[0]);
         let digest = donor.digest(&trace);
         // The donor's check read sectors 0, 1 and 9 (and 40, which no write touches).
-        let reads: BTreeSet<u64> = [0, 1, 9, 40].into();
+        let reads: SectorSet = [0..2, 9..10, 40..41].into_iter().collect();
         let ended = StateCheck::failed(Outcome::Unrecoverable { message: "no fs".into() });
         let result = Reusable::of(&ended).expect("an unrecoverable state donates");
         memo.add(&epochs, &trace, (0, digest, &donor), &reads, result);
@@ -392,7 +399,7 @@ mod tests {
         assert!(find(&overlay(&[0, 2])), "sectors 16-17 written: never read");
         assert!(find(&overlay(&[3])), "sectors 0-1 from another write, with the same bytes");
         assert!(memo.find(1, &[7; 32], &donor, &trace).is_none(), "another epoch, another digest");
-        let runs = SectorRuns::of(&[3, 4, 5, 9, 11, 12].into());
+        let runs = SectorRuns::of(&[3, 4, 5, 9, 11, 12].into_iter().map(|s| s..s + 1).collect());
         assert_eq!(runs.0, vec![(3, 6), (9, 10), (11, 13)]);
         assert_eq!(runs.sectors().collect::<Vec<_>>(), vec![3, 4, 5, 9, 11, 12]);
         let timeout = StateCheck::failed(Outcome::Timeout { step: "mount".into() });

@@ -342,7 +342,9 @@ pub fn check_image_with(
 
     if let (Some(a), Some(k)) = (after, key) {
         let reads = a.view.first_reads().map(|mut r| {
-            r.extend(fsck_behind.iter().flat_map(|b| b.sectors()));
+            if let Some(behind) = &fsck_behind {
+                behind.add_to(&mut r);
+            }
             Arc::new(super::reads::SectorRuns::of(&r))
         });
         a.cache.insert(k, Recovered { snapshot: snapshot.clone(), fsck: fsck.clone(), reads });

@@ -14,6 +14,9 @@ use crate::crash::Overlay;
 use crate::device::fusedisk::Disk;
 use crate::trace::{Trace, SECTOR_SIZE};
 
+/// Sectors, as merged runs of 512-byte sector numbers: what a view logs of its reads.
+pub type SectorSet = rangemap::RangeSet<u64>;
+
 const SECTOR: usize = SECTOR_SIZE as usize;
 
 /// A read-only base image file shared by every view of one trace.
@@ -106,9 +109,9 @@ pub struct CrashView {
     cached: bool,
     /// Sectors read before this view wrote them: all of the state's own content that
     /// anything run on the view could have seen (for reuse by reads), when tracked.
-    first_reads: Option<Mutex<BTreeSet<u64>>>,
+    first_reads: Option<Mutex<SectorSet>>,
     /// Every sector read since [`CrashView::log_reads`], written or not, until taken.
-    read_log: Mutex<Option<BTreeSet<u64>>>,
+    read_log: Mutex<Option<SectorSet>>,
 }
 
 impl CrashView {
@@ -174,11 +177,11 @@ impl CrashView {
     /// Starts a log of every sector read from now on (what the read-only fsck reads,
     /// for [`crate::check`]'s reuse of it), replacing any log not taken.
     pub fn log_reads(&self) {
-        *self.read_log.lock().unwrap_or_else(|p| p.into_inner()) = Some(BTreeSet::new());
+        *self.read_log.lock().unwrap_or_else(|p| p.into_inner()) = Some(SectorSet::new());
     }
 
     /// The sectors read since [`CrashView::log_reads`], ending the log.
-    pub fn take_read_log(&self) -> Option<BTreeSet<u64>> {
+    pub fn take_read_log(&self) -> Option<SectorSet> {
         self.read_log.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 
@@ -228,7 +231,7 @@ impl CrashView {
     }
 
     /// Sectors read before this view wrote them, when [`CrashView::track_reads`] is on.
-    pub fn first_reads(&self) -> Option<BTreeSet<u64>> {
+    pub fn first_reads(&self) -> Option<SectorSet> {
         let reads = self.first_reads.as_ref()?;
         Some(reads.lock().unwrap_or_else(|p| p.into_inner()).clone())
     }
@@ -248,12 +251,22 @@ impl Disk for CrashView {
         let (first, end) =
             (offset / SECTOR_SIZE, (offset + buf.len() as u64).div_ceil(SECTOR_SIZE));
         if let Some(log) = self.read_log.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
-            log.extend(first..end);
+            log.insert(first..end);
         }
         if let Some(reads) = &self.first_reads {
             let private = self.private.lock().unwrap_or_else(|p| p.into_inner());
             let mut reads = reads.lock().unwrap_or_else(|p| p.into_inner());
-            reads.extend((first..end).filter(|s| !private.sectors.contains_key(s)));
+            // The runs between the sectors recovery wrote before this read.
+            let mut from = first;
+            for &written in private.sectors.range(first..end).map(|(s, _)| s) {
+                if from < written {
+                    reads.insert(from..written);
+                }
+                from = written + 1;
+            }
+            if from < end {
+                reads.insert(from..end);
+            }
         }
         Ok(())
     }
@@ -381,6 +394,34 @@ pub fn file_digest(path: &Path) -> std::io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A view logs what it read as merged runs: the fsck log every sector since it began,
+    /// the first reads only sectors read before the view itself wrote them.
+    #[test]
+    fn a_view_logs_reads_as_runs_leaving_out_what_it_wrote_first() {
+        use crate::crash::{DiskModel, OverlayBuilder, StateId};
+        use crate::trace::Entry;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("base.img");
+        File::create(&path).unwrap().set_len(64 * SECTOR_SIZE).unwrap();
+        let trace = Trace::new(512, vec![Entry::write(2, vec![1u8; 512])]);
+        let epochs = crate::crash::epochs(&trace, &DiskModel::STUDY);
+        let overlay = OverlayBuilder::new(&trace, &epochs).state(&StateId::whole(0, [0]));
+        let base = Arc::new(BaseImage::open(&path).unwrap());
+        let view = CrashView::new(base, Arc::new(trace), overlay).track_reads(true);
+        let mut buf = vec![0u8; 8 * SECTOR];
+        view.read_at(0, &mut buf).unwrap();
+        assert_eq!(buf[2 * SECTOR], 1, "the crash state's sector");
+        view.write_at(20 * SECTOR_SIZE, &[5u8; SECTOR]).unwrap();
+        view.write_at(22 * SECTOR_SIZE, &[5u8; SECTOR]).unwrap();
+        view.log_reads();
+        view.read_at(16 * SECTOR_SIZE, &mut buf).unwrap();
+        view.read_at(4 * SECTOR_SIZE, &mut buf[..SECTOR]).unwrap();
+        let runs = |set: SectorSet| set.iter().map(|r| (r.start, r.end)).collect::<Vec<_>>();
+        assert_eq!(runs(view.first_reads().unwrap()), vec![(0, 8), (16, 20), (21, 22), (23, 24)]);
+        assert_eq!(runs(view.take_read_log().unwrap()), vec![(4, 5), (16, 24)]);
+        assert!(view.take_read_log().is_none(), "taking the log ends it");
+    }
 
     /// The sparse walk hashes exactly the bytes the file reads as: holes before, between
     /// and after data, and data that is itself zero.
