@@ -50,11 +50,6 @@ impl SectorRuns {
             set.insert(start..end);
         }
     }
-
-    /// Every sector of the runs.
-    pub(crate) fn sectors(&self) -> impl Iterator<Item = u64> + '_ {
-        self.0.iter().flat_map(|&(start, end)| start..end)
-    }
 }
 
 /// What a donor's check found that a state which agrees with it on its reads shares.
@@ -350,13 +345,21 @@ impl FsckMemo {
     }
 }
 
-/// The digest of an image on `runs`, from its sectors' `hashes` (`None` if one lacks):
-/// their sum, the set hash `crash::overlay` uses for states, so that a state compared
-/// with sixteen read sets of two thousand sectors adds, not hashes.
-fn set_digest(runs: &SectorRuns, hashes: &HashMap<u64, Sum>) -> Option<[u8; 32]> {
+/// The digest of an image on `runs`, from its sectors' `hashes` (sorted by sector;
+/// `None` if one lacks): their sum, the set hash `crash::overlay` uses for states, so
+/// that a state compared with sixteen read sets of two thousand sectors adds, not hashes.
+fn set_digest(runs: &SectorRuns, hashes: &[(u64, Sum)]) -> Option<[u8; 32]> {
     let mut sum = Sum::default();
-    for s in runs.sectors() {
-        sum.add(*hashes.get(&s)?);
+    let mut at = 0;
+    for &(start, end) in &runs.0 {
+        at += hashes[at..].partition_point(|&(s, _)| s < start);
+        for s in start..end {
+            match hashes.get(at) {
+                Some(&(hs, h)) if hs == s => sum.add(h),
+                _ => return None,
+            }
+            at += 1;
+        }
     }
     Some(sum.finish(b"bob fsck reads v1\0"))
 }
@@ -401,7 +404,14 @@ mod tests {
         assert!(memo.find(1, &[7; 32], &donor, &trace).is_none(), "another epoch, another digest");
         let runs = SectorRuns::of(&[3, 4, 5, 9, 11, 12].into_iter().map(|s| s..s + 1).collect());
         assert_eq!(runs.0, vec![(3, 6), (9, 10), (11, 13)]);
-        assert_eq!(runs.sectors().collect::<Vec<_>>(), vec![3, 4, 5, 9, 11, 12]);
+        // A read set's digest takes its own sectors' hashes out of a state's larger list.
+        let hash = |s: u64| crate::crash::overlay::content_hash(s, &[s as u8; 512]);
+        let hashes: Vec<(u64, Sum)> = (0..20).map(|s| (s, hash(s))).collect();
+        let mut sum = Sum::default();
+        [3, 4, 5, 9, 11, 12].into_iter().for_each(|s| sum.add(hash(s)));
+        assert_eq!(set_digest(&runs, &hashes), Some(sum.finish(b"bob fsck reads v1\0")));
+        let missing: Vec<(u64, Sum)> = hashes.iter().copied().filter(|&(s, _)| s != 11).collect();
+        assert_eq!(set_digest(&runs, &missing), None, "sector 11 was not hashed");
         let timeout = StateCheck::failed(Outcome::Timeout { step: "mount".into() });
         assert!(Reusable::of(&timeout).is_none(), "a timeout says nothing about the bytes");
     }

@@ -185,29 +185,32 @@ impl CrashView {
         self.read_log.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 
-    /// The hash of each sector of `runs` (`[start, end)` sector ranges) as the view holds
-    /// it now, recovery's writes included, with the bytes of `stamps` (disk byte ranges)
-    /// zeroed: the sector hashes of [`Overlay::recovered_digest`], so that a set of them
-    /// sums to a set hash. Reads nothing into the view's logs. A sector the view takes
-    /// from the base image is hashed once per `base` (shared by the views of one run), as
-    /// most of what fsck reads is metadata no state changed.
+    /// The hash of each sector of `runs` (sorted, disjoint `[start, end)` sector ranges)
+    /// as the view holds it now, recovery's writes included, with the bytes of `stamps`
+    /// (disk byte ranges) zeroed, sorted by sector: the sector hashes of
+    /// [`Overlay::recovered_digest`], so that a set of them sums to a set hash. Reads
+    /// nothing into the view's logs. A sector the view takes from the base image is hashed
+    /// once per `base` (shared by the views of one run), as most of what fsck reads is
+    /// metadata no state changed.
     pub(crate) fn sector_hashes(
         &self,
         runs: &[(u64, u64)],
         stamps: &[std::ops::Range<u64>],
         base: &Mutex<HashMap<u64, Sum>>,
-    ) -> std::io::Result<HashMap<u64, Sum>> {
+    ) -> std::io::Result<Vec<(u64, Sum)>> {
         let written: BTreeSet<u64> = {
             let private = self.private.lock().unwrap_or_else(|p| p.into_inner());
             private.sectors.keys().copied().collect()
         };
-        let mut hashes = HashMap::new();
+        let mut hashes = Vec::with_capacity(runs.iter().map(|&(a, b)| (b - a) as usize).sum());
         let mut content = [0u8; SECTOR];
+        // Held throughout: one lock a state rather than one a sector.
+        let mut base = base.lock().unwrap_or_else(|p| p.into_inner());
         for s in runs.iter().flat_map(|&(start, end)| start..end) {
             let from_base = self.overlay.get(s).is_none() && !written.contains(&s);
             if from_base {
-                if let Some(&h) = base.lock().unwrap_or_else(|p| p.into_inner()).get(&s) {
-                    hashes.insert(s, h);
+                if let Some(&h) = base.get(&s) {
+                    hashes.push((s, h));
                     continue;
                 }
             }
@@ -215,9 +218,9 @@ impl CrashView {
             mask(s, &mut content, stamps);
             let h = content_hash(s, &content);
             if from_base {
-                base.lock().unwrap_or_else(|p| p.into_inner()).insert(s, h);
+                base.insert(s, h);
             }
-            hashes.insert(s, h);
+            hashes.push((s, h));
         }
         Ok(hashes)
     }
