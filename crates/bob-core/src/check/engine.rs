@@ -11,10 +11,10 @@ use super::{
     check_image_with, AfterRecovery, Error, Journal, Judge, Outcome, RecoveredCache, StateCheck,
     Subject,
 };
-use crate::crash::{CrashState, OverlayBuilder};
+use crate::crash::{CrashState, Overlay, OverlayBuilder};
 use crate::device::fusedisk::{DiskServer, Flushes};
 use crate::fs::Timeouts;
-use crate::image::CrashView;
+use crate::image::{CrashView, SectorSet};
 
 /// Options of the checking engine.
 #[derive(Clone, Debug)]
@@ -196,6 +196,101 @@ impl InjectedFailure {
     }
 }
 
+/// What every attempt at checking a state of one engine run shares.
+struct Attempts<'a> {
+    subject: &'a Subject,
+    judge: &'a Judge,
+    server: &'a DiskServer,
+    options: &'a EngineOptions,
+    recovered: &'a RecoveredCache,
+    stamps: &'a [std::ops::Range<u64>],
+    cached_views: bool,
+    /// Whether views log their first reads (for reuse by reads).
+    track_reads: bool,
+    injected: &'a InjectedFailure,
+    cancel: &'a AtomicBool,
+}
+
+/// One distinct state to check, as [`Attempts::check`] needs it.
+struct Attempt<'a> {
+    /// Its rank among the distinct states.
+    rank: usize,
+    /// Its index in the stream (names its FUSE file).
+    index: usize,
+    overlay: &'a Overlay,
+    pm_image: Option<&'a [u8]>,
+    due: &'a [usize],
+    acked: &'a [String],
+}
+
+impl Attempts<'_> {
+    /// Checks `state` on a view of its own, served as a FUSE file and mounted at `mnt`
+    /// (`worker`'s). A failure of bob's own machinery is retried, up to [`INFRA_RETRIES`]
+    /// times, from scratch: a fresh view (the failed attempt's recovery writes are in the
+    /// old one's overlay), a fresh FUSE file, loop device and mount point (the old mount
+    /// point may still be busy; `mnt` becomes the new one, which the worker keeps).
+    /// Returns the check, the sectors its view read first (when tracked) and the retries.
+    fn check(
+        &self,
+        state: &Attempt,
+        worker: usize,
+        mnt: &mut PathBuf,
+    ) -> (Result<StateCheck, Error>, Option<SectorSet>, usize) {
+        let subject = self.subject;
+        let mut retries = 0;
+        loop {
+            let view = Arc::new(
+                CrashView::new(subject.base.clone(), subject.trace.clone(), state.overlay.clone())
+                    .page_cache(self.cached_views)
+                    .track_reads(self.track_reads),
+            );
+            let name = format!("state-{}.{retries}.img", state.index);
+            let file = self.server.add(&name, view.clone());
+            let checked = match self.injected.fails(state.rank, retries, &file) {
+                Some(e) => Err(e),
+                None => check_image_with(
+                    subject,
+                    self.judge,
+                    &file,
+                    state.pm_image,
+                    mnt,
+                    state.due.to_vec(),
+                    state.acked,
+                    &self.options.timeouts,
+                    Some(&AfterRecovery {
+                        view: &view,
+                        cache: self.recovered,
+                        speed: self.options.speed,
+                        stamps: self.stamps,
+                    }),
+                ),
+            };
+            self.server.remove(&name);
+            match checked {
+                // An interrupt stops at once: no retry.
+                Err(e)
+                    if e.is_infrastructure()
+                        && retries < INFRA_RETRIES
+                        && !self.cancel.load(Ordering::Relaxed) =>
+                {
+                    retries += 1;
+                    match fresh_mount_point(&self.options.work_dir, worker, retries, mnt) {
+                        Ok(fresh) => *mnt = fresh,
+                        Err(e) => return (Err(e), None, retries),
+                    }
+                }
+                other => {
+                    let checked = other.map(|mut c| {
+                        c.recovery_writes = view.recovery_writes();
+                        c
+                    });
+                    return (checked, view.first_reads(), retries);
+                }
+            }
+        }
+    }
+}
+
 /// Checks `states` of `subject`: dedup by content, then `jobs` workers in parallel.
 /// `progress` is called after each state mounted with (mounted so far, unique total).
 /// Stops early with [`Error::Interrupted`] when `cancel` is set.
@@ -325,6 +420,18 @@ pub fn run_state_stream(
     let distinct = AtomicUsize::new(0);
     let first_error: Mutex<Option<Error>> = Mutex::new(None);
     let injected = &InjectedFailure::from_env();
+    let attempts = &Attempts {
+        subject,
+        judge,
+        server: &server,
+        options,
+        recovered,
+        stamps,
+        cached_views,
+        track_reads: reads_memo.is_some(),
+        injected,
+        cancel,
+    };
     let (queue, inbox) = std::sync::mpsc::sync_channel::<Job>(jobs * QUEUED_PER_WORKER);
     // The workers share the receiving end; the last one to stop drops it, so that the
     // stream never waits on a queue nobody reads.
@@ -339,8 +446,8 @@ pub fn run_state_stream(
 
     std::thread::scope(|scope| {
         let worker = |worker: usize| {
-            let (server, store, done, distinct, first_error, inbox, alive) =
-                (&server, &store, &done, &distinct, &first_error, &inbox, &alive);
+            let (store, done, distinct, first_error, inbox, alive) =
+                (&store, &done, &distinct, &first_error, &inbox, &alive);
             let builder = &builder;
             let stop = &stop;
             move || {
@@ -386,83 +493,28 @@ pub fn run_state_stream(
                         Judge::Oracle => Vec::new(),
                         Judge::Checker(_) => subject.acked_marks(&state.id),
                     };
-                    // A failure of bob's own machinery is retried once, from scratch: a
-                    // fresh view (the failed attempt's recovery writes are in the old
-                    // one's overlay), a fresh FUSE file, loop device and mount point (the
-                    // old mount point may still be busy; this worker keeps the new one).
                     let pm_image = match (&subject.pm, &state.id.pm) {
                         (Some(pm), Some(cut)) => Some(pm.image(cut)),
                         _ => None,
                     };
-                    let mut retries = 0;
                     let started = std::time::Instant::now();
                     let overlay = builder.state(&state.id);
                     let reused = reads_memo.and_then(|m| {
                         m.find(state.id.epoch, &digest, &overlay, &subject.trace)
                             .map(|r| r.check_for(subject, due.clone()))
                     });
-                    let mut reads = None;
-                    let checked = if let Some(c) = reused {
-                        Ok(c)
-                    } else {
-                        loop {
-                            let view = Arc::new(
-                                CrashView::new(
-                                    subject.base.clone(),
-                                    subject.trace.clone(),
-                                    overlay.clone(),
-                                )
-                                .page_cache(cached_views)
-                                .track_reads(reads_memo.is_some()),
-                            );
-                            let name = format!("state-{index}.{retries}.img");
-                            let file = server.add(&name, view.clone());
-                            let checked = match injected.fails(k, retries, &file) {
-                                Some(e) => Err(e),
-                                None => check_image_with(
-                                    subject,
-                                    judge,
-                                    &file,
-                                    pm_image.as_deref(),
-                                    &mnt,
-                                    due.clone(),
-                                    &acked,
-                                    &options.timeouts,
-                                    Some(&AfterRecovery {
-                                        view: &view,
-                                        cache: recovered,
-                                        speed: options.speed,
-                                        stamps,
-                                    }),
-                                ),
+                    let (checked, reads, retries) = match reused {
+                        Some(c) => (Ok(c), None, 0),
+                        None => {
+                            let on = Attempt {
+                                rank: k,
+                                index,
+                                overlay: &overlay,
+                                pm_image: pm_image.as_deref(),
+                                due: &due,
+                                acked: &acked,
                             };
-                            server.remove(&name);
-                            match checked {
-                                // An interrupt stops at once: no retry.
-                                Err(e)
-                                    if e.is_infrastructure()
-                                        && retries < INFRA_RETRIES
-                                        && !cancel.load(Ordering::Relaxed) =>
-                                {
-                                    retries += 1;
-                                    match fresh_mount_point(
-                                        &options.work_dir,
-                                        worker,
-                                        retries,
-                                        &mnt,
-                                    ) {
-                                        Ok(fresh) => mnt = fresh,
-                                        Err(e) => break Err(e),
-                                    }
-                                }
-                                other => {
-                                    reads = view.first_reads();
-                                    break other.map(|mut c| {
-                                        c.recovery_writes = view.recovery_writes();
-                                        c
-                                    });
-                                }
-                            }
+                            attempts.check(&on, worker, &mut mnt)
                         }
                     };
                     match checked {
