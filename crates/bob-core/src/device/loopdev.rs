@@ -126,6 +126,9 @@ pub struct LoopDevice {
     path: PathBuf,
     dev: File,
     cleared: bool,
+    /// The queue's `write_cache` file and the setting to put back at unbind, when
+    /// [`LoopDevice::pass_flushes`] changed it.
+    restore_write_cache: Option<(PathBuf, String)>,
 }
 
 /// How many times [`LoopDevice::attach_free`] asks for a free device before it gives up.
@@ -200,12 +203,37 @@ impl LoopDevice {
         }
         // The kernel holds its own reference to the backing file now.
         drop(file);
-        Ok(LoopDevice { path: path.to_owned(), dev, cleared: false })
+        Ok(LoopDevice { path: path.to_owned(), dev, cleared: false, restore_write_cache: None })
     }
 
     /// The device node, e.g. `/dev/loop3`.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Makes the device send every flush and FUA write on to its backing file, as a
+    /// recording needs: a loop device's queue may say it has no volatile cache
+    /// (`/sys/block/loopN/queue/write_cache` set to `write through` by an administrator,
+    /// or by a tool, and kept across bindings), and then the block layer completes every
+    /// flush at once without sending it down, so a recording would miss every barrier and
+    /// take crash states no disk could leave for ones it could. The setting found is put
+    /// back when bob unbinds the device (not after a SIGKILL: the device then keeps
+    /// `write back`, the kernel's own default for a loop device on a file).
+    pub fn pass_flushes(&mut self) -> Result<()> {
+        let name = self.path.file_name().map(|n| n.to_string_lossy().into_owned());
+        let attr =
+            PathBuf::from(format!("/sys/block/{}/queue/write_cache", name.unwrap_or_default()));
+        let found = std::fs::read_to_string(&attr)
+            .map_err(|e| loop_err(&self.path, "read its write cache setting", e))?;
+        let found = found.trim();
+        if found == "write back" {
+            return Ok(());
+        }
+        std::fs::write(&attr, "write back").map_err(|e| {
+            loop_err(&self.path, "turn on its write cache so that flushes reach bob", e)
+        })?;
+        self.restore_write_cache = Some((attr, found.to_owned()));
+        Ok(())
     }
 
     /// Drops the device's page cache (BLKFLSBUF, after writing back what is dirty), so
@@ -227,7 +255,11 @@ impl LoopDevice {
         r
     }
 
-    fn clear(&self) -> Result<()> {
+    fn clear(&mut self) -> Result<()> {
+        if let Some((attr, setting)) = self.restore_write_cache.take() {
+            // Still ours: put back what was found before the device goes to anyone else.
+            let _ = std::fs::write(attr, setting);
+        }
         // SAFETY: LOOP_CLR_FD takes no argument. On a device still held open elsewhere the
         // kernel defers the unbind to the last close (autoclear), which is what we want.
         let rc = unsafe { libc::ioctl(self.dev.as_raw_fd(), LOOP_CLR_FD, 0) };

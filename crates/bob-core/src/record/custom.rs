@@ -338,10 +338,12 @@ fn record_command_dm(req: &CommandRequest<'_>, log_dev: &Path) -> Result<Command
     let f = std::fs::File::create(&data_path).map_err(io_err(&data_path))?;
     f.set_len(config.image_bytes).map_err(io_err(&data_path))?;
     drop(f);
-    let data_dev = match req.device {
+    let mut data_dev = match req.device {
         Some(d) => crate::device::loopdev::LoopDevice::attach(d, &data_path)?,
         None => crate::device::loopdev::LoopDevice::attach_free(&data_path)?,
     };
+    // A device-mapper device above it passes flushes only if the device below takes them.
+    data_dev.pass_flushes()?;
     config.mkfs_on(data_dev.path(), req.timeouts.mkfs)?;
     crate::image::copy_sparse(&data_path, &base_path).map_err(io_err(&base_path))?;
     let name = format!("bob-log-{}", std::process::id());

@@ -508,10 +508,12 @@ fn make_or_copy_and_mount(
     // One FUSE thread: requests are handled strictly in the order the loop driver sends them.
     let server = DiskServer::start(&fuse_dir, 1)?;
     let disk_file = server.add("record.img", disk.clone());
-    let loopdev = match device {
+    let mut loopdev = match device {
         Some(dev) => LoopDevice::attach(dev, &disk_file)?,
         None => LoopDevice::attach_free(&disk_file)?,
     };
+    // Every flush must reach the recording disk: it is what delimits the crash epochs.
+    loopdev.pass_flushes()?;
     let dev = loopdev.path().to_owned();
     if setup.is_none() {
         config.mkfs_on(&dev, timeouts.mkfs)?;

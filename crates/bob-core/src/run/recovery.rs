@@ -150,7 +150,9 @@ fn record_recovery(
     );
     let server = DiskServer::start(&fuse_dir, 1).map_err(crate::record::Error::from)?;
     let file = server.add("recovering.img", disk.clone());
-    let loopdev = LoopDevice::attach_free(&file).map_err(crate::record::Error::from)?;
+    let mut loopdev = LoopDevice::attach_free(&file).map_err(crate::record::Error::from)?;
+    // Recovery's flushes delimit its own crash epochs: each must reach the recording.
+    loopdev.pass_flushes().map_err(crate::record::Error::from)?;
     disk.start(&work.join("recovery.log"))?;
     let mounted = mount::mount(loopdev.path(), &mnt, config.fstype, config.mount_options)
         .map_err(crate::record::Error::from);
