@@ -49,9 +49,14 @@ impl OwnLoop {
 
 impl Drop for OwnLoop {
     fn drop(&mut self) {
-        if let Ok(ctl) = File::open("/dev/loop-control") {
+        let Ok(ctl) = File::open("/dev/loop-control") else { return };
+        // The kernel finishes an unbind at the device's last close: busy for a moment.
+        for _ in 0..100 {
             // SAFETY: LOOP_CTL_REMOVE takes the device number.
-            unsafe { libc::ioctl(ctl.as_raw_fd(), LOOP_CTL_REMOVE, self.number) };
+            if unsafe { libc::ioctl(ctl.as_raw_fd(), LOOP_CTL_REMOVE, self.number) } == 0 {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
 }
@@ -92,4 +97,7 @@ fn a_recording_on_a_write_through_loop_device_still_sees_its_flushes() {
     assert!(barriers > 0, "ext4's fsync and journal commits flush: the trace must show it");
     let setting = std::fs::read_to_string(dev.write_cache()).unwrap();
     assert_eq!(setting.trim(), "write through", "the setting found is put back at unbind");
+    let path = dev.path();
+    drop(dev);
+    assert!(!path.exists(), "the test's own loop device is removed");
 }
