@@ -21,8 +21,6 @@
 //! flush, which owes different promises) match whatever they read.
 
 use std::collections::HashMap;
-
-use crate::image::SectorSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -31,6 +29,7 @@ use workloads::Snapshot;
 use super::{Outcome, Repair, StateCheck, Subject};
 use crate::crash::overlay::Sum;
 use crate::crash::{Epoch, Overlay, SectorSource};
+use crate::image::SectorSet;
 use crate::trace::Trace;
 
 /// A set of sectors as sorted runs `[start, end)`: what a recovered image keeps of the

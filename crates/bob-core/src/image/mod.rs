@@ -253,6 +253,10 @@ impl Disk for CrashView {
         self.read_content(offset, buf)?;
         let (first, end) =
             (offset / SECTOR_SIZE, (offset + buf.len() as u64).div_ceil(SECTOR_SIZE));
+        if first == end {
+            // Nothing read (a range set takes no empty run).
+            return Ok(());
+        }
         if let Some(log) = self.read_log.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
             log.insert(first..end);
         }
@@ -420,6 +424,7 @@ mod tests {
         view.log_reads();
         view.read_at(16 * SECTOR_SIZE, &mut buf).unwrap();
         view.read_at(4 * SECTOR_SIZE, &mut buf[..SECTOR]).unwrap();
+        view.read_at(30 * SECTOR_SIZE, &mut []).unwrap();
         let runs = |set: SectorSet| set.iter().map(|r| (r.start, r.end)).collect::<Vec<_>>();
         assert_eq!(runs(view.first_reads().unwrap()), vec![(0, 8), (16, 20), (21, 22), (23, 24)]);
         assert_eq!(runs(view.take_read_log().unwrap()), vec![(4, 5), (16, 24)]);
