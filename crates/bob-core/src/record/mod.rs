@@ -80,6 +80,38 @@ pub enum Error {
     /// Streaming the trace to its log file failed (disk full, ...); names the file.
     #[error("recording the trace: {0}")]
     Log(#[from] LogError),
+    /// A kernel file system with barriers on was recorded without a single flush: they
+    /// were lost below it, and the trace's crash states would be ones no disk leaves.
+    #[error(
+        "{config}: the recording on {} saw no flush, though {config} flushes at every \
+         unmount; something between the file system and bob's disk drops them (a loop \
+         device whose queue/write_cache says write through?), so its crash states would \
+         be ones no disk could leave",
+        device.display()
+    )]
+    NoFlushes {
+        /// Configuration name.
+        config: String,
+        /// The device recorded on.
+        device: PathBuf,
+    },
+}
+
+/// Whether `trace`, a recording of `config` on `device`, can be what `config` did: a
+/// kernel file system with barriers on flushes at least once when it is unmounted, which
+/// every recording includes (`barrier=0` and `nobarrier` turn that off on purpose).
+fn check_flushes_seen(config: &FsConfig, trace: &Trace, device: &Path) -> Result<(), Error> {
+    let barriers_off =
+        config.mount_options.split(',').any(|o| o == "barrier=0" || o == "nobarrier");
+    let barrier = |e: &Entry| match e.kind() {
+        EntryKind::Flush => true,
+        EntryKind::Write { preflush, fua } => preflush || fua,
+        _ => false,
+    };
+    if barriers_off || config.design().is_some() || trace.entries.iter().any(barrier) {
+        return Ok(());
+    }
+    Err(Error::NoFlushes { config: config.name.into(), device: device.to_owned() })
 }
 
 /// The in-process disk the file system under test is made on. Before [`start`] it writes
@@ -743,6 +775,7 @@ pub fn record(req: &RecordRequest<'_>) -> Result<Recording, Error> {
     };
     run.map_err(workload_err)?;
     let mut trace = unmounted?;
+    check_flushes_seen(config, &trace, &md.dev)?;
     md.release()?;
 
     let fua = match &traced {
@@ -826,6 +859,31 @@ mod tests {
         let mut buf = vec![0xee; len];
         Disk::read_at(disk, offset, &mut buf).unwrap();
         buf
+    }
+
+    /// A kernel file system with barriers on always flushes at unmount: a recording of one
+    /// without any barrier is refused; one with barriers off, or a research design, is not.
+    #[test]
+    fn a_recording_without_any_flush_is_refused_where_barriers_are_on() {
+        let dev = Path::new("/dev/loop9");
+        let writes = || vec![Entry::mark("umount"), Entry::write(8, vec![1u8; 4096])];
+        let trace = |entries| Trace::new(512, entries);
+        let ext4 = crate::fs::by_name("ext4-ordered").unwrap();
+        let err = check_flushes_seen(&ext4, &trace(writes()), dev).unwrap_err();
+        assert!(matches!(err, Error::NoFlushes { .. }), "{err}");
+        assert!(err.to_string().contains("/dev/loop9"), "names the device: {err}");
+        let mut flushed = writes();
+        flushed.push(Entry::flush());
+        assert!(check_flushes_seen(&ext4, &trace(flushed), dev).is_ok());
+        let mut fua = Entry::write(16, vec![2u8; 512]);
+        fua.flags |= flags::FUA;
+        let mut with_fua = writes();
+        with_fua.push(fua);
+        assert!(check_flushes_seen(&ext4, &trace(with_fua), dev).is_ok(), "a FUA write");
+        let nobarrier = crate::fs::by_name("ext4-nobarrier").unwrap();
+        assert!(check_flushes_seen(&nobarrier, &trace(writes()), dev).is_ok());
+        let design = crate::fs::by_name("nofs").unwrap();
+        assert!(check_flushes_seen(&design, &trace(writes()), dev).is_ok());
     }
 
     #[test]
