@@ -268,6 +268,7 @@ pub fn record_command(req: &CommandRequest<'_>) -> Result<CommandRecording, Erro
     };
     let exit_code = exit_code?;
     let mut trace = unmounted?;
+    super::check_flushes_seen(config, &trace, &md.dev)?;
     let base_path = md.base_path.clone();
     md.release()?;
     let (annotation, fua) = match traced.as_ref().map(|t| t.annotate(&mut trace)) {
@@ -369,6 +370,7 @@ fn record_command_dm(req: &CommandRequest<'_>, log_dev: &Path) -> Result<Command
         reason: "mark reader still holds the target".into(),
     })?;
     let mut trace = target.finish().map_err(dm_err)?;
+    super::check_flushes_seen(config, &trace, data_dev.path())?;
     data_dev.detach()?;
     let annotation = requests.as_ref().map(|r| annotate(&mut trace, r));
     let sidecar = command_sidecar(config, req.command, &base_path)?;
