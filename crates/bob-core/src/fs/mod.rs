@@ -499,6 +499,16 @@ impl FsConfig {
         self.fstype == "xfs"
     }
 
+    /// Whether the file system flushes its device at least once when it is unmounted (a
+    /// cache flush or a FUA write): every kernel file system does, with barriers on;
+    /// `barrier=0` and `nobarrier` turn them off on purpose, and the research designs
+    /// write as their own designs say.
+    pub fn flushes_at_unmount(&self) -> bool {
+        let barriers_off =
+            self.mount_options.split(',').any(|o| o == "barrier=0" || o == "nobarrier");
+        self.design().is_none() && !barriers_off
+    }
+
     /// Disk byte ranges that mounting (and the routine fsck before it) stamps whatever the
     /// state: times, mount counts, the mount point, and the checksum over them. Dedup
     /// after recovery leaves them out of the recovered image's key

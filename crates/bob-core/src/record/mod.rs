@@ -97,18 +97,16 @@ pub enum Error {
     },
 }
 
-/// Whether `trace`, a recording of `config` on `device`, can be what `config` did: a
-/// kernel file system with barriers on flushes at least once when it is unmounted, which
-/// every recording includes (`barrier=0` and `nobarrier` turn that off on purpose).
+/// Whether `trace`, a recording of `config` on `device`, can be what `config` did: one
+/// that [`FsConfig::flushes_at_unmount`] holds a flush, as every recording includes the
+/// unmount.
 fn check_flushes_seen(config: &FsConfig, trace: &Trace, device: &Path) -> Result<(), Error> {
-    let barriers_off =
-        config.mount_options.split(',').any(|o| o == "barrier=0" || o == "nobarrier");
     let barrier = |e: &Entry| match e.kind() {
         EntryKind::Flush => true,
         EntryKind::Write { preflush, fua } => preflush || fua,
         _ => false,
     };
-    if barriers_off || config.design().is_some() || trace.entries.iter().any(barrier) {
+    if !config.flushes_at_unmount() || trace.entries.iter().any(barrier) {
         return Ok(());
     }
     Err(Error::NoFlushes { config: config.name.into(), device: device.to_owned() })
