@@ -143,8 +143,9 @@ const CLASSIFY_CHUNK: usize = 256 * 1024;
 
 /// The classified content of the first `size` bytes of the file at `path` (fewer if it
 /// is shorter), read a chunk at a time: the classes of each sector at its offset, as
-/// if the whole were read at once, without holding the whole (a crash state's walk reads megabytes per file, and a fresh
-/// buffer of that size per file costs page faults and zeroing for every state).
+/// if the whole were read at once, without holding the whole (a crash state's walk
+/// reads megabytes per file, and a fresh buffer of that size per file costs page faults
+/// and zeroing for every state).
 fn classify_file(path: &Path, size: u64) -> std::io::Result<Content> {
     let mut file = std::fs::File::open(path)?.take(size);
     let mut buf = vec![0u8; CLASSIFY_CHUNK.min(size as usize)];

@@ -8,10 +8,11 @@
 //! `FOPEN_DIRECT_IO`, so the loop driver's requests bypass the page cache and reach the
 //! daemon in order, one for one; a crash-state view's file may be cached
 //! ([`Disk::cached`]: xfs's), as only its contents matter: xfs_repair's 1 KiB reads of
-//! the log are then served by the kernel's readahead, not one FUSE request each. A server of views alone also refuses the kernel's fsyncs ([`Flushes::Refuse`]):
-//! a view has nothing to flush, and every flush or FUA write of recovery would otherwise
-//! be a round trip. The daemon only touches memory and files outside any device it serves: it must
-//! never do I/O that depends on a loop device it backs.
+//! the log are then served by the kernel's readahead, not one FUSE request each. A
+//! server of views alone also refuses the kernel's fsyncs ([`Flushes::Refuse`]): a view
+//! has nothing to flush, and every flush or FUA write of recovery would otherwise be a
+//! round trip. The daemon only touches memory and files outside any device it serves:
+//! it must never do I/O that depends on a loop device it backs.
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
