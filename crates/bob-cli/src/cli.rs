@@ -65,6 +65,93 @@ pub enum Command {
 }
 
 impl Command {
+    /// Its `--kernel` options, for a command that can run in a virtual machine.
+    pub fn vm(&self) -> Option<&VmArgs> {
+        match self {
+            Command::Run(a) => Some(&a.vm),
+            Command::Table(a) => Some(&a.vm),
+            Command::Explore(a) => Some(&a.vm),
+            Command::Record(a) => Some(&a.vm),
+            Command::Check(a) => Some(&a.vm),
+            Command::Replay(a) => Some(&a.vm),
+            Command::List(a) => Some(&a.vm),
+            Command::Bench(a) => Some(&a.vm),
+            _ => None,
+        }
+    }
+
+    /// The directories the command writes into (its outputs and scratch), which a
+    /// virtual machine shares read-write; for a file, its directory.
+    pub fn written_dirs(&self) -> Vec<PathBuf> {
+        let parent = |p: &PathBuf| {
+            p.parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .map(PathBuf::from)
+                .unwrap_or_else(|| ".".into())
+        };
+        let mut dirs: Vec<PathBuf> = match self {
+            Command::Run(a) => {
+                [Some(a.explore.out.clone()), a.save_trace.clone(), a.explore.scratch.clone()]
+                    .into_iter()
+                    .flatten()
+                    .collect()
+            }
+            Command::Table(a) => [
+                Some(a.explore.out.clone()),
+                a.doc.as_ref().map(parent),
+                a.html_site.clone(),
+                a.explore.scratch.clone(),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
+            Command::Explore(a) => {
+                [Some(a.explore.out.clone()), a.export_xfstests.clone(), a.explore.scratch.clone()]
+                    .into_iter()
+                    .flatten()
+                    .collect()
+            }
+            Command::Record(a) => {
+                [Some(a.out.clone()), a.scratch.clone()].into_iter().flatten().collect()
+            }
+            Command::Check(a) => [Some(a.explore.out.clone()), a.explore.scratch.clone()]
+                .into_iter()
+                .flatten()
+                .collect(),
+            Command::Replay(a) => [a.to.as_ref().map(parent), a.pm_out.as_ref().map(parent)]
+                .into_iter()
+                .flatten()
+                .collect(),
+            Command::Bench(a) => a.scratch.clone().into_iter().collect(),
+            _ => Vec::new(),
+        };
+        dirs.dedup();
+        dirs
+    }
+
+    /// The argument that makes the command continue from its journal after the guest
+    /// kernel crashed (`None`: it has no journal, and a crash ends it).
+    pub fn resume_flag(&self) -> Option<&'static str> {
+        match self {
+            Command::Run(_) | Command::Explore(_) => Some("--resume"),
+            Command::Table(a) if !a.record_only => Some("--resume"),
+            _ => None,
+        }
+    }
+
+    /// Its output directory (`--out`), where a command has one: with several kernels,
+    /// each kernel's run writes below it.
+    pub fn out_dir(&self) -> Option<&PathBuf> {
+        match self {
+            Command::Run(a) => Some(&a.explore.out),
+            Command::Table(a) => Some(&a.explore.out),
+            Command::Explore(a) => Some(&a.explore.out),
+            Command::Record(a) => Some(&a.out),
+            Command::Check(a) => Some(&a.explore.out),
+            _ => None,
+        }
+    }
+
     /// Whether the command binds loop devices or mounts (and so first reclaims what dead
     /// bob processes left).
     pub fn creates_resources(&self) -> bool {
@@ -77,6 +164,64 @@ impl Command {
         }
     }
 }
+
+/// `--kernel` and the virtual machine's options, on every command that mounts or lists
+/// what the kernel has.
+#[derive(Debug, Default, Args)]
+pub struct VmArgs {
+    /// The kernel to check on: host (this machine's, the default), debian:6.1 or
+    /// debian:6.12 (Debian's kernel packages, fetched into bob's kernel cache on first
+    /// use), or the path of a kernel image (bzImage) with --modules. Several,
+    /// comma-separated, run in turn, each with its own --out below the given one.
+    #[arg(long, value_delimiter = ',', default_value = "host", value_name = "SPEC[,SPEC]")]
+    pub kernel: Vec<String>,
+    /// The modules directory of a --kernel image (lib/modules/RELEASE after `make
+    /// modules_install`).
+    #[arg(long, value_name = "DIR")]
+    pub modules: Option<PathBuf>,
+    /// The virtual machine's CPUs.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    pub vm_cpus: u32,
+    /// The virtual machine's memory, as qemu's -m takes it (4G, 2048M).
+    #[arg(long, default_value = "4G")]
+    pub vm_memory: String,
+    /// How qemu runs the guest: auto (KVM where a probe boot of the kernel works, else
+    /// emulation), kvm, or tcg (emulation: works everywhere, kernel work 20-35x slower).
+    #[arg(long, value_enum, default_value_t = AccelArg::Auto)]
+    pub vm_accel: AccelArg,
+}
+
+impl VmArgs {
+    /// Whether the command runs here, on this machine's kernel alone.
+    pub fn is_host(&self) -> bool {
+        self.kernel.iter().all(|k| k == "host")
+    }
+}
+
+/// `--vm-accel`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum AccelArg {
+    /// KVM where it boots the kernel, else emulation.
+    #[default]
+    Auto,
+    /// KVM.
+    Kvm,
+    /// Emulation (TCG).
+    Tcg,
+}
+
+impl From<AccelArg> for bob_core::vm::Accel {
+    fn from(a: AccelArg) -> Self {
+        match a {
+            AccelArg::Auto => bob_core::vm::Accel::Auto,
+            AccelArg::Kvm => bob_core::vm::Accel::Kvm,
+            AccelArg::Tcg => bob_core::vm::Accel::Tcg,
+        }
+    }
+}
+
+/// The command-line flags of [`VmArgs`], which the guest's command line leaves out.
+pub const VM_FLAGS: [&str; 5] = ["--kernel", "--modules", "--vm-cpus", "--vm-memory", "--vm-accel"];
 
 /// Output formats for one result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -279,6 +424,9 @@ pub struct RunArgs {
     /// Sharding and resuming.
     #[command(flatten)]
     pub cell: CellArgs,
+    /// Where the checks run (this machine's kernel or a virtual machine's).
+    #[command(flatten)]
+    pub vm: VmArgs,
 }
 
 /// `bob explore`.
@@ -375,6 +523,9 @@ pub struct ExploreCmdArgs {
     /// Exploration options.
     #[command(flatten)]
     pub explore: ExploreArgs,
+    /// Where the checks run (this machine's kernel or a virtual machine's).
+    #[command(flatten)]
+    pub vm: VmArgs,
 }
 
 /// Parses `90s`, `30m`, `2h` or plain seconds.
@@ -449,6 +600,9 @@ pub struct TableArgs {
     /// Sharding and resuming.
     #[command(flatten)]
     pub cell: CellArgs,
+    /// Where the checks run (this machine's kernel or a virtual machine's).
+    #[command(flatten)]
+    pub vm: VmArgs,
 }
 
 /// `bob merge`.
@@ -564,6 +718,9 @@ pub struct ReplayArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Where the checks run (this machine's kernel or a virtual machine's).
+    #[command(flatten)]
+    pub vm: VmArgs,
 }
 
 /// `bob list`.
@@ -572,6 +729,9 @@ pub struct ListArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Where the checks run (this machine's kernel or a virtual machine's).
+    #[command(flatten)]
+    pub vm: VmArgs,
 }
 
 /// `bob bench` arguments.
@@ -635,6 +795,9 @@ pub struct BenchArgs {
     /// Directory for scratch files (default: the system temp dir).
     #[arg(long)]
     pub scratch: Option<PathBuf>,
+    /// Where the checks run (this machine's kernel or a virtual machine's).
+    #[command(flatten)]
+    pub vm: VmArgs,
 }
 
 /// `bob import` arguments.
@@ -789,6 +952,9 @@ pub struct RecordArgs {
     /// directory and BOB_MARK_FILE naming the mark control file.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,
+    /// Where the checks run (this machine's kernel or a virtual machine's).
+    #[command(flatten)]
+    pub vm: VmArgs,
 }
 
 /// `bob mark` arguments.
@@ -820,6 +986,9 @@ pub struct CheckArgs {
     /// Exploration options.
     #[command(flatten)]
     pub explore: ExploreArgs,
+    /// Where the checks run (this machine's kernel or a virtual machine's).
+    #[command(flatten)]
+    pub vm: VmArgs,
 }
 
 /// `--fs NAME`: a configuration bob knows.

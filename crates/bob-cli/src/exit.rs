@@ -44,6 +44,9 @@ pub enum Conclusion {
     ReplayLog(u8),
     /// `bob diff`: whether some cell's verdict changed (exit 1, so that CI can gate on it).
     Changed(bool),
+    /// The same command run on other kernels (`--kernel`): the highest exit code of its
+    /// runs, each already mapped by the bob that ran it.
+    Guest(u8),
     /// `bob explore`: signatures found, and runs bob could not complete.
     Explored {
         /// Signatures.
@@ -67,6 +70,7 @@ pub fn code(end: &Result<Conclusion, CliError>) -> u8 {
         Ok(Conclusion::Named(OutcomeKind::Unavailable)) => ERROR,
         Ok(Conclusion::Named(kind) | Conclusion::Table(kind)) => of_outcome(*kind),
         Ok(Conclusion::ReplayLog(status)) => *status,
+        Ok(Conclusion::Guest(code)) => *code,
         Ok(Conclusion::Changed(changed)) => u8::from(*changed),
         Ok(Conclusion::Explored { signatures, errors }) => match (signatures, errors) {
             (0, 0) => HELD,
@@ -100,6 +104,7 @@ fn of_outcome(kind: OutcomeKind) -> u8 {
         | OutcomeKind::NotApplicable
         | OutcomeKind::Unavailable => HELD,
         OutcomeKind::Violated
+        | OutcomeKind::KernelCrash
         | OutcomeKind::Unrecoverable
         | OutcomeKind::ReadError
         | OutcomeKind::FsckFailed

@@ -9,6 +9,7 @@ mod color;
 mod commands;
 mod error;
 mod exit;
+mod guest;
 mod options;
 mod print;
 mod progress;

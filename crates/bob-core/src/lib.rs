@@ -19,6 +19,8 @@
 //! * [`run`]: the pipelines end to end: one configuration x property cell, a table, a
 //!   saved trace under the user's checker, a witness replayed.
 //! * [`output`]: the JSON documents the CLI prints, declared and versioned in one place.
+//! * [`vm`]: other kernels: a command run inside a virtual machine booted from a chosen
+//!   kernel, and a guest kernel crash pinned on the crash state that caused it.
 #![warn(missing_docs)]
 
 /// The version of every JSON document bob writes (cells, tables, witnesses' state
@@ -41,3 +43,4 @@ pub mod record;
 pub mod report;
 pub mod run;
 pub mod trace;
+pub mod vm;

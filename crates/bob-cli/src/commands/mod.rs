@@ -24,6 +24,9 @@ use crate::exit::Conclusion;
 
 /// Runs a parsed command.
 pub fn dispatch(command: Command) -> Result<Conclusion, CliError> {
+    if let Some(vm) = command.vm().filter(|vm| !vm.is_host()) {
+        return crate::guest::run(&command, vm);
+    }
     if command.creates_resources() {
         cleanup::reclaim_quietly();
     }

@@ -416,6 +416,12 @@ pub fn run_state_stream(
     let cached_views = options.speed.cached_views && subject.config.prefers_cached_views();
     // What mounting stamps is the configuration's: one list for the run, not one per state.
     let stamps = &subject.config.mount_stamps();
+    let guest = crate::vm::crash_log::guest();
+    let guest_tag = &crate::vm::crash_log::subject_tag(
+        subject.config.name,
+        &subject.workload.name,
+        subject.schedule.map(|s| s.name()),
+    );
     let done = AtomicUsize::new(0);
     let distinct = AtomicUsize::new(0);
     let first_error: Mutex<Option<Error>> = Mutex::new(None);
@@ -489,6 +495,22 @@ pub fn run_state_stream(
                         progress(n, distinct.load(Ordering::Relaxed));
                         continue;
                     }
+                    // In a guest bob booted: a state the host pinned a kernel crash on is
+                    // not recovered again, and every other is logged while it recovers.
+                    let key_hex = guest.map(|_| super::journal::hex(&key)).unwrap_or_default();
+                    if let Some(crash) = guest.and_then(|g| g.known_crash(&guest_tag, &key_hex)) {
+                        let c = StateCheck::failed(Outcome::KernelCrash {
+                            message: crash.message.clone(),
+                            console: crash.console.display().to_string(),
+                        });
+                        journal.record(&key, &c);
+                        store(index, c);
+                        let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                        progress(n, distinct.load(Ordering::Relaxed));
+                        continue;
+                    }
+                    let recovering =
+                        guest.map(|g| g.begin(&guest_tag, &key_hex, &state.id.to_string()));
                     let acked = match judge {
                         Judge::Oracle => Vec::new(),
                         Judge::Checker(_) => subject.acked_marks(&state.id),
@@ -517,6 +539,7 @@ pub fn run_state_stream(
                             attempts.check(&on, worker, &mut mnt)
                         }
                     };
+                    drop(recovering);
                     match checked {
                         Ok(mut c) => {
                             if let (Some(memo), Some(reads)) = (reads_memo, reads) {

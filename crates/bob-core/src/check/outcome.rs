@@ -10,6 +10,7 @@
 //! | kind | letter | exit | meaning |
 //! |---|---|---|---|
 //! | `violated` | `x` | 1 | a state violates the property (after repair, if one was needed) |
+//! | `kernel-crash` | `K` | 1 | recovering a state crashed the kernel (panic, oops, BUG, a hang), in a virtual machine |
 //! | `unrecoverable` | `U` | 1 | a state does not mount even after the repair ladder |
 //! | `read-error` | `E` | 1 | a state mounts but reading it fails (the file system detected damage) |
 //! | `fsck-failed` | `F` | 1 | the property held but the read-only fsck found damage |
@@ -40,6 +41,9 @@ use serde::{Deserialize, Serialize};
 pub enum OutcomeKind {
     /// Some state violates the property.
     Violated,
+    /// Recovering some state crashed the kernel (inside a virtual machine, which bob
+    /// booted again to check the rest).
+    KernelCrash,
     /// Some state still does not mount after the repair ladder. Tables and journals
     /// written before schema 2 called it `mount-failed`.
     #[serde(alias = "mount-failed")]
@@ -68,8 +72,9 @@ pub enum OutcomeKind {
 impl OutcomeKind {
     /// Every kind, in precedence order (the first one a cell's states reached is the
     /// cell's verdict).
-    pub const ALL: [OutcomeKind; 11] = [
+    pub const ALL: [OutcomeKind; 12] = [
         OutcomeKind::Violated,
+        OutcomeKind::KernelCrash,
         OutcomeKind::Unrecoverable,
         OutcomeKind::ReadError,
         OutcomeKind::FsckFailed,
@@ -83,8 +88,9 @@ impl OutcomeKind {
     ];
 
     /// The kinds a single checked crash state can have (the others describe cells).
-    pub const STATE: [OutcomeKind; 8] = [
+    pub const STATE: [OutcomeKind; 9] = [
         OutcomeKind::Violated,
+        OutcomeKind::KernelCrash,
         OutcomeKind::Unrecoverable,
         OutcomeKind::ReadError,
         OutcomeKind::FsckFailed,
@@ -98,6 +104,7 @@ impl OutcomeKind {
     pub fn name(self) -> &'static str {
         match self {
             OutcomeKind::Violated => "violated",
+            OutcomeKind::KernelCrash => "kernel-crash",
             OutcomeKind::Unrecoverable => "unrecoverable",
             OutcomeKind::ReadError => "read-error",
             OutcomeKind::FsckFailed => "fsck-failed",
@@ -123,6 +130,7 @@ impl OutcomeKind {
     pub fn letter(self) -> &'static str {
         match self {
             OutcomeKind::Violated => "x",
+            OutcomeKind::KernelCrash => "K",
             OutcomeKind::Unrecoverable => "U",
             OutcomeKind::ReadError => "E",
             OutcomeKind::FsckFailed => "F",
@@ -150,6 +158,7 @@ impl OutcomeKind {
             | OutcomeKind::NotApplicable
             | OutcomeKind::Unavailable => 0,
             OutcomeKind::Violated
+            | OutcomeKind::KernelCrash
             | OutcomeKind::Unrecoverable
             | OutcomeKind::ReadError
             | OutcomeKind::FsckFailed
@@ -168,6 +177,7 @@ impl OutcomeKind {
     pub fn legend(self) -> &'static str {
         match self {
             OutcomeKind::Violated => "a crash state that bob found and can replay violates the property (after repair, if the state needed one)",
+            OutcomeKind::KernelCrash => "recovering a crash state crashed the kernel (panic, oops, BUG or hang) in the virtual machine bob booted; its console log is kept beside the witness",
             OutcomeKind::Unrecoverable => "no violation, but a crash state does not mount even after the file system's repair tool",
             OutcomeKind::ReadError => "no violation, but a crash state mounts and a read fails (the file system detected damage)",
             OutcomeKind::FsckFailed => "no violation, but the read-only fsck complained",
@@ -212,6 +222,13 @@ pub enum Outcome {
     Violated {
         /// One line a person understands.
         story: String,
+    },
+    /// Recovering the state crashed the guest kernel bob booted it in.
+    KernelCrash {
+        /// The console line that says how (`Kernel panic - not syncing: ...`).
+        message: String,
+        /// The guest's console log of that boot.
+        console: String,
     },
     /// The kernel would not mount the state; a step of the configuration's repair ladder
     /// made it mountable, and the property held in the repaired state.
@@ -260,6 +277,7 @@ impl Outcome {
         match self {
             Outcome::Held => OutcomeKind::Held,
             Outcome::Violated { .. } => OutcomeKind::Violated,
+            Outcome::KernelCrash { .. } => OutcomeKind::KernelCrash,
             Outcome::NeedsRepair { .. } => OutcomeKind::NeedsRepair,
             Outcome::Unrecoverable { .. } => OutcomeKind::Unrecoverable,
             Outcome::ReadError { .. } => OutcomeKind::ReadError,
@@ -277,6 +295,9 @@ impl Outcome {
         match self {
             Outcome::Held => String::new(),
             Outcome::Violated { story } => story.clone(),
+            Outcome::KernelCrash { message, console } => {
+                format!("recovering it crashed the kernel: {message} (console log: {console})")
+            }
             Outcome::NeedsRepair { message, repaired_by } => {
                 format!("{message}; mounted after {repaired_by}, the property held")
             }

@@ -217,6 +217,74 @@ impl Cmd {
     }
 }
 
+impl Cmd {
+    /// Starts it in the background with both output streams appended to `log`, for a
+    /// program that runs as long as its caller decides (a virtual machine): no timeout
+    /// of its own; the returned [`Background`] kills its process group when dropped.
+    pub fn spawn_logged(mut self, log: &std::path::Path) -> Result<Background, CmdError> {
+        let program = self.program;
+        let spawn_error =
+            |source: std::io::Error| CmdError::Spawn { program: program.clone(), source };
+        let file =
+            std::fs::OpenOptions::new().create(true).append(true).open(log).map_err(spawn_error)?;
+        let err = file.try_clone().map_err(spawn_error)?;
+        self.command.stdin(Stdio::null()).stdout(file).stderr(err).process_group(0);
+        let child = self.command.spawn().map_err(|source| {
+            if source.kind() == std::io::ErrorKind::NotFound {
+                CmdError::NotFound {
+                    package: package_of(&program).to_owned(),
+                    program: program.clone(),
+                }
+            } else {
+                CmdError::Spawn { program: program.clone(), source }
+            }
+        })?;
+        Ok(Background { child, program })
+    }
+}
+
+/// A program started with [`Cmd::spawn_logged`]. Dropping it kills its whole process
+/// group and reaps it, so an error, a panic or Ctrl-C in bob leaves no program behind.
+#[derive(Debug)]
+pub struct Background {
+    child: std::process::Child,
+    program: String,
+}
+
+impl Background {
+    /// Its exit code once it has ended (`Some(None)`: killed by a signal), `None` while
+    /// it runs.
+    pub fn try_wait(&mut self) -> Option<Option<i32>> {
+        match self.child.try_wait() {
+            Ok(Some(status)) => Some(status.code()),
+            Ok(None) => None,
+            Err(_) => Some(None),
+        }
+    }
+
+    /// Kills its process group and waits for it.
+    pub fn kill(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(self.child.id() as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = self.child.wait();
+    }
+
+    /// The program's name, for messages.
+    pub fn program(&self) -> &str {
+        &self.program
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
 /// How a [`Cmd`] ended.
 #[derive(Debug, Clone)]
 pub enum Finished {

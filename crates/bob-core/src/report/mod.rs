@@ -114,6 +114,10 @@ pub struct OutcomeCounts {
     /// Not checked: bob's own machinery failed on them twice (`infra-error`).
     #[serde(default)]
     pub infra_error: usize,
+    /// Recovering them crashed the kernel of the virtual machine (`kernel-crash`); absent
+    /// from documents where none did.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub kernel_crash: usize,
 }
 
 impl OutcomeCounts {
@@ -121,6 +125,7 @@ impl OutcomeCounts {
         Some(match kind {
             OutcomeKind::Held => &mut self.held,
             OutcomeKind::Violated => &mut self.violated,
+            OutcomeKind::KernelCrash => &mut self.kernel_crash,
             OutcomeKind::NeedsRepair => &mut self.needs_repair,
             OutcomeKind::Unrecoverable => &mut self.unrecoverable,
             OutcomeKind::ReadError => &mut self.read_error,
@@ -158,12 +163,14 @@ impl OutcomeCounts {
     }
 
     /// The counts as `3 held, 1 needs-repair`, every state kind, in precedence order
-    /// (`infra-error` only when a state has it: it is bob's trouble, not a result).
+    /// (`infra-error` only when a state has it: it is bob's trouble, not a result;
+    /// `kernel-crash` only when a state has it: only a virtual machine can show it).
     pub fn text(&self) -> String {
         OutcomeKind::ALL
             .into_iter()
             .filter(|k| OutcomeKind::STATE.contains(k))
             .filter(|&k| k != OutcomeKind::InfraError || self.infra_error > 0)
+            .filter(|&k| k != OutcomeKind::KernelCrash || self.kernel_crash > 0)
             .map(|k| format!("{} {}", self.get(k), k.name()))
             .collect::<Vec<_>>()
             .join(", ")

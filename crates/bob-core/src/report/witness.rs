@@ -128,6 +128,11 @@ pub fn write(
         record.id
     );
     std::fs::write(dir.join("story.txt"), story).map_err(io(dir))?;
+    // A kernel crash's evidence is the guest's console (the panic and its backtrace).
+    if let crate::check::Outcome::KernelCrash { console, .. } = &check.outcome {
+        let kept = dir.join("console.log");
+        std::fs::copy(console, &kept).map_err(io(&kept))?;
+    }
     Ok(())
 }
 

@@ -1,0 +1,280 @@
+//! `--kernel`: the same command run on other kernels. For each kernel named, the host
+//! side finds the kernel (bob-core's `vm::kernel`), boots it with the command's output
+//! directories shared and bob re-run inside with the same arguments less the VM's own
+//! (`vm::run_session`), shows progress, and passes on the guest's output and exit code.
+//! With several kernels, each writes below `--out` in a directory of its own, and a
+//! table's verdicts are compared kernel to kernel as `bob diff` does.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bob_core::vm::{self, GuestCommand, GuestEnd, KernelSpec, Progress, VmOptions};
+
+use crate::cli::{Command, VmArgs, VM_FLAGS};
+use crate::error::CliError;
+use crate::exit::Conclusion;
+
+/// Runs `command` on each kernel of `vm`, in turn.
+pub fn run(command: &Command, vm: &VmArgs) -> Result<Conclusion, CliError> {
+    if std::env::var_os(vm::GUEST_ENV).is_some() {
+        return Err(CliError::Usage(
+            "--kernel inside a guest bob booted: a virtual machine does not boot another".into(),
+        ));
+    }
+    let specs = vm
+        .kernel
+        .iter()
+        .map(|k| KernelSpec::parse(k, vm.modules.as_deref()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| CliError::Usage(format!("--kernel: {e}")))?;
+    if vm.modules.is_some() && !specs.iter().any(|s| matches!(s, KernelSpec::Image { .. })) {
+        return Err(CliError::Usage("--modules goes with --kernel PATH (a kernel image)".into()));
+    }
+    let argv: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let base = without_flags(&argv, &VM_FLAGS);
+    let several = specs.len() > 1;
+    let mut worst = 0u8;
+    let mut tables = Vec::new();
+    for spec in &specs {
+        let (args, out) = match (several, command.out_dir()) {
+            (true, Some(out)) => {
+                let own = out.join(spec.label());
+                let mut args = without_flags(&base, &["--out"]);
+                let at = args.iter().position(|a| a == "--").unwrap_or(args.len());
+                args.splice(at..at, [OsString::from("--out"), own.clone().into()]);
+                (with_doc_suffix(args, &spec.label()), Some(own))
+            }
+            (_, out) => (base.clone(), out.cloned()),
+        };
+        let code = match spec {
+            KernelSpec::Host => here(&args)?,
+            _ => in_guest(command, spec, vm, args, out.as_deref())?,
+        };
+        if let Some(out) = &out {
+            tables.push((spec.to_string(), out.join("table.json")));
+        }
+        worst = worst.max(code);
+    }
+    if several && matches!(command, Command::Table(_)) {
+        compare_tables(&tables)?;
+    }
+    Ok(Conclusion::Guest(worst))
+}
+
+/// `args` without the flags named (and their values), up to a `--` after which the words
+/// are a recorded command's own.
+fn without_flags(args: &[OsString], flags: &[&str]) -> Vec<OsString> {
+    let mut kept = Vec::with_capacity(args.len());
+    let mut words = args.iter();
+    while let Some(arg) = words.next() {
+        if arg == "--" {
+            kept.push(arg.clone());
+            kept.extend(words.cloned());
+            break;
+        }
+        let text = arg.to_string_lossy();
+        if flags.contains(&text.as_ref()) {
+            words.next();
+        } else if !flags.iter().any(|f| text.starts_with(&format!("{f}="))) {
+            kept.push(arg.clone());
+        }
+    }
+    kept
+}
+
+/// With several kernels, `--doc FILE.md` becomes `FILE-LABEL.md` for each.
+fn with_doc_suffix(args: Vec<OsString>, label: &str) -> Vec<OsString> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut words = args.into_iter();
+    while let Some(arg) = words.next() {
+        let is_doc = arg == "--doc";
+        out.push(arg);
+        if is_doc {
+            if let Some(doc) = words.next() {
+                let doc = PathBuf::from(doc);
+                let stem =
+                    doc.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+                out.push(doc.with_file_name(format!("{stem}-{label}.md")).into());
+            }
+        }
+    }
+    out
+}
+
+/// The command on this machine's kernel, as a child bob (one of several kernels).
+fn here(args: &[OsString]) -> Result<u8, CliError> {
+    eprintln!("bob: host kernel ({}):", host_release());
+    let exe = std::env::current_exe().map_err(CliError::Output)?;
+    let status = std::process::Command::new(exe).args(args).status().map_err(CliError::Output)?;
+    Ok(status.code().map(|c| c.clamp(0, 255) as u8).unwrap_or(crate::exit::ERROR))
+}
+
+fn host_release() -> String {
+    nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The command in a guest of `spec`; its exit code.
+fn in_guest(
+    command: &Command,
+    spec: &KernelSpec,
+    vm: &VmArgs,
+    args: Vec<OsString>,
+    out: Option<&Path>,
+) -> Result<u8, CliError> {
+    let cache = vm::kernel::cache_dir().map_err(environment)?;
+    eprintln!("bob: {spec}: finding the kernel (a first use fetches it into {})", cache.display());
+    let kernel = vm::kernel::resolve(spec, &cache).map_err(environment)?;
+    let cwd = std::env::current_dir().map_err(CliError::Output)?;
+    let mut writable = Vec::new();
+    let mut dirs = command.written_dirs();
+    if let Some(out) = out {
+        dirs.retain(|d| Some(d.as_path()) != command.out_dir().map(PathBuf::as_path));
+        dirs.push(out.to_owned());
+    }
+    for dir in dirs {
+        let dir = cwd.join(dir);
+        std::fs::create_dir_all(&dir)
+            .map_err(|source| CliError::Io { path: dir.clone(), source })?;
+        writable.push(dir);
+    }
+    let keep =
+        cwd.join(out.map(Path::to_owned).unwrap_or_else(std::env::temp_dir)).join("kernel-crashes");
+    let guest = GuestCommand {
+        program: std::env::current_exe().map_err(CliError::Output)?,
+        args,
+        cwd,
+        writable,
+        // bob's own settings and test hooks reach the guest; where to find vng and
+        // kernels is the host's business.
+        env: std::env::vars_os()
+            .filter(|(k, _)| {
+                let k = k.to_string_lossy();
+                k.starts_with("BOB_") && k != "BOB_VNG" && k != "BOB_KERNEL_CACHE"
+            })
+            .map(|(k, v)| (k.to_string_lossy().into_owned(), v))
+            .collect(),
+    };
+    let options = VmOptions {
+        cpus: vm.vm_cpus,
+        memory: vm.vm_memory.clone(),
+        accel: vm.vm_accel.into(),
+        ..VmOptions::default()
+    };
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    let label = format!("{spec} ({})", kernel.release);
+    bar.set_message(format!("{label}: booting"));
+    let session = vm::run_session(&kernel, &guest, command.resume_flag(), &options, &keep, |p| {
+        bar.set_message(match p {
+            Progress::Booting => format!("{label}: booting"),
+            Progress::Running(line) => {
+                format!("{label}: {}", line.chars().take(100).collect::<String>())
+            }
+        })
+    });
+    bar.finish_and_clear();
+    let session = session.map_err(environment)?;
+    let run = &session.last;
+    std::io::stdout().write_all(&run.stdout).map_err(CliError::Output)?;
+    std::io::stderr().write_all(&run.stderr).map_err(CliError::Output)?;
+    let crashed = match session.crashes.len() {
+        0 => String::new(),
+        n => {
+            format!("; {n} crash state(s) crashed the kernel (console logs in {})", keep.display())
+        }
+    };
+    eprintln!(
+        "bob: checked on {} ({spec}) under {}; boot {:.0}s, {:.0}s in all, {} boot(s){crashed}",
+        run.release.as_deref().unwrap_or("?"),
+        run.accel_reason,
+        run.boot.as_secs_f64(),
+        run.total.as_secs_f64(),
+        session.boots,
+    );
+    Ok(match &run.end {
+        GuestEnd::Exited(code) => (*code).clamp(0, 255) as u8,
+        GuestEnd::KernelCrash(line) => {
+            let kept = keep_console(run, &keep)?;
+            eprintln!(
+                "bob: error: the {spec} guest kernel crashed outside the recovery of a crash state (mkfs, recording, unmount or a command without a journal): {line}; console log: {}",
+                kept.display()
+            );
+            crate::exit::ERROR
+        }
+        GuestEnd::Hung(after) => {
+            let kept = keep_console(run, &keep)?;
+            eprintln!(
+                "bob: error: the {spec} guest showed no progress for {}s and was stopped; console log: {}",
+                after.as_secs(),
+                kept.display()
+            );
+            crate::exit::ERROR
+        }
+    })
+}
+
+fn keep_console(run: &vm::GuestRun, keep: &Path) -> Result<PathBuf, CliError> {
+    std::fs::create_dir_all(keep)
+        .map_err(|source| CliError::Io { path: keep.to_owned(), source })?;
+    let kept = keep.join("console-last.log");
+    std::fs::copy(run.console_log(), &kept)
+        .map_err(|source| CliError::Io { path: kept.clone(), source })?;
+    Ok(kept)
+}
+
+fn environment(e: vm::Error) -> CliError {
+    CliError::Environment(e.to_string())
+}
+
+/// Prints, for each kernel after the first, the cells whose verdict differs from the
+/// first kernel's table.
+fn compare_tables(tables: &[(String, PathBuf)]) -> Result<(), CliError> {
+    let Some((first, first_path)) = tables.first() else { return Ok(()) };
+    for (kernel, path) in &tables[1..] {
+        if !first_path.exists() || !path.exists() {
+            eprintln!("bob: no table to compare for {first} and {kernel}");
+            continue;
+        }
+        let a = bob_core::report::site::read_table(first_path)?;
+        let b = bob_core::report::site::read_table(path)?;
+        let diff = bob_core::report::diff::TableDiff::of(first, &a, kernel, &b);
+        print!("\n{}", diff.to_text());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(s: &str) -> Vec<OsString> {
+        s.split(' ').map(OsString::from).collect()
+    }
+
+    #[test]
+    fn the_vm_flags_are_left_out_and_a_recorded_command_is_left_alone() {
+        let args =
+            words("record --kernel debian:6.12 --fs f2fs --vm-cpus=4 --out o -- sh -c --kernel");
+        assert_eq!(
+            without_flags(&args, &VM_FLAGS),
+            words("record --fs f2fs --out o -- sh -c --kernel")
+        );
+    }
+
+    #[test]
+    fn a_results_document_is_named_per_kernel() {
+        let args = words("table --doc docs/results.md --out o");
+        assert_eq!(
+            with_doc_suffix(args, "debian-6.1"),
+            words("table --doc docs/results-debian-6.1.md --out o")
+        );
+    }
+}

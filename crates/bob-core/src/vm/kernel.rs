@@ -1,0 +1,378 @@
+//! Which kernel a run checks on ([`KernelSpec`]) and where its image and modules come
+//! from ([`BootKernel`]): Debian's packages fetched with `apt-get download` and unpacked
+//! into bob's kernel cache (never installed: an installed kernel makes every later apt run
+//! rebuild initramfs images), or a developer's own build and its modules directory.
+//!
+//! The cache holds one directory per kernel package, laid out as the package unpacks
+//! (`boot/vmlinuz-RELEASE`, `lib/modules/RELEASE`), which is the layout virtme-ng looks
+//! for beside a kernel image. A second run finds it there and fetches nothing.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::Error;
+use crate::device::cmd;
+
+/// A kernel to check on, as `--kernel` names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KernelSpec {
+    /// The machine's own kernel: bob runs as always, no virtual machine.
+    Host,
+    /// A Debian kernel series by its version (`6.1`, `6.12`), from Debian's packages.
+    Debian(DebianSeries),
+    /// A kernel image of the user's (a bzImage), with its modules directory, if any.
+    Image {
+        /// The kernel image.
+        image: PathBuf,
+        /// Its modules (`lib/modules/RELEASE` of `make modules_install`), or `None` for a
+        /// kernel with everything it needs built in.
+        modules: Option<PathBuf>,
+    },
+}
+
+/// The Debian kernel series bob knows how to fetch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DebianSeries {
+    /// Debian 12's default kernel (`linux-image-amd64`): 6.1, the last with reiserfs.
+    V6_1,
+    /// The 6.12 kernel Debian 12 also ships (`linux-image-6.12-amd64`).
+    V6_12,
+}
+
+impl DebianSeries {
+    /// The metapackage that depends on the current kernel package of the series.
+    pub fn metapackage(self) -> &'static str {
+        match self {
+            DebianSeries::V6_1 => "linux-image-amd64",
+            DebianSeries::V6_12 => "linux-image-6.12-amd64",
+        }
+    }
+
+    /// The series' version as `--kernel debian:VERSION` says it.
+    pub fn version(self) -> &'static str {
+        match self {
+            DebianSeries::V6_1 => "6.1",
+            DebianSeries::V6_12 => "6.12",
+        }
+    }
+
+    /// Whether a kernel package (`linux-image-6.1.0-56-amd64`) belongs to the series.
+    fn owns(self, package: &str) -> bool {
+        let release = package.strip_prefix("linux-image-").unwrap_or(package);
+        match self {
+            DebianSeries::V6_1 => release.starts_with("6.1.") || release.starts_with("6.1-"),
+            DebianSeries::V6_12 => release.starts_with("6.12.") || release.starts_with("6.12-"),
+        }
+    }
+}
+
+impl KernelSpec {
+    /// Parses one `--kernel` value: `host`, `debian:6.1`, `debian:6.12`, or a path to a
+    /// kernel image (given its modules directory separately).
+    pub fn parse(text: &str, modules: Option<&Path>) -> Result<KernelSpec, String> {
+        match text {
+            "host" => Ok(KernelSpec::Host),
+            "debian:6.1" => Ok(KernelSpec::Debian(DebianSeries::V6_1)),
+            "debian:6.12" => Ok(KernelSpec::Debian(DebianSeries::V6_12)),
+            other if other.starts_with("debian:") => {
+                Err(format!("unknown Debian kernel {other:?}; known: debian:6.1, debian:6.12"))
+            }
+            path => {
+                let image = PathBuf::from(path);
+                if !image.is_file() {
+                    return Err(format!(
+                        "{path}: not host, debian:6.1, debian:6.12 or a kernel image file"
+                    ));
+                }
+                Ok(KernelSpec::Image { image, modules: modules.map(Path::to_owned) })
+            }
+        }
+    }
+
+    /// Whether this is the machine's own kernel.
+    pub fn is_host(&self) -> bool {
+        matches!(self, KernelSpec::Host)
+    }
+
+    /// A short name for messages and directory names (`host`, `debian-6.12`, the image's
+    /// file name).
+    pub fn label(&self) -> String {
+        match self {
+            KernelSpec::Host => "host".into(),
+            KernelSpec::Debian(series) => format!("debian-{}", series.version()),
+            KernelSpec::Image { image, .. } => image
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "kernel".into()),
+        }
+    }
+}
+
+impl std::fmt::Display for KernelSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KernelSpec::Host => f.write_str("host"),
+            KernelSpec::Debian(series) => write!(f, "debian:{}", series.version()),
+            KernelSpec::Image { image, .. } => write!(f, "{}", image.display()),
+        }
+    }
+}
+
+/// A kernel ready to boot: its image in a directory laid out as virtme-ng expects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BootKernel {
+    /// What the user asked for.
+    pub spec: KernelSpec,
+    /// The kernel image to boot.
+    pub image: PathBuf,
+    /// Its release (`uname -r` once booted), read from the image or the package.
+    pub release: String,
+}
+
+/// The kernel cache: `$BOB_KERNEL_CACHE`, else `$XDG_CACHE_HOME/bob/kernels`, else
+/// `~/.cache/bob/kernels`. The guest reads modules from it through the shared root, so it
+/// must not lie where virtme-ng mounts a fresh tmpfs in the guest (`/var/cache`, `/run`).
+pub fn cache_dir() -> Result<PathBuf, Error> {
+    cache_dir_with(|name| std::env::var_os(name))
+}
+
+/// [`cache_dir`] with the environment given.
+fn cache_dir_with(env: impl Fn(&str) -> Option<std::ffi::OsString>) -> Result<PathBuf, Error> {
+    let dir = env("BOB_KERNEL_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| env("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("bob/kernels")))
+        .or_else(|| env("HOME").map(|d| PathBuf::from(d).join(".cache/bob/kernels")))
+        .unwrap_or_else(|| PathBuf::from("/root/.cache/bob/kernels"));
+    let dir = std::path::absolute(&dir).unwrap_or(dir);
+    for hidden in GUEST_TMPFS {
+        if dir.starts_with(hidden) {
+            return Err(Error::Cache {
+                path: dir.clone(),
+                reason: format!(
+                    "the guest mounts a fresh tmpfs on {hidden} and would not see the kernel's modules; set BOB_KERNEL_CACHE elsewhere"
+                ),
+            });
+        }
+    }
+    Ok(dir)
+}
+
+/// Directories virtme-ng's guest covers with an empty tmpfs (seen in its mount table).
+const GUEST_TMPFS: [&str; 6] =
+    ["/var/cache", "/var/tmp", "/var/log", "/var/lib/apt", "/var/lib/private", "/run"];
+
+/// Finds (or fetches into the cache) the kernel `spec` names.
+pub fn resolve(spec: &KernelSpec, cache: &Path) -> Result<BootKernel, Error> {
+    match spec {
+        KernelSpec::Host => Err(Error::HostKernel),
+        KernelSpec::Debian(series) => debian(*series, cache),
+        KernelSpec::Image { image, modules } => own_build(spec, image, modules.as_deref(), cache),
+    }
+}
+
+/// A Debian kernel: the package the series' metapackage depends on today, unpacked in the
+/// cache (fetched first if it is not there). When apt cannot say which package that is (no
+/// `apt-get update` yet, or no network), the newest package of the series already in the
+/// cache serves.
+fn debian(series: DebianSeries, cache: &Path) -> Result<BootKernel, Error> {
+    let package = match current_package(series) {
+        Ok(package) => package,
+        Err(apt_error) => match cached_packages(series, cache).pop() {
+            Some(package) => package,
+            None => return Err(apt_error),
+        },
+    };
+    let dir = cache.join(&package);
+    if !dir.join("boot").is_dir() {
+        fetch(&package, cache)?;
+    }
+    unpacked(KernelSpec::Debian(series), &dir)
+}
+
+/// The kernel package `series`' metapackage depends on (`apt-cache depends`).
+fn current_package(series: DebianSeries) -> Result<String, Error> {
+    let meta = series.metapackage();
+    let out = cmd::run("apt-cache", &["depends", meta], Duration::from_secs(60))?;
+    out.stdout
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Depends:"))
+        .map(str::trim)
+        .find(|p| p.starts_with("linux-image-") && series.owns(p))
+        .map(str::to_owned)
+        .ok_or_else(|| Error::NoPackage { package: meta.to_owned(), line: out.last_line() })
+}
+
+/// Packages of `series` unpacked in the cache, oldest first (by name, which orders
+/// Debian's ABI numbers only roughly; the last is a fallback, not a choice).
+fn cached_packages(series: DebianSeries, cache: &Path) -> Vec<String> {
+    let mut found: Vec<String> = std::fs::read_dir(cache)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().join("boot").is_dir())
+        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .filter(|name| name.starts_with("linux-image-") && series.owns(name))
+        .collect();
+    found.sort();
+    found
+}
+
+/// Downloads `package` with apt and unpacks it into `cache/package`, atomically (a
+/// half-unpacked directory is never taken for a kernel).
+fn fetch(package: &str, cache: &Path) -> Result<(), Error> {
+    let cache_error = |reason: String| Error::Cache { path: cache.to_owned(), reason };
+    std::fs::create_dir_all(cache).map_err(|e| cache_error(e.to_string()))?;
+    let download = tempfile::Builder::new()
+        .prefix(".download-")
+        .tempdir_in(cache)
+        .map_err(|e| cache_error(e.to_string()))?;
+    let out = cmd::Cmd::new("apt-get", Duration::from_secs(900))
+        .args(&["download", package])
+        .current_dir(download.path())
+        .run()?;
+    let deb = std::fs::read_dir(download.path())
+        .map_err(|e| cache_error(e.to_string()))?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "deb"));
+    let Some(deb) = deb else {
+        return Err(Error::Fetch { package: package.to_owned(), line: out.last_line() });
+    };
+    let partial = download.path().join("unpacked");
+    let out = cmd::run(
+        "dpkg-deb",
+        &["-x", &deb.to_string_lossy(), &partial.to_string_lossy()],
+        Duration::from_secs(600),
+    )?;
+    if out.code != Some(0) {
+        return Err(Error::Fetch { package: package.to_owned(), line: out.last_line() });
+    }
+    std::fs::rename(&partial, cache.join(package)).map_err(|e| cache_error(e.to_string()))
+}
+
+/// The kernel unpacked in `dir`: its one `boot/vmlinuz-RELEASE`.
+fn unpacked(spec: KernelSpec, dir: &Path) -> Result<BootKernel, Error> {
+    let image =
+        std::fs::read_dir(dir.join("boot")).into_iter().flatten().flatten().map(|e| e.path()).find(
+            |p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("vmlinuz-")),
+        );
+    let Some(image) = image else {
+        return Err(Error::Cache {
+            path: dir.to_owned(),
+            reason:
+                "no boot/vmlinuz-* in the unpacked package; remove the directory to fetch it again"
+                    .into(),
+        });
+    };
+    let release = image
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("vmlinuz-"))
+        .unwrap_or_default()
+        .to_owned();
+    Ok(BootKernel { spec, image, release })
+}
+
+/// A developer's kernel: a copy of the image in a cache directory named after its
+/// release, with `lib/modules/RELEASE` a link to the modules directory, so virtme-ng finds
+/// both as it finds a Debian package's.
+fn own_build(
+    spec: &KernelSpec,
+    image: &Path,
+    modules: Option<&Path>,
+    cache: &Path,
+) -> Result<BootKernel, Error> {
+    let release = image_release(image)?;
+    let dir = cache.join(format!("own-{release}"));
+    let cache_error = |reason: String| Error::Cache { path: dir.clone(), reason };
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("boot")).map_err(|e| cache_error(e.to_string()))?;
+    let boot_image = dir.join("boot").join(format!("vmlinuz-{release}"));
+    std::fs::copy(image, &boot_image).map_err(|e| cache_error(e.to_string()))?;
+    if let Some(modules) = modules {
+        let modules = std::path::absolute(modules).map_err(|e| cache_error(e.to_string()))?;
+        if !modules.join("modules.order").exists() && !modules.join("modules.dep").exists() {
+            return Err(Error::Cache {
+                path: modules,
+                reason: "not a modules directory (no modules.order or modules.dep): give lib/modules/RELEASE of `make modules_install`".into(),
+            });
+        }
+        std::fs::create_dir_all(dir.join("lib/modules")).map_err(|e| cache_error(e.to_string()))?;
+        std::os::unix::fs::symlink(&modules, dir.join("lib/modules").join(&release))
+            .map_err(|e| cache_error(e.to_string()))?;
+    }
+    Ok(BootKernel { spec: spec.clone(), image: boot_image, release })
+}
+
+/// The release string an x86 bzImage carries: the boot protocol's `kernel_version` field
+/// (offset 0x20e) points, less 0x200, to "RELEASE (builder) #1 ...". Read by hand: it is
+/// two fields of a documented header (Documentation/arch/x86/boot.rst), no crate reads it.
+pub fn image_release(image: &Path) -> Result<String, Error> {
+    let bad = |reason: &str| Error::Image { path: image.to_owned(), reason: reason.to_owned() };
+    let bytes = std::fs::read(image).map_err(|e| bad(&e.to_string()))?;
+    if bytes.get(0x202..0x206) != Some(b"HdrS") {
+        return Err(bad("not an x86 bzImage (no HdrS boot header)"));
+    }
+    let pointer = u16::from_le_bytes([bytes[0x20e], bytes[0x20f]]) as usize + 0x200;
+    let text = bytes.get(pointer..).ok_or_else(|| bad("kernel_version points past the file"))?;
+    let release: String =
+        text.iter().take_while(|&&b| b != 0 && b != b' ').map(|&b| b as char).collect();
+    if release.is_empty() {
+        return Err(bad("empty kernel_version"));
+    }
+    Ok(release)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse_and_name_themselves() {
+        assert_eq!(KernelSpec::parse("host", None).unwrap(), KernelSpec::Host);
+        let d = KernelSpec::parse("debian:6.12", None).unwrap();
+        assert_eq!((d.to_string(), d.label()), ("debian:6.12".into(), "debian-6.12".into()));
+        let err = KernelSpec::parse("debian:5.10", None).unwrap_err();
+        assert!(err.contains("known: debian:6.1, debian:6.12"), "{err}");
+        let err = KernelSpec::parse("/no/such/bzImage", None).unwrap_err();
+        assert!(err.starts_with("/no/such/bzImage: not host"), "{err}");
+    }
+
+    #[test]
+    fn series_own_their_packages_only() {
+        assert!(DebianSeries::V6_1.owns("linux-image-6.1.0-56-amd64"));
+        assert!(!DebianSeries::V6_1.owns("linux-image-6.12.117+deb12-amd64"));
+        assert!(DebianSeries::V6_12.owns("linux-image-6.12.117+deb12-amd64"));
+        assert!(!DebianSeries::V6_12.owns("linux-image-6.1.0-56-amd64"));
+    }
+
+    #[test]
+    fn a_bzimage_release_is_read_from_its_boot_header_and_junk_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut image = vec![0u8; 0x400];
+        image[0x202..0x206].copy_from_slice(b"HdrS");
+        image[0x20e..0x210].copy_from_slice(&(0x300u16 - 0x200).to_le_bytes());
+        image[0x300..0x300 + 30].copy_from_slice(b"6.13.0-rc1-dev (me@box) #1 SMP");
+        let path = dir.path().join("bzImage");
+        std::fs::write(&path, &image).unwrap();
+        assert_eq!(image_release(&path).unwrap(), "6.13.0-rc1-dev");
+        std::fs::write(&path, b"not a kernel").unwrap();
+        let err = image_release(&path).unwrap_err().to_string();
+        assert!(err.contains("not an x86 bzImage"), "{err}");
+    }
+
+    #[test]
+    fn a_cache_where_the_guest_mounts_a_tmpfs_is_refused() {
+        let env = |cache: &'static str| {
+            move |name: &str| match name {
+                "BOB_KERNEL_CACHE" => Some(cache.into()),
+                _ => None,
+            }
+        };
+        let err = cache_dir_with(env("/var/cache/bob/kernels")).unwrap_err().to_string();
+        assert!(err.contains("fresh tmpfs on /var/cache"), "{err}");
+        assert_eq!(cache_dir_with(env("/srv/k")).unwrap(), PathBuf::from("/srv/k"));
+        let home = |name: &str| (name == "HOME").then(|| "/home/me".into());
+        assert_eq!(cache_dir_with(home).unwrap(), PathBuf::from("/home/me/.cache/bob/kernels"));
+    }
+}

@@ -1,0 +1,174 @@
+//! Other kernels: bob's checks run inside a virtual machine booted from a chosen kernel
+//! (Debian's 6.1 or 6.12, or a developer's own build), so a run sees file systems the
+//! machine's kernel lacks (reiserfs, f2fs, nilfs2, jfs), device-mapper's real
+//! dm-log-writes, and a kernel bug hit on a crash state ends the guest, not the machine.
+//!
+//! The machine is booted by virtme-ng (the kernel community's runner, over qemu) with the
+//! host's root shared read-only, one writable directory per output bob writes, and bob
+//! itself (the same binary) run as root inside with the same arguments. One boot per
+//! command, never one per state: the guest runs the whole engine with its workers.
+//!
+//! * [`kernel`]: which kernel (`--kernel`), fetched into and found in bob's kernel cache.
+//! * [`guest`]: one boot: acceleration (KVM where it works, emulation where not), the
+//!   command, its output, and how the guest ended (exit, kernel crash, hang).
+//! * [`crash_log`]: the guest's record of the crash state each worker is recovering, so a
+//!   kernel crash is pinned on the state that caused it.
+
+pub mod crash_log;
+pub mod guest;
+pub mod kernel;
+
+use std::path::{Path, PathBuf};
+
+pub use guest::{Accel, GuestCommand, GuestEnd, GuestRun, Progress, VmOptions};
+pub use kernel::{BootKernel, DebianSeries, KernelSpec};
+
+/// The environment variable that tells bob it runs inside a guest bob booted (its value:
+/// the guest's control directory), so it never boots another and records the states it
+/// recovers for [`crash_log`].
+pub const GUEST_ENV: &str = "BOB_VM_CONTROL";
+
+/// Why a virtual machine could not run bob's command.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A program the VM backend needs is missing.
+    #[error("{program} not found: {hint}")]
+    Missing {
+        /// The program.
+        program: String,
+        /// How to get it.
+        hint: String,
+    },
+    /// `host` was asked to boot.
+    #[error("the host kernel is not booted in a virtual machine")]
+    HostKernel,
+    /// An external program failed to start or hung.
+    #[error(transparent)]
+    Cmd(#[from] crate::device::cmd::CmdError),
+    /// apt does not know the package.
+    #[error("apt-cache depends {package}: no kernel package found ({line}); run apt-get update")]
+    NoPackage {
+        /// The metapackage.
+        package: String,
+        /// apt's last line.
+        line: String,
+    },
+    /// Fetching or unpacking the package failed.
+    #[error("fetching {package} failed: {line}")]
+    Fetch {
+        /// The package.
+        package: String,
+        /// The failing tool's last line.
+        line: String,
+    },
+    /// The kernel cache cannot be used.
+    #[error("kernel cache {path}: {reason}")]
+    Cache {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A kernel image given with `--kernel PATH` cannot be booted.
+    #[error("{path}: {reason}")]
+    Image {
+        /// The image.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The guest's control directory could not be made or read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The guest never ran bob's command.
+    #[error("the {kernel} guest did not start bob (console log: {console}): {line}")]
+    NoStart {
+        /// The kernel.
+        kernel: String,
+        /// The guest's console log.
+        console: PathBuf,
+        /// The console's last meaningful line.
+        line: String,
+    },
+}
+
+/// A command run in a guest to its end, through any kernel crashes on the way.
+#[derive(Debug)]
+pub struct Session {
+    /// The last boot, the one that ended the command.
+    pub last: GuestRun,
+    /// States pinned as crashing the kernel, each with its console log.
+    pub crashes: Vec<crash_log::KnownCrash>,
+    /// Boots it took.
+    pub boots: usize,
+}
+
+/// At most this many boots for one command: each kernel crash on a crash state costs one
+/// (two when several states were in flight), and a kernel that crashes on everything is
+/// better reported than rebooted all day.
+pub const MAX_BOOTS: usize = 24;
+
+/// Runs `command` in a guest of `kernel`, booting again after each kernel crash on a crash
+/// state: the state is pinned ([`crash_log`]), the crash's console log kept in `keep`, and
+/// the command continues from its journal (`resume`: the argument that makes it resume,
+/// `None` for a command that cannot, which then ends at the first crash).
+pub fn run_session(
+    kernel: &BootKernel,
+    command: &GuestCommand,
+    resume: Option<&str>,
+    options: &VmOptions,
+    keep: &Path,
+    mut progress: impl FnMut(&Progress),
+) -> Result<Session, Error> {
+    let mut known = crash_log::Known::default();
+    let mut command = command.clone();
+    let mut boots = 0;
+    loop {
+        boots += 1;
+        let run = guest::run(kernel, &command, options, &known, &mut progress)?;
+        let GuestEnd::KernelCrash(line) = &run.end else {
+            return Ok(Session { last: run, crashes: known.crashes, boots });
+        };
+        let open = crash_log::in_flight(run.control.path());
+        let can_go_on = resume.is_some() && !open.is_empty() && boots < MAX_BOOTS;
+        if !can_go_on {
+            return Ok(Session { last: run, crashes: known.crashes, boots });
+        }
+        let kept = keep_console_log(&run, keep, boots)?;
+        let alone = open.len() == 1;
+        for state in open {
+            let was_suspect = known.suspects.contains(&state);
+            if alone || was_suspect {
+                known.suspects.retain(|s| s != &state);
+                known.crashes.push(crash_log::KnownCrash {
+                    subject: state.subject,
+                    key: state.key,
+                    state: state.state,
+                    message: line.clone(),
+                    console: kept.clone(),
+                });
+            } else {
+                known.suspects.push(state);
+            }
+        }
+        if let Some(flag) = resume {
+            if !command.args.iter().any(|a| a == flag) {
+                command.args.push(flag.into());
+            }
+        }
+    }
+}
+
+/// Copies a crashed boot's console log into `keep` (which the next boot sees read-write).
+fn keep_console_log(run: &GuestRun, keep: &Path, boot: usize) -> Result<PathBuf, Error> {
+    std::fs::create_dir_all(keep).map_err(|source| Error::Io { path: keep.to_owned(), source })?;
+    let kept = keep.join(format!("console-boot{boot}.log"));
+    std::fs::copy(run.console_log(), &kept)
+        .map_err(|source| Error::Io { path: kept.clone(), source })?;
+    Ok(kept)
+}
