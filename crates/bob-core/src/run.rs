@@ -599,6 +599,21 @@ fn assemble(
             cell.later_op = Some(pair.later_op.clone());
         }
     }
+    // A kernel crash is evidence of its own (the console's panic), whatever else the cell
+    // shows: its first state gets a witness beside the cell's. It is not replayed again
+    // here: recovering it is what crashes the kernel, and the guest already saw it twice
+    // when other states were in flight.
+    let crashed = results
+        .iter()
+        .position(|r| r.check.outcome.kind() == check::OutcomeKind::KernelCrash)
+        .filter(|&i| Some(i) != witness_index);
+    if let Some(i) = crashed {
+        let (rec, r) = (&recs[owner[i]], &results[i]);
+        let to = dir.join("kernel-crash");
+        let record = witness::StateRecord::of(r, &rec.subject, Some(opts.cell_name().into()));
+        witness::write(&to, &rec.subject, &rec.sidecar, &record, &r.check)?;
+        cell.kernel_crash_witness = Some(to.display().to_string());
+    }
     // The witness keeps the traces of the other schedules with a failing state of their
     // own (a schedule's first state, a scenario's first silent state), so that each
     // replays from it with `--state`.

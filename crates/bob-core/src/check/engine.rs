@@ -498,7 +498,7 @@ pub fn run_state_stream(
                     // In a guest bob booted: a state the host pinned a kernel crash on is
                     // not recovered again, and every other is logged while it recovers.
                     let key_hex = guest.map(|_| super::journal::hex(&key)).unwrap_or_default();
-                    if let Some(crash) = guest.and_then(|g| g.known_crash(&guest_tag, &key_hex)) {
+                    if let Some(crash) = guest.and_then(|g| g.known_crash(guest_tag, &key_hex)) {
                         let c = StateCheck::failed(Outcome::KernelCrash {
                             message: crash.message.clone(),
                             console: crash.console.display().to_string(),
@@ -510,7 +510,7 @@ pub fn run_state_stream(
                         continue;
                     }
                     let recovering =
-                        guest.map(|g| g.begin(&guest_tag, &key_hex, &state.id.to_string()));
+                        guest.map(|g| g.begin(guest_tag, &key_hex, &state.id.to_string(), k));
                     let acked = match judge {
                         Judge::Oracle => Vec::new(),
                         Judge::Checker(_) => subject.acked_marks(&state.id),

@@ -399,6 +399,11 @@ pub struct Cell {
     pub setup_reused: usize,
     /// Witness directory of the first violation (or first failure), if any.
     pub witness: Option<String>,
+    /// Witness directory of the first state whose recovery crashed the kernel of the
+    /// virtual machine, with the guest's console log, when that is not the cell's own
+    /// witness.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_crash_witness: Option<String>,
     /// The first violation's (or failure's) one-line story.
     pub story: Option<String>,
     /// Id of the witness's crash state.
@@ -768,6 +773,7 @@ impl Cell {
             setup_made: 0,
             setup_reused: 0,
             witness: None,
+            kernel_crash_witness: None,
             story: None,
             witness_state: None,
             witness_position: None,
@@ -977,6 +983,11 @@ impl Cell {
                 .unwrap_or_default();
             s.push_str(&format!(
                 "  witness: {w}{confirmed}\n  replay:  bob replay {w}{state} --to crash.img --check\n"
+            ));
+        }
+        if let Some(k) = &self.kernel_crash_witness {
+            s.push_str(&format!(
+                "  kernel crash: {k} (the guest's console log is {k}/console.log)\n"
             ));
         }
         if let Some(u) = &self.unavailable {

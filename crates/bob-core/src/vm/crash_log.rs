@@ -115,9 +115,10 @@ impl GuestLog {
         self.known.crashes.iter().find(|c| c.subject == subject && c.key == key)
     }
 
-    /// Logs that `state` is about to be recovered; a suspect waits until no other state
-    /// is in flight and keeps the others out until it is done.
-    pub fn begin(&self, subject: &str, key: &str, state: &str) -> Recovering<'_> {
+    /// Logs that `state` (the `rank`-th distinct state of its run) is about to be
+    /// recovered; a suspect waits until no other state is in flight and keeps the others
+    /// out until it is done.
+    pub fn begin(&self, subject: &str, key: &str, state: &str, rank: usize) -> Recovering<'_> {
         let suspect = self.known.suspects.iter().any(|s| s.subject == subject && s.key == key);
         let turn = match suspect {
             true => Turn::Alone(self.alone.write().unwrap_or_else(|p| p.into_inner())),
@@ -128,6 +129,7 @@ impl GuestLog {
             key: key.to_owned(),
             state: state.to_owned(),
         }));
+        crash_kernel_for_test(rank);
         Recovering { log: self, subject: subject.to_owned(), key: key.to_owned(), _turn: turn }
     }
 
@@ -138,6 +140,17 @@ impl GuestLog {
         let file = self.file.lock().unwrap_or_else(|p| p.into_inner());
         let _ = (&*file).write_all(text.as_bytes());
         let _ = file.sync_data();
+    }
+}
+
+/// Test only: `BOB_TEST_CRASH_KERNEL_AT=K` panics the guest kernel (sysrq `c`) as the
+/// K-th distinct state (0-based, in the engine's order) begins recovery, so the tests can
+/// show a `kernel-crash` deterministically. Only ever reached inside a guest bob booted
+/// ([`guest`] is `None` on the host); unset in normal use.
+fn crash_kernel_for_test(rank: usize) {
+    let at = std::env::var("BOB_TEST_CRASH_KERNEL_AT").ok().and_then(|v| v.trim().parse().ok());
+    if at == Some(rank) {
+        let _ = std::fs::write("/proc/sysrq-trigger", b"c");
     }
 }
 
@@ -189,8 +202,8 @@ mod tests {
             known: Known::default(),
             alone: RwLock::new(()),
         };
-        let a = log.begin("ext4/w/sync", "aa", "sync/e0:-");
-        let b = log.begin("ext4/w/sync", "bb", "sync/e1:0");
+        let a = log.begin("ext4/w/sync", "aa", "sync/e0:-", 0);
+        let b = log.begin("ext4/w/sync", "bb", "sync/e1:0", 1);
         drop(a);
         std::fs::OpenOptions::new()
             .append(true)
