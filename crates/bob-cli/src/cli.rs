@@ -15,7 +15,16 @@ use workloads::{Property, Schedule};
 /// bob, the Block-Order Breaker: finds out what a file system really promises across a
 /// crash.
 #[derive(Debug, Parser)]
-#[command(name = "bob", version, about, long_about = None)]
+#[command(
+    name = "bob",
+    version,
+    about = "bob, the Block-Order Breaker: records the block writes a file system issues while a \
+             workload runs, builds every crash state a disk with a volatile write cache may \
+             leave, lets the file system recover each one, and reports which atomicity, \
+             ordering and durability properties fail, each failure with a crash state that \
+             replays exactly.",
+    long_about = None
+)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]

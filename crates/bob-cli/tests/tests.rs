@@ -218,9 +218,10 @@ fn interrupted_run_leaves_nothing_behind() {
             .spawn()
             .unwrap();
     // Wait until it is checking crash states, then interrupt it as Ctrl-C would.
-    util::wait_until(Duration::from_secs(60), Duration::from_millis(20), || {
+    let checking = util::wait_until(Duration::from_secs(60), Duration::from_millis(20), || {
         util::checking_states(&scratch)
     });
+    assert!(checking, "bob never reached the crash states within 60 s: nothing to interrupt");
     nix_kill(child.id(), libc_sigint());
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130), "an interrupted run is not a verdict: it exits 130");
@@ -245,11 +246,20 @@ fn after_sigkill_bob_cleanup_reclaims_everything() {
         util::run_command(&dir, "ext4-ordered", "multi-block-append", &[], Some(&state_dir))
             .spawn()
             .unwrap();
-    util::wait_until(Duration::from_secs(120), Duration::from_millis(20), || {
+    let checking = util::wait_until(Duration::from_secs(120), Duration::from_millis(20), || {
         util::checking_states(&scratch)
     });
+    assert!(checking, "bob never reached the crash states within 120 s: nothing to kill");
     nix_kill(child.id(), 9);
-    std::thread::sleep(Duration::from_millis(200));
+    // The kill has landed once the process is a zombie or gone (its resources stay: only
+    // cleanup releases them); waiting for that, not a fixed time, keeps two busy cores
+    // from racing the test.
+    let dead = util::wait_until(Duration::from_secs(30), Duration::from_millis(10), || {
+        std::fs::read_to_string(format!("/proc/{}/stat", child.id()))
+            .map(|s| s.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')))
+            .unwrap_or(true)
+    });
+    assert!(dead, "bob did not die within 30 s of SIGKILL");
     let left = util::leaks_under(&scratch);
     assert!(!left.is_empty(), "SIGKILL mid-run should leave something for cleanup to do");
     // Before waiting for the killed process: a thread of it may be blocked on I/O to its
@@ -356,7 +366,10 @@ fn resume_after_sigkill_reuses_the_journal() {
     let journal = out_dir.join("ext4-ordered/multi-block-append/run/sync/results.jsonl");
     let lines =
         |p: &std::path::Path| std::fs::read_to_string(p).map(|t| t.lines().count()).unwrap_or(0);
-    util::wait_until(Duration::from_secs(120), Duration::from_millis(20), || lines(&journal) >= 20);
+    let journaled = util::wait_until(Duration::from_secs(120), Duration::from_millis(20), || {
+        lines(&journal) >= 20
+    });
+    assert!(journaled, "bob journaled fewer than 20 verdicts within 120 s: nothing to resume");
     nix_kill(child.id(), 9);
     let out = util::bob().env("BOB_STATE_DIR", &state_dir).arg("cleanup").output().unwrap();
     assert_eq!(out.status.code(), Some(0));
@@ -527,4 +540,13 @@ fn an_infrastructure_failure_is_retried_then_reported_and_the_run_goes_on() {
     assert_eq!(code, 0, "{resumed}");
     assert_eq!((count(&resumed, "held"), resumed["infra_retries"].as_u64()), (explored, Some(0)));
     assert!(!journal.exists(), "a cell checked in full removes its journal");
+}
+
+#[test]
+fn help_opens_with_what_bob_does() {
+    let out = util::bob().arg("--help").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.starts_with("bob, the Block-Order Breaker: records the block writes"), "{help}");
+    assert!(!help.contains("argument parsing"), "the crate's own description leaked: {help}");
 }
