@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bob's container image on a machine that reaches no container registry (docs/container.md):
 # the base image is made from Debian's mirror, the image holds a bob built on the host, and
-# the Kubernetes Job's pod template is played by podman. As root; needs podman, buildah's
-# storage, runc, mmdebstrap and python3.
+# the Kubernetes Job's pod template is played by podman. As root; needs podman (with runc),
+# mmdebstrap and python3.
 #
 #   scripts/container.sh base                  make localhost/bob-base:bookworm (cached)
 #   scripts/container.sh build [BOB]           build localhost/bob:latest with the binary
@@ -130,15 +130,18 @@ pod() {
   venv=$(tools)
   "$venv/bin/python" - "$@" <<'EOF'
 import sys, yaml
+def fail(what):
+    print(f"container.sh: {what}", file=sys.stderr)
+    sys.exit(2)
 path, index, sets = sys.argv[1], sys.argv[2], sys.argv[3:]
 try:
     job = yaml.safe_load(open(path))
     assert job["kind"] == "Job" and job["spec"]["completionMode"] == "Indexed"
     template = job["spec"]["template"]
 except (OSError, yaml.YAMLError, KeyError, TypeError, AssertionError) as e:
-    sys.exit(f"container.sh: {path}: not an Indexed Job ({type(e).__name__}: {e})")
+    fail(f"{path}: not an Indexed Job ({type(e).__name__}: {e})")
 if not index.isdigit() or int(index) >= int(job["spec"].get("completions", 1)):
-    sys.exit(f"container.sh: {path}: index {index} is not one of its completions")
+    fail(f"{path}: index {index} is not one of its completions")
 name = f"{job['metadata']['name']}-{index}"
 meta = dict(template.get("metadata") or {})
 meta["name"] = name
@@ -150,9 +153,9 @@ for c in template["spec"]["containers"]:
     for s in sets:
         k, sep, v = s.partition("=")
         if not sep:
-            sys.exit(f"container.sh: {s}: not NAME=VALUE")
+            fail(f"{s}: not NAME=VALUE")
         if not any(e["name"] == k for e in env):
-            sys.exit(f"container.sh: {s}: {path} sets no {k} in container {c['name']}")
+            fail(f"{s}: {path} sets no {k} in container {c['name']}")
         env = [e for e in env if e["name"] != k] + [{"name": k, "value": v}]
     c["env"] = env
 pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": template["spec"]}
