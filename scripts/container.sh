@@ -11,10 +11,11 @@
 #                                              COMMAND in a privileged container with the
 #                                              host's /dev and the current directory (at
 #                                              its own path); OPTIONs go to podman run
-#   scripts/container.sh pod JOB INDEX [NAME=VALUE...]
-#                                              print the Pod the Indexed Job JOB runs as
-#                                              index INDEX, env NAME set to VALUE
-#   scripts/container.sh play JOB INDEX [NAME=VALUE...]
+#   scripts/container.sh pod FILE [INDEX] [NAME=VALUE...]
+#                                              print the Pod FILE runs: a Pod, or the pod
+#                                              of an Indexed Job's index INDEX; env NAME
+#                                              set to VALUE
+#   scripts/container.sh play FILE [INDEX] [NAME=VALUE...]
 #                                              play that Pod (podman kube play), wait for
 #                                              it, print its log, remove it; exits as the
 #                                              pod's container did
@@ -122,10 +123,13 @@ tools() {
   echo "$venv"
 }
 
-# The Pod an Indexed Job's controller makes for index INDEX: the Job's pod template, named
-# JOB-INDEX, with JOB_COMPLETION_INDEX set as Kubernetes sets it.
+# The Pod FILE runs: a Pod as it is; for an Indexed Job, the Pod its controller makes for
+# index INDEX (the Job's pod template, named JOB-INDEX, JOB_COMPLETION_INDEX set as
+# Kubernetes sets it). NAME=VALUE changes an environment variable the pod already sets.
+# Other documents in FILE (the Job's claim) are not pods: podman plays the claim as the
+# named volume of the same name, made when a pod first mounts it.
 pod() {
-  [ $# -ge 2 ] || usage
+  [ $# -ge 1 ] || usage
   local venv
   venv=$(tools)
   "$venv/bin/python" - "$@" <<'EOF'
@@ -133,38 +137,48 @@ import sys, yaml
 def fail(what):
     print(f"container.sh: {what}", file=sys.stderr)
     sys.exit(2)
-path, index, sets = sys.argv[1], sys.argv[2], sys.argv[3:]
+path, rest = sys.argv[1], sys.argv[2:]
 try:
-    job = yaml.safe_load(open(path))
-    assert job["kind"] == "Job" and job["spec"]["completionMode"] == "Indexed"
-    template = job["spec"]["template"]
-except (OSError, yaml.YAMLError, KeyError, TypeError, AssertionError) as e:
-    fail(f"{path}: not an Indexed Job ({type(e).__name__}: {e})")
-if not index.isdigit() or int(index) >= int(job["spec"].get("completions", 1)):
-    fail(f"{path}: index {index} is not one of its completions")
-name = f"{job['metadata']['name']}-{index}"
-meta = dict(template.get("metadata") or {})
-meta["name"] = name
-meta["annotations"] = dict(meta.get("annotations") or {})
-meta["annotations"]["batch.kubernetes.io/job-completion-index"] = index
-for c in template["spec"]["containers"]:
-    env = [e for e in c.get("env", []) if e["name"] != "JOB_COMPLETION_INDEX"]
-    env.append({"name": "JOB_COMPLETION_INDEX", "value": index})
-    for s in sets:
-        k, sep, v = s.partition("=")
-        if not sep:
-            fail(f"{s}: not NAME=VALUE")
+    docs = [d for d in yaml.safe_load_all(open(path)) if isinstance(d, dict)]
+except (OSError, yaml.YAMLError) as e:
+    fail(f"{path}: {type(e).__name__}: {e}")
+runs = [d for d in docs if d.get("kind") in ("Job", "Pod")]
+if len(runs) != 1:
+    fail(f"{path}: holds {len(runs)} Jobs and Pods, not one")
+doc = runs[0]
+if doc["kind"] == "Pod":
+    pod, sets = doc, rest
+else:
+    spec = doc.get("spec") or {}
+    if spec.get("completionMode") != "Indexed":
+        fail(f"{path}: the Job is not Indexed")
+    if not rest or not rest[0].isdigit() or int(rest[0]) >= int(spec.get("completions", 1)):
+        fail(f"{path}: give an index below its {spec.get('completions', 1)} completions")
+    index, sets = rest[0], rest[1:]
+    template = spec["template"]
+    meta = dict(template.get("metadata") or {})
+    meta["name"] = f"{doc['metadata']['name']}-{index}"
+    meta["annotations"] = dict(meta.get("annotations") or {})
+    meta["annotations"]["batch.kubernetes.io/job-completion-index"] = index
+    for c in template["spec"]["containers"]:
+        env = [e for e in c.get("env", []) if e["name"] != "JOB_COMPLETION_INDEX"]
+        c["env"] = env + [{"name": "JOB_COMPLETION_INDEX", "value": index}]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": template["spec"]}
+for s in sets:
+    k, sep, v = s.partition("=")
+    if not sep:
+        fail(f"{s}: not NAME=VALUE")
+    for c in pod["spec"]["containers"]:
+        env = c.get("env", [])
         if not any(e["name"] == k for e in env):
             fail(f"{s}: {path} sets no {k} in container {c['name']}")
-        env = [e for e in env if e["name"] != k] + [{"name": k, "value": v}]
-    c["env"] = env
-pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": template["spec"]}
+        c["env"] = [e for e in env if e["name"] != k] + [{"name": k, "value": v}]
 yaml.safe_dump(pod, sys.stdout, sort_keys=False)
 EOF
 }
 
 play() {
-  [ $# -ge 2 ] || usage
+  [ $# -ge 1 ] || usage
   local file=$tmp/pod.yaml name containers code
   pod "$@" >"$file"
   name=$(sed -n 's/^  name: //p' "$file" | head -1)

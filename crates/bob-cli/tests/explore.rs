@@ -289,8 +289,10 @@ assert a["jobs"]["image"]["uses"] == "./.github/workflows/image.yml"
 for job in (shard, a["jobs"]["merge"]):
     assert job["container"]["image"] == "${{ needs.image.outputs.image }}", job
     assert "--privileged -v /dev:/dev" in job["container"]["options"], job
-k = yaml.safe_load(open(sys.argv[1] + "/explore-job.yaml"))
-assert k["kind"] == "Job" and k["spec"]["completionMode"] == "Indexed"
+docs = list(yaml.safe_load_all(open(sys.argv[1] + "/explore-job.yaml")))
+assert [d["kind"] for d in docs] == ["PersistentVolumeClaim", "Job"], docs
+claim, k = docs
+assert k["spec"]["completionMode"] == "Indexed"
 c = k["spec"]["template"]["spec"]["containers"][0]
 shards = [e["value"] for e in c["env"] if e["name"] == "SHARDS"][0]
 assert k["spec"]["completions"] == int(shards)
@@ -301,6 +303,14 @@ script = c["args"][0]
 assert "JOB_COMPLETION_INDEX + 1" in script and "--shard $I/$SHARDS" in script, script
 # The report goes beside the --out directory: inside it, explore.json is the run's header.
 assert "--out /results/shard-$I" in script and "> /results/shard-$I.json" in script, script
+# The claim is the one the pods mount, and the merge pod reads it with the same image.
+vols = k["spec"]["template"]["spec"]["volumes"]
+assert claim["metadata"]["name"] in [v.get("persistentVolumeClaim", {}).get("claimName") for v in vols]
+assert "ReadWriteMany" in claim["spec"]["accessModes"]
+m = yaml.safe_load(open(sys.argv[1] + "/explore-merge.yaml"))
+assert m["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+assert m["spec"]["containers"][0]["image"] == c["image"]
+assert "bob merge /results/shard-*.json" in m["spec"]["containers"][0]["args"][0]
 print("ok")
 "#;
     let out = std::process::Command::new("python3").args(["-c", check, docs]).output().unwrap();
