@@ -49,14 +49,16 @@ fn prerequisites() -> bool {
 fn script(cwd: &Path, args: &[&str]) -> Output {
     let out =
         Command::new("bash").arg(SCRIPT).args(args).current_dir(cwd).output().expect("run bash");
-    eprintln!(
-        "$ scripts/container.sh {}\n-- exit {:?}\n-- stdout\n{}\n-- stderr\n{}",
-        args.join(" "),
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    util::shown(&format!("scripts/container.sh {}", args.join(" ")), out)
+}
+
+/// A test's directory once the image is built; None (skipped) without the prerequisites.
+fn setup() -> Option<Dir> {
+    if !prerequisites() {
+        return None;
+    }
+    image();
+    Some(Dir::new())
 }
 
 /// Builds localhost/bob:latest with the bob under test, once for every test here.
@@ -124,11 +126,7 @@ fn s(p: &Path) -> &str {
 /// its witness replays in a container (and on the host) to the same violation.
 #[test]
 fn a_cell_in_a_container_gives_the_hosts_verdict_and_its_witness_replays() {
-    if !prerequisites() {
-        return;
-    }
-    image();
-    let dir = Dir::new();
+    let Some(dir) = setup() else { return };
     let listed = in_container(dir.path(), &["list"]);
     assert_eq!(listed.status.code(), Some(0));
     let host_list = run(&["list"]);
@@ -170,11 +168,7 @@ fn a_cell_in_a_container_gives_the_hosts_verdict_and_its_witness_replays() {
 /// the same states, counts, verdicts and witness.
 #[test]
 fn two_shards_in_two_containers_merge_into_the_unsharded_table() {
-    if !prerequisites() {
-        return;
-    }
-    image();
-    let dir = Dir::new();
+    let Some(dir) = setup() else { return };
     let scratch = dir.scratch();
     let set = dir.path().join("set");
     let small = ["--schedules", "sync", "--max-states", "40", "--scratch", s(&scratch)];
@@ -256,11 +250,7 @@ fn two_shards_in_two_containers_merge_into_the_unsharded_table() {
 /// unsharded run's workloads and signatures.
 #[test]
 fn two_pods_of_the_jobs_template_merge_into_the_unsharded_exploration() {
-    if !prerequisites() {
-        return;
-    }
-    image();
-    let dir = Dir::new();
+    let Some(dir) = setup() else { return };
     let valid = script(dir.path(), &["validate", JOB, MERGE]);
     assert_eq!(valid.status.code(), Some(0), "the Job, its claim and the merge pod");
     let broken = dir.path().join("broken.yaml");
