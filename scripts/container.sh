@@ -7,7 +7,7 @@
 #   scripts/container.sh base                  make localhost/bob-base:bookworm (cached)
 #   scripts/container.sh build [BOB]           build localhost/bob:latest with the binary
 #                                              BOB (default target/release/bob)
-#   scripts/container.sh run [OPTION... --] COMMAND...
+#   scripts/container.sh run [-OPTION... --] COMMAND...
 #                                              COMMAND in a privileged container with the
 #                                              host's /dev and the current directory (at
 #                                              its own path); OPTIONs go to podman run
@@ -98,12 +98,15 @@ build() {
 }
 
 run() {
+  # podman options first, up to `--`; the command is the rest (and may hold a `--` of
+  # its own, as `bob record ... -- COMMAND` does).
   local opts=()
-  if [[ " $* " == *" -- "* ]]; then
-    while [ "$1" != "--" ]; do
+  if [ "${1:0:1}" = - ]; then
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do
       opts+=("$1")
       shift
     done
+    [ $# -gt 0 ] || usage
     shift
   fi
   [ $# -gt 0 ] || usage
