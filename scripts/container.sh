@@ -73,7 +73,7 @@ base() {
   if [ ! -s "$tar" ]; then
     mkdir -p "$cache"
     echo "container.sh: making $tar from $mirror (mmdebstrap)" >&2
-    mmdebstrap --quiet --variant=apt bookworm "$tar.part" \
+    mmdebstrap --quiet --variant=apt --format=tar bookworm "$tar.part" \
       "deb $mirror bookworm main" \
       "deb $mirror bookworm-updates main" \
       "deb ${mirror%/debian}/debian-security bookworm-security main"
@@ -89,12 +89,17 @@ build() {
   local bob=${1:-$root/target/release/bob}
   [ -x "$bob" ] || die "$bob: no bob binary there (cargo build --release -p bob-cli)"
   base
-  local ctx=$tmp/context
+  local ctx=$tmp/context old new
   mkdir "$ctx"
   cp "$bob" "$ctx/bob"
-  podman build --quiet --pull=never --network host --target host \
+  old=$(podman image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || true)
+  new=$(podman build --quiet --pull=never --network host --target host \
     --build-arg BASE="$BASE" --build-arg BOB_BIN=bob \
-    -f "$root/Containerfile" -t "$IMAGE" "$ctx" >/dev/null
+    -f "$root/Containerfile" -t "$IMAGE" "$ctx")
+  # The image this one replaced (another bob) would stay behind untagged.
+  if [ -n "$old" ] && [ "$old" != "$new" ]; then
+    podman rmi "$old" >/dev/null 2>&1 || true
+  fi
 }
 
 run() {
