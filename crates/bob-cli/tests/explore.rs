@@ -266,9 +266,10 @@ fn shards_merge_into_the_unsharded_run() {
     assert_no_leaks(&scratch);
 }
 
-/// The engine definitions in docs/explore/ (no cluster is reachable here): valid YAML
-/// (parsed by python3's yaml), a matrix of shards whose command is `bob explore --shard
-/// I/N` and a merge job running `bob merge`; an Indexed Job whose pods are privileged and
+/// The engine definitions in docs/explore/ (no cluster is reachable here;
+/// tests/container.rs plays the Job's pods with podman): valid YAML (parsed by python3's
+/// yaml), a matrix of shards whose command is `bob explore --shard I/N` and a merge job
+/// running `bob merge`, both in bob's image; an Indexed Job whose pods are privileged and
 /// turn JOB_COMPLETION_INDEX into the shard.
 #[test]
 fn the_cluster_definitions_have_their_form() {
@@ -282,17 +283,34 @@ assert shard["strategy"]["matrix"]["shard"] == list(range(1, n + 1))
 runs = "\n".join(s.get("run", "") for s in shard["steps"])
 assert "bob explore" in runs and "--shard ${{ matrix.shard }}/$SHARDS" in runs, runs
 merge = "\n".join(s.get("run", "") for s in a["jobs"]["merge"]["steps"])
-assert a["jobs"]["merge"]["needs"] == "shard" and "bob merge explore-shard-*.json" in merge
-k = yaml.safe_load(open(sys.argv[1] + "/explore-job.yaml"))
-assert k["kind"] == "Job" and k["spec"]["completionMode"] == "Indexed"
+assert "shard" in a["jobs"]["merge"]["needs"] and "bob merge explore-shard-*.json" in merge
+# Both run in bob's image, as .github/workflows/image.yml builds and pushes it.
+assert a["jobs"]["image"]["uses"] == "./.github/workflows/image.yml"
+for job in (shard, a["jobs"]["merge"]):
+    assert job["container"]["image"] == "${{ needs.image.outputs.image }}", job
+    assert "--privileged -v /dev:/dev" in job["container"]["options"], job
+docs = list(yaml.safe_load_all(open(sys.argv[1] + "/explore-job.yaml")))
+assert [d["kind"] for d in docs] == ["PersistentVolumeClaim", "Job"], docs
+claim, k = docs
+assert k["spec"]["completionMode"] == "Indexed"
 c = k["spec"]["template"]["spec"]["containers"][0]
 shards = [e["value"] for e in c["env"] if e["name"] == "SHARDS"][0]
 assert k["spec"]["completions"] == int(shards)
 assert c["securityContext"]["privileged"] is True
+# The image `podman build -t bob .` makes (docs/container.md), which tests/container.rs plays.
+assert c["image"] == "localhost/bob:latest", c["image"]
 script = c["args"][0]
 assert "JOB_COMPLETION_INDEX + 1" in script and "--shard $I/$SHARDS" in script, script
 # The report goes beside the --out directory: inside it, explore.json is the run's header.
 assert "--out /results/shard-$I" in script and "> /results/shard-$I.json" in script, script
+# The claim is the one the pods mount, and the merge pod reads it with the same image.
+vols = k["spec"]["template"]["spec"]["volumes"]
+assert claim["metadata"]["name"] in [v.get("persistentVolumeClaim", {}).get("claimName") for v in vols]
+assert "ReadWriteMany" in claim["spec"]["accessModes"]
+m = yaml.safe_load(open(sys.argv[1] + "/explore-merge.yaml"))
+assert m["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+assert m["spec"]["containers"][0]["image"] == c["image"]
+assert "bob merge /results/shard-*.json" in m["spec"]["containers"][0]["args"][0]
 print("ok")
 "#;
     let out = std::process::Command::new("python3").args(["-c", check, docs]).output().unwrap();

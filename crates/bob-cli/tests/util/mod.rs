@@ -108,9 +108,13 @@ pub fn run(args: &[&str]) -> Output {
 /// [`run`] with environment variables set (the test-only hooks, `BOB_TEST_FAIL_STATE`).
 pub fn run_with_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     let out = bob().args(args).envs(env.iter().copied()).output().expect("run bob");
+    shown(&format!("bob {}", args.join(" ")), out)
+}
+
+/// `out` of the command `what`, after printing both for the caller's failed assertions.
+pub fn shown(what: &str, out: Output) -> Output {
     eprintln!(
-        "$ bob {}\n-- exit {:?}\n-- stdout\n{}\n-- stderr\n{}",
-        args.join(" "),
+        "$ {what}\n-- exit {:?}\n-- stdout\n{}\n-- stderr\n{}",
         out.status.code(),
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
