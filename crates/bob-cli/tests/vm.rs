@@ -27,14 +27,16 @@ fn vm_tools() -> bool {
     false
 }
 
-/// qemu processes still running for a control directory of bob's.
+/// qemu processes still running for a control directory of bob's (shared with the guest
+/// as a 9p directory `TMP/bob-vm-*`).
 fn guests_left() -> Vec<String> {
+    let control = format!("path={}/bob-vm-", std::env::temp_dir().display());
     std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
         .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
         .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
-        .filter(|c| c.contains("qemu-system") && c.contains("bob-vm-"))
+        .filter(|c| c.contains("qemu-system") && c.contains(&control))
         .collect()
 }
 
