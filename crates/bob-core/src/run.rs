@@ -336,7 +336,14 @@ pub fn run_cell(
     cancel: &AtomicBool,
 ) -> Result<Vec<Cell>, Error> {
     let recorded = record_cell(opts, progress, cancel)?;
-    check_cell(recorded, progress, cancel)
+    let mut cells = check_cell(recorded, progress, cancel)?;
+    // Each cell names the kernel its states were checked on, so a cell read on its own
+    // (`bob run --format json`, a witness's report) says it, in a guest as on the host.
+    let kernel = record::kernel_release();
+    for cell in &mut cells {
+        cell.kernel = Some(kernel.clone());
+    }
+    Ok(cells)
 }
 
 /// A cell whose recordings are made (or loaded): what checking it needs. A table makes

@@ -399,6 +399,10 @@ pub struct Cell {
     pub setup_reused: usize,
     /// Witness directory of the first violation (or first failure), if any.
     pub witness: Option<String>,
+    /// `uname -r` of the kernel the states were checked on (absent in cells written
+    /// before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
     /// Witness directory of the first state whose recovery crashed the kernel of the
     /// virtual machine, with the guest's console log, when that is not the cell's own
     /// witness.
@@ -773,6 +777,7 @@ impl Cell {
             setup_made: 0,
             setup_reused: 0,
             witness: None,
+            kernel: None,
             kernel_crash_witness: None,
             story: None,
             witness_state: None,
