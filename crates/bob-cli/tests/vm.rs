@@ -89,3 +89,55 @@ fn a_cell_checked_in_a_debian_guest_pins_a_kernel_crash_on_its_state_and_goes_on
     assert!(story.starts_with("kernel-crash: recovering it crashed the kernel"), "{story}");
     assert!(guests_left().is_empty(), "qemu left running: {:?}", guests_left());
 }
+
+/// `bob run --kernel debian:6.12 ... --format json` of one cell, one drain schedule, in
+/// `dir`; the exit code, the cell and bob's stderr.
+fn guest_cell(dir: &util::Dir, extra: &[&str]) -> (Option<i32>, serde_json::Value, String) {
+    let out = dir.out();
+    let mut args = vec![
+        "run",
+        "--kernel",
+        "debian:6.12",
+        "--vm-accel",
+        "tcg",
+        "--property",
+        "single-block-append",
+        "--schedules",
+        "sync",
+        "--format",
+        "json",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let run = util::run(&args);
+    let cell = serde_json::from_slice(&run.stdout).unwrap_or_default();
+    (run.status.code(), cell, String::from_utf8_lossy(&run.stderr).into_owned())
+}
+
+/// What every cell checked in a guest says: the guest's kernel, counts that add up, and a
+/// verdict that is a conclusion about the file system, confirmed by an independent replay
+/// inside the guest when it is a failure.
+fn judged_in_the_guest(code: Option<i32>, cell: &serde_json::Value, stderr: &str) {
+    assert!(matches!(code, Some(0) | Some(1)), "a verdict, not an error: {stderr}");
+    assert!(cell["kernel"].as_str().is_some_and(|k| k.starts_with("6.12.")), "{cell}");
+    let counts = cell["counts"].as_object().expect("counts");
+    let sum: u64 = counts.values().filter_map(|v| v.as_u64()).sum();
+    assert_eq!(sum, cell["states_explored"].as_u64().unwrap(), "{cell}");
+    assert!(cell["states_mounted"].as_u64().unwrap() > 0, "states were recovered: {cell}");
+    if cell["witness"].is_string() {
+        assert_eq!(cell["confirmed"], true, "a failure is replayed independently: {cell}");
+    }
+    assert!(guests_left().is_empty(), "qemu left running: {:?}", guests_left());
+}
+
+#[test]
+fn an_f2fs_cell_is_judged_on_debian_6_12() {
+    if !vm_tools() {
+        return;
+    }
+    let dir = util::Dir::new();
+    let (code, cell, stderr) = guest_cell(&dir, &["--fs", "f2fs"]);
+    judged_in_the_guest(code, &cell, &stderr);
+    assert_eq!(cell["config"], "f2fs");
+}
