@@ -164,7 +164,7 @@ pub fn check_image_with(
             Ok(out) => {
                 let message =
                     format!("{} exit {:?}: {}", fsck.join(" "), out.code, out.last_line());
-                ladder.retain(|step| step.argv != fsck);
+                ladder = ladder_after_failed_recovery(config.repair, fsck);
                 if ladder.is_empty() {
                     return done(Outcome::Unrecoverable { message });
                 }
@@ -363,6 +363,14 @@ pub fn check_image_with(
     check.reads_behind = fsck_behind;
     check.steps = Some(steps);
     Ok(check)
+}
+
+/// The steps of `repair` left to try when the configuration's routine fsck before
+/// mounting (`recovery`) left errors: every step but that same command, which has just
+/// failed (ext2's ladder is its recovery again, so nothing is left; jfs' forced check and
+/// its last resort are).
+fn ladder_after_failed_recovery(repair: &[RepairStep], recovery: &[&str]) -> Vec<RepairStep> {
+    repair.iter().filter(|step| step.argv != recovery).copied().collect()
 }
 
 /// Where climbing the repair ladder ended.
@@ -628,6 +636,17 @@ mod tests {
         let (rep, fixed) = climb(ladder, &[1, 1], None);
         assert_eq!(rep.steps.len(), 2);
         assert_eq!(fixed, None);
+    }
+
+    #[test]
+    fn a_failed_routine_fsck_leaves_the_other_steps_of_the_ladder() {
+        let jfs = vec!["fsck.jfs -f", "fsck.jfs -f --omit_journal_replay"];
+        for (name, left) in [("ext2", vec![]), ("jfs", jfs)] {
+            let c = crate::fs::by_name(name).unwrap();
+            let Recovery::FsckThenMount(fsck) = c.recovery else { panic!("{name}: no fsck") };
+            let steps = ladder_after_failed_recovery(c.repair, fsck);
+            assert_eq!(steps.iter().map(RepairStep::text).collect::<Vec<_>>(), left, "{name}");
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! Whether a configuration runs is the running kernel's answer, not a list: its file
 //! system type must be in /proc/filesystems, after one attempt to load its module (a
 //! Debian kernel has ext4, xfs, btrfs, f2fs, nilfs2, jfs and, up to 6.12, reiserfs as
-//! modules, listed only once loaded). reiserfs left Linux in 6.13; on such a kernel its
+//! modules, listed only once loaded; 6.1 and 6.12 have all of them). reiserfs left Linux in 6.13; on such a kernel its
 //! reason says so.
 //!
 //! Besides the kernel's, bob knows the project's own file systems ([`research`]): the
