@@ -391,6 +391,18 @@ mod tests {
         r.regions.iter().filter(|x| x.role == role).count()
     }
 
+    /// A number `fsck.f2fs -l` prints for the image (`cp_blkaddr:  512`).
+    fn f2fs_field(image: &Path, name: &str) -> u64 {
+        let path = image.to_str().unwrap();
+        let out = cmd::run("fsck.f2fs", &["-l", path], Duration::from_secs(30)).unwrap();
+        let prefix = format!("{name}:");
+        out.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("fsck.f2fs -l prints {name}: {}", out.stdout))
+    }
+
     #[test]
     fn f2fs_regions_are_both_superblocks_and_both_checkpoint_packs_of_a_real_image() {
         let dir = tempfile::tempdir().unwrap();
@@ -405,15 +417,7 @@ mod tests {
         assert_eq!(packs.len(), 2, "{r:?}");
         assert_eq!(packs[1].start - packs[0].start, 2 << 20, "one 2 MiB segment apart");
         // What fsck.f2fs says the checkpoint's address is.
-        let out = cmd::run("fsck.f2fs", &["-l", image.to_str().unwrap()], Duration::from_secs(30))
-            .unwrap();
-        let cp_blkaddr: u64 = out
-            .stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("cp_blkaddr:"))
-            .and_then(|v| v.trim().parse().ok())
-            .expect("fsck.f2fs -l prints cp_blkaddr");
-        assert_eq!(packs[0].start, cp_blkaddr * 4096);
+        assert_eq!(packs[0].start, f2fs_field(&image, "cp_blkaddr") * 4096);
         // The regions read and the read-only fsck pass on the fresh image.
         assert_eq!(config.fsck_on(&image, Duration::from_secs(60)).unwrap(), None);
     }
@@ -424,14 +428,7 @@ mod tests {
         let Some((config, image)) = made(dir.path(), "f2fs") else { return };
         // Zero the root inode, the first node block of the main area: fsck.f2fs finds
         // unreachable nodes and asks whether to copy them out, which `answers` declines.
-        let out = cmd::run("fsck.f2fs", &["-l", image.to_str().unwrap()], Duration::from_secs(30))
-            .unwrap();
-        let main: u64 = out
-            .stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("main_blkaddr:"))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap();
+        let main = f2fs_field(&image, "main_blkaddr");
         {
             use std::os::unix::fs::FileExt;
             let f = std::fs::OpenOptions::new().write(true).open(&image).unwrap();
