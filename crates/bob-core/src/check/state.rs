@@ -15,7 +15,7 @@ use super::{
 };
 use crate::device::loopdev::LoopDevice;
 use crate::device::{cmd, mount};
-use crate::fs::{Recovery, RepairStep, Timeouts};
+use crate::fs::{complaint, Recovery, RepairStep, Timeouts};
 use crate::image::CrashView;
 
 /// The outcome of a walk of the recovered tree that failed: `read-error` at the path the
@@ -163,7 +163,7 @@ pub fn check_image_with(
             Ok(out) if out.code.is_some_and(|c| c < 4) => {}
             Ok(out) => {
                 let message =
-                    format!("{} exit {:?}: {}", fsck.join(" "), out.code, out.last_line());
+                    format!("{} exit {:?}: {}", fsck.join(" "), out.code, complaint(fsck[0], &out));
                 ladder = ladder_after_failed_recovery(config.repair, fsck);
                 if ladder.is_empty() {
                     return done(Outcome::Unrecoverable { message });

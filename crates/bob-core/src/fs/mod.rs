@@ -712,8 +712,14 @@ impl FsConfig {
             return Ok(None);
         }
         let out = run_tool(self.fsck, dev, timeout)?;
-        Ok((out.code != Some(0))
-            .then(|| format!("{} exit {:?}: {}", self.fsck.join(" "), out.code, complaint(&out))))
+        Ok((out.code != Some(0)).then(|| {
+            format!(
+                "{} exit {:?}: {}",
+                self.fsck.join(" "),
+                out.code,
+                complaint(self.fsck[0], &out)
+            )
+        }))
     }
 
     /// Whether this machine can run the configuration: [`FsConfig::runs_here`], then
@@ -847,13 +853,21 @@ pub fn run_tool(
 
 /// The line of a failed fsck's output that says what it found. fsck.f2fs prints one line
 /// per check, `[Ok..]` or `[Fail]`, then the time it took: its first failed check.
-/// reiserfsck ends with a banner and the time; its verdict is the last line naming
-/// corruptions ("1 found corruptions can be fixed when running with --fix-fixable").
-/// Elsewhere the last line ([`crate::device::cmd::Output::last_line`]).
-fn complaint(out: &crate::device::cmd::Output) -> String {
-    let failed_check = out.stdout.lines().find(|l| l.contains("[Fail]"));
-    let verdict = || out.stderr.lines().rev().find(|l| l.contains("corruptions"));
-    match failed_check.or_else(verdict) {
+/// fsck.jfs reports findings inside its phases ("Errors detected in the Fileset
+/// File/Directory Allocation Map control information. (F)") and ends with a warning
+/// about using the device: its first finding. reiserfsck ends with a banner and the
+/// time; its verdict is the last line naming corruptions ("1 found corruptions can be
+/// fixed when running with --fix-fixable"). Elsewhere the last line
+/// ([`crate::device::cmd::Output::last_line`]).
+pub(crate) fn complaint(program: &str, out: &crate::device::cmd::Output) -> String {
+    let mut lines = out.stdout.lines().chain(out.stderr.lines());
+    let line = match program {
+        "fsck.f2fs" => lines.find(|l| l.contains("[Fail]")),
+        "fsck.jfs" => lines.find(|l| l.contains(" detected ")),
+        "reiserfsck" => lines.filter(|l| l.contains("corruptions")).last(),
+        _ => None,
+    };
+    match line {
         Some(line) => line.split_whitespace().collect::<Vec<_>>().join(" "),
         None => out.last_line(),
     }
@@ -1141,17 +1155,31 @@ mod tests {
                     [FSCK] valid_inode_count matched with CP              [Fail] [0x0]\n\
                     [FSCK] other corrupted bugs                           [Fail]\n\nDone: 0.000000 secs\n";
         assert_eq!(
-            complaint(&out(f2fs, "")),
+            complaint("fsck.f2fs", &out(f2fs, "")),
             "[FSCK] valid_inode_count matched with CP [Fail] [0x0]"
         );
         let reiserfsck = "Checking internal tree..  finished\n\
                           1 found corruptions can be fixed when running with --fix-fixable\n\
                           ###########\nreiserfsck finished at Thu Nov 26 21:59:27 2026\n###########\n";
         assert_eq!(
-            complaint(&out("", reiserfsck)),
+            complaint("reiserfsck", &out("", reiserfsck)),
             "1 found corruptions can be fixed when running with --fix-fixable"
         );
-        assert_eq!(complaint(&out("", "e2fsck: Bad magic number\n")), "e2fsck: Bad magic number");
+        let jfs = "**Phase 6 - Perform Approved Corrections\n\
+                   **Phase 7 - Verify File/Directory Allocation Maps\n\
+                   Errors detected in the Fileset File/Directory Allocation Map control information. (F)\n\
+                   **Phase 8 - Verify Disk Allocation Maps\n\
+                   Incorrect data detected in disk allocation control structures.\n\
+                   File system checked READ ONLY.\nFilesystem is dirty.\n\
+                   the results of accessing /dev/loop0 (except by this utility) are undefined.\n";
+        assert_eq!(
+            complaint("fsck.jfs", &out(jfs, "")),
+            "Errors detected in the Fileset File/Directory Allocation Map control information. (F)"
+        );
+        assert_eq!(
+            complaint("e2fsck", &out("", "e2fsck: Bad magic number\n")),
+            "e2fsck: Bad magic number"
+        );
     }
 
     #[test]
