@@ -70,7 +70,7 @@ pub struct ConfigInfo {
     pub repair: Vec<String>,
     /// Whether it can run on this kernel (its programs are not checked here).
     pub available: bool,
-    /// Why it cannot run anywhere, if it cannot.
+    /// Why it cannot run on this kernel, if it cannot (no driver, no FUSE).
     pub unavailable: Option<String>,
     /// What bob's disk offers it: flush, FUA, asynchronous durability notifications.
     pub disk: crate::fs::DiskFeatures,
@@ -92,17 +92,20 @@ impl ListReport {
     pub fn gather() -> ListReport {
         let configs = crate::fs::every()
             .iter()
-            .map(|c| ConfigInfo {
-                name: c.name.into(),
-                description: c.description.into(),
-                fstype: c.fstype.into(),
-                mkfs: c.mkfs.join(" "),
-                mount_options: c.mount_options.into(),
-                fsck: c.fsck.join(" "),
-                repair: c.repair.iter().map(|s| s.text()).collect(),
-                available: c.unavailable.is_none() && c.kernel_supports(),
-                unavailable: c.unavailable.map(str::to_owned),
-                disk: c.disk_features(),
+            .map(|c| {
+                let here = c.runs_here();
+                ConfigInfo {
+                    name: c.name.into(),
+                    description: c.description.into(),
+                    fstype: c.fstype.into(),
+                    mkfs: c.mkfs.join(" "),
+                    mount_options: c.mount_options.into(),
+                    fsck: c.fsck.join(" "),
+                    repair: c.repair.iter().map(|s| s.text()).collect(),
+                    available: here.is_ok(),
+                    unavailable: here.err().map(|e| e.reason()),
+                    disk: c.disk_features(),
+                }
             })
             .collect();
         let properties = workloads::Property::EVERY
@@ -122,7 +125,7 @@ impl ListReport {
         for c in &self.configs {
             let note = match (&c.unavailable, c.available) {
                 (Some(why), _) => format!("  (unavailable: {why})"),
-                (None, false) => "  (unavailable: no kernel driver)".into(),
+                (None, false) => "  (unavailable)".into(),
                 (None, true) => String::new(),
             };
             s.push_str(&format!("  {:<16} {}{}\n", c.name, c.description, note));

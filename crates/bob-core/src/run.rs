@@ -967,8 +967,12 @@ pub fn table_notes_with(configs: &[FsConfig], schedules: &[Schedule]) -> Vec<Str
         );
     }
     for c in configs {
-        if let Some(why) = c.unavailable {
-            notes.push(format!("{}: not available ({why}); listed, not passed.", c.name));
+        if let Err(why) = c.runs_here() {
+            notes.push(format!(
+                "{}: not available ({}); listed, not passed.",
+                c.name,
+                why.reason()
+            ));
         }
     }
     notes

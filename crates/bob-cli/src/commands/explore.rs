@@ -71,12 +71,8 @@ pub fn run(args: ExploreCmdArgs) -> Result<Conclusion, CliError> {
     let Some(first) = args.fs.first().cloned() else {
         return Err(usage("bob explore: no configuration"));
     };
-    if let Some(c) = args.fs.iter().find(|c| c.unavailable.is_some()) {
-        return Err(usage(format!(
-            "bob explore: {} cannot run here ({})",
-            c.name,
-            c.unavailable.unwrap_or_default()
-        )));
+    if let Some((c, why)) = args.fs.iter().find_map(|c| Some((c, c.runs_here().err()?))) {
+        return Err(usage(format!("bob explore: {} cannot run here ({})", c.name, why.reason())));
     }
     if !args.list {
         for c in &args.fs {

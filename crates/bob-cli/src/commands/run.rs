@@ -27,8 +27,8 @@ pub fn run(args: RunArgs) -> Result<Conclusion, CliError> {
              `bob check DIR`",
         ));
     }
-    if let Some(reason) = config.unavailable {
-        let cell = run::unavailable_cell(&config, property, reason);
+    if let Err(why) = config.runs_here() {
+        let cell = run::unavailable_cell(&config, property, &why.reason());
         print::result(args.format, &cell, || color::cell_text(&cell, cell.to_text()))?;
         return Ok(Conclusion::Named(cell.verdict));
     }

@@ -15,7 +15,7 @@ use super::{
 };
 use crate::device::loopdev::LoopDevice;
 use crate::device::{cmd, mount};
-use crate::fs::{Recovery, RepairStep, Timeouts};
+use crate::fs::{complaint, Recovery, RepairStep, Timeouts};
 use crate::image::CrashView;
 
 /// The outcome of a walk of the recovered tree that failed: `read-error` at the path the
@@ -150,18 +150,25 @@ pub fn check_image_with(
     let dev_str = dev.to_string_lossy().into_owned();
     let done = |outcome| Ok(StateCheck::failed(outcome));
 
+    // The routine fsck before mounting (ext2's e2fsck -y, jfs' log replay), when the
+    // configuration has one. If it leaves errors, the state goes to the repair ladder as
+    // a state the kernel would not mount does, with the steps that are not this same
+    // command: none for ext2, whose repair tool is its recovery, so it is unrecoverable.
+    let mut recovery_failed: Option<String> = None;
+    let mut ladder: Vec<RepairStep> = config.repair.to_vec();
     if let Recovery::FsckThenMount(fsck) = config.recovery {
-        let mut args = fsck[1..].to_vec();
-        args.push(&dev_str);
-        match cmd::run(fsck[0], &args, timeouts.recovery) {
-            // e2fsck: 0 clean, 1 fixed, 2 fixed + reboot; 4 and up: errors left. The
-            // configuration's own recovery failed: its repair tool is this same program,
-            // so there is no ladder left to climb.
+        match crate::fs::run_tool(fsck, &dev, timeouts.recovery) {
+            // e2fsck and fsck.jfs alike: 0 clean, 1 fixed, 2 fixed + reboot; 4 and up:
+            // errors left.
             Ok(out) if out.code.is_some_and(|c| c < 4) => {}
             Ok(out) => {
-                return done(Outcome::Unrecoverable {
-                    message: format!("{} exit {:?}: {}", fsck.join(" "), out.code, out.last_line()),
-                })
+                let message =
+                    format!("{} exit {:?}: {}", fsck.join(" "), out.code, complaint(fsck[0], &out));
+                ladder = ladder_after_failed_recovery(config.repair, fsck);
+                if ladder.is_empty() {
+                    return done(Outcome::Unrecoverable { message });
+                }
+                recovery_failed = Some(message);
             }
             Err(cmd::CmdError::Timeout { .. }) => {
                 return done(Outcome::Timeout { step: format!("recovery: {}", fsck.join(" ")) })
@@ -195,7 +202,11 @@ pub fn check_image_with(
         })
     };
     let mut repair: Option<Repair> = None;
-    let fs_mount = match try_mount() {
+    let first = match recovery_failed {
+        Some(message) => Err(Some(message)),
+        None => try_mount(),
+    };
+    let fs_mount = match first {
         Ok(m) => m,
         Err(None) => return mount_timeout(loopdev, None),
         Err(Some(message)) => {
@@ -204,16 +215,13 @@ pub fn check_image_with(
             // overlay like recovery's, so no other state sees them.
             let mut rep =
                 Repair { mount_error: message.clone(), steps: Vec::new(), fixed_by: None };
-            let run_step = |step: &RepairStep| {
-                let mut args = step.argv[1..].to_vec();
-                args.push(&dev_str);
-                match cmd::run(step.argv[0], &args, timeouts.fsck) {
+            let run_step =
+                |step: &RepairStep| match crate::fs::run_tool(step.argv, &dev, timeouts.fsck) {
                     Ok(out) => Ok(Some(out.code)),
                     Err(cmd::CmdError::Timeout { .. }) => Ok(None),
                     Err(e) => Err(Error::from(crate::device::Error::from(e))),
-                }
-            };
-            match climb_ladder(config.repair, &mut rep, run_step, try_mount)? {
+                };
+            match climb_ladder(&ladder, &mut rep, run_step, try_mount)? {
                 Climb::Mounted(m) => {
                     repair = Some(rep);
                     m
@@ -355,6 +363,14 @@ pub fn check_image_with(
     check.reads_behind = fsck_behind;
     check.steps = Some(steps);
     Ok(check)
+}
+
+/// The steps of `repair` left to try when the configuration's routine fsck before
+/// mounting (`recovery`) left errors: every step but that same command, which has just
+/// failed (ext2's ladder is its recovery again, so nothing is left; jfs' forced check and
+/// its last resort are).
+fn ladder_after_failed_recovery(repair: &[RepairStep], recovery: &[&str]) -> Vec<RepairStep> {
+    repair.iter().filter(|step| step.argv != recovery).copied().collect()
 }
 
 /// Where climbing the repair ladder ended.
@@ -623,9 +639,21 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_routine_fsck_leaves_the_other_steps_of_the_ladder() {
+        let jfs = vec!["fsck.jfs -f", "fsck.jfs -f --omit_journal_replay"];
+        for (name, left) in [("ext2", vec![]), ("jfs", jfs)] {
+            let c = crate::fs::by_name(name).unwrap();
+            let Recovery::FsckThenMount(fsck) = c.recovery else { panic!("{name}: no fsck") };
+            let steps = ladder_after_failed_recovery(c.repair, fsck);
+            assert_eq!(steps.iter().map(RepairStep::text).collect::<Vec<_>>(), left, "{name}");
+        }
+    }
+
+    #[test]
     fn every_kernel_configuration_has_a_ladder_and_research_designs_none() {
-        for c in crate::fs::all().into_iter().filter(|c| c.unavailable.is_none()) {
-            assert!(!c.repair.is_empty(), "{}", c.name);
+        // But nilfs2: nilfs-utils has no fsck and no repair tool of any kind.
+        for c in crate::fs::all() {
+            assert_eq!(c.repair.is_empty(), c.fstype == "nilfs2", "{}", c.name);
         }
         for c in crate::fs::research() {
             assert!(c.repair.is_empty(), "{}", c.name);

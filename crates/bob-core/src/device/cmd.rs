@@ -67,6 +67,11 @@ pub fn package_of(program: &str) -> &'static str {
         p if p.starts_with("mkfs.ext") || p.starts_with("e2fsck") || p.starts_with("mke2fs") => {
             "e2fsprogs"
         }
+        p if p.ends_with(".f2fs") => "f2fs-tools",
+        p if p.ends_with(".nilfs2") || p.starts_with("nilfs") => "nilfs-tools",
+        p if p.ends_with(".jfs") || p.starts_with("jfs_") => "jfsutils",
+        p if p.contains("reiserfs") => "reiserfsprogs",
+        "modprobe" => "kmod",
         "sqlite3" => "sqlite3",
         _ => "the package that provides it",
     }
@@ -98,6 +103,7 @@ pub struct Cmd {
     timeout: Duration,
     keep_last: Option<usize>,
     reap_after_kill: bool,
+    input: Option<&'static str>,
 }
 
 impl Cmd {
@@ -109,6 +115,7 @@ impl Cmd {
             timeout,
             keep_last: None,
             reap_after_kill: false,
+            input: None,
         }
     }
 
@@ -137,6 +144,14 @@ impl Cmd {
         self
     }
 
+    /// Gives it `text` on its standard input, then end of file (without it, standard
+    /// input is empty): the answers a repair tool reads from the terminal when it asks
+    /// before acting (`reiserfsck --rebuild-tree` wants `Yes`).
+    pub fn stdin(mut self, text: &'static str) -> Cmd {
+        self.input = Some(text);
+        self
+    }
+
     /// On timeout, waits until the killed group has closed its output and the program is
     /// reaped, and returns what it printed ([`Finished::TimedOut`]). For a program that
     /// runs inside a mount bob unmounts next (a user checker): its processes must be gone
@@ -162,7 +177,7 @@ impl Cmd {
     pub fn finish(mut self) -> Result<Finished, CmdError> {
         let program = self.program;
         self.command
-            .stdin(Stdio::null())
+            .stdin(if self.input.is_some() { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             // Its own process group, so a timeout kills helpers it forked too, and a
@@ -179,6 +194,12 @@ impl Cmd {
             }
         })?;
         let pid = child.id() as i32;
+        if let (Some(text), Some(mut pipe)) = (self.input, child.stdin.take()) {
+            // A few bytes, far below a pipe's buffer: the write does not wait for the
+            // program to read. A program that exits without reading gives EPIPE, which
+            // says nothing about it; dropping the pipe is the end of file.
+            let _ = std::io::Write::write_all(&mut pipe, text.as_bytes());
+        }
         let keep = self.keep_last;
         // Each pipe is drained on its own thread so neither can fill and block the child.
         let drain = |pipe: Option<Box<dyn Read + Send>>| {
@@ -369,5 +390,26 @@ mod tests {
             Finished::TimedOut(out) => assert_eq!(out.stdout, "aaaa\nlast\n"),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn stdin_text_is_read_then_end_of_file() {
+        let out = Cmd::new("sh", Duration::from_secs(10))
+            .args(&["-c", "read a; echo \"got $a\"; if read b; then echo more; else echo eof; fi"])
+            .stdin("Yes\n")
+            .run()
+            .unwrap();
+        assert_eq!(out.stdout, "got Yes\neof\n");
+        // Without text, standard input is empty.
+        let out = run(
+            "sh",
+            &["-c", "if read a; then echo line; else echo eof; fi"],
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        assert_eq!(out.stdout, "eof\n");
+        // A program that never reads its input still runs to its end.
+        let out = Cmd::new("true", Duration::from_secs(10)).stdin("n\n").run().unwrap();
+        assert_eq!(out.code, Some(0));
     }
 }

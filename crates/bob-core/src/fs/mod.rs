@@ -1,8 +1,15 @@
 //! File-system configurations: how to make, mount, recover and read-only check each one.
 //!
 //! Names follow persistence-properties.md. ext2 and ext3 are served by the ext4 driver on
-//! current kernels (CONFIG_EXT4_USE_FOR_EXT2); reports say so. reiserfs is listed but
-//! unavailable: it left the kernel in 6.13.
+//! current kernels (CONFIG_EXT4_USE_FOR_EXT2); reports say so. After the study's grid
+//! come f2fs, nilfs2 and jfs; docs/filesystems.md says what each of reiserfs, f2fs, nilfs2
+//! and jfs promises across a crash and why each is made, recovered and checked as here.
+//!
+//! Whether a configuration runs is the running kernel's answer, not a list: its file
+//! system type must be in /proc/filesystems, after one attempt to load its module (a
+//! Debian kernel has ext4, xfs, btrfs, f2fs, nilfs2, jfs and, up to 6.12, reiserfs as
+//! modules, listed only once loaded; 6.1 and 6.12 have all of them). reiserfs left Linux in 6.13; on such a kernel its
+//! reason says so.
 //!
 //! Besides the kernel's, bob knows the project's own file systems ([`research`]): the
 //! researchfs designs, which run in bob's process over FUSE and store their image through
@@ -48,6 +55,29 @@ impl RepairStep {
 /// ext2/3/4: a forced, repairing e2fsck.
 const REPAIR_EXT: &[RepairStep] =
     &[RepairStep { argv: &["e2fsck", "-f", "-y"], only_after_exit: None }];
+/// f2fs: a forced, repairing fsck.f2fs (`-f`: check the whole file system and fix what it
+/// finds). Its one question, whether to copy unreachable files into `./lost_found` of the
+/// current directory, is answered no ([`answers`]).
+const REPAIR_F2FS: &[RepairStep] =
+    &[RepairStep { argv: &["fsck.f2fs", "-f"], only_after_exit: None }];
+/// jfs: the routine `fsck.jfs -p` (log replay) is its [`Recovery`]; when the kernel still
+/// refuses the state, a forced full check and repair (`-f`), and as the manual's last
+/// resort, the same without replaying the log (`--omit_journal_replay`: "the log has been
+/// severely corrupted and replaying it causes further problems").
+const REPAIR_JFS: &[RepairStep] = &[
+    RepairStep { argv: &["fsck.jfs", "-f"], only_after_exit: None },
+    RepairStep { argv: &["fsck.jfs", "-f", "--omit_journal_replay"], only_after_exit: None },
+];
+/// reiserfs: what reiserfsck(8) tells an administrator: `--fix-fixable` first, then
+/// `--rebuild-tree` (it ignores `--yes`; the `Yes` it asks for is typed, [`answers`]).
+/// Not `--rebuild-sb`, which asks for the geometry interactively.
+const REPAIR_REISERFS: &[RepairStep] = &[
+    RepairStep {
+        argv: &["reiserfsck", "--fix-fixable", "--yes", "--quiet"],
+        only_after_exit: None,
+    },
+    RepairStep { argv: &["reiserfsck", "--rebuild-tree", "--quiet"], only_after_exit: None },
+];
 /// xfs: `xfs_repair`, and zeroing the log (`-L`, which loses its transactions) only when
 /// it refused because of a dirty log it cannot replay (exit 2).
 const REPAIR_XFS: &[RepairStep] = &[
@@ -105,8 +135,6 @@ pub struct FsConfig {
     /// Journal bytes (where the configuration has a journal sized by bob), which bounds a
     /// transaction and so the multi-block workloads' size.
     pub journal_bytes: Option<u64>,
-    /// Why it cannot run here, if it cannot.
-    pub unavailable: Option<&'static str>,
 }
 
 const MIB: u64 = 1 << 20;
@@ -173,7 +201,6 @@ const fn ext(
         repair: REPAIR_EXT,
         image_bytes: EXT_IMAGE_BYTES,
         journal_bytes: if journaled { Some(4 * MIB) } else { None },
-        unavailable: None,
     }
 }
 
@@ -193,7 +220,6 @@ pub fn all() -> Vec<FsConfig> {
         // mkfs.xfs refuses file systems under 300 MB.
         image_bytes: 320 * MIB,
         journal_bytes: None,
-        unavailable: None,
     };
     vec![
         ext("ext2", "ext2 (ext4 driver), recovery = e2fsck -y then mount", "ext2", MKFS_EXT2, ""),
@@ -235,24 +261,84 @@ pub fn all() -> Vec<FsConfig> {
             repair: REPAIR_BTRFS,
             image_bytes: 256 * MIB,
             journal_bytes: None,
-            unavailable: None,
         },
         xfs("xfs", "xfs, default options", ""),
         xfs("xfs-wsync", "xfs mounted -o wsync (synchronous namespace ops)", "wsync"),
         FsConfig {
             name: "reiserfs",
             driver: Driver::Kernel,
-            description: "reiserfs (in the original study)",
+            description: "reiserfs 3.6, data=ordered (the default; in the original study)",
             fstype: "reiserfs",
-            mkfs: &["mkfs.reiserfs"],
+            // Twice -f: a whole device, no question asked.
+            mkfs: &["mkfs.reiserfs", "-q", "-f", "-f"],
             mount_options: "",
             check_mount_extra: "",
             recovery: Recovery::Mount,
-            fsck: &["reiserfsck", "--check"],
-            repair: &[],
+            // --yes: no "Do you want to run this program?"; it replays a journal it finds
+            // (none, after bob's mount and unmount) and marks the superblock checked.
+            fsck: &["reiserfsck", "--check", "--yes", "--quiet"],
+            repair: REPAIR_REISERFS,
+            // The default journal (8193 blocks, 32 MiB) needs 40 MiB; 64 MiB leaves 32 MiB
+            // for the base layout's 16 MiB and the workloads.
+            image_bytes: 64 * MIB,
+            journal_bytes: None,
+        },
+        FsConfig {
+            name: "f2fs",
+            driver: Driver::Kernel,
+            description: "f2fs, default options (fsync_mode=posix, roll-forward recovery)",
+            fstype: "f2fs",
+            // -t 0: no discard of the whole device at mkfs time, pointless on a fresh image.
+            mkfs: &["mkfs.f2fs", "-q", "-f", "-t", "0"],
+            mount_options: "",
+            check_mount_extra: "",
+            recovery: Recovery::Mount,
+            fsck: &["fsck.f2fs", "--dry-run"],
+            repair: REPAIR_F2FS,
+            // 2 MiB segments. At 64 MiB mkfs.f2fs leaves 16 MiB to users, less than the base
+            // layout; at 96 MiB 36 MiB, and the workloads bring the free sections down to the
+            // GC reserve (16 segments), where foreground GC would run during a workload;
+            // 128 MiB leaves 62 MiB.
             image_bytes: 128 * MIB,
             journal_bytes: None,
-            unavailable: Some("reiserfs was removed from Linux in 6.13"),
+        },
+        FsConfig {
+            name: "nilfs2",
+            driver: Driver::Kernel,
+            description: "nilfs2, default options (order=relaxed), no cleaner running",
+            fstype: "nilfs2",
+            // -K: no discard at mkfs time.
+            mkfs: &["mkfs.nilfs2", "-q", "-f", "-K"],
+            mount_options: "",
+            check_mount_extra: "",
+            recovery: Recovery::Mount,
+            // nilfs-utils has no fsck (the kernel's nilfs2.rst lists fsck as unsupported);
+            // the mount's own checks (superblock and segment summary checksums) are all.
+            fsck: &[],
+            repair: &[],
+            // The default 8 MiB segments: mkfs.nilfs2 needs 16 (128 MiB and a block). With
+            // no cleaner (bob mounts with mount(2), not mount.nilfs2, which would start
+            // nilfs_cleanerd) the log only grows, and the kernel keeps 8 segments in
+            // reserve; 160 MiB (19 segments) leaves 48 MiB of log after the base layout.
+            image_bytes: 160 * MIB,
+            journal_bytes: None,
+        },
+        FsConfig {
+            name: "jfs",
+            driver: Driver::Kernel,
+            description: "jfs, default options (integrity), log replayed by fsck.jfs",
+            fstype: "jfs",
+            mkfs: &["mkfs.jfs", "-q"],
+            mount_options: "",
+            check_mount_extra: "",
+            // The kernel refuses to mount a dirty jfs read-write (chkSuper: "File System
+            // Dirty"); its log is replayed by fsck.jfs, as at boot (fsck -a from fstab).
+            recovery: Recovery::FsckThenMount(&["fsck.jfs", "-p"]),
+            fsck: &["fsck.jfs", "-n"],
+            repair: REPAIR_JFS,
+            // mkfs.jfs needs 16 MiB; 48 MiB leaves 46 MiB to users.
+            image_bytes: 48 * MIB,
+            journal_bytes: None,
         },
     ]
 }
@@ -329,8 +415,7 @@ pub fn research() -> Vec<FsConfig> {
             repair: &[],
             image_bytes: RESEARCH_IMAGE_BYTES,
             journal_bytes: None,
-            unavailable: None,
-        })
+            })
         .collect()
 }
 
@@ -502,11 +587,14 @@ impl FsConfig {
     /// Whether the file system flushes its device at least once when it is unmounted (a
     /// cache flush or a FUA write): every kernel file system does, with barriers on;
     /// `barrier=0` and `nobarrier` turn them off on purpose, and the research designs
-    /// write as their own designs say.
+    /// write as their own designs say. jfs never does: its log pages go out as plain
+    /// synchronous writes (`REQ_OP_WRITE | REQ_SYNC` in fs/jfs/jfs_logmgr.c, lbmStartIO)
+    /// and nothing in fs/jfs asks for a cache flush, at fsync, sync or unmount; a jfs
+    /// recording without flushes is what jfs does, not a flush lost below it.
     pub fn flushes_at_unmount(&self) -> bool {
         let barriers_off =
             self.mount_options.split(',').any(|o| o == "barrier=0" || o == "nobarrier");
-        self.design().is_none() && !barriers_off
+        self.design().is_none() && !barriers_off && self.fstype != "jfs"
     }
 
     /// Disk byte ranges that mounting (and the routine fsck before it) stamps whatever the
@@ -535,13 +623,20 @@ impl FsConfig {
         }
     }
 
-    /// Whether the kernel has this file system (per /proc/filesystems); for a research
-    /// design, whether FUSE is there.
+    /// Whether the kernel has this file system (per /proc/filesystems, after one attempt
+    /// to load its module, [`kernel_has_or_loads`]); for a research design, whether FUSE
+    /// is there.
     pub fn kernel_supports(&self) -> bool {
         if self.design().is_some() {
             return std::path::Path::new("/dev/fuse").exists();
         }
-        kernel_has(self.fstype)
+        kernel_has_or_loads(self.fstype)
+    }
+
+    /// The Linux release whose tree no longer has this file system, if it left: reiserfs
+    /// was removed in 6.13. Said beside a missing driver, on kernels from that release on.
+    pub fn left_linux_in(&self) -> Option<&'static str> {
+        (self.fstype == "reiserfs").then_some("6.13")
     }
 
     /// Makes this configuration's file system on `dev` (a block device or image file),
@@ -575,8 +670,11 @@ impl FsConfig {
     /// one cell while it mounts crash states of another, and xfs refuses a second mount
     /// of a UUID (without `nouuid`, which recordings do not use) while btrfs takes devices
     /// of one fsid for one file system. ext2/3/4: `tune2fs -U random`; xfs: `xfs_admin -U
-    /// generate`; btrfs: `btrfstune -f -u` (it rewrites the metadata's fsid). Nothing for
-    /// the others (researchfs has no UUID; reiserfs cannot run).
+    /// generate`; btrfs: `btrfstune -f -u` (it rewrites the metadata's fsid); jfs:
+    /// `jfs_tune -U random`; reiserfs: `reiserfstune -u random`. Nothing for researchfs
+    /// (no UUID), f2fs (no f2fs-tools program sets one after mkfs) and nilfs2 (nilfs-tune
+    /// -U opens only block devices, "cannot open NILFS" on an image file); neither kernel
+    /// driver minds two mounted file systems sharing a UUID.
     pub fn fresh_uuid(&self, image: &std::path::Path, timeout: Duration) -> Result<(), MkfsError> {
         if self.design().is_some() {
             return Ok(());
@@ -586,6 +684,8 @@ impl FsConfig {
             "ext2" | "ext3" | "ext4" => ("tune2fs", vec!["-U", "random", &path]),
             "xfs" => ("xfs_admin", vec!["-U", "generate", &path]),
             "btrfs" => ("btrfstune", vec!["-f", "-u", &path]),
+            "jfs" => ("jfs_tune", vec!["-U", "random", &path]),
+            "reiserfs" => ("reiserfstune", vec!["-u", "random", &path]),
             _ => return Ok(()),
         };
         let out = crate::device::cmd::run(program, &args, timeout)?;
@@ -601,19 +701,25 @@ impl FsConfig {
     }
 
     /// Runs the configuration's read-only fsck on `dev`, killed after `timeout`: `None`
-    /// when it found nothing, else one line with its exit code and last line of output
-    /// (`e2fsck -fn exit Some(4): ...`).
+    /// when it found nothing (or the configuration has no fsck: nilfs2), else one line
+    /// with its exit code and what it complained of (`e2fsck -fn exit Some(4): ...`).
     pub fn fsck_on(
         &self,
         dev: &std::path::Path,
         timeout: Duration,
     ) -> Result<Option<String>, crate::device::cmd::CmdError> {
-        let dev_str = dev.to_string_lossy();
-        let mut args: Vec<&str> = self.fsck[1..].to_vec();
-        args.push(&dev_str);
-        let out = crate::device::cmd::run(self.fsck[0], &args, timeout)?;
-        Ok((out.code != Some(0))
-            .then(|| format!("{} exit {:?}: {}", self.fsck.join(" "), out.code, out.last_line())))
+        if self.fsck.is_empty() {
+            return Ok(None);
+        }
+        let out = run_tool(self.fsck, dev, timeout)?;
+        Ok((out.code != Some(0)).then(|| {
+            format!(
+                "{} exit {:?}: {}",
+                self.fsck.join(" "),
+                out.code,
+                complaint(self.fsck[0], &out)
+            )
+        }))
     }
 
     /// Whether this machine can run the configuration: [`FsConfig::runs_here`], then
@@ -627,13 +733,14 @@ impl FsConfig {
     /// Whether the configuration can run on this kernel at all: it is not retired, and the
     /// kernel has its driver (FUSE, for a research design).
     pub fn runs_here(&self) -> Result<(), Unavailable> {
-        if let Some(reason) = self.unavailable {
-            return Err(Unavailable::Retired { config: self.name, reason });
-        }
         match (self.kernel_supports(), self.design()) {
             (true, _) => Ok(()),
             (false, Some(_)) => Err(Unavailable::NoFuse),
-            (false, None) => Err(Unavailable::NoDriver { config: self.name, fstype: self.fstype }),
+            (false, None) => Err(Unavailable::NoDriver {
+                config: self.name,
+                fstype: self.fstype,
+                left_in: self.left_linux_in().filter(|&v| running_release() >= release(v)),
+            }),
         }
     }
 
@@ -654,7 +761,8 @@ impl FsConfig {
         if self.design().is_some() {
             return Vec::new();
         }
-        let mut p = vec![self.mkfs[0], self.fsck[0]];
+        let mut p = vec![self.mkfs[0]];
+        p.extend(self.fsck.first().copied());
         if let Recovery::FsckThenMount(cmd) = self.recovery {
             p.push(cmd[0]);
         }
@@ -675,6 +783,94 @@ pub fn kernel_has(fstype: &str) -> bool {
     std::fs::read_to_string("/proc/filesystems")
         .map(|s| s.lines().any(|l| l.split_whitespace().last() == Some(fstype)))
         .unwrap_or(false)
+}
+
+/// [`kernel_has`], after asking the kernel once per process to load the type's module
+/// when it is not listed: a module file system appears in /proc/filesystems only once
+/// loaded (mount(2) would load it on demand, but bob asks before it mounts). The module
+/// is named by the alias the kernel itself requests for a type it lacks, `fs-<type>`
+/// (MODULE_ALIAS_FS, which is also how the ext4 module answers for ext2 and ext3).
+/// Where modprobe fails (a kernel without modules, no kmod), the type stays missing.
+pub fn kernel_has_or_loads(fstype: &str) -> bool {
+    static TRIED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    if kernel_has(fstype) {
+        return true;
+    }
+    let first = {
+        let mut tried = TRIED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let first = !tried.iter().any(|t| t == fstype);
+        if first {
+            tried.push(fstype.to_owned());
+        }
+        first
+    };
+    if first {
+        let alias = format!("fs-{fstype}");
+        let _ = crate::device::cmd::run("modprobe", &["-q", &alias], Duration::from_secs(10));
+    }
+    kernel_has(fstype)
+}
+
+/// `major.minor` of a kernel release (`6.13`, `6.12.117+deb12-amd64`); (0, 0) if it
+/// does not parse.
+fn release(text: &str) -> (u32, u32) {
+    let mut parts = text.split(|c: char| !c.is_ascii_digit()).map(|p| p.parse().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+}
+
+/// The running kernel's `major.minor`.
+fn running_release() -> (u32, u32) {
+    release(&std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default())
+}
+
+/// What bob types at a program's questions, as an administrator at its terminal would
+/// (its standard input; without answers it is empty). fsck.f2fs asks whether to copy
+/// unreachable files into `./lost_found` of the current directory, outside the image;
+/// with nothing to read it stops on a failed assertion instead of going on to check or
+/// fix (its maintainer's advice is to answer N). reiserfsck --rebuild-tree ignores
+/// `--yes` and waits for a typed `Yes`.
+pub fn answers(argv: &[&str]) -> Option<&'static str> {
+    match argv {
+        ["fsck.f2fs", ..] => Some("n\n"),
+        ["reiserfsck", rest @ ..] if rest.contains(&"--rebuild-tree") => Some("Yes\n"),
+        _ => None,
+    }
+}
+
+/// Runs `argv`, one of a configuration's programs (fsck, recovery, a repair step), on
+/// `dev` (appended), with its [`answers`], killed after `timeout`.
+pub fn run_tool(
+    argv: &[&str],
+    dev: &std::path::Path,
+    timeout: Duration,
+) -> Result<crate::device::cmd::Output, crate::device::cmd::CmdError> {
+    let mut cmd = crate::device::cmd::Cmd::new(argv[0], timeout).args(&argv[1..]).args(&[dev]);
+    if let Some(text) = answers(argv) {
+        cmd = cmd.stdin(text);
+    }
+    cmd.run()
+}
+
+/// The line of a failed fsck's output that says what it found. fsck.f2fs prints one line
+/// per check, `[Ok..]` or `[Fail]`, then the time it took: its first failed check.
+/// fsck.jfs reports findings inside its phases ("Errors detected in the Fileset
+/// File/Directory Allocation Map control information. (F)") and ends with a warning
+/// about using the device: its first finding. reiserfsck ends with a banner and the
+/// time; its verdict is the last line naming corruptions ("1 found corruptions can be
+/// fixed when running with --fix-fixable"). Elsewhere the last line
+/// ([`crate::device::cmd::Output::last_line`]).
+pub(crate) fn complaint(program: &str, out: &crate::device::cmd::Output) -> String {
+    let mut lines = out.stdout.lines().chain(out.stderr.lines());
+    let line = match program {
+        "fsck.f2fs" => lines.find(|l| l.contains("[Fail]")),
+        "fsck.jfs" => lines.find(|l| l.contains(" detected ")),
+        "reiserfsck" => lines.filter(|l| l.contains("corruptions")).last(),
+        _ => None,
+    };
+    match line {
+        Some(line) => line.split_whitespace().collect::<Vec<_>>().join(" "),
+        None => out.last_line(),
+    }
 }
 
 /// Why a file system could not be made.
@@ -701,21 +897,15 @@ pub enum MkfsError {
 /// about the file system.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Unavailable {
-    /// The configuration is listed but cannot run anywhere today (reiserfs).
-    #[error("{config}: {reason}")]
-    Retired {
-        /// Configuration name.
-        config: &'static str,
-        /// Why.
-        reason: &'static str,
-    },
-    /// The running kernel lacks the driver.
-    #[error("{config}: this kernel has no {fstype} driver")]
+    /// The running kernel lacks the driver (not built in, no module that loads).
+    #[error("{config}: {}", no_driver(fstype, *left_in))]
     NoDriver {
         /// Configuration name.
         config: &'static str,
         /// The kernel's name of the file system.
         fstype: &'static str,
+        /// The release whose tree no longer has it, when this kernel is that one or later.
+        left_in: Option<&'static str>,
     },
     /// A program the configuration runs is not installed.
     #[error("{program} not found; install it (Debian: apt-get install {package})")]
@@ -741,13 +931,22 @@ impl Unavailable {
     /// error that names the configuration itself says it.
     pub fn reason(&self) -> String {
         match self {
-            Unavailable::Retired { reason, .. } => (*reason).to_owned(),
-            Unavailable::NoDriver { fstype, .. } => format!("this kernel has no {fstype} driver"),
+            Unavailable::NoDriver { fstype, left_in, .. } => no_driver(fstype, *left_in),
             Unavailable::MissingProgram { program, package } => {
                 format!("{program} not found (Debian: apt-get install {package})")
             }
             other => other.to_string(),
         }
+    }
+}
+
+/// "this kernel has no reiserfs driver (reiserfs left Linux in 6.13)".
+fn no_driver(fstype: &str, left_in: Option<&str>) -> String {
+    match left_in {
+        Some(release) => {
+            format!("this kernel has no {fstype} driver ({fstype} left Linux in {release})")
+        }
+        None => format!("this kernel has no {fstype} driver"),
     }
 }
 
@@ -846,20 +1045,141 @@ mod tests {
     }
 
     #[test]
-    fn a_retired_configuration_says_why_and_a_missing_driver_names_itself() {
-        let reiserfs = by_name("reiserfs").unwrap();
-        let retired = reiserfs.availability().unwrap_err();
-        assert_eq!(retired.to_string(), "reiserfs: reiserfs was removed from Linux in 6.13");
-        assert_eq!(retired.reason(), "reiserfs was removed from Linux in 6.13");
-        let no_driver = Unavailable::NoDriver { config: "ext4-ordered", fstype: "ext4" };
+    fn a_missing_driver_names_itself_and_says_when_reiserfs_left_linux() {
+        let no_driver =
+            Unavailable::NoDriver { config: "ext4-ordered", fstype: "ext4", left_in: None };
         assert_eq!(no_driver.to_string(), "ext4-ordered: this kernel has no ext4 driver");
         assert_eq!(no_driver.reason(), "this kernel has no ext4 driver");
+        let gone =
+            Unavailable::NoDriver { config: "reiserfs", fstype: "reiserfs", left_in: Some("6.13") };
+        assert_eq!(
+            gone.to_string(),
+            "reiserfs: this kernel has no reiserfs driver (reiserfs left Linux in 6.13)"
+        );
         let missing = Unavailable::MissingProgram { program: "mkfs.xfs", package: "xfsprogs" };
         assert_eq!(
             missing.to_string(),
             "mkfs.xfs not found; install it (Debian: apt-get install xfsprogs)"
         );
         assert_eq!(missing.reason(), "mkfs.xfs not found (Debian: apt-get install xfsprogs)");
+        assert_eq!(release("6.12.117+deb12-amd64"), (6, 12));
+        assert_eq!(release("6.1.0-56-amd64"), (6, 1));
+        assert!(release("6.1.0-56-amd64") < release("6.13"));
+        assert!(release("6.18.44-fc-v669") >= release("6.13"));
+        assert_eq!(release("garbage"), (0, 0));
+    }
+
+    /// Availability is the running kernel's: a kernel configuration runs here exactly
+    /// when its type is in /proc/filesystems once `runs_here` has tried to load its
+    /// module, and otherwise says which driver is missing (and, for reiserfs on 6.13 or
+    /// later, that it left Linux). On a kernel without the four newer file systems (this
+    /// host's), they are unavailable with that reason.
+    #[test]
+    fn availability_is_asked_of_the_running_kernel() {
+        for c in all() {
+            let here = c.runs_here();
+            assert_eq!(here.is_ok(), kernel_has(c.fstype), "{}: {here:?}", c.name);
+            if let Err(e) = here {
+                let reason = e.reason();
+                assert!(
+                    reason.starts_with(&format!("this kernel has no {} driver", c.fstype)),
+                    "{reason}"
+                );
+                let note = c.fstype == "reiserfs" && running_release() >= (6, 13);
+                assert_eq!(reason.ends_with("(reiserfs left Linux in 6.13)"), note, "{reason}");
+            }
+        }
+        // Asking twice loads nothing new and answers the same.
+        let jfs = by_name("jfs").unwrap();
+        assert_eq!(jfs.runs_here().is_ok(), jfs.runs_here().is_ok());
+    }
+
+    #[test]
+    fn the_newer_file_systems_follow_the_study_and_run_their_tools_as_an_administrator_would() {
+        let names: Vec<&str> = all().iter().map(|c| c.name).collect();
+        assert_eq!(names[names.len() - 5..], ["xfs-wsync", "reiserfs", "f2fs", "nilfs2", "jfs"]);
+        let texts = |c: &FsConfig| c.repair.iter().map(RepairStep::text).collect::<Vec<_>>();
+
+        let f2fs = by_name("f2fs").unwrap();
+        assert_eq!(f2fs.mkfs, ["mkfs.f2fs", "-q", "-f", "-t", "0"]);
+        assert_eq!(f2fs.recovery, Recovery::Mount);
+        assert_eq!(f2fs.fsck, ["fsck.f2fs", "--dry-run"]);
+        assert_eq!(texts(&f2fs), ["fsck.f2fs -f"]);
+        assert_eq!(answers(f2fs.fsck), Some("n\n"));
+        assert_eq!(answers(f2fs.repair[0].argv), Some("n\n"));
+
+        let nilfs2 = by_name("nilfs2").unwrap();
+        assert_eq!(nilfs2.mkfs, ["mkfs.nilfs2", "-q", "-f", "-K"]);
+        assert!(nilfs2.fsck.is_empty() && nilfs2.repair.is_empty());
+        assert_eq!(nilfs2.programs(), ["mkfs.nilfs2"]);
+        let none = nilfs2.fsck_on(std::path::Path::new("/nonexistent"), Duration::from_secs(1));
+        assert_eq!(none.unwrap(), None, "no fsck: nothing run, nothing found");
+
+        let jfs = by_name("jfs").unwrap();
+        assert_eq!(jfs.mkfs, ["mkfs.jfs", "-q"]);
+        assert_eq!(jfs.recovery, Recovery::FsckThenMount(&["fsck.jfs", "-p"]));
+        assert_eq!(jfs.fsck, ["fsck.jfs", "-n"]);
+        assert_eq!(texts(&jfs), ["fsck.jfs -f", "fsck.jfs -f --omit_journal_replay"]);
+        assert!(!jfs.flushes_at_unmount(), "jfs issues no cache flush");
+
+        let reiserfs = by_name("reiserfs").unwrap();
+        assert_eq!(reiserfs.mkfs, ["mkfs.reiserfs", "-q", "-f", "-f"]);
+        assert_eq!(reiserfs.fsck, ["reiserfsck", "--check", "--yes", "--quiet"]);
+        assert_eq!(
+            texts(&reiserfs),
+            ["reiserfsck --fix-fixable --yes --quiet", "reiserfsck --rebuild-tree --quiet"]
+        );
+        assert_eq!(answers(reiserfs.repair[0].argv), None, "--yes is enough there");
+        assert_eq!(answers(reiserfs.repair[1].argv), Some("Yes\n"));
+        for c in [&f2fs, &nilfs2, &jfs, &reiserfs] {
+            assert_eq!(c.left_linux_in().is_some(), c.name == "reiserfs");
+            assert!(c.flushes_at_unmount() || c.name == "jfs", "{}", c.name);
+            assert_eq!((c.journal_bytes, c.block_size()), (None, 4096), "{}", c.name);
+        }
+        for c in every().iter().filter(|c| c.design().is_none()) {
+            for program in c.programs() {
+                let package = crate::device::cmd::package_of(program);
+                assert_ne!(package, "the package that provides it", "{}: {program}", c.name);
+            }
+        }
+    }
+
+    #[test]
+    fn a_failed_fsck_is_reported_by_the_line_that_says_what_it_found() {
+        let out = |stdout: &str, stderr: &str| crate::device::cmd::Output {
+            code: Some(4),
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+        };
+        let f2fs = "[FSCK] SIT valid block bitmap checking                [Ok..]\n\
+                    [FSCK] valid_inode_count matched with CP              [Fail] [0x0]\n\
+                    [FSCK] other corrupted bugs                           [Fail]\n\nDone: 0.000000 secs\n";
+        assert_eq!(
+            complaint("fsck.f2fs", &out(f2fs, "")),
+            "[FSCK] valid_inode_count matched with CP [Fail] [0x0]"
+        );
+        let reiserfsck = "Checking internal tree..  finished\n\
+                          1 found corruptions can be fixed when running with --fix-fixable\n\
+                          ###########\nreiserfsck finished at Thu Nov 26 21:59:27 2026\n###########\n";
+        assert_eq!(
+            complaint("reiserfsck", &out("", reiserfsck)),
+            "1 found corruptions can be fixed when running with --fix-fixable"
+        );
+        let jfs = "**Phase 6 - Perform Approved Corrections\n\
+                   **Phase 7 - Verify File/Directory Allocation Maps\n\
+                   Errors detected in the Fileset File/Directory Allocation Map control information. (F)\n\
+                   **Phase 8 - Verify Disk Allocation Maps\n\
+                   Incorrect data detected in disk allocation control structures.\n\
+                   File system checked READ ONLY.\nFilesystem is dirty.\n\
+                   the results of accessing /dev/loop0 (except by this utility) are undefined.\n";
+        assert_eq!(
+            complaint("fsck.jfs", &out(jfs, "")),
+            "Errors detected in the Fileset File/Directory Allocation Map control information. (F)"
+        );
+        assert_eq!(
+            complaint("e2fsck", &out("", "e2fsck: Bad magic number\n")),
+            "e2fsck: Bad magic number"
+        );
     }
 
     #[test]
