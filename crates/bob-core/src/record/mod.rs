@@ -921,6 +921,32 @@ mod tests {
         assert!(check_flushes_seen(&design, &trace(writes()), dev).is_ok());
     }
 
+    /// A research design has no kernel block layer for the target to sit in: asking for
+    /// dm-log-writes is refused in one line before anything is made.
+    #[test]
+    fn a_research_design_is_not_recorded_through_dm_log_writes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = crate::fs::by_name("nofs").unwrap();
+        let workload = workloads::workload_for(
+            workloads::Property::SingleBlockAppend,
+            &config.workload_params(),
+        );
+        let Err(e) = record(&RecordRequest {
+            config: &config,
+            workload: &workload,
+            device: None,
+            work_dir: tmp.path(),
+            timeouts: Timeouts::default(),
+            setup: None,
+            recorder: Recorder::DmLogWrites,
+        }) else {
+            panic!("recorded a research design through dm-log-writes");
+        };
+        let text = e.to_string();
+        assert!(text.starts_with("nofs: a research design runs in bob's process"), "{text}");
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "nothing made");
+    }
+
     #[test]
     fn recording_streams_to_the_log_and_reads_back_from_it() {
         let tmp = tempfile::tempdir().unwrap();
