@@ -80,6 +80,11 @@ pub struct Side {
     pub write_sizes: BTreeMap<u64, usize>,
     /// Epochs under the disk model.
     pub epochs: usize,
+    /// Writes that follow a FUA write inside its epoch (real FUA): a state that applies
+    /// one must apply the FUA write. In a dm-log-writes log such a write may have
+    /// completed before the FUA write (the target logs plain writes only at the next
+    /// flush), so those states are the ones that log cannot tell apart.
+    pub after_fua: usize,
     /// Crash states the strategies draw (before de-duplication by content).
     pub states: usize,
 }
@@ -160,6 +165,10 @@ fn side(trace: &Trace, epochs: &[crash::Epoch], strategies: &[Strategy], limits:
         counts,
         write_sizes,
         epochs: epochs.len(),
+        after_fua: epochs
+            .iter()
+            .filter_map(|e| e.fua_writes.iter().min().map(|&p| e.writes.len() - 1 - p as usize))
+            .sum(),
         states: crash::stream(trace, epochs, strategies, limits).count(),
     }
 }
@@ -216,9 +225,9 @@ impl Comparison {
         let (a, b) = (&self.a, &self.b);
         let row = |out: &mut String, what: &str, x: String, y: String| {
             let mark = if x == y { ' ' } else { '*' };
-            let _ = writeln!(out, "{mark} {what:<22} {x:>24} {y:>24}");
+            let _ = writeln!(out, "{mark} {what:<44} {x:>24} {y:>24}");
         };
-        let _ = writeln!(out, "  {:<22} {a_name:>24} {b_name:>24}", format!("({})", self.disk));
+        let _ = writeln!(out, "  {:<44} {a_name:>24} {b_name:>24}", format!("({})", self.disk));
         row(&mut out, "entries", a.entries.to_string(), b.entries.to_string());
         row(&mut out, "marks", a.marks.to_string(), b.marks.to_string());
         let (ca, cb) = (&a.counts, &b.counts);
@@ -241,6 +250,7 @@ impl Comparison {
         row(&mut out, "discards", ca.discards.to_string(), cb.discards.to_string());
         row(&mut out, "metadata writes", ca.metadata.to_string(), cb.metadata.to_string());
         row(&mut out, "epochs", a.epochs.to_string(), b.epochs.to_string());
+        row(&mut out, "writes after a FUA write", a.after_fua.to_string(), b.after_fua.to_string());
         row(&mut out, "crash states", a.states.to_string(), b.states.to_string());
         let sizes = |s: &BTreeMap<u64, usize>| {
             s.iter().map(|(len, n)| format!("{n}x{len}")).collect::<Vec<_>>().join(" ")
@@ -278,7 +288,7 @@ impl Comparison {
             };
             let (x, y) = (show(x), show(y));
             let mark = if x == y { ' ' } else { '*' };
-            let _ = writeln!(out, "{mark} e{i:<21} {x:>24} {y:>24}");
+            let _ = writeln!(out, "{mark} e{i:<43} {x:>24} {y:>24}");
         }
         out
     }
@@ -332,6 +342,7 @@ mod tests {
         assert_eq!(c.b.write_sizes, BTreeMap::from([(8, 5)]));
         // Under real FUA both are two epochs: the journal, then the commit block.
         assert_eq!((c.a.epochs, c.b.epochs), (2, 2));
+        assert_eq!((c.a.after_fua, c.b.after_fua), (0, 0));
         let commit = EpochShape { writes: 1, sectors: 8, fua_inside: 1 };
         assert_eq!(c.epochs[1], (Some(commit), Some(commit)));
         assert_eq!(c.epochs[0].0.unwrap().writes, 1);
@@ -344,6 +355,19 @@ mod tests {
         assert!(text.contains("* writes"), "{text}");
         assert!(text.contains("  flushes"), "{text}");
         assert!(text.contains("* FUA-emulating flushes"), "{text}");
+    }
+
+    /// Plain writes logged after a FUA write of their epoch are counted: real FUA ties
+    /// them to it.
+    #[test]
+    fn writes_after_a_fua_write_in_its_epoch_are_counted() {
+        let w = |s| Entry::write(s, vec![0; 512]);
+        let t = Trace::new(512, vec![w(1), fua(8), w(2), w(3), Entry::flush(), fua(16), w(4)]);
+        let c = compare(&t, &t, &DiskModel::default(), Strategy::DEFAULT, &Limits::default());
+        assert_eq!(c.a.after_fua, 3);
+        let barrier = DiskModel { fua: crate::crash::FuaModel::Barrier, ..DiskModel::default() };
+        let c = compare(&t, &t, &barrier, Strategy::DEFAULT, &Limits::default());
+        assert_eq!(c.a.after_fua, 0, "a FUA barrier closes its epoch");
     }
 
     #[test]
