@@ -849,6 +849,11 @@ pub struct LogArgs {
     /// Print every entry: index, sector, sectors (512-byte units), flags, mark text.
     #[arg(long)]
     pub list: bool,
+    /// Compare with another recording of the same workload (a log or trace directory):
+    /// marks, writes, flushes and FUA writes between marks, request sizes, epochs and
+    /// crash states (4096-byte atomic writes, real FUA, the default strategies).
+    #[arg(long, value_name = "OTHER")]
+    pub compare: Option<PathBuf>,
     /// Print the number of entries.
     #[arg(long)]
     pub num_entries: bool,

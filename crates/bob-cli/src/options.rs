@@ -53,6 +53,7 @@ pub fn run_options(
         config,
         property,
         device: None,
+        recorder: Default::default(),
         explore: exploration(explore),
         trace: None,
         save_trace: None,

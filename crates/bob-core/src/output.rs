@@ -348,7 +348,9 @@ pub struct TraceSummary {
     pub writes: usize,
     /// Entries with the FLUSH flag.
     pub flushes: usize,
-    /// Entries with the FUA flag.
+    /// Writes with the FUA flag. An empty flush that carries it (device-mapper splits a
+    /// `REQ_PREFLUSH | REQ_FUA` write into such a flush and the FUA write, and the kernel's
+    /// dm-log-writes logs both) is a flush, not a FUA write.
     pub fua: usize,
     /// Discards.
     pub discards: usize,
@@ -368,10 +370,10 @@ impl TraceSummary {
             entries: trace.entries.len(),
             writes: count(|e| matches!(e.kind(), EntryKind::Write { .. })),
             flushes: count(|e| e.flags & flags::FLUSH != 0),
-            fua: count(|e| e.flags & flags::FUA != 0),
+            fua: count(|e| matches!(e.kind(), EntryKind::Write { fua: true, .. })),
             discards: count(|e| e.kind() == EntryKind::Discard),
             marks: count(|e| e.kind() == EntryKind::Mark),
-            metadata: count(|e| e.is_metadata()),
+            metadata: count(|e| e.is_metadata() && matches!(e.kind(), EntryKind::Write { .. })),
             sector_size: trace.sector_size,
         }
     }

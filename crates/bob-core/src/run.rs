@@ -136,6 +136,8 @@ pub struct RunOptions {
     pub property: Property,
     /// A user-chosen free loop device for recording.
     pub device: Option<PathBuf>,
+    /// Which recorder records the workload (the FUSE disk, or the kernel's dm-log-writes).
+    pub recorder: record::Recorder,
     /// Strategies, budget, workers, timeouts, output and scratch directories, shortcuts.
     pub explore: Exploration,
     /// Check this recorded trace directory instead of recording (`--trace`).
@@ -752,6 +754,7 @@ fn record_fresh(
         work_dir: scratch,
         timeouts: opts.explore.timeouts,
         setup: opts.setup_cache.as_deref().filter(|_| opts.explore.speed.shared_setup),
+        recorder: opts.recorder,
     })?;
     recording.sidecar.schedule = schedule.map(|s| s.name().to_owned());
     let made = recording.setup;

@@ -85,6 +85,7 @@ fn a_recording_on_a_write_through_loop_device_still_sees_its_flushes() {
         work_dir: dir.path(),
         timeouts: Timeouts::default(),
         setup: None,
+        recorder: record::Recorder::Fuse,
     })
     .expect("record");
 

@@ -19,6 +19,7 @@ fn no_violation(config: &str, seed: u64) -> Result<(), TestCaseError> {
         config,
         property: workload.property.unwrap(),
         device: None,
+        recorder: Default::default(),
         explore: Exploration {
             strategies: Strategy::DEFAULT.to_vec(),
             limits: Limits { max_states: Some(150), ..Limits::default() },

@@ -40,6 +40,7 @@ fn record_in(config: &str, property: Property, work: &Path) -> Recording {
         work_dir: work,
         timeouts: Timeouts::default(),
         setup: None,
+        recorder: record::Recorder::Fuse,
     })
     .expect("record")
 }

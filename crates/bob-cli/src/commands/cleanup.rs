@@ -18,10 +18,11 @@ pub fn run(args: CleanupArgs) -> Result<Conclusion, CliError> {
     let r = run::reclaim_dead();
     print::result(args.format, &r, || {
         let mut s = format!(
-            "reclaimed {} dead bob process(es): {} mounts, {} loop devices, {} scratch dirs, \
-             {} tracefs instances\n",
+            "reclaimed {} dead bob process(es): {} mounts, {} dm targets, {} loop devices, \
+             {} scratch dirs, {} tracefs instances\n",
             r.processes.len(),
             r.mounts.len(),
+            r.dm_targets.len(),
             r.loop_devices.len(),
             r.dirs.len(),
             r.tracefs_instances.len()
@@ -43,9 +44,10 @@ pub fn reclaim_quietly() {
     let r = run::reclaim_dead();
     if !r.processes.is_empty() || !r.tracefs_instances.is_empty() {
         eprintln!(
-            "bob: reclaimed what {} killed bob process(es) left: {} mounts, {} loop devices, {} scratch dirs, {} tracefs instances",
+            "bob: reclaimed what {} killed bob process(es) left: {} mounts, {} dm targets, {} loop devices, {} scratch dirs, {} tracefs instances",
             r.processes.len(),
             r.mounts.len(),
+            r.dm_targets.len(),
             r.loop_devices.len(),
             r.dirs.len(),
             r.tracefs_instances.len()

@@ -9,7 +9,8 @@ use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 
 use bob_core::output::LogEntryRow;
-use bob_core::trace::log::LogReader;
+use bob_core::trace::compare::compare;
+use bob_core::trace::log::{read_log_file, LogReader};
 use bob_core::trace::{flags, replay_log, TraceDir};
 
 use crate::cli::{Format, LogArgs};
@@ -33,6 +34,9 @@ pub fn run(args: LogArgs) -> Result {
     let path = log_path(given);
     if args.list {
         return list_log(&path, args.format);
+    }
+    if let Some(other) = &args.compare {
+        return compare_logs(&path, &log_path(other), args.format);
     }
     let opts = match replay_log::parse_args("bob log", replay_log_argv(&args, &path)) {
         Ok(o) => o,
@@ -118,6 +122,30 @@ fn list_log(path: &Path, format: Format) -> Result {
         print::json(&json)?;
     }
     Ok(Conclusion::ReplayLog(0))
+}
+
+/// `--compare`: the two recordings side by side (bob_core::trace::compare).
+fn compare_logs(a: &Path, b: &Path, format: Format) -> Result {
+    use bob_core::crash::{DiskModel, Limits, Strategy};
+    let (ta, tb) = (read_log_file(a)?, read_log_file(b)?);
+    let c = compare(&ta, &tb, &DiskModel::default(), Strategy::DEFAULT, &Limits::default());
+    match format {
+        Format::Text => print!("{}", c.to_text(&short_name(a), &short_name(b))),
+        Format::Json => print::json(&c)?,
+    }
+    Ok(Conclusion::ReplayLog(0))
+}
+
+/// A column head for a log: its trace directory's name, else its file name.
+fn short_name(log: &Path) -> String {
+    let named = if log.file_name().is_some_and(|n| n == "trace.log") { log.parent() } else { None };
+    let name = named.unwrap_or(log).file_name().unwrap_or(log.as_os_str());
+    let name = name.to_string_lossy();
+    // The column is 24 wide: keep the end, which tells recordings apart.
+    match name.char_indices().rev().nth(23) {
+        Some((at, _)) => format!("..{}", &name[at + 2..]),
+        None => name.into_owned(),
+    }
 }
 
 /// The equivalent replay-log command line, for replay-log's own parser.

@@ -18,15 +18,16 @@ pub fn run(args: RunArgs) -> Result<Conclusion, CliError> {
     // With a workload file the property only fills the option's place: the cell is named
     // after the workload and judged by its own ops' promises.
     let (config, property) = (args.fs, args.property.unwrap_or(workloads::Property::FsyncDurable));
-    if args.backend == Backend::DmLogWrites {
-        bob_core::record::dm_log_writes_available().map_err(CliError::Environment)?;
-        return Err(usage(
-            "bob run --backend dm-log-writes: the property workloads record through the FUSE \
-             disk; record any command through dm-log-writes with `bob record --backend \
-             dm-log-writes --log-dev DEV --fs CONFIG --out DIR -- CMD` and explore it with \
-             `bob check DIR`",
-        ));
-    }
+    let recorder = match args.backend {
+        Backend::Fuse => bob_core::record::Recorder::Fuse,
+        Backend::DmLogWrites => {
+            // Only a recording needs the target: a saved trace is checked anywhere.
+            if args.trace.is_none() && args.traces.is_none() {
+                bob_core::record::dm_log_writes_available().map_err(CliError::Environment)?;
+            }
+            bob_core::record::Recorder::DmLogWrites
+        }
+    };
     if let Err(why) = config.runs_here() {
         let cell = run::unavailable_cell(&config, property, &why.reason());
         print::result(args.format, &cell, || color::cell_text(&cell, cell.to_text()))?;
@@ -41,7 +42,7 @@ pub fn run(args: RunArgs) -> Result<Conclusion, CliError> {
         loopdev::vet_user_device(dev, args.force)?;
         if !loopdev::is_loop_device(dev) {
             return Err(usage(format!(
-                "{}: the FUSE-disk recorder attaches its disk to a loop device, and this is not one",
+                "{}: bob records through a loop device over its own image, and this is not one",
                 dev.display()
             )));
         }
@@ -58,6 +59,7 @@ pub fn run(args: RunArgs) -> Result<Conclusion, CliError> {
     let mut options =
         options::run_options(config, property, &args.explore, &args.cell, &args.schedules.0)?;
     options.device = args.device;
+    options.recorder = recorder;
     options.workload = workload;
     options.trace = match &args.traces {
         Some(dir) => {

@@ -396,6 +396,7 @@ pub(crate) fn record_property(
         work_dir: &record_dir,
         timeouts,
         setup: None,
+        recorder: record::Recorder::Fuse,
     })?;
     Ok((workload, recording))
 }

@@ -37,6 +37,8 @@ pub struct Reclaimed {
     pub mounts: Vec<PathBuf>,
     /// Loop devices unbound.
     pub loop_devices: Vec<PathBuf>,
+    /// Device-mapper targets removed (the dm-log-writes recorder's), by name.
+    pub dm_targets: Vec<String>,
     /// Scratch directories removed.
     pub dirs: Vec<PathBuf>,
     /// Block-tracepoint instances removed (see `record::tracefs::reclaim_dead_instances`).
@@ -260,8 +262,46 @@ pub fn loops_below(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
-/// Releases everything below `dir`: kernel mounts, then loop devices, then the FUSE
-/// mount, then the directory itself.
+/// Device-mapper devices (by name) built over a loop device whose backing file lies below
+/// `dir`: the targets of the dm-log-writes recorder, which hold its loop devices.
+pub fn dm_targets_below(dir: &Path) -> Vec<String> {
+    let loops: Vec<String> = loops_below(dir)
+        .iter()
+        .filter_map(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    let mut v = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/sys/block") {
+        for e in entries.flatten() {
+            if !e.file_name().to_string_lossy().starts_with("dm-") {
+                continue;
+            }
+            let over_ours = std::fs::read_dir(e.path().join("slaves")).is_ok_and(|slaves| {
+                slaves.flatten().any(|s| loops.contains(&s.file_name().to_string_lossy().into()))
+            });
+            if let (true, Ok(name)) = (over_ours, std::fs::read_to_string(e.path().join("dm/name")))
+            {
+                v.push(name.trim().to_owned());
+            }
+        }
+    }
+    v
+}
+
+/// Removes the device-mapper device `name` (and its node, where no udev does).
+fn remove_dm_target(name: &str) -> Result<(), String> {
+    let timeout = Duration::from_secs(60);
+    let out = super::cmd::run("dmsetup", &["remove", name], timeout).map_err(|e| e.to_string())?;
+    if out.code != Some(0) {
+        return Err(format!("dmsetup remove {name}: {}", out.last_line()));
+    }
+    if Path::new("/dev/mapper").join(name).exists() {
+        let _ = super::cmd::run("dmsetup", &["mknodes", name], timeout);
+    }
+    Ok(())
+}
+
+/// Releases everything below `dir`: kernel mounts, then device-mapper targets over its
+/// loop devices, then loop devices, then the FUSE mount, then the directory itself.
 pub fn release_dir(dir: &Path, out: &mut Reclaimed) {
     let is_fuse = |m: &Path| {
         procfs::mounts()
@@ -274,6 +314,12 @@ pub fn release_dir(dir: &Path, out: &mut Reclaimed) {
         match super::mount::unmount_path(&m) {
             Ok(()) => out.mounts.push(m),
             Err(e) => out.failures.push(e.to_string()),
+        }
+    }
+    for name in dm_targets_below(dir) {
+        match remove_dm_target(&name) {
+            Ok(()) => out.dm_targets.push(name),
+            Err(e) => out.failures.push(e),
         }
     }
     for dev in loops_below(dir) {
@@ -330,6 +376,7 @@ pub fn reclaim_dead() -> Reclaimed {
             let settled = pass.failures.is_empty() && record.work_dirs.iter().all(|d| !d.exists());
             out.mounts.append(&mut pass.mounts);
             out.loop_devices.append(&mut pass.loop_devices);
+            out.dm_targets.append(&mut pass.dm_targets);
             out.dirs.append(&mut pass.dirs);
             if settled || round == 4 {
                 out.failures.append(&mut pass.failures);

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use super::{io_err, kernel_release, make_and_mount, mount, Error};
 use crate::fs::{FsConfig, Timeouts};
-use crate::trace::blktrace::{annotate, Annotation, BlockRequest};
+use crate::trace::blktrace::{Annotation, BlockRequest};
 use crate::trace::log::max_mark_len;
 use crate::trace::sidecar::{BaseImageInfo, Sidecar, SIDECAR_FORMAT};
 use crate::trace::{Trace, SECTOR_SIZE};
@@ -326,12 +326,10 @@ fn command_sidecar(
 fn record_command_dm(req: &CommandRequest<'_>, log_dev: &Path) -> Result<CommandRecording, Error> {
     use super::dmlogwrites::DmTarget;
     let config = req.config;
-    let dm_err = |e: super::dmlogwrites::Error| Error::Unavailable {
-        config: "dm-log-writes".into(),
-        reason: e.to_string(),
-    };
+    let dm_err = Error::DmLogWrites;
     super::dm_log_writes_available()
         .map_err(|reason| Error::Unavailable { config: "dm-log-writes".into(), reason })?;
+    dm_annotation(req.annotate)?;
     let data_path = req.work_dir.join("data.img");
     let base_path = req.work_dir.join("base.img");
     let mnt = req.work_dir.join("record-mnt");
@@ -350,7 +348,6 @@ fn record_command_dm(req: &CommandRequest<'_>, log_dev: &Path) -> Result<Command
     let name = format!("bob-log-{}", std::process::id());
     let target = Arc::new(DmTarget::create(&name, data_dev.path(), log_dev).map_err(dm_err)?);
     let fs_mount = mount::mount(&target.device(), &mnt, config.fstype, config.mount_options)?;
-    let tracing = start_tracing(req.annotate, &target.device())?;
     let fifo = req.work_dir.join("marks.fifo");
     let marker = target.clone();
     let reader = MarkReader::start(
@@ -362,7 +359,6 @@ fn record_command_dm(req: &CommandRequest<'_>, log_dev: &Path) -> Result<Command
     let exit_code = run_command(req.command, &mnt, &fifo);
     reader.stop();
     let unmounted = fs_mount.unmount();
-    let requests = tracing.and_then(|t| t.stop().ok()).map(|t| t.requests);
     let exit_code = exit_code?;
     unmounted?;
     let target = Arc::try_unwrap(target).map_err(|_| Error::Unavailable {
@@ -370,19 +366,36 @@ fn record_command_dm(req: &CommandRequest<'_>, log_dev: &Path) -> Result<Command
         reason: "mark reader still holds the target".into(),
     })?;
     let mut trace = target.finish().map_err(dm_err)?;
+    super::dmlogwrites::drop_end_mark(&mut trace);
     super::check_flushes_seen(config, &trace, data_dev.path())?;
     data_dev.detach()?;
-    let annotation = requests.as_ref().map(|r| annotate(&mut trace, r));
     let sidecar = command_sidecar(config, req.command, &base_path)?;
     Ok(CommandRecording {
         trace,
         sidecar,
         base_image: base_path,
         exit_code,
-        requests,
-        annotation,
+        requests: None,
+        annotation: None,
         fua: None,
     })
+}
+
+/// Whether block-request annotations go with the dm-log-writes recorder: no. The target
+/// logs FUA and REQ_META itself, and a device-mapper device is bio-based, so the block
+/// tracepoints' requests (what annotations match entries to) never fire on it; the
+/// default (`auto`) simply has none, an explicit request is refused.
+fn dm_annotation(mode: Annotate) -> Result<(), Error> {
+    match mode {
+        Annotate::Off | Annotate::Auto => Ok(()),
+        Annotate::Tracefs | Annotate::Blktrace => Err(Error::Unavailable {
+            config: "--annotate".into(),
+            reason: "the dm-log-writes target logs FUA and REQ_META itself, and a \
+                     device-mapper device has no block requests to annotate with; use \
+                     --annotate auto or none"
+                .into(),
+        }),
+    }
 }
 
 /// Writes a mark line to the control FIFO at `path` and waits (up to `timeout`) until bob
@@ -419,5 +432,19 @@ pub fn send_mark(path: &Path, text: &str, timeout: Duration) -> std::io::Result<
             ));
         }
         std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dm_log_writes_takes_no_block_request_annotations() {
+        assert!(dm_annotation(Annotate::Auto).is_ok());
+        assert!(dm_annotation(Annotate::Off).is_ok());
+        let e = dm_annotation(Annotate::Tracefs).unwrap_err().to_string();
+        assert!(e.starts_with("--annotate: the dm-log-writes target logs FUA"), "{e}");
+        assert!(dm_annotation(Annotate::Blktrace).is_err());
     }
 }

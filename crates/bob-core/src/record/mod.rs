@@ -95,6 +95,9 @@ pub enum Error {
         /// The device recorded on.
         device: PathBuf,
     },
+    /// The dm-log-writes recorder failed (dmsetup, the target, its log).
+    #[error("dm-log-writes: {0}")]
+    DmLogWrites(#[from] dmlogwrites::Error),
 }
 
 /// Whether `trace`, a recording of `config` on `device`, can be what `config` did: one
@@ -440,6 +443,19 @@ pub struct RecordRequest<'a> {
     /// Where the run's made file systems are kept, to start from a copy instead of
     /// running mkfs (`None`: mkfs on the recording disk). Research designs ignore it.
     pub setup: Option<&'a SetupCache>,
+    /// Which recorder logs the workload's requests.
+    pub recorder: Recorder,
+}
+
+/// The recorder of a property workload.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Recorder {
+    /// bob's FUSE disk under a loop device ([`RecordingDisk`]).
+    #[default]
+    Fuse,
+    /// The kernel's dm-log-writes target over a loop device, logging to another loop
+    /// device that bob makes ([`dmlogwrites::record`]).
+    DmLogWrites,
 }
 
 /// A finished recording.
@@ -456,9 +472,19 @@ pub struct Recording {
     pub setup: SetupSource,
 }
 
-/// Whether this kernel has device-mapper (for the dm-log-writes backend).
+/// Whether this kernel has device-mapper (for the dm-log-writes backend). Where
+/// device-mapper is a module not yet loaded, the first call loads dm-log-writes (and with
+/// it dm-mod) with `modprobe -q` before concluding it is absent.
 pub fn dm_log_writes_available() -> Result<(), String> {
-    if Path::new("/dev/mapper/control").exists() {
+    static MODPROBE: std::sync::Once = std::sync::Once::new();
+    let control = Path::new("/dev/mapper/control");
+    if !control.exists() {
+        MODPROBE.call_once(|| {
+            let timeout = std::time::Duration::from_secs(60);
+            let _ = crate::device::cmd::run("modprobe", &["-q", "dm-log-writes"], timeout);
+        });
+    }
+    if control.exists() {
         Ok(())
     } else {
         Err("device-mapper is not available on this kernel (no /dev/mapper/control); \
@@ -711,7 +737,7 @@ fn record_research(
     if let Some(pm) = &pm {
         pm.start();
     }
-    let run = run_marked(req.workload, &mnt, &mut observed, &disk);
+    let run = run_marked(req.workload, &mnt, &mut observed, &|text| disk.mark(text));
     disk.mark("umount");
     let unmounted = mounted.unmount();
     // A failure to write the log comes first: it explains the others.
@@ -734,11 +760,11 @@ fn run_marked(
     workload: &workloads::Workload,
     mnt: &Path,
     observed: &mut Observed,
-    disk: &RecordingDisk,
+    mark: &dyn Fn(&str),
 ) -> Result<(), workloads::ExecError> {
     let marks = |prefix: &str, ev: OpEvent<'_>| match ev {
-        OpEvent::Begin { index, op } => disk.mark(&format!("{prefix} {index} begin: {op}")),
-        OpEvent::End { index, op } => disk.mark(&format!("{prefix} {index} end: {op}")),
+        OpEvent::Begin { index, op } => mark(&format!("{prefix} {index} begin: {op}")),
+        OpEvent::End { index, op } => mark(&format!("{prefix} {index} end: {op}")),
     };
     workloads::execute(workload, Phase::Workload, mnt, observed, &mut |ev| marks("op", ev))?;
     workloads::execute(workload, Phase::Drain, mnt, observed, &mut |ev| marks("drain", ev))
@@ -748,8 +774,19 @@ fn run_marked(
 pub fn record(req: &RecordRequest<'_>) -> Result<Recording, Error> {
     let config = req.config;
     if let Some(design) = config.design() {
+        if req.recorder == Recorder::DmLogWrites {
+            return Err(Error::Unavailable {
+                config: config.name.into(),
+                reason: "a research design runs in bob's process on bob's own disk, below no \
+                         kernel block layer; record it with the FUSE disk (--backend fuse)"
+                    .into(),
+            });
+        }
         let (trace, observed, base_path) = record_research(req, design)?;
         return finish(req, trace, observed, base_path, None, SetupSource::Made);
+    }
+    if req.recorder == Recorder::DmLogWrites {
+        return dmlogwrites::record(req);
     }
     let (mut md, setup) =
         make_or_copy_and_mount(config, req.device, req.work_dir, req.timeouts, req.setup)?;
@@ -763,7 +800,7 @@ pub fn record(req: &RecordRequest<'_>) -> Result<Recording, Error> {
     disk.start(&md.log_path)?;
     let tracing = default_tracing(&md.dev);
 
-    let run = run_marked(req.workload, &mnt, &mut observed, &disk);
+    let run = run_marked(req.workload, &mnt, &mut observed, &|text| disk.mark(text));
     let unmounted = md.unmount();
     let traced = tracing.and_then(|t| t.stop().ok());
     // A failure to write the log comes first: it explains a failing workload.
@@ -882,6 +919,32 @@ mod tests {
         assert!(check_flushes_seen(&nobarrier, &trace(writes()), dev).is_ok());
         let design = crate::fs::by_name("nofs").unwrap();
         assert!(check_flushes_seen(&design, &trace(writes()), dev).is_ok());
+    }
+
+    /// A research design has no kernel block layer for the target to sit in: asking for
+    /// dm-log-writes is refused in one line before anything is made.
+    #[test]
+    fn a_research_design_is_not_recorded_through_dm_log_writes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = crate::fs::by_name("nofs").unwrap();
+        let workload = workloads::workload_for(
+            workloads::Property::SingleBlockAppend,
+            &config.workload_params(),
+        );
+        let Err(e) = record(&RecordRequest {
+            config: &config,
+            workload: &workload,
+            device: None,
+            work_dir: tmp.path(),
+            timeouts: Timeouts::default(),
+            setup: None,
+            recorder: Recorder::DmLogWrites,
+        }) else {
+            panic!("recorded a research design through dm-log-writes");
+        };
+        let text = e.to_string();
+        assert!(text.starts_with("nofs: a research design runs in bob's process"), "{text}");
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "nothing made");
     }
 
     #[test]

@@ -45,6 +45,7 @@ pub fn record_subject_and_sidecar(
         work_dir: &work,
         timeouts: Timeouts::default(),
         setup: None,
+        recorder: record::Recorder::Fuse,
     })
     .expect("record");
     bob_core::run::subject_of(config, workload, recording, None, disk).expect("subject")
