@@ -1,7 +1,7 @@
 //! `bob merge`: tables of CI jobs or shards merged into one.
 
-use bob_core::report::{document, junit};
 use bob_core::report::table::Grid;
+use bob_core::report::{document, junit};
 
 use bob_core::output::ExploreReport;
 

@@ -124,7 +124,12 @@ fn replay(witness: Option<&str>, state: Option<&str>) -> String {
 }
 
 /// The result a cell of `verdict` gives, with its story, reason and replay command.
-fn verdict_result(verdict: OutcomeKind, story: Option<&str>, reason: &str, text: String) -> CaseResult {
+fn verdict_result(
+    verdict: OutcomeKind,
+    story: Option<&str>,
+    reason: &str,
+    text: String,
+) -> CaseResult {
     let message = story.filter(|s| !s.is_empty()).unwrap_or(verdict.legend()).to_string();
     let kind = verdict.name().to_string();
     match verdict {
@@ -183,9 +188,11 @@ pub fn grid_suite(grid: &Grid) -> Suite {
 pub fn diff_suite(d: &TableDiff, a: &Grid, b: &Grid) -> Suite {
     let mut cases = Vec::new();
     for c in &d.changes {
-        let model = c.disk_model.as_ref().map(|m| m.to_string()).unwrap_or_else(|| {
-            format!("{} -> {}", c.a.disk_model, c.b.disk_model)
-        });
+        let model = c
+            .disk_model
+            .as_ref()
+            .map(|m| m.to_string())
+            .unwrap_or_else(|| format!("{} -> {}", c.a.disk_model, c.b.disk_model));
         let schedule = c.schedule.as_deref().map(|s| format!(" {s}")).unwrap_or_default();
         let story = c.b.story.as_deref().or(c.a.story.as_deref()).unwrap_or("");
         let text = [("A", &c.a), ("B", &c.b)]
@@ -220,7 +227,9 @@ pub fn diff_suite(d: &TableDiff, a: &Grid, b: &Grid) -> Suite {
     };
     for cell in &b.cells {
         let in_a = a.cells.iter().any(|x| {
-            x.config == cell.config && x.property == cell.property && x.disk_model == cell.disk_model
+            x.config == cell.config
+                && x.property == cell.property
+                && x.disk_model == cell.disk_model
         });
         if in_a && !changed(cell) {
             cases.push(Case {
@@ -340,9 +349,15 @@ fn write_suites(w: &mut Writer<Vec<u8>>, suites: &[Suite], stamp: &Stamp) -> io:
         start.push_attribute(("timestamp", stamp.timestamp.as_str()));
         start.push_attribute(("hostname", xml_text(&stamp.hostname).as_str()));
         start.push_attribute(("tests", suite.cases.len().to_string().as_str()));
-        start.push_attribute(("failures", count(|r| matches!(r, CaseResult::Failure { .. })).as_str()));
+        start.push_attribute((
+            "failures",
+            count(|r| matches!(r, CaseResult::Failure { .. })).as_str(),
+        ));
         start.push_attribute(("errors", count(|r| matches!(r, CaseResult::Error { .. })).as_str()));
-        start.push_attribute(("skipped", count(|r| matches!(r, CaseResult::Skipped { .. })).as_str()));
+        start.push_attribute((
+            "skipped",
+            count(|r| matches!(r, CaseResult::Skipped { .. })).as_str(),
+        ));
         start.push_attribute(("time", format!("{time:.3}").as_str()));
         w.write_event(Event::Start(start))?;
         w.write_event(Event::Start(BytesStart::new("properties")))?;
@@ -383,7 +398,8 @@ fn write_case(w: &mut Writer<Vec<u8>>, case: &Case) -> io::Result<()> {
             })?;
         }
         CaseResult::Failure { message, kind, text } | CaseResult::Error { message, kind, text } => {
-            let tag = if matches!(case.result, CaseResult::Failure { .. }) { "failure" } else { "error" };
+            let tag =
+                if matches!(case.result, CaseResult::Failure { .. }) { "failure" } else { "error" };
             el.write_inner_content(|w| {
                 w.create_element(tag)
                     .with_attribute(("message", xml_text(message).as_str()))
@@ -431,10 +447,15 @@ mod tests {
         let stamp = Stamp { hostname: "h".into(), timestamp: "2026-01-02T03:04:05".into() };
         let xml = render(&[suite], &stamp);
         assert!(xml.contains(r#"failures="1" errors="1" skipped="1""#), "{xml}");
-        assert!(xml.contains("message=\"lost &lt;data&gt; &amp; &quot;name&quot;\u{FFFD}\""), "{xml}");
+        assert!(
+            xml.contains("message=\"lost &lt;data&gt; &amp; &quot;name&quot;\u{FFFD}\""),
+            "{xml}"
+        );
         assert!(xml.contains("bob replay out/ext4-ordered/single-block-append --state sync/e1:0"));
         assert!(xml.contains(r#"<skipped message="not-exercised: no promise was due"/>"#), "{xml}");
-        assert!(xml.contains(r#"<error message="loop device /dev/loop7: busy" type="infra-error">"#));
+        assert!(
+            xml.contains(r#"<error message="loop device /dev/loop7: busy" type="infra-error">"#)
+        );
         assert!(!xml.contains('\u{1}'));
     }
 }
