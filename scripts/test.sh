@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace on a fresh Debian machine: installs what is missing
-# (the file-system tools bob drives, Debian's chromium and chromedriver for the tests of
-# the HTML site in a real browser, podman, runc and mmdebstrap for the tests of bob's
-# container image, and the virtual-machine tools of scripts/setup-vm.sh), then
-# `cargo test --workspace`. Needs root, because the tests bind loop devices and mount real
-# images.
+# (the file-system tools bob drives, xmllint for the JUnit schema test, Debian's chromium
+# and chromedriver for the tests of the HTML site in a real browser, podman, runc and
+# mmdebstrap for the tests of bob's container image, and the virtual-machine tools of
+# scripts/setup-vm.sh), then `cargo test --workspace`. Needs root, because the tests bind
+# loop devices and mount real images.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,7 +13,7 @@ need=()
 # not bring crun with podman (docs/container.md); catatonit is the pause process of the
 # pods `podman kube play` makes.
 for pair in mke2fs:e2fsprogs mkfs.xfs:xfsprogs mkfs.btrfs:btrfs-progs fusermount3:fuse3 \
-  sqlite3:sqlite3 chromium:chromium chromedriver:chromium-driver \
+  sqlite3:sqlite3 xmllint:libxml2-utils chromium:chromium chromedriver:chromium-driver \
   podman:podman buildah:buildah runc:runc mmdebstrap:mmdebstrap \
   /usr/libexec/podman/catatonit:catatonit; do
   program=${pair%%:*}

@@ -241,6 +241,17 @@ pub enum Format {
     Json,
 }
 
+/// `bob run` output formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum RunFormat {
+    /// Human-readable text.
+    Text,
+    /// One JSON object (an array for several disk models).
+    Json,
+    /// JUnit XML, one test case per disk model's cell (for CI test reporters).
+    Junit,
+}
+
 /// Options shared by commands that explore crash states.
 #[derive(Debug, Args)]
 pub struct ExploreArgs {
@@ -408,8 +419,8 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = Backend::Fuse)]
     pub backend: Backend,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    #[arg(long, value_enum, default_value_t = RunFormat::Text)]
+    pub format: RunFormat,
     /// Check this recorded trace directory (from --save-trace) instead of recording: one
     /// trace directory, or one holding a directory per drain schedule.
     #[arg(long, conflicts_with = "device")]
@@ -566,6 +577,8 @@ pub enum TableFormat {
     Json,
     /// One self-contained HTML page.
     Html,
+    /// JUnit XML (for CI test reporters): one test case per cell.
+    Junit,
 }
 
 /// `bob table`.
@@ -663,6 +676,9 @@ pub enum DiffFormat {
     Json,
     /// One self-contained HTML page.
     Html,
+    /// JUnit XML (for CI test reporters): a failing test case per changed cell, a passing
+    /// one per unchanged cell.
+    Junit,
 }
 
 /// `bob diff`.

@@ -4,6 +4,7 @@ use std::io::Write;
 
 use serde::Serialize;
 
+use bob_core::report::junit::{self, Stamp, Suite};
 use bob_core::report::table::Grid;
 
 use crate::cli::{Format, TableFormat};
@@ -38,5 +39,11 @@ pub fn table(grid: &Grid, format: TableFormat) -> String {
         TableFormat::Md => grid.to_markdown(),
         TableFormat::Json => grid.to_json(),
         TableFormat::Html => grid.to_html(),
+        TableFormat::Junit => junit(junit::grid_suite(grid)),
     }
+}
+
+/// `suite` as a JUnit XML document, stamped with this machine and now.
+pub fn junit(suite: Suite) -> String {
+    junit::render(&[suite], &Stamp::now())
 }

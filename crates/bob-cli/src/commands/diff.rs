@@ -1,7 +1,7 @@
 //! `bob diff`: the cells whose verdict changed between two tables; exits 1 when one did.
 
 use bob_core::report::diff::TableDiff;
-use bob_core::report::site;
+use bob_core::report::{junit, site};
 
 use crate::cli::{DiffArgs, DiffFormat};
 use crate::error::CliError;
@@ -17,6 +17,7 @@ pub fn run(args: DiffArgs) -> Result<Conclusion, CliError> {
         DiffFormat::Json => print::json(&d)?,
         DiffFormat::Md => print!("{}", d.to_markdown()),
         DiffFormat::Html => print!("{}", site::diff_page(&d)),
+        DiffFormat::Junit => print!("{}", print::junit(junit::diff_suite(&d, &a, &b))),
         DiffFormat::Text => {
             let paint = color::Painter::stdout();
             print!("{}", d.to_text_with(&|v, t| paint.verdict(v, t)));

@@ -4,6 +4,7 @@
 
 use std::io::Write as _;
 
+use bob_core::report::junit;
 use bob_core::run::explore::{self, ExploreOptions, RecoveryCrashes};
 use workloads::explore::Bounds;
 use workloads::Guarantee;
@@ -134,6 +135,7 @@ pub fn run(args: ExploreCmdArgs) -> Result<Conclusion, CliError> {
         TableFormat::Json => print::json(&report)?,
         TableFormat::Md => print!("{}", report.to_md()),
         TableFormat::Html => print!("{}", report.to_html()),
+        TableFormat::Junit => print!("{}", print::junit(junit::explore_suite(&report))),
     }
     if !report.complete && CANCEL.load(std::sync::atomic::Ordering::Relaxed) {
         return Err(CliError::Interrupted);

@@ -1,7 +1,7 @@
 //! `bob merge`: tables of CI jobs or shards merged into one.
 
-use bob_core::report::document;
 use bob_core::report::table::Grid;
+use bob_core::report::{document, junit};
 
 use bob_core::output::ExploreReport;
 
@@ -60,6 +60,7 @@ fn merge_explore(args: &MergeArgs) -> Result<Conclusion, CliError> {
         TableFormat::Json => print::json(&merged)?,
         TableFormat::Md => print!("{}", merged.to_md()),
         TableFormat::Html => print!("{}", merged.to_html()),
+        TableFormat::Junit => print!("{}", print::junit(junit::explore_suite(&merged))),
     }
     Ok(Conclusion::Explored { signatures: merged.new_signatures(), errors: merged.errors.len() })
 }

@@ -56,7 +56,7 @@ pub fn run(args: TableArgs) -> Result<Conclusion, CliError> {
         let set = run::record_table(&opts, &explore.out, &bars, &CANCEL);
         bars.finish();
         let set = set?;
-        let text = matches!(args.format, TableFormat::Md | TableFormat::Html);
+        let text = !matches!(args.format, TableFormat::Json);
         let format = if text { Format::Text } else { Format::Json };
         print::result(format, &set, || set.to_text())?;
         eprintln!("bob: traces of {} cells in {}", set.cells.len(), explore.out.display());

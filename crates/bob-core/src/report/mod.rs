@@ -4,6 +4,7 @@
 pub mod diff;
 pub mod document;
 pub mod explain;
+pub mod junit;
 pub mod site;
 pub mod table;
 pub mod timeline;
