@@ -141,3 +141,15 @@ fn an_f2fs_cell_is_judged_on_debian_6_12() {
     judged_in_the_guest(code, &cell, &stderr);
     assert_eq!(cell["config"], "f2fs");
 }
+
+#[test]
+fn a_cell_recorded_through_the_kernels_dm_log_writes_is_judged_on_debian_6_12() {
+    if !vm_tools() {
+        return;
+    }
+    let dir = util::Dir::new();
+    let (code, cell, stderr) =
+        guest_cell(&dir, &["--fs", "ext4-ordered", "--backend", "dm-log-writes"]);
+    judged_in_the_guest(code, &cell, &stderr);
+    assert_eq!(cell["config"], "ext4-ordered");
+}
