@@ -75,6 +75,27 @@ impl CoreOp {
         CoreOp::Removexattr,
     ];
 
+    /// The core operation kind `op` is an instance of (setup ops included: the setup's
+    /// writes are writes, its setxattr a setxattr), if it is one.
+    pub fn of(op: &Op) -> Option<CoreOp> {
+        Some(match op {
+            Op::Creat { .. } => CoreOp::Creat,
+            Op::Mkdir { .. } => CoreOp::Mkdir,
+            Op::Falloc { .. } => CoreOp::Falloc,
+            Op::Write { .. } | Op::Append { .. } => CoreOp::Write,
+            Op::DirectWrite { .. } => CoreOp::Dwrite,
+            Op::MmapWrite { .. } => CoreOp::Mmapwrite,
+            Op::Link { .. } => CoreOp::Link,
+            Op::Symlink { .. } => CoreOp::Symlink,
+            Op::Unlink { .. } => CoreOp::Unlink,
+            Op::Rename { .. } => CoreOp::Rename,
+            Op::Truncate { .. } => CoreOp::Truncate,
+            Op::Setxattr { .. } => CoreOp::Setxattr,
+            Op::Removexattr { .. } => CoreOp::Removexattr,
+            _ => return None,
+        })
+    }
+
     /// The name flags use.
     pub fn name(self) -> &'static str {
         match self {

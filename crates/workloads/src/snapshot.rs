@@ -23,11 +23,19 @@ pub const MAX_READ_BYTES: u64 = 1 << 30;
 /// `content: None`. A failure to read a file's content is recorded in `read_error`;
 /// a failure to walk the tree is returned.
 pub fn take_snapshot(root: &Path, w: &Workload) -> std::io::Result<Snapshot> {
+    take_snapshot_with(root, w, false)
+}
+
+/// [`take_snapshot`], and with `detects` (a file system that detects damage by returning
+/// an error, as NoFS does) a name that does not stat or a directory that does not list is
+/// kept in the snapshot with its `read_error`, as the detection family always does,
+/// instead of failing the walk.
+pub fn take_snapshot_with(root: &Path, w: &Workload, detects: bool) -> std::io::Result<Snapshot> {
     let wanted: BTreeSet<String> = crate::model::content_paths(w);
     // The detection family judges every access: a name that lists but does not stat, or a
     // directory that does not list, is an error the file system returned (a detection),
     // kept in the snapshot instead of failing the walk.
-    let tolerant = w.property.map(|p| p.family()) == Some(crate::Family::Detection);
+    let tolerant = detects || w.property.map(|p| p.family()) == Some(crate::Family::Detection);
     let failed = |ino, e: std::io::Error| Node {
         ino,
         kind: NodeKind::Other,

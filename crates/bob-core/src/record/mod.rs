@@ -640,9 +640,10 @@ fn research_err(config: &FsConfig) -> impl Fn(researchfs::Error) -> Error + '_ {
     move |e| Error::Unavailable { config: config.name.into(), reason: e.to_string() }
 }
 
-/// Records a research design: no loop device and no kernel mount. mkfs and the file
-/// system itself run in this process over [`RoleRecorder`]; the FUSE mount at
-/// `<work_dir>/record-mnt` is where the workload runs, exactly as on a kernel file system.
+/// Records a research design: no kernel file system. mkfs and the file system itself run
+/// in this process over [`RoleRecorder`]; the FUSE mount at `<work_dir>/record-mnt` (a
+/// fuseblk mount on a loop device that only stands for the mount's source) is where the
+/// workload runs, exactly as on a kernel file system.
 fn record_research(
     req: &RecordRequest<'_>,
     design: researchfs::Design,
@@ -676,7 +677,36 @@ fn record_research(
             code: None,
             line: e.to_string(),
         })?;
-    let mounted = researchfs::mount(design, dev, &mnt).map_err(research_err(config))?;
+    // A fuseblk mount, on a loop device over a small file the design never touches, so
+    // that the workload's sync(2) and syncfs(2) reach the design: the kernel forwards
+    // them to no ordinary FUSE mount (`researchfs::mount_on_block_device`).
+    let token = req.work_dir.join("fuseblk.img");
+    File::create(&token).and_then(|f| f.set_len(1 << 20)).map_err(io_err(&token))?;
+    let blk = LoopDevice::attach_free(&token)?;
+    let mounted = researchfs::mount_on_block_device(
+        design,
+        dev,
+        &mnt,
+        researchfs::Options::default(),
+        blk.path(),
+    )
+    .map_err(research_err(config))?;
+    if let Some((index, op)) = unforwarded_sync(req.workload, &mounted) {
+        drop(mounted);
+        return Err(Error::Workload {
+            config: config.name.into(),
+            source: workloads::ExecError::Io {
+                phase: Phase::Workload,
+                index,
+                op: format!(
+                    "{op}: this kernel forwards sync(2) and syncfs(2) to no FUSE file \
+                     system (Linux does to fuseblk mounts from 6.18 on)"
+                ),
+                path: mnt,
+                source: std::io::Error::from_raw_os_error(libc::EOPNOTSUPP),
+            },
+        });
+    }
     // NoFS rebuilds allocation in the background; let it finish so the recorded ops
     // allocate as they would on a long-mounted file system, the same on every run.
     mounted.fs().wait_scan();
@@ -726,6 +756,21 @@ fn record_research(
     run.map_err(workload_err)?;
     unmounted.map_err(research_err(config))?;
     Ok((trace, observed, base_path))
+}
+
+/// The workload's first sync(2) or syncfs(2) (its index and text) if the design does not
+/// get them on this kernel (asked by one syncfs(2) before anything is recorded): a sync
+/// that reaches nothing would be judged as a promise the design never heard of.
+fn unforwarded_sync(
+    workload: &Workload,
+    mounted: &researchfs::MountedFs,
+) -> Option<(usize, String)> {
+    let (index, op) = workload
+        .ops
+        .iter()
+        .enumerate()
+        .find(|(_, op)| matches!(op, workloads::Op::Sync | workloads::Op::Syncfs))?;
+    (!mounted.sync_reaches_design()).then(|| (index, op.to_string()))
 }
 
 /// Runs the workload's ops and then its drain on the mounted file system, with a mark in

@@ -753,6 +753,17 @@ impl Fs {
         Ok(())
     }
 
+    /// sync(2) and syncfs(2) on the mount (the kernel's `FUSE_SYNCFS`, which reaches a
+    /// fuseblk mount, [`crate::fuse::mount_on_block_device`]): what fsync does, for the
+    /// whole file system. Every design's fsync already makes everything durable that it
+    /// makes durable at all (a journal commits its one running transaction, soft updates
+    /// write the whole cache back), so the two are one call: a flush where the design
+    /// flushes on fsync, nothing durable where it does not (NoFS without `durable`;
+    /// xsyncfs, whose sync returns at once and whose next output waits instead).
+    pub fn sync(&self) -> Result<()> {
+        self.fsync(crate::layout::ROOT)
+    }
+
     /// The entries of a directory (without "." and "..") as (name, inode, kind).
     pub fn readdir(&self, ino: u32) -> Result<Vec<(Vec<u8>, u32, Kind)>> {
         Ok(self.lock().dir_list(ino)?.into_iter().map(|e| (e.name, e.ino, e.kind)).collect())
