@@ -110,9 +110,23 @@ pub fn take_snapshot_with(root: &Path, w: &Workload, detects: bool) -> std::io::
                 }
                 Err(e) => return Err(at_path(&path, "readdir", e)),
             };
+            // A name no directory may hold (empty, "." or "..", or with a '/' or NUL: a
+            // damaged directory block served as it is) would walk a directory again, or
+            // forever ("" joins to the directory itself).
+            let invalid = |n: &str| matches!(n, "" | "." | "..") || n.contains(['/', '\0']);
+            if let Some(bad) = listed.iter().find(|n| invalid(&n.to_string_lossy())) {
+                let e = std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("lists an invalid name {:?}", bad),
+                );
+                if !tolerant {
+                    return Err(at_path(&path, "readdir", e));
+                }
+                node.read_error = Some(format!("readdir: {e}"));
+            }
             for name in listed {
                 let name = name.to_string_lossy().into_owned();
-                if path == "/" && name == "lost+found" {
+                if (path == "/" && name == "lost+found") || invalid(&name) {
                     continue;
                 }
                 let child = if path == "/" { format!("/{name}") } else { format!("{path}/{name}") };

@@ -124,6 +124,41 @@ impl Profile {
         }
     }
 
+    /// Where the profile departs from POSIX, one phrase each ("sync: nothing", "fsck
+    /// accepts OB,OI"): what `bob explore` reports beside a configuration.
+    pub fn departures(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let calls = [
+            ("fsync", self.fsync),
+            ("fdatasync", self.fdatasync),
+            ("dir fsync", self.dir_fsync),
+            ("sync", self.sync),
+            ("syncfs", self.syncfs),
+        ];
+        let mut by_promise: Vec<(Promise, Vec<&str>)> = Vec::new();
+        for (name, promise) in calls.into_iter().filter(|(_, p)| *p != Promise::Durable) {
+            match by_promise.iter_mut().find(|(p, _)| *p == promise) {
+                Some((_, names)) => names.push(name),
+                None => by_promise.push((promise, vec![name])),
+            }
+        }
+        for (promise, names) in by_promise {
+            out.push(format!("{}: {}", names.join(", "), promise.name()));
+        }
+        if !self.accepted_fsck.is_empty() {
+            let kinds: Vec<&str> = self.accepted_fsck.iter().map(|k| k.code()).collect();
+            out.push(format!("fsck accepts {}", kinds.join(",")));
+        }
+        if self.detects_by_error {
+            out.push("a read error is its detection".into());
+        }
+        if !self.unsupported.is_empty() {
+            let ops: Vec<&str> = self.unsupported.iter().map(|o| o.name()).collect();
+            out.push(format!("no {}", ops.join(",")));
+        }
+        out
+    }
+
     /// Whether a workload on this configuration writes an output after each persistence
     /// point, so that what the point promises is judged where the design keeps it.
     pub fn output_after_persistence(&self) -> bool {
@@ -259,6 +294,16 @@ mod tests {
         assert_eq!(jf.promise_of(&Op::Osync, false), Promise::Ordered);
         assert_eq!(jf.promise_of(&Op::Dsync, false), Promise::Durable);
         assert_eq!(jf.txn_commit, Promise::Absent);
+        assert_eq!(
+            nofs.departures(),
+            vec![
+                "fsync, fdatasync, dir fsync, sync, syncfs: nothing",
+                "fsck accepts BD,HL,GD,TP",
+                "a read error is its detection",
+                "no symlink,setxattr,removexattr,falloc",
+            ]
+        );
+        assert!(jf.departures().iter().all(|d| !d.contains("nothing")));
         let valor = profile(&config("valor"));
         assert_eq!(valor.promise_of(&Op::TxnCommit { durable: true }, false), Promise::Durable);
         for c in super::super::research() {

@@ -812,6 +812,7 @@ fn summarize(
         configs.push(ExploreConfig {
             config: c.name.to_owned(),
             guarantees,
+            profile: crate::fs::profile(c).departures(),
             workloads: n,
             seconds: round3(seconds),
             seconds_per_workload: if n > 0 { round3(seconds / n as f64) } else { 0.0 },
