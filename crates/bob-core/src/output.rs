@@ -833,7 +833,8 @@ impl ExploreReport {
         let _ = writeln!(out, "| configuration | guarantees | workloads | s/workload | failed | unsupported | states |");
         let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|");
         for c in &self.configs {
-            let mut g = if c.guarantees.is_empty() { "posix".into() } else { c.guarantees.join(",") };
+            let mut g =
+                if c.guarantees.is_empty() { "posix".into() } else { c.guarantees.join(",") };
             for d in &c.profile {
                 g.push_str("; ");
                 g.push_str(d);

@@ -85,11 +85,7 @@ fn check(rc: libc::c_int) -> io::Result<libc::c_int> {
 /// Opens `/dev/fuse`, mounts it at `mountpoint` as fuseblk on `blkdev`, and starts the
 /// relay. Returns the descriptor fuser serves (its end of the socket pair) and the
 /// relay. The kernel's `FUSE_INIT` waits in the relay until fuser reads it.
-pub(crate) fn mount(
-    fs: Arc<Fs>,
-    blkdev: &Path,
-    mountpoint: &Path,
-) -> io::Result<(OwnedFd, Relay)> {
+pub(crate) fn mount(fs: Arc<Fs>, blkdev: &Path, mountpoint: &Path) -> io::Result<(OwnedFd, Relay)> {
     let fuse = OpenOptions::new()
         .read(true)
         .write(true)
@@ -156,7 +152,8 @@ fn start(fs: Arc<Fs>, fuse: File) -> io::Result<(OwnedFd, Relay)> {
 
 /// Socket buffers that hold the largest request; root may exceed `wmem_max`.
 fn set_buffers(fd: RawFd) {
-    for (force, plain) in [(libc::SO_SNDBUFFORCE, libc::SO_SNDBUF), (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF)]
+    for (force, plain) in
+        [(libc::SO_SNDBUFFORCE, libc::SO_SNDBUF), (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF)]
     {
         let size = SOCKET_BUF;
         let len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
@@ -178,7 +175,8 @@ fn kernel_to_fuser(fs: &Fs, fuse: &File, ours: &OwnedFd, stop: &AtomicBool, sync
         let mut pfd = libc::pollfd { fd: fuse.as_raw_fd(), events: libc::POLLIN, revents: 0 };
         // SAFETY: poll on one valid pollfd.
         let ready = unsafe { libc::poll(&mut pfd, 1, POLL_MS) };
-        if ready == 0 || (ready < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted)
+        if ready == 0
+            || (ready < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted)
         {
             continue;
         }
@@ -193,7 +191,8 @@ fn kernel_to_fuser(fs: &Fs, fuse: &File, ours: &OwnedFd, stop: &AtomicBool, sync
             }
         }
         let req = &buf[..n as usize];
-        if req.len() >= 16 && u32::from_ne_bytes(req[4..8].try_into().unwrap_or_default()) == FUSE_SYNCFS
+        if req.len() >= 16
+            && u32::from_ne_bytes(req[4..8].try_into().unwrap_or_default()) == FUSE_SYNCFS
         {
             syncs.fetch_add(1, Ordering::SeqCst);
             let error = match fs.sync() {

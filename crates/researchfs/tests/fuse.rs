@@ -295,7 +295,8 @@ impl Loop {
     /// fails the test instead, as every missing prerequisite does.
     fn new(backing: &Path) -> Option<Loop> {
         fs::write(backing, vec![0u8; 1 << 20]).unwrap();
-        let out = std::process::Command::new("losetup").arg("-f").arg("--show").arg(backing).output();
+        let out =
+            std::process::Command::new("losetup").arg("-f").arg("--show").arg(backing).output();
         match out {
             Ok(o) if o.status.success() => {
                 Some(Loop(String::from_utf8_lossy(&o.stdout).trim().to_owned()))

@@ -138,9 +138,10 @@ impl Subject {
             .filter(|(_, op)| op.is_persistence_point())
             .filter(|(k, op)| {
                 let dir = op.paths().first().is_some_and(|p| {
-                    states.get(*k).and_then(|s| s.node(p)).is_some_and(|n| {
-                        n.kind == workloads::NodeKind::Dir
-                    })
+                    states
+                        .get(*k)
+                        .and_then(|s| s.node(p))
+                        .is_some_and(|n| n.kind == workloads::NodeKind::Dir)
                 });
                 profile.promise_of(op, dir) == crate::fs::Promise::Durable
             })

@@ -193,8 +193,7 @@ fn research(design: Design) -> Profile {
     let mut p = Profile::posix("");
     // The core has regular files and directories only: no symbolic links, no extended
     // attributes, no fallocate (the FUSE glue answers EOPNOTSUPP).
-    p.unsupported =
-        vec![CoreOp::Symlink, CoreOp::Setxattr, CoreOp::Removexattr, CoreOp::Falloc];
+    p.unsupported = vec![CoreOp::Symlink, CoreOp::Setxattr, CoreOp::Removexattr, CoreOp::Falloc];
     if design.has_osync() {
         p.osync = Ordered;
         p.dsync = Durable;

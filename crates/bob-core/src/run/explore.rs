@@ -87,9 +87,11 @@ pub fn documented_guarantees(config: &FsConfig) -> Vec<Guarantee> {
 /// is skipped and counted as unsupported, never recorded.
 fn unsupported_op(config: &FsConfig, w: &Workload) -> Option<String> {
     let missing = crate::fs::profile(config).unsupported;
-    let op = w.setup.iter().chain(&w.ops).find(|op| {
-        workloads::explore::CoreOp::of(op).is_some_and(|k| missing.contains(&k))
-    })?;
+    let op = w
+        .setup
+        .iter()
+        .chain(&w.ops)
+        .find(|op| workloads::explore::CoreOp::of(op).is_some_and(|k| missing.contains(&k)))?;
     Some(format!("{} does not support {} ({op})", config.name, op.kind().name()))
 }
 
