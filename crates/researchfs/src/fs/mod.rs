@@ -413,8 +413,9 @@ impl Fs {
             core.bbitmap = read(sb.bbitmap_start, sb.bbitmap_blocks)?;
             core.ibitmap = read(sb.ibitmap_start, sb.ibitmap_blocks)?;
             if !sb.clean && design.ordered() {
-                // Recovery: ordered writes leave at worst leaks; rebuild the bitmaps from
-                // what is reachable.
+                // Recovery: ordered writes leave at worst leaks and link counts too high
+                // (a rename or link raises the count before the new name); rebuild the
+                // bitmaps from what is reachable and lower those counts.
                 let walk = crate::fsck::walk(design, dev.as_ref(), &sb)?;
                 core.bbitmap.fill(0);
                 core.ibitmap.fill(0);
@@ -432,6 +433,7 @@ impl Fs {
                     core.dirty_bitmaps.insert(b);
                 }
                 core.write_bitmaps()?;
+                core.lower_link_counts(&walk.names)?;
             }
             for b in sb.data_start..sb.blocks {
                 let used = core.bbitmap[(b / 8) as usize] & (1 << (b % 8)) != 0;
