@@ -399,12 +399,36 @@ struct Job<'a> {
 }
 
 /// The workload as run on `config`: the bounds' guarantees plus, with `documented`, the
-/// configuration's own; on an externally synchronous design (xsyncfs, whose fsync and
-/// sync promise durability before the next output, not at their return: its profile),
-/// an output after each persistence point, where what the point promises is kept.
+/// configuration's own; on a design with transactions, each overwrite in a transaction;
+/// on an externally synchronous design (xsyncfs, whose fsync and sync promise
+/// durability before the next output, not at their return: its profile), an output
+/// after each persistence point, where what the point promises is kept.
 fn for_config(w: &Workload, config: &FsConfig, documented: bool) -> Workload {
     let mut w = w.clone();
-    if crate::fs::profile(config).output_after_persistence() {
+    let profile = crate::fs::profile(config);
+    if profile.txn_commit_durable != crate::fs::Promise::Absent {
+        // A design with transactions (Valor) is explored through them: each overwrite of
+        // pages a file has (what a transaction may hold) runs as a transaction of its own,
+        // committed durably, and is judged whole (all or nothing, durable once committed).
+        let states = workloads::model_states(&w);
+        let overwrites = |k: usize, op: &workloads::Op| match op {
+            workloads::Op::Write { path, offset, len } => {
+                states.get(k).and_then(|s| s.node(path)).is_some_and(|n| offset + len <= n.size)
+            }
+            _ => false,
+        };
+        w.ops = std::mem::take(&mut w.ops)
+            .into_iter()
+            .enumerate()
+            .flat_map(|(k, op)| match overwrites(k, &op) {
+                true => {
+                    vec![workloads::Op::TxnBegin, op, workloads::Op::TxnCommit { durable: true }]
+                }
+                false => vec![op],
+            })
+            .collect();
+    }
+    if profile.output_after_persistence() {
         w.ops = w
             .ops
             .into_iter()
