@@ -682,15 +682,7 @@ fn record_research(
     // them to no ordinary FUSE mount (`researchfs::mount_on_block_device`).
     let token = req.work_dir.join("fuseblk.img");
     File::create(&token).and_then(|f| f.set_len(1 << 20)).map_err(io_err(&token))?;
-    let blk = LoopDevice::attach_free(&token)?;
-    let mounted = researchfs::mount_on_block_device(
-        design,
-        dev,
-        &mnt,
-        researchfs::Options::default(),
-        blk.path(),
-    )
-    .map_err(research_err(config))?;
+    let (_blk, mounted) = mount_fuseblk(design, dev, &mnt, &token).map_err(research_err(config))?;
     if let Some((index, op)) = unforwarded_sync(req.workload, &mounted) {
         drop(mounted);
         return Err(Error::Workload {
@@ -756,6 +748,36 @@ fn record_research(
     run.map_err(workload_err)?;
     unmounted.map_err(research_err(config))?;
     Ok((trace, observed, base_path))
+}
+
+/// Mounts `design` as fuseblk at `mnt` on a loop device bound to `token`. The kernel
+/// refuses the mount with EBUSY, rarely, when the loop device it gets still carries a
+/// superblock of an earlier fuseblk mount on its way out: then again on another device.
+fn mount_fuseblk(
+    design: researchfs::Design,
+    dev: Arc<dyn researchfs::BlockDevice>,
+    mnt: &Path,
+    token: &Path,
+) -> Result<(LoopDevice, researchfs::MountedFs), researchfs::Error> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let blk = LoopDevice::attach_free(token).map_err(|e| researchfs::Error::Mount {
+            path: mnt.to_owned(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        let opts = researchfs::Options::default();
+        match researchfs::mount_on_block_device(design, dev.clone(), mnt, opts, blk.path()) {
+            Ok(m) => return Ok((blk, m)),
+            Err(researchfs::Error::Mount { source, .. })
+                if tries < 4 && source.raw_os_error() == Some(libc::EBUSY) =>
+            {
+                drop(blk);
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// The workload's first sync(2) or syncfs(2) (its index and text) if the design does not
