@@ -94,6 +94,9 @@ fn detection_table_per_scenario_orderless_silent_nofs_never() {
 
     let nofs = cell("nofs");
     assert!(nofs["states_explored"].as_u64().unwrap() > 0, "{nofs}");
+    // What its fsck lists is what an access detects (its guarantee profile accepts it):
+    // the cell holds, where it was `F` before the profiles.
+    assert_eq!(nofs["verdict"], "held", "{nofs}");
     assert_eq!(silent_states(&nofs), 0, "{nofs}");
     for s in scenarios(&nofs) {
         assert_eq!(s["silent_states"], 0, "nofs silent in {s}");

@@ -9,13 +9,6 @@ mod util;
 
 use util::{cell, replays, run, run_json, Dir};
 
-/// The thesis kinds a researchfs fsck story lists ("researchfs fsck (d): N problem(s)
-/// [OB,OI]: ...").
-fn fsck_kinds(story: &str) -> Vec<String> {
-    let inner = story.split_once('[').and_then(|(_, r)| r.split_once(']')).map(|(k, _)| k);
-    inner.unwrap_or("").split(',').filter(|k| !k.is_empty()).map(str::to_owned).collect()
-}
-
 #[test]
 fn softupdates_leave_only_leaks_where_completion_order_breaks() {
     let dir = Dir::new();
@@ -38,13 +31,9 @@ fn softupdates_leave_only_leaks_where_completion_order_breaks() {
     for s in scenarios {
         assert_eq!(s["silent_states"], 0, "softupdates silent in {s}");
     }
-    if su["verdict"] == "fsck-failed" {
-        let kinds = fsck_kinds(su["story"].as_str().unwrap());
-        assert!(!kinds.is_empty(), "{su}");
-        assert!(kinds.iter().all(|k| k == "OB" || k == "OI"), "{kinds:?}: {su}");
-    } else {
-        assert_eq!(su["verdict"], "held", "{su}");
-    }
+    // The leaks are what the paper promises (soft updates' guarantee profile accepts OB
+    // and OI), so the cell holds: an fsck finding of another kind would make it `F`.
+    assert_eq!(su["verdict"], "held", "{su}");
 
     // The negative control: the same write-back without flushes, on a disk whose cache
     // reorders, returns wrong names, link counts and data silently.
@@ -143,12 +132,7 @@ fn softupdates_leave_only_leaks_where_completion_order_breaks() {
         if violated {
             assert_eq!(v["verdict"], "violated", "{fs}: {v}");
         } else {
-            assert_eq!(v["counts"]["violated"], 0, "{fs}: {v}");
-            assert!(["held", "fsck-failed"].contains(&v["verdict"].as_str().unwrap()), "{v}");
-            if v["verdict"] == "fsck-failed" {
-                let kinds = fsck_kinds(v["story"].as_str().unwrap());
-                assert!(kinds.iter().all(|k| k == "OB" || k == "OI"), "{kinds:?}: {v}");
-            }
+            assert_eq!(v["verdict"], "held", "{fs}: leaks are accepted, nothing else: {v}");
         }
     }
 }

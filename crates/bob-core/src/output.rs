@@ -617,6 +617,10 @@ pub struct ExploreConfig {
     pub config: String,
     /// The promises beyond POSIX judged on it (`fsync-persists-name`); empty: POSIX.
     pub guarantees: Vec<String>,
+    /// Where its guarantee profile departs from POSIX (`sync: nothing`, `fsck accepts
+    /// OB,OI`, `no symlink`: `bob_core::fs::Profile::departures`); empty: it does not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub profile: Vec<String>,
     /// Workloads run.
     pub workloads: usize,
     /// Wall time of its runs.
@@ -834,7 +838,12 @@ impl ExploreReport {
         let _ = writeln!(out, "| configuration | guarantees | workloads | s/workload | failed | unsupported | states |");
         let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|");
         for c in &self.configs {
-            let g = if c.guarantees.is_empty() { "posix".into() } else { c.guarantees.join(",") };
+            let mut g =
+                if c.guarantees.is_empty() { "posix".into() } else { c.guarantees.join(",") };
+            for d in &c.profile {
+                g.push_str("; ");
+                g.push_str(d);
+            }
             let _ = writeln!(
                 out,
                 "| {} | {g} | {} | {:.2} | {} | {} | {} |",
@@ -1108,6 +1117,7 @@ mod tests {
             configs: vec![ExploreConfig {
                 config: "ext2".into(),
                 guarantees: vec!["fsync-persists-name".into()],
+                profile: Vec::new(),
                 workloads: 3,
                 seconds: 7.5,
                 seconds_per_workload: 2.5,

@@ -289,6 +289,19 @@ impl Filesystem for FuseFs {
         }
     }
 
+    fn symlink(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _link_name: &OsStr,
+        _target: &Path,
+        reply: ReplyEntry,
+    ) {
+        // The core has regular files and directories only: say so (fuser's default is
+        // EPERM, which reads as a permission problem).
+        reply.error(Errno::EOPNOTSUPP);
+    }
+
     fn read(
         &self,
         _req: &Request,
@@ -480,6 +493,8 @@ pub struct MountedFs {
     mountpoint: PathBuf,
     fs: Arc<Fs>,
     session: Option<fuser::BackgroundSession>,
+    /// A fuseblk mount's relay between `/dev/fuse` and fuser ([`crate::fuseblk`]).
+    relay: Option<crate::fuseblk::Relay>,
 }
 
 /// Opens `design` on `dev` (running its recovery) and mounts it at `mountpoint`, an
@@ -512,7 +527,51 @@ pub fn mount_with(
             return Err(Error::Mount { path: mountpoint.to_owned(), source });
         }
     };
-    Ok(MountedFs { mountpoint: mountpoint.to_owned(), fs, session: Some(session) })
+    Ok(MountedFs { mountpoint: mountpoint.to_owned(), fs, session: Some(session), relay: None })
+}
+
+/// [`mount_with`] as a *fuseblk* mount whose source is `blkdev`, a block device the
+/// design never reads or writes (a loop device over a small file serves): the kernel
+/// then forwards sync(2) and syncfs(2) to the design (Linux 6.18 and later; see
+/// [`crate::fuseblk`]), which an ordinary FUSE mount never gets. Whether it did on this
+/// kernel, [`MountedFs::sync_reaches_design`] tells.
+pub fn mount_on_block_device(
+    design: Design,
+    dev: Arc<dyn BlockDevice>,
+    mountpoint: &Path,
+    opts: Options,
+    blkdev: &Path,
+) -> Result<MountedFs> {
+    let fs = Fs::open(design, dev, opts)?;
+    let failed = |fs: &Fs, source| {
+        fs.crash();
+        Error::Mount { path: mountpoint.to_owned(), source }
+    };
+    let (fd, relay) = match crate::fuseblk::mount(fs.clone(), blkdev, mountpoint) {
+        Ok(r) => r,
+        Err(source) => return Err(failed(&fs, source)),
+    };
+    let mut config = fuser::Config::default();
+    config.n_threads = Some(1);
+    let acl = config.acl;
+    let session = fuser::Session::from_fd(FuseFs { fs: fs.clone() }, fd, acl, config)
+        .and_then(fuser::Session::spawn);
+    match session {
+        Ok(session) => Ok(MountedFs {
+            mountpoint: mountpoint.to_owned(),
+            fs,
+            session: Some(session),
+            relay: Some(relay),
+        }),
+        Err(source) => {
+            if let Ok(c) = std::ffi::CString::new(mountpoint.as_os_str().as_bytes()) {
+                // SAFETY: umount2 with a valid path; the mount was made above.
+                unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+            }
+            drop(relay);
+            Err(failed(&fs, source))
+        }
+    }
 }
 
 impl MountedFs {
@@ -524,6 +583,15 @@ impl MountedFs {
     /// The file system being served (for [`Fs::wait_scan`], [`Fs::detections`], ...).
     pub fn fs(&self) -> &Arc<Fs> {
         &self.fs
+    }
+
+    /// Whether sync(2) and syncfs(2) reach the design: a fuseblk mount
+    /// ([`mount_on_block_device`]) on a kernel that forwards them. Asked once, by a
+    /// syncfs(2) of the mount (which the design serves like any other when it arrives).
+    pub fn sync_reaches_design(&self) -> bool {
+        let Some(relay) = &self.relay else { return false };
+        let before = relay.syncs();
+        crate::fuseblk::syncfs(&self.mountpoint).is_ok() && relay.syncs() > before
     }
 
     /// Unmounts and shuts the file system down cleanly, reporting failures (a busy mount
@@ -550,8 +618,12 @@ impl MountedFs {
             return Err(Error::Mount { path, source });
         }
         // The kernel closed the session: the serving thread ends (calling destroy, which
-        // shuts the file system down) and is joined here.
-        session.join().map_err(|source| Error::Mount { path, source })?;
+        // shuts the file system down) and is joined here, then a fuseblk mount's relay.
+        let joined = session.join();
+        if let Some(relay) = self.relay.take() {
+            relay.join();
+        }
+        joined.map_err(|source| Error::Mount { path, source })?;
         self.fs.shutdown()
     }
 }

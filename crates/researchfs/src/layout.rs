@@ -350,6 +350,11 @@ pub fn parse_dir_block(b: &[u8]) -> Result<Vec<DirEntry>, String> {
                 return Err(format!("bad entry at {pos} (name length {name_len})"));
             }
             let name = b[pos + DIRENT_HEADER..pos + DIRENT_HEADER + name_len].to_vec();
+            // No valid name holds a NUL or a '/' (a name whose bytes never reached the
+            // disk reads as NULs): served as it is, it would list as "" or as a path.
+            if name.iter().any(|&c| c == 0 || c == b'/') {
+                return Err(format!("bad entry at {pos} (a NUL or '/' in its name)"));
+            }
             out.push(DirEntry { ino, gen: u32_at(b, pos + 8), kind, name });
         }
         pos += rec_len;
@@ -443,6 +448,18 @@ mod tests {
     fn zeroed_block_is_not_a_directory_block() {
         assert!(parse_dir_block(&[0; BLOCK]).is_err());
         assert_eq!(parse_dir_block(&build_dir_block(&[]).unwrap()).unwrap(), vec![]);
+    }
+
+    /// A name whose bytes never reached the disk (NULs, as conquest-nofence leaves one
+    /// when the entry's line persists without the name's) is damage, not a name: served,
+    /// it listed as "" and bob's walk of the tree went round the directory forever.
+    #[test]
+    fn a_name_with_a_nul_or_a_slash_is_not_a_directory_entry() {
+        for name in [&b"\0\0\0"[..], b"a\0b", b"a/b"] {
+            let e = DirEntry { ino: 5, gen: 1, kind: Kind::File, name: name.to_vec() };
+            let b = build_dir_block(&[e]).unwrap();
+            assert!(parse_dir_block(&b).is_err(), "{name:?}");
+        }
     }
 
     #[test]

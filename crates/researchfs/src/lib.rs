@@ -42,6 +42,7 @@ pub mod device;
 pub mod fs;
 pub mod fsck;
 pub mod fuse;
+mod fuseblk;
 pub mod layout;
 pub mod pm;
 pub mod reliability;
@@ -57,7 +58,7 @@ pub use device::{
 };
 pub use fs::{mkfs, Attr, Fs};
 pub use fsck::{fsck, FsckReport};
-pub use fuse::{mount, mount_with, MountedFs};
+pub use fuse::{mount, mount_on_block_device, mount_with, MountedFs};
 pub use pm::{MemPm, PersistentMemory};
 
 /// The thesis' inconsistency kinds (table 5.6).

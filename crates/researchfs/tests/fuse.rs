@@ -286,3 +286,83 @@ fn programs_write_output_to_xsyncfs_and_it_is_held_until_durable() {
         assert!(!mounted_here(&mnt));
     }
 }
+
+/// A loop device over a small file, detached on drop: the token a fuseblk mount needs.
+struct Loop(String);
+
+impl Loop {
+    /// `None` (after saying why) where the machine cannot bind one; with `CI=true` that
+    /// fails the test instead, as every missing prerequisite does.
+    fn new(backing: &Path) -> Option<Loop> {
+        fs::write(backing, vec![0u8; 1 << 20]).unwrap();
+        let out =
+            std::process::Command::new("losetup").arg("-f").arg("--show").arg(backing).output();
+        match out {
+            Ok(o) if o.status.success() => {
+                Some(Loop(String::from_utf8_lossy(&o.stdout).trim().to_owned()))
+            }
+            other => {
+                let why = format!("no loop device (losetup: {other:?})");
+                assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+                eprintln!("skipped: {why}");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("losetup").arg("-d").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn sync_and_syncfs_reach_a_design_mounted_as_fuseblk() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let Made { _tmp, mnt, dev } = made(Design::JournalFlush, 16 << 20);
+    let Some(blk) = Loop::new(&_tmp.path().join("token")) else { return };
+    let m = researchfs::mount_on_block_device(
+        Design::JournalFlush,
+        dev.clone(),
+        &mnt,
+        researchfs::Options::default(),
+        Path::new(&blk.0),
+    )
+    .unwrap();
+    assert!(mounted_here(&mnt));
+    // Linux forwards sync(2) to fuseblk servers from 6.18 on ("fuse: enable FUSE_SYNCFS
+    // for all fuseblk servers"); before, the mount works and sync reaches nothing.
+    let release = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut v = release.trim().split(|c: char| !c.is_ascii_digit()).map(|n| n.parse::<u32>());
+    let (major, minor) = (v.next().unwrap().unwrap(), v.next().unwrap().unwrap());
+    if (major, minor) < (6, 18) {
+        assert!(!m.sync_reaches_design(), "Linux {release} forwards it after all: update the doc");
+        let why = format!("Linux {release} does not forward syncfs(2) to a fuseblk mount");
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{why}");
+        eprintln!("skipped: {why}");
+        return;
+    }
+    assert!(m.sync_reaches_design(), "syncfs(2) did not reach the design on Linux {release}");
+    let stats = || m.fs().journal_stats().unwrap();
+    fs::write(mnt.join("f"), b"one").unwrap();
+    let before = stats();
+    // SAFETY: sync(2) takes nothing and cannot fail.
+    unsafe { libc::sync() };
+    let after = stats();
+    assert_eq!(after.commits, before.commits + 1, "sync(2) commits the running transaction");
+    assert!(after.flushes > before.flushes, "and flushes");
+    fs::write(mnt.join("g"), b"two").unwrap();
+    let dir = fs::File::open(&mnt).unwrap();
+    // SAFETY: syncfs on a valid descriptor.
+    assert_eq!(unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&dir)) }, 0);
+    drop(dir);
+    assert_eq!(stats().commits, after.commits + 1, "syncfs(2) commits too");
+    // Everything else still goes through fuser, and the mount goes away cleanly.
+    assert_eq!(fs::read(mnt.join("g")).unwrap(), b"two");
+    m.unmount().unwrap();
+    assert!(!mounted_here(&mnt));
+    let m = mount(Design::JournalFlush, dev, &mnt).unwrap();
+    assert_eq!(fs::read(mnt.join("f")).unwrap(), b"one");
+    m.unmount().unwrap();
+}

@@ -75,6 +75,27 @@ impl CoreOp {
         CoreOp::Removexattr,
     ];
 
+    /// The core operation kind `op` is an instance of (setup ops included: the setup's
+    /// writes are writes, its setxattr a setxattr), if it is one.
+    pub fn of(op: &Op) -> Option<CoreOp> {
+        Some(match op {
+            Op::Creat { .. } => CoreOp::Creat,
+            Op::Mkdir { .. } => CoreOp::Mkdir,
+            Op::Falloc { .. } => CoreOp::Falloc,
+            Op::Write { .. } | Op::Append { .. } => CoreOp::Write,
+            Op::DirectWrite { .. } => CoreOp::Dwrite,
+            Op::MmapWrite { .. } => CoreOp::Mmapwrite,
+            Op::Link { .. } => CoreOp::Link,
+            Op::Symlink { .. } => CoreOp::Symlink,
+            Op::Unlink { .. } => CoreOp::Unlink,
+            Op::Rename { .. } => CoreOp::Rename,
+            Op::Truncate { .. } => CoreOp::Truncate,
+            Op::Setxattr { .. } => CoreOp::Setxattr,
+            Op::Removexattr { .. } => CoreOp::Removexattr,
+            _ => return None,
+        })
+    }
+
     /// The name flags use.
     pub fn name(self) -> &'static str {
         match self {
@@ -693,7 +714,11 @@ pub fn shrink<E>(
 /// the number of names that hold the file), `wrong-xattr` (an extended attribute lost,
 /// stale or back), `read-error`, or `other`.
 pub fn discrepancy_of_story(story: &str) -> &'static str {
-    if story.contains(" the attribute ") {
+    if story.contains(" is not durable after its commit returned") {
+        "txn-lost"
+    } else if story.contains("the transaction of ops ") {
+        "txn-not-atomic"
+    } else if story.contains(" the attribute ") {
         "wrong-xattr"
     } else if story.contains(" has link count ") {
         "wrong-link-count"
@@ -810,6 +835,18 @@ mod tests {
             (format!("{p} /A/bar is inode 14, not inode 12"), "wrong-inode"),
             (format!("{p} /A is a File"), "wrong-kind"),
             ("the workload does not model: x".to_string(), "other"),
+            (
+                "the transaction of ops 0-2 (committed durably) is half there: write /foo \
+                 4096@7680 (op 1): /foo @7680+4096 is a mix of 7 old, 1 new sectors"
+                    .to_string(),
+                "txn-not-atomic",
+            ),
+            (
+                "the transaction of ops 0-2 (committed durably) is not durable after its \
+                 commit returned: write /foo 4096@0 (op 1): /foo @0 is the old data"
+                    .to_string(),
+                "txn-lost",
+            ),
         ] {
             assert_eq!(discrepancy_of_story(&story), kind, "{story}");
         }

@@ -37,7 +37,7 @@ pub use model::{model_states, ModelError, ModelNode, ModelState};
 pub use op::{FallocMode, Op, OpKind, OpRef};
 pub use property::{Family, ParsePropertyError, Property};
 pub use schedule::{ParseScheduleError, Schedule};
-pub use snapshot::take_snapshot;
+pub use snapshot::{take_snapshot, take_snapshot_with};
 pub use stamp::SectorClass;
 pub use tree::{Content, Node, NodeKind, Observed, Snapshot};
 pub use workload::{

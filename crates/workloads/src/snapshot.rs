@@ -23,11 +23,19 @@ pub const MAX_READ_BYTES: u64 = 1 << 30;
 /// `content: None`. A failure to read a file's content is recorded in `read_error`;
 /// a failure to walk the tree is returned.
 pub fn take_snapshot(root: &Path, w: &Workload) -> std::io::Result<Snapshot> {
+    take_snapshot_with(root, w, false)
+}
+
+/// [`take_snapshot`], and with `detects` (a file system that detects damage by returning
+/// an error, as NoFS does) a name that does not stat or a directory that does not list is
+/// kept in the snapshot with its `read_error`, as the detection family always does,
+/// instead of failing the walk.
+pub fn take_snapshot_with(root: &Path, w: &Workload, detects: bool) -> std::io::Result<Snapshot> {
     let wanted: BTreeSet<String> = crate::model::content_paths(w);
     // The detection family judges every access: a name that lists but does not stat, or a
     // directory that does not list, is an error the file system returned (a detection),
     // kept in the snapshot instead of failing the walk.
-    let tolerant = w.property.map(|p| p.family()) == Some(crate::Family::Detection);
+    let tolerant = detects || w.property.map(|p| p.family()) == Some(crate::Family::Detection);
     let failed = |ino, e: std::io::Error| Node {
         ino,
         kind: NodeKind::Other,
@@ -102,9 +110,23 @@ pub fn take_snapshot(root: &Path, w: &Workload) -> std::io::Result<Snapshot> {
                 }
                 Err(e) => return Err(at_path(&path, "readdir", e)),
             };
+            // A name no directory may hold (empty, "." or "..", or with a '/' or NUL: a
+            // damaged directory block served as it is) would walk a directory again, or
+            // forever ("" joins to the directory itself).
+            let invalid = |n: &str| matches!(n, "" | "." | "..") || n.contains(['/', '\0']);
+            if let Some(bad) = listed.iter().find(|n| invalid(&n.to_string_lossy())) {
+                let e = std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("lists an invalid name {:?}", bad),
+                );
+                if !tolerant {
+                    return Err(at_path(&path, "readdir", e));
+                }
+                node.read_error = Some(format!("readdir: {e}"));
+            }
             for name in listed {
                 let name = name.to_string_lossy().into_owned();
-                if path == "/" && name == "lost+found" {
+                if (path == "/" && name == "lost+found") || invalid(&name) {
                     continue;
                 }
                 let child = if path == "/" { format!("/{name}") } else { format!("{path}/{name}") };

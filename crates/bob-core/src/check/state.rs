@@ -493,28 +493,42 @@ fn check_research(
         let run = run_checker(checker, st.mnt, st.acked_marks);
         unmount(mounted)?;
         let run = run?;
-        let fsck = research_fsck(design, dev.as_ref());
+        let fsck = research_fsck(subject, design, dev.as_ref());
         return Ok(checker_verdict(run, checker, fsck));
     }
-    let snapshot = workloads::take_snapshot(st.mnt, &subject.workload);
+    let detects = crate::fs::profile(&subject.config).detects_by_error;
+    let snapshot = workloads::take_snapshot_with(st.mnt, &subject.workload, detects);
     unmount(mounted)?;
     let snapshot = match snapshot {
         Ok(s) => s,
         Err(e) => return Ok(StateCheck { mounted: true, ..StateCheck::failed(walk_failed(&e)) }),
     };
-    let fsck = research_fsck(design, dev.as_ref());
+    let fsck = research_fsck(subject, design, dev.as_ref());
     Ok(oracle_verdict(subject, snapshot, fsck, durable_ops))
 }
 
 /// `researchfs::fsck` on the unmounted crash state: `None` when clean, else one line with
 /// the problem count, the thesis' kinds and the first problem. Problems the design
 /// repairs at every mount by itself (NoFS's scan frees unreachable inodes and blocks:
-/// its allocation state is never persisted) are the design working, not damage.
-fn research_fsck(design: researchfs::Design, dev: &dyn researchfs::BlockDevice) -> Option<String> {
+/// its allocation state is never persisted) are the design working, not damage, and so
+/// are the kinds its paper accepts after a crash (soft updates' leaks: the profile's
+/// `accepted_fsck`, [`crate::fs::profile`]).
+fn research_fsck(
+    subject: &Subject,
+    design: researchfs::Design,
+    dev: &dyn researchfs::BlockDevice,
+) -> Option<String> {
+    let accepted = crate::fs::profile(&subject.config).accepted_fsck;
     match researchfs::fsck(design, dev) {
-        Ok(r) if r.damage().is_empty() => None,
         Ok(r) => {
-            let damage = r.damage();
+            let damage: Vec<&researchfs::fsck::Problem> = r
+                .damage()
+                .into_iter()
+                .filter(|p| p.kind.is_none_or(|k| !accepted.contains(&k)))
+                .collect();
+            if damage.is_empty() {
+                return None;
+            }
             let mut kinds: Vec<&str> =
                 damage.iter().filter_map(|p| p.kind).map(|k| k.code()).collect();
             kinds.sort_unstable();
@@ -549,7 +563,10 @@ pub(super) fn oracle_verdict(
     // detection workloads judge such errors themselves (as detections).
     let detection =
         subject.workload.property.map(|p| p.family()) == Some(workloads::Family::Detection);
-    let read_error = (!detection)
+    // A design that detects damage by returning an error (NoFS) does what its paper
+    // says when a read fails: that is no failure of the state (a broken promise still is).
+    let detects = crate::fs::profile(&subject.config).detects_by_error;
+    let read_error = (!detection && !detects)
         .then(|| {
             snapshot.entries.iter().find_map(|(p, n)| Some((p.clone(), n.read_error.clone()?)))
         })

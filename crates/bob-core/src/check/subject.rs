@@ -102,10 +102,11 @@ impl Subject {
             })
         };
         let crash_entry = self.crash_entry(id).unwrap_or(0);
+        let promised = self.promised_ops();
         let mut out: Vec<usize> = self
             .spans
             .iter()
-            .filter(|s| self.workload.ops.get(s.index).is_some_and(|op| op.is_persistence_point()))
+            .filter(|s| promised.contains(&s.index))
             .filter(|s| {
                 // An op that issued no barrier of its own (xsyncfs' fsync returns at once,
                 // ext4 with barrier=0) waited for nothing: its promise is due once it
@@ -121,6 +122,35 @@ impl Subject {
         out.extend(self.released_outputs(id));
         out.sort_unstable();
         out
+    }
+
+    /// The persistence-point ops (indices into the workload's ops) whose promise on this
+    /// configuration is durability when they return ([`crate::fs::profile`]): a point
+    /// that promises nothing (NoFS' fsync, a sync on xsyncfs, whose output waits instead)
+    /// is never due.
+    fn promised_ops(&self) -> std::collections::BTreeSet<usize> {
+        let profile = crate::fs::profile(&self.config);
+        // Whether a fsync's target is a directory matters only where the two promise
+        // differently (the model is replayed for it, once per call).
+        let dirs_differ =
+            profile.dir_fsync != profile.fsync || profile.dir_fsync != profile.fdatasync;
+        let states = if dirs_differ { workloads::model_states(&self.workload) } else { Vec::new() };
+        self.workload
+            .ops
+            .iter()
+            .enumerate()
+            .filter(|(_, op)| op.is_persistence_point())
+            .filter(|(k, op)| {
+                let dir = op.paths().first().is_some_and(|p| {
+                    states
+                        .get(*k)
+                        .and_then(|s| s.node(p))
+                        .is_some_and(|n| n.kind == workloads::NodeKind::Dir)
+                });
+                profile.promise_of(op, dir) == crate::fs::Promise::Durable
+            })
+            .map(|(k, _)| k)
+            .collect()
     }
 
     /// The entry where crash state `id` happens: its epoch's closing barrier, or the
@@ -250,6 +280,7 @@ impl Subject {
     /// end mark (copied into the PM log) and the disk is past its last barrier.
     fn pm_durable_ops(&self, pm: &crate::pm::PmTrace, id: &StateId) -> Vec<usize> {
         let Some(cut) = &id.pm else { return Vec::new() };
+        let promised = self.promised_ops();
         let disk_ok = |end: usize| {
             let barrier = (0..end).rev().find(|&i| {
                 matches!(self.trace.entries[i].kind(), EntryKind::Flush)
@@ -263,7 +294,7 @@ impl Subject {
         };
         self.spans
             .iter()
-            .filter(|s| self.workload.ops.get(s.index).is_some_and(|op| op.is_persistence_point()))
+            .filter(|s| promised.contains(&s.index))
             .filter(|s| {
                 let end_mark = pm.entries.iter().position(|e| {
                     e.disk() as usize == s.end_entry + 1

@@ -16,6 +16,8 @@
 //! a [`researchfs::BlockDevice`] bob implements, so they need no loop device, kernel
 //! driver, mkfs or fsck program. [`Driver`] says which kind a configuration is.
 
+mod profile;
+pub use profile::{profile, Profile, Promise};
 pub mod regions;
 pub mod roles;
 

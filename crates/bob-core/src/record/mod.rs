@@ -666,9 +666,10 @@ fn research_err(config: &FsConfig) -> impl Fn(researchfs::Error) -> Error + '_ {
     move |e| Error::Unavailable { config: config.name.into(), reason: e.to_string() }
 }
 
-/// Records a research design: no loop device and no kernel mount. mkfs and the file
-/// system itself run in this process over [`RoleRecorder`]; the FUSE mount at
-/// `<work_dir>/record-mnt` is where the workload runs, exactly as on a kernel file system.
+/// Records a research design: no kernel file system. mkfs and the file system itself run
+/// in this process over [`RoleRecorder`]; the FUSE mount at `<work_dir>/record-mnt` (a
+/// fuseblk mount on a loop device that only stands for the mount's source) is where the
+/// workload runs, exactly as on a kernel file system.
 fn record_research(
     req: &RecordRequest<'_>,
     design: researchfs::Design,
@@ -702,7 +703,28 @@ fn record_research(
             code: None,
             line: e.to_string(),
         })?;
-    let mounted = researchfs::mount(design, dev, &mnt).map_err(research_err(config))?;
+    // A fuseblk mount, on a loop device over a small file the design never touches, so
+    // that the workload's sync(2) and syncfs(2) reach the design: the kernel forwards
+    // them to no ordinary FUSE mount (`researchfs::mount_on_block_device`).
+    let token = req.work_dir.join("fuseblk.img");
+    File::create(&token).and_then(|f| f.set_len(1 << 20)).map_err(io_err(&token))?;
+    let (_blk, mounted) = mount_fuseblk(design, dev, &mnt, &token).map_err(research_err(config))?;
+    if let Some((index, op)) = unforwarded_sync(req.workload, &mounted) {
+        drop(mounted);
+        return Err(Error::Workload {
+            config: config.name.into(),
+            source: workloads::ExecError::Io {
+                phase: Phase::Workload,
+                index,
+                op: format!(
+                    "{op}: this kernel forwards sync(2) and syncfs(2) to no FUSE file \
+                     system (Linux does to fuseblk mounts from 6.18 on)"
+                ),
+                path: mnt,
+                source: std::io::Error::from_raw_os_error(libc::EOPNOTSUPP),
+            },
+        });
+    }
     // NoFS rebuilds allocation in the background; let it finish so the recorded ops
     // allocate as they would on a long-mounted file system, the same on every run.
     mounted.fs().wait_scan();
@@ -752,6 +774,51 @@ fn record_research(
     run.map_err(workload_err)?;
     unmounted.map_err(research_err(config))?;
     Ok((trace, observed, base_path))
+}
+
+/// Mounts `design` as fuseblk at `mnt` on a loop device bound to `token`. The kernel
+/// refuses the mount with EBUSY, rarely, when the loop device it gets still carries a
+/// superblock of an earlier fuseblk mount on its way out: then again on another device.
+fn mount_fuseblk(
+    design: researchfs::Design,
+    dev: Arc<dyn researchfs::BlockDevice>,
+    mnt: &Path,
+    token: &Path,
+) -> Result<(LoopDevice, researchfs::MountedFs), researchfs::Error> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let blk = LoopDevice::attach_free(token).map_err(|e| researchfs::Error::Mount {
+            path: mnt.to_owned(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        let opts = researchfs::Options::default();
+        match researchfs::mount_on_block_device(design, dev.clone(), mnt, opts, blk.path()) {
+            Ok(m) => return Ok((blk, m)),
+            Err(researchfs::Error::Mount { source, .. })
+                if tries < 4 && source.raw_os_error() == Some(libc::EBUSY) =>
+            {
+                drop(blk);
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The workload's first sync(2) or syncfs(2) (its index and text) if the design does not
+/// get them on this kernel (asked by one syncfs(2) before anything is recorded): a sync
+/// that reaches nothing would be judged as a promise the design never heard of.
+fn unforwarded_sync(
+    workload: &Workload,
+    mounted: &researchfs::MountedFs,
+) -> Option<(usize, String)> {
+    let (index, op) = workload
+        .ops
+        .iter()
+        .enumerate()
+        .find(|(_, op)| matches!(op, workloads::Op::Sync | workloads::Op::Syncfs))?;
+    (!mounted.sync_reaches_design()).then(|| (index, op.to_string()))
 }
 
 /// Runs the workload's ops and then its drain on the mounted file system, with a mark in

@@ -76,14 +76,23 @@ pub trait ExploreProgress: Sync {
     fn done(&self, done: u64, signatures: usize, last: &str);
 }
 
-/// The promises beyond POSIX a configuration's file system documents (see
-/// [`Guarantee`]): ext3/ext4 (a fsync commits the jbd2 transaction holding the new
-/// entry) and btrfs (the log tree logs the new name with the inode).
+/// The promises beyond POSIX a configuration's file system documents (see [`Guarantee`]),
+/// as its guarantee profile declares them ([`crate::fs::profile`]).
 pub fn documented_guarantees(config: &FsConfig) -> Vec<Guarantee> {
-    match config.fstype {
-        "ext3" | "ext4" | "btrfs" => vec![Guarantee::FsyncPersistsName],
-        _ => Vec::new(),
-    }
+    crate::fs::profile(config).guarantees
+}
+
+/// Why `config` cannot run `w`: an operation its guarantee profile says it does not have
+/// (the research designs have no symlinks, extended attributes or fallocate). Such a run
+/// is skipped and counted as unsupported, never recorded.
+fn unsupported_op(config: &FsConfig, w: &Workload) -> Option<String> {
+    let missing = crate::fs::profile(config).unsupported;
+    let op = w
+        .setup
+        .iter()
+        .chain(&w.ops)
+        .find(|op| workloads::explore::CoreOp::of(op).is_some_and(|k| missing.contains(&k)))?;
+    Some(format!("{} does not support {} ({op})", config.name, op.kind().name()))
 }
 
 /// One journal line.
@@ -390,9 +399,45 @@ struct Job<'a> {
 }
 
 /// The workload as run on `config`: the bounds' guarantees plus, with `documented`, the
-/// configuration's own.
+/// configuration's own; on a design with transactions, each overwrite in a transaction;
+/// on an externally synchronous design (xsyncfs, whose fsync and sync promise
+/// durability before the next output, not at their return: its profile), an output
+/// after each persistence point, where what the point promises is kept.
 fn for_config(w: &Workload, config: &FsConfig, documented: bool) -> Workload {
     let mut w = w.clone();
+    let profile = crate::fs::profile(config);
+    if profile.txn_commit_durable != crate::fs::Promise::Absent {
+        // A design with transactions (Valor) is explored through them: each overwrite of
+        // pages a file has (what a transaction may hold) runs as a transaction of its own,
+        // committed durably, and is judged whole (all or nothing, durable once committed).
+        let states = workloads::model_states(&w);
+        let overwrites = |k: usize, op: &workloads::Op| match op {
+            workloads::Op::Write { path, offset, len } => {
+                states.get(k).and_then(|s| s.node(path)).is_some_and(|n| offset + len <= n.size)
+            }
+            _ => false,
+        };
+        w.ops = std::mem::take(&mut w.ops)
+            .into_iter()
+            .enumerate()
+            .flat_map(|(k, op)| match overwrites(k, &op) {
+                true => {
+                    vec![workloads::Op::TxnBegin, op, workloads::Op::TxnCommit { durable: true }]
+                }
+                false => vec![op],
+            })
+            .collect();
+    }
+    if profile.output_after_persistence() {
+        w.ops = w
+            .ops
+            .into_iter()
+            .flat_map(|op| {
+                let output = op.is_persistence_point().then_some(workloads::Op::Output);
+                std::iter::once(op).chain(output)
+            })
+            .collect();
+    }
     if documented {
         for g in documented_guarantees(config) {
             if !w.guarantees.contains(&g) {
@@ -528,6 +573,9 @@ pub fn explore(
     let go_on =
         || !cancel.load(Ordering::Relaxed) && opts.budget.is_none_or(|b| started.elapsed() < b);
     let record = |job: &Job| {
+        if let Some(why) = unsupported_op(job.config, &job.workload) {
+            return Ok(Recorded::Unsupported(why));
+        }
         let save_trace = job.recovery.map(|_| job.trace_dir.as_path());
         record_workload(&template, job.config, &job.workload, &runs_dir, save_trace, cancel)
     };
@@ -790,6 +838,7 @@ fn summarize(
         configs.push(ExploreConfig {
             config: c.name.to_owned(),
             guarantees,
+            profile: crate::fs::profile(c).departures(),
             workloads: n,
             seconds: round3(seconds),
             seconds_per_workload: if n > 0 { round3(seconds / n as f64) } else { 0.0 },

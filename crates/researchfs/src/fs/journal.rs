@@ -446,6 +446,31 @@ pub(super) struct Recovered {
 /// newest copy of each block of that prefix unless a transaction at or after it revoked
 /// the block; then empties the journal, continuing past every sequence number found in
 /// it, so that a stale transaction can never pass for a new one.
+/// The first of `found` (an index) with an in-place data block whose checksum fails and
+/// that no later transaction of `found` rewrites (journals it, or tags it again with a
+/// checksum that matches) or frees. A block freed since its tag may hold anything: once
+/// the free is durable it is reused, and its new owner's data, written in place, fails
+/// the old tag without saying anything about the tagging transaction.
+fn first_mismatch(dev: &dyn BlockDevice, found: &[Found]) -> Result<Option<usize>> {
+    let mut mismatched: BTreeMap<u64, usize> = BTreeMap::new();
+    for (i, tx) in found.iter().enumerate() {
+        for (b, _, _) in &tx.meta {
+            mismatched.remove(b);
+        }
+        for b in &tx.revoked {
+            mismatched.remove(b);
+        }
+        for &(b, crc) in &tx.data {
+            if crc32(0, &read(dev, b)?) == crc {
+                mismatched.remove(&b);
+            } else {
+                mismatched.entry(b).or_insert(i);
+            }
+        }
+    }
+    Ok(mismatched.values().min().copied())
+}
+
 pub(super) fn recover(dev: &dyn BlockDevice, start: u64, mode: JournalMode) -> Result<Recovered> {
     let bad = |reason: &str| Error::Inconsistent { kind: None, what: format!("journal: {reason}") };
     let sb = read(dev, start)?;
@@ -495,21 +520,10 @@ pub(super) fn recover(dev: &dyn BlockDevice, start: u64, mode: JournalMode) -> R
         seq += 1;
     }
     if mode.checksums {
-        // Data blocks whose checksum fails, with the first transaction that wrote them.
-        let mut mismatched: BTreeMap<u64, usize> = BTreeMap::new();
-        for (i, tx) in found.iter().enumerate() {
-            for (b, _, _) in &tx.meta {
-                mismatched.remove(b);
-            }
-            for &(b, crc) in &tx.data {
-                if crc32(0, &read(dev, b)?) == crc {
-                    mismatched.remove(&b);
-                } else {
-                    mismatched.entry(b).or_insert(i);
-                }
-            }
-        }
-        if let Some(&first) = mismatched.values().min() {
+        // Replay only the transactions before the first whose data failed its checksum.
+        // Dropping transactions can bring back a mismatch a dropped one had cleared (by
+        // rewriting or freeing the block), so until nothing more is dropped.
+        while let Some(first) = first_mismatch(dev, &found)? {
             found.truncate(first);
         }
     }

@@ -413,8 +413,9 @@ impl Fs {
             core.bbitmap = read(sb.bbitmap_start, sb.bbitmap_blocks)?;
             core.ibitmap = read(sb.ibitmap_start, sb.ibitmap_blocks)?;
             if !sb.clean && design.ordered() {
-                // Recovery: ordered writes leave at worst leaks; rebuild the bitmaps from
-                // what is reachable.
+                // Recovery: ordered writes leave at worst leaks and link counts too high
+                // (a rename or link raises the count before the new name); rebuild the
+                // bitmaps from what is reachable and lower those counts.
                 let walk = crate::fsck::walk(design, dev.as_ref(), &sb)?;
                 core.bbitmap.fill(0);
                 core.ibitmap.fill(0);
@@ -432,6 +433,7 @@ impl Fs {
                     core.dirty_bitmaps.insert(b);
                 }
                 core.write_bitmaps()?;
+                core.lower_link_counts(&walk.names)?;
             }
             for b in sb.data_start..sb.blocks {
                 let used = core.bbitmap[(b / 8) as usize] & (1 << (b % 8)) != 0;
@@ -751,6 +753,17 @@ impl Fs {
             c.dev.flush().map_err(io_err(0))?;
         }
         Ok(())
+    }
+
+    /// sync(2) and syncfs(2) on the mount (the kernel's `FUSE_SYNCFS`, which reaches a
+    /// fuseblk mount, [`crate::fuse::mount_on_block_device`]): what fsync does, for the
+    /// whole file system. Every design's fsync already makes everything durable that it
+    /// makes durable at all (a journal commits its one running transaction, soft updates
+    /// write the whole cache back), so the two are one call: a flush where the design
+    /// flushes on fsync, nothing durable where it does not (NoFS without `durable`;
+    /// xsyncfs, whose sync returns at once and whose next output waits instead).
+    pub fn sync(&self) -> Result<()> {
+        self.fsync(crate::layout::ROOT)
     }
 
     /// The entries of a directory (without "." and "..") as (name, inode, kind).

@@ -1,6 +1,7 @@
 //! The namespace operations (lookup, create, mkdir, link, unlink, rmdir, rename,
 //! getattr) and NoFS' verification of an inode on first use.
 
+use std::collections::HashMap;
 use std::time::{Duration, UNIX_EPOCH};
 
 use super::{check_name, now, Action, Attr, Core, Detection, Tx, Usage};
@@ -303,14 +304,17 @@ impl Core {
             }
         }
         let mut replaced = None;
-        // An existing target: gone first, except on soft updates (a file over a file is
-        // replaced in place there).
+        // Soft updates and the flush-ordered core keep a crash from leaving more names
+        // than the link count says (FFS' rule, which their recovery relies on).
+        let counted = self.soft.is_some() || self.design.ordered();
+        // An existing target: gone first, except where the rename is counted (a file over
+        // a file is replaced in place there).
         if let Some(t) = self.dir_find(np, nname)? {
             if t.ino == ino {
                 return Ok(());
             }
             let target = self.get_inode(t.ino)?;
-            if self.soft.is_some() && !is_dir && target.kind == Kind::File {
+            if counted && !is_dir && target.kind == Kind::File {
                 replaced = Some(t.ino);
             } else {
                 match (is_dir, target.kind == Kind::Dir) {
@@ -321,8 +325,8 @@ impl Core {
                 }
             }
         }
-        if self.soft.is_some() {
-            return self.rename_soft(op, oname, np, nname, ino, replaced);
+        if counted {
+            return self.rename_counted(op, oname, np, nname, ino, replaced);
         }
         // Link under the new name, move the back link, unlink the old name.
         let gen = inode.generation;
@@ -353,13 +357,14 @@ impl Core {
         Ok(())
     }
 
-    /// Rename on soft updates: the file's link count is raised before the new name is
-    /// written and lowered after the old one is gone; an existing target's entry is
-    /// pointed at the file in place (its name never disappears) and its link count
-    /// lowered after that; within one directory block the whole rename is one write.
-    /// Across blocks a crash can still leave both names (with a link count of 2), as the
-    /// paper says of soft updates.
-    fn rename_soft(
+    /// Rename on soft updates and on the flush-ordered core: the file's link count is
+    /// raised before the new name is written and lowered after the old one is gone; an
+    /// existing target's entry is pointed at the file in place (its name never
+    /// disappears) and its link count lowered after that; within one directory block the
+    /// whole rename is one write. Across blocks a crash can still leave both names (with
+    /// a link count of 2), as the paper says of soft updates; never two names with a
+    /// count of 1, which a later unlink of either would turn into a name of a free inode.
+    fn rename_counted(
         &mut self,
         op: u32,
         oname: &[u8],
@@ -404,6 +409,30 @@ impl Core {
             self.put_inode(ino, &i)?;
         }
         self.drop_replaced(replaced)
+    }
+
+    /// After an unclean shutdown: lowers every file's link count that is higher than the
+    /// names a walk of the tree found for it (`names`: inode to names), as FFS' fsck and
+    /// soft updates' mount do; a count too high would keep a file alive after its last
+    /// unlink. Each is noted as a repaired HL. Returns how many were lowered.
+    pub(super) fn lower_link_counts(&mut self, names: &HashMap<u32, usize>) -> Result<u32> {
+        let mut inos: Vec<(u32, usize)> = names.iter().map(|(&i, &n)| (i, n)).collect();
+        inos.sort_unstable();
+        let mut lowered = 0u32;
+        for (ino, n) in inos {
+            let mut inode = self.get_inode(ino)?;
+            if inode.kind == Kind::File && usize::from(inode.nlink) > n {
+                self.events.push(Detection {
+                    kind: Some(ErrorKind::Hl),
+                    action: Action::Repaired,
+                    what: format!("inode {ino}: link count {} but {n} names", inode.nlink),
+                });
+                inode.nlink = n as u16;
+                self.put_inode(ino, &inode)?;
+                lowered += 1;
+            }
+        }
+        Ok(lowered)
     }
 
     /// A directory `ino` (generation `gen`, first block `block`) moved from parent `op` to

@@ -456,23 +456,8 @@ impl super::Core {
     /// the paper, where a background fsck reclaims them later (not built here).
     pub(super) fn soft_recover(&mut self) -> Result<()> {
         let walk = crate::fsck::walk(self.design, self.dev.as_ref(), &self.sb)?;
-        let mut inos: Vec<(u32, usize)> = walk.names.into_iter().collect();
-        inos.sort_unstable();
         self.soft_begin();
-        let mut lowered = 0u32;
-        for (ino, n) in inos {
-            let mut inode = self.get_inode(ino)?;
-            if inode.kind == crate::layout::Kind::File && usize::from(inode.nlink) > n {
-                self.events.push(super::Detection {
-                    kind: Some(crate::ErrorKind::Hl),
-                    action: super::Action::Repaired,
-                    what: format!("inode {ino}: link count {} but {n} names", inode.nlink),
-                });
-                inode.nlink = n as u16;
-                self.put_inode(ino, &inode)?;
-                lowered += 1;
-            }
-        }
+        let lowered = self.lower_link_counts(&walk.names)?;
         if lowered > 0 {
             self.soft_writeback()?;
         }

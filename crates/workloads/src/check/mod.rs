@@ -207,11 +207,14 @@ impl<'w> Oracle<'w> {
         let own_family = self.w.property.map(Property::family).unwrap_or(Family::Durability);
         let mut judgement = Judgement::default();
         for f in all {
-            let own = f.family == own_family
-                && (f.family != Family::Ordering
-                    || f.pair
-                        .as_ref()
-                        .is_some_and(|p| self.is_pair(p.earlier_op.index, p.later_op.index)));
+            // Without a property every finding makes the verdict: durability, and the
+            // transactions' own promises where the workload runs any.
+            let own = self.w.property.is_none()
+                || f.family == own_family
+                    && (f.family != Family::Ordering
+                        || f.pair
+                            .as_ref()
+                            .is_some_and(|p| self.is_pair(p.earlier_op.index, p.later_op.index)));
             if own {
                 judgement.findings.push(f);
             } else if !judgement.beside.iter().any(|b| b.family == f.family) {
@@ -317,6 +320,11 @@ impl<'w> Oracle<'w> {
                 };
                 out.push(Finding { family: Family::Durability, op: d, story, pair: None });
             }
+        }
+        if family.is_none() && self.w.ops.contains(&Op::TxnBegin) {
+            // A transaction promises to be all or nothing and a durable commit to be
+            // durable, whatever the workload's property: judged whole (`txn`).
+            out.extend(v.txn_findings(ctx));
         }
         out
     }
