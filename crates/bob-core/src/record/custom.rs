@@ -350,10 +350,16 @@ fn record_command_dm(req: &CommandRequest<'_>, log_dev: &Path) -> Result<Command
     let fs_mount = mount::mount(&target.device(), &mnt, config.fstype, config.mount_options)?;
     let fifo = req.work_dir.join("marks.fifo");
     let marker = target.clone();
+    // A mark the target refused would be missing from the trace without a word: the
+    // first such failure ends the recording once the command has run.
+    let mark_failed: Arc<std::sync::Mutex<Option<super::dmlogwrites::Error>>> = Arc::default();
+    let failed = mark_failed.clone();
     let reader = MarkReader::start(
         &fifo,
         Arc::new(move |text: &str| {
-            let _ = marker.mark(text);
+            if let Err(e) = marker.mark(text) {
+                failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+            }
         }),
     )?;
     let exit_code = run_command(req.command, &mnt, &fifo);
@@ -361,6 +367,9 @@ fn record_command_dm(req: &CommandRequest<'_>, log_dev: &Path) -> Result<Command
     let unmounted = fs_mount.unmount();
     let exit_code = exit_code?;
     unmounted?;
+    if let Some(e) = mark_failed.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        return Err(dm_err(e));
+    }
     let target = Arc::try_unwrap(target).map_err(|_| Error::Unavailable {
         config: "dm-log-writes".into(),
         reason: "mark reader still holds the target".into(),

@@ -56,8 +56,8 @@ pub enum Error {
     /// The target stopped logging (its log device filled up, or it could not allocate):
     /// the log is incomplete, and a trace cut from it would miss writes.
     #[error(
-        "{name}: dm-log-writes stopped logging after {entries} entries ({sectors} sectors \
-         of the log device {}); the log device is too small or the kernel ran out of memory",
+        "{name}: the target stopped logging after {entries} entries, at sector {sectors} of \
+         the log device {}: the log device is too small (or the kernel ran out of memory)",
         log_dev.display()
     )]
     LoggingDisabled {
