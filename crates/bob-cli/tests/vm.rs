@@ -46,25 +46,11 @@ fn a_cell_checked_in_a_debian_guest_pins_a_kernel_crash_on_its_state_and_goes_on
         return;
     }
     let dir = util::Dir::new();
-    let out = dir.out();
     // A research design needs no kernel file system, so the guest's work is the engine's
     // alone; the hook panics the guest kernel as the second distinct state recovers.
-    let run = util::run_with_env(
-        &[
-            "run",
-            "--kernel",
-            "debian:6.12",
-            "--fs",
-            "orderless",
-            "--property",
-            "single-block-append",
-            "--schedules",
-            "sync",
-            "--format",
-            "json",
-            "--out",
-            out.to_str().unwrap(),
-        ],
+    let run = guest_run(
+        &dir,
+        &["--vm-accel", "auto", "--fs", "orderless"],
         &[("BOB_TEST_CRASH_KERNEL_AT", "1")],
     );
     let stderr = String::from_utf8_lossy(&run.stderr);
@@ -90,16 +76,14 @@ fn a_cell_checked_in_a_debian_guest_pins_a_kernel_crash_on_its_state_and_goes_on
     assert!(guests_left().is_empty(), "qemu left running: {:?}", guests_left());
 }
 
-/// `bob run --kernel debian:6.12 ... --format json` of one cell, one drain schedule, in
-/// `dir`; the exit code, the cell and bob's stderr.
-fn guest_cell(dir: &util::Dir, extra: &[&str]) -> (Option<i32>, serde_json::Value, String) {
+/// `bob run --kernel debian:6.12 ... --format json` of single-block-append, one drain
+/// schedule, output in `dir`, with `extra` arguments and `env`.
+fn guest_run(dir: &util::Dir, extra: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     let out = dir.out();
     let mut args = vec![
         "run",
         "--kernel",
         "debian:6.12",
-        "--vm-accel",
-        "tcg",
         "--property",
         "single-block-append",
         "--schedules",
@@ -110,7 +94,15 @@ fn guest_cell(dir: &util::Dir, extra: &[&str]) -> (Option<i32>, serde_json::Valu
         out.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
-    let run = util::run(&args);
+    util::run_with_env(&args, env)
+}
+
+/// [`guest_run`] under emulation (the probe is the crash test's); the exit code, the cell
+/// and bob's stderr.
+fn guest_cell(dir: &util::Dir, extra: &[&str]) -> (Option<i32>, serde_json::Value, String) {
+    let mut args = vec!["--vm-accel", "tcg"];
+    args.extend_from_slice(extra);
+    let run = guest_run(dir, &args, &[]);
     let cell = serde_json::from_slice(&run.stdout).unwrap_or_default();
     (run.status.code(), cell, String::from_utf8_lossy(&run.stderr).into_owned())
 }

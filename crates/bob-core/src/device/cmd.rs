@@ -183,16 +183,7 @@ impl Cmd {
             // Its own process group, so a timeout kills helpers it forked too, and a
             // Ctrl-C meant for bob reaches bob, which then cleans up in order.
             .process_group(0);
-        let mut child = self.command.spawn().map_err(|source| {
-            if source.kind() == std::io::ErrorKind::NotFound {
-                CmdError::NotFound {
-                    package: package_of(&program).to_owned(),
-                    program: program.clone(),
-                }
-            } else {
-                CmdError::Spawn { program: program.clone(), source }
-            }
-        })?;
+        let mut child = self.command.spawn().map_err(|source| not_started(&program, source))?;
         let pid = child.id() as i32;
         if let (Some(text), Some(mut pipe)) = (self.input, child.stdin.take()) {
             // A few bytes, far below a pipe's buffer: the write does not wait for the
@@ -250,16 +241,7 @@ impl Cmd {
             std::fs::OpenOptions::new().create(true).append(true).open(log).map_err(spawn_error)?;
         let err = file.try_clone().map_err(spawn_error)?;
         self.command.stdin(Stdio::null()).stdout(file).stderr(err).process_group(0);
-        let child = self.command.spawn().map_err(|source| {
-            if source.kind() == std::io::ErrorKind::NotFound {
-                CmdError::NotFound {
-                    package: package_of(&program).to_owned(),
-                    program: program.clone(),
-                }
-            } else {
-                CmdError::Spawn { program: program.clone(), source }
-            }
-        })?;
+        let child = self.command.spawn().map_err(|source| not_started(&program, source))?;
         Ok(Background { child, program })
     }
 }
@@ -303,6 +285,16 @@ impl Background {
 impl Drop for Background {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// Why `program` did not start: not installed (with the package that has it), or another
+/// OS error.
+fn not_started(program: &str, source: std::io::Error) -> CmdError {
+    if source.kind() == std::io::ErrorKind::NotFound {
+        CmdError::NotFound { package: package_of(program).to_owned(), program: program.to_owned() }
+    } else {
+        CmdError::Spawn { program: program.to_owned(), source }
     }
 }
 
