@@ -410,10 +410,27 @@ fn for_config(w: &Workload, config: &FsConfig, documented: bool) -> Workload {
         // A design with transactions (Valor) is explored through them: each overwrite of
         // pages a file has (what a transaction may hold) runs as a transaction of its own,
         // committed durably, and is judged whole (all or nothing, durable once committed).
+        // Only where no other op of the workload changes that file (its data, size or
+        // names; a persistence point may name it): the oracle judges a transaction's
+        // files whole, against the state before the first transaction, so another op's
+        // effect on them (lost, or half done, in a crash) would read as the transaction's.
         let states = workloads::model_states(&w);
+        let ops = w.ops.clone();
+        let node = |k: usize, path: &str| states.get(k).and_then(|s| s.id(path));
+        let touches = |k: usize, op: &workloads::Op| -> Vec<u32> {
+            op.paths().iter().filter_map(|p| node(k, p)).collect()
+        };
         let overwrites = |k: usize, op: &workloads::Op| match op {
             workloads::Op::Write { path, offset, len } => {
-                states.get(k).and_then(|s| s.node(path)).is_some_and(|n| offset + len <= n.size)
+                let fits = states
+                    .get(k)
+                    .and_then(|s| s.node(path))
+                    .is_some_and(|n| offset + len <= n.size);
+                let alone = node(k, path).is_some_and(|id| {
+                    let other = |(j, o): &(usize, &workloads::Op)| *j != k && o.has_effect();
+                    !ops.iter().enumerate().filter(other).any(|(j, o)| touches(j, o).contains(&id))
+                });
+                fits && alone
             }
             _ => false,
         };
@@ -1142,4 +1159,52 @@ pub fn export_xfstests(
         written.extend([test, out]);
     }
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use workloads::Op;
+
+    fn workload(ops: Vec<Op>) -> Workload {
+        Workload {
+            name: "w".into(),
+            property: None,
+            setup: vec![
+                Op::Creat { path: "/foo".into(), sync: false },
+                Op::Write { path: "/foo".into(), offset: 0, len: 16384 },
+            ],
+            ops,
+            drain: Vec::new(),
+            commit_midway: Vec::new(),
+            guarantees: Vec::new(),
+        }
+    }
+
+    /// Each design runs a workload as its guarantee profile says: Valor an overwrite in a
+    /// transaction of its own, but only where no other op changes that file (a seq-2
+    /// sample found an mmap write before it read as the transaction half done); xsyncfs
+    /// an output after each persistence point; a kernel configuration as generated.
+    #[test]
+    fn workloads_run_on_a_design_as_its_profile_says() {
+        let config = |n: &str| crate::fs::by_name(n).unwrap();
+        let write = Op::Write { path: "/foo".into(), offset: 7680, len: 4096 };
+        let fsync = Op::Fsync { path: "/foo".into() };
+        let alone = workload(vec![write.clone(), fsync.clone()]);
+        let txn = for_config(&alone, &config("valor"), false);
+        assert_eq!(
+            txn.ops,
+            vec![Op::TxnBegin, write.clone(), Op::TxnCommit { durable: true }, fsync.clone()]
+        );
+        let mmap = Op::MmapWrite { path: "/foo".into(), offset: 16384, len: 4096 };
+        let shared = workload(vec![mmap, write.clone(), fsync.clone()]);
+        assert_eq!(for_config(&shared, &config("valor"), false).ops, shared.ops);
+        let out = for_config(&alone, &config("xsyncfs"), false);
+        assert_eq!(out.ops, vec![write, fsync, Op::Output]);
+        assert_eq!(for_config(&alone, &config("ext4-ordered"), false).ops, alone.ops);
+        assert_eq!(
+            for_config(&alone, &config("ext4-ordered"), true).guarantees,
+            vec![workloads::Guarantee::FsyncPersistsName]
+        );
+    }
 }
