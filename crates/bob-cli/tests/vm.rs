@@ -8,6 +8,14 @@ mod util;
 
 use std::path::Path;
 
+/// One guest at a time: two cores emulate one guest slowly enough, and "no qemu left"
+/// is only a fact about this test when no other test's guest is running.
+static ONE_GUEST: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_guest() -> std::sync::MutexGuard<'static, ()> {
+    ONE_GUEST.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Whether the VM backend's tools are here: under CI=true their absence is a failure.
 fn vm_tools() -> bool {
     let vng = std::env::var_os("BOB_VNG").is_some()
@@ -45,6 +53,7 @@ fn a_cell_checked_in_a_debian_guest_pins_a_kernel_crash_on_its_state_and_goes_on
     if !vm_tools() {
         return;
     }
+    let _one = one_guest();
     let dir = util::Dir::new();
     // A research design needs no kernel file system, so the guest's work is the engine's
     // alone; the hook panics the guest kernel as the second distinct state recovers.
@@ -128,6 +137,7 @@ fn an_f2fs_cell_is_judged_on_debian_6_12() {
     if !vm_tools() {
         return;
     }
+    let _one = one_guest();
     let dir = util::Dir::new();
     let (code, cell, stderr) = guest_cell(&dir, &["--fs", "f2fs"]);
     judged_in_the_guest(code, &cell, &stderr);
@@ -139,6 +149,7 @@ fn a_cell_recorded_through_the_kernels_dm_log_writes_is_judged_on_debian_6_12() 
     if !vm_tools() {
         return;
     }
+    let _one = one_guest();
     let dir = util::Dir::new();
     let (code, cell, stderr) =
         guest_cell(&dir, &["--fs", "ext4-ordered", "--backend", "dm-log-writes"]);
