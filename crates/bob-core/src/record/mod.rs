@@ -777,8 +777,9 @@ fn record_research(
 }
 
 /// Mounts `design` as fuseblk at `mnt` on a loop device bound to `token`. The kernel
-/// refuses the mount with EBUSY, rarely, when the loop device it gets still carries a
-/// superblock of an earlier fuseblk mount on its way out: then again on another device.
+/// refuses the mount with EBUSY, rarely (about one recording in 5,000, on a machine where
+/// other processes bind and mount loop devices too; the cause was not pinned down): then
+/// again on another device, after a pause that grows, up to eight times.
 fn mount_fuseblk(
     design: researchfs::Design,
     dev: Arc<dyn researchfs::BlockDevice>,
@@ -796,10 +797,10 @@ fn mount_fuseblk(
         match researchfs::mount_on_block_device(design, dev.clone(), mnt, opts, blk.path()) {
             Ok(m) => return Ok((blk, m)),
             Err(researchfs::Error::Mount { source, .. })
-                if tries < 4 && source.raw_os_error() == Some(libc::EBUSY) =>
+                if tries < 8 && source.raw_os_error() == Some(libc::EBUSY) =>
             {
                 drop(blk);
-                std::thread::sleep(std::time::Duration::from_millis(20));
+                std::thread::sleep(std::time::Duration::from_millis(25 << tries));
             }
             Err(e) => return Err(e),
         }
