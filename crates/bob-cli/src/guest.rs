@@ -172,16 +172,21 @@ fn in_guest(
     );
     let label = format!("{spec} ({})", kernel.release);
     bar.set_message(format!("{label}: booting"));
-    let session = vm::run_session(&kernel, &guest, command.resume_flag(), &options, &keep, |p| {
-        bar.set_message(match p {
-            Progress::Booting => format!("{label}: booting"),
-            Progress::Running(line) => {
-                format!("{label}: {}", line.chars().take(100).collect::<String>())
-            }
-        })
-    });
+    let cancel = &crate::signals::CANCEL;
+    let session =
+        vm::run_session(&kernel, &guest, command.resume_flag(), &options, &keep, cancel, |p| {
+            bar.set_message(match p {
+                Progress::Booting => format!("{label}: booting"),
+                Progress::Running(line) => {
+                    format!("{label}: {}", line.chars().take(100).collect::<String>())
+                }
+            })
+        });
     bar.finish_and_clear();
-    let session = session.map_err(environment)?;
+    let session = match session {
+        Err(vm::Error::Interrupted) => return Err(CliError::Interrupted),
+        other => other.map_err(environment)?,
+    };
     let run = &session.last;
     std::io::stdout().write_all(&run.stdout).map_err(CliError::Output)?;
     std::io::stderr().write_all(&run.stderr).map_err(CliError::Output)?;

@@ -169,6 +169,7 @@ pub fn run(
     command: &GuestCommand,
     options: &VmOptions,
     known: &super::crash_log::Known,
+    cancel: &std::sync::atomic::AtomicBool,
     mut progress: impl FnMut(&Progress),
 ) -> Result<GuestRun, Error> {
     check_tools()?;
@@ -195,6 +196,12 @@ pub fn run(
     let end = loop {
         if let Some(_code) = vm.try_wait() {
             break read_end(&ctl);
+        }
+        if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+            // The guest's bob and everything it holds live in the guest: stopping qemu
+            // releases them all.
+            vm.kill();
+            return Err(Error::Interrupted);
         }
         if boot_time.is_none() && ctl.join("uname").exists() {
             boot_time = Some(started.elapsed());

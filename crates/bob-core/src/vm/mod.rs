@@ -85,6 +85,9 @@ pub enum Error {
         /// The OS error.
         source: std::io::Error,
     },
+    /// Interrupted (SIGINT, SIGTERM): the guest was stopped.
+    #[error("interrupted")]
+    Interrupted,
     /// The guest never ran bob's command.
     #[error("the {kernel} guest did not start bob (console log: {console}): {line}")]
     NoStart {
@@ -116,13 +119,15 @@ pub const MAX_BOOTS: usize = 24;
 /// Runs `command` in a guest of `kernel`, booting again after each kernel crash on a crash
 /// state: the state is pinned ([`crash_log`]), the crash's console log kept in `keep`, and
 /// the command continues from its journal (`resume`: the argument that makes it resume,
-/// `None` for a command that cannot, which then ends at the first crash).
+/// `None` for a command that cannot, which then ends at the first crash). Setting
+/// `cancel` stops the guest ([`Error::Interrupted`]).
 pub fn run_session(
     kernel: &BootKernel,
     command: &GuestCommand,
     resume: Option<&str>,
     options: &VmOptions,
     keep: &Path,
+    cancel: &std::sync::atomic::AtomicBool,
     mut progress: impl FnMut(&Progress),
 ) -> Result<Session, Error> {
     let mut known = crash_log::Known::default();
@@ -130,7 +135,7 @@ pub fn run_session(
     let mut boots = 0;
     loop {
         boots += 1;
-        let run = guest::run(kernel, &command, options, &known, &mut progress)?;
+        let run = guest::run(kernel, &command, options, &known, cancel, &mut progress)?;
         let GuestEnd::KernelCrash(line) = &run.end else {
             return Ok(Session { last: run, crashes: known.crashes, boots });
         };
