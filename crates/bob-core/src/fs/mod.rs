@@ -864,7 +864,7 @@ pub(crate) fn complaint(program: &str, out: &crate::device::cmd::Output) -> Stri
     let line = match program {
         "fsck.f2fs" => lines.find(|l| l.contains("[Fail]")),
         "fsck.jfs" => lines.find(|l| l.contains(" detected ")),
-        "reiserfsck" => lines.filter(|l| l.contains("corruptions")).last(),
+        "reiserfsck" => lines.rfind(|l| l.contains("corruptions")),
         _ => None,
     };
     match line {
