@@ -3,7 +3,9 @@
 //! directories shared and bob re-run inside with the same arguments less the VM's own
 //! (`vm::run_session`), shows progress, and passes on the guest's output and exit code.
 //! With several kernels, each writes below `--out` in a directory of its own, and a
-//! table's verdicts are compared kernel to kernel as `bob diff` does.
+//! table's verdicts are compared kernel to kernel as `bob diff` does. `bob bench` with
+//! `--kernel` measures the host's kernel first and sets every kernel's cost per mounted
+//! state beside it (`bob_core::bench::KernelBenchReport`).
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -34,6 +36,11 @@ pub fn run(command: &Command, vm: &VmArgs) -> Result<Conclusion, CliError> {
     }
     let argv: Vec<OsString> = std::env::args_os().skip(1).collect();
     let base = without_flags(&argv, &VM_FLAGS);
+    if let Command::Bench(bench) = command {
+        if !bench.table && bench.latency.is_none() && bench.stream_states.is_none() {
+            return bench_on_kernels(command, specs, vm, &base, bench.format);
+        }
+    }
     let several = specs.len() > 1;
     let mut worst = 0u8;
     let mut tables = Vec::new();
@@ -49,16 +56,19 @@ pub fn run(command: &Command, vm: &VmArgs) -> Result<Conclusion, CliError> {
             (_, out) => (base.clone(), out.cloned()),
         };
         let code = match spec {
-            KernelSpec::Host => here(&args)?,
-            _ => in_guest(command, spec, vm, args, out.as_deref())?,
+            KernelSpec::Host => here(&args, false)?.0,
+            _ => in_guest(command, spec, vm, args, out.as_deref(), false)?.0,
         };
         if let Some(out) = &out {
-            tables.push((spec.to_string(), out.join("table.json")));
+            tables.push((spec.to_string(), spec.label(), out.join("table.json")));
         }
         worst = worst.max(code);
     }
-    if several && matches!(command, Command::Table(_)) {
+    if let (true, Command::Table(table)) = (several, command) {
         compare_tables(&tables)?;
+        if let Some(doc) = &table.doc {
+            write_matrix_document(doc, &tables, &argv)?;
+        }
     }
     Ok(Conclusion::Guest(worst))
 }
@@ -103,12 +113,64 @@ fn with_doc_suffix(args: Vec<OsString>, label: &str) -> Vec<OsString> {
     out
 }
 
-/// The command on this machine's kernel, as a child bob (one of several kernels).
-fn here(args: &[OsString]) -> Result<u8, CliError> {
+/// What a child bob printed on stdout, when it was kept rather than passed on.
+type Captured = Option<Vec<u8>>;
+
+/// The command on this machine's kernel, as a child bob (one of several kernels); its
+/// exit code, and its stdout when `capture`.
+fn here(args: &[OsString], capture: bool) -> Result<(u8, Captured), CliError> {
     eprintln!("bob: host kernel ({}):", host_release());
     let exe = std::env::current_exe().map_err(CliError::Output)?;
-    let status = std::process::Command::new(exe).args(args).status().map_err(CliError::Output)?;
-    Ok(status.code().map(|c| c.clamp(0, 255) as u8).unwrap_or(crate::exit::ERROR))
+    let mut child = std::process::Command::new(exe);
+    child.args(args);
+    if capture {
+        child.stdout(std::process::Stdio::piped());
+    }
+    let output = child.spawn().and_then(|c| c.wait_with_output()).map_err(CliError::Output)?;
+    let code = output.status.code().map(|c| c.clamp(0, 255) as u8).unwrap_or(crate::exit::ERROR);
+    Ok((code, capture.then_some(output.stdout)))
+}
+
+/// `bob bench --kernel`: the benchmark on the host's kernel, then on each kernel named
+/// (the host's is measured first even when not named, as the baseline), each as JSON,
+/// set side by side with each kernel's cost per mounted state against the host's.
+fn bench_on_kernels(
+    command: &Command,
+    mut specs: Vec<KernelSpec>,
+    vm: &VmArgs,
+    base: &[OsString],
+    format: crate::cli::Format,
+) -> Result<Conclusion, CliError> {
+    specs.retain(|s| !matches!(s, KernelSpec::Host));
+    specs.insert(0, KernelSpec::Host);
+    let mut args = without_flags(base, &["--format"]);
+    args.extend(["--format".into(), "json".into()]);
+    let mut worst = 0u8;
+    let mut kernels = Vec::new();
+    for spec in &specs {
+        let (code, stdout) = match spec {
+            KernelSpec::Host => here(&args, true)?,
+            _ => in_guest(command, spec, vm, args.clone(), None, true)?,
+        };
+        worst = worst.max(code);
+        let stdout = stdout.unwrap_or_default();
+        if stdout.is_empty() {
+            eprintln!("bob: bench on {spec} gave no report (exit {code}); it is left out");
+            continue;
+        }
+        let report: bob_core::bench::BenchReport = serde_json::from_slice(&stdout)
+            .map_err(|e| CliError::Environment(format!("bench on {spec}: its report: {e}")))?;
+        kernels.push(bob_core::bench::KernelBench {
+            kernel: spec.to_string(),
+            release: report.machine.kernel.clone(),
+            report,
+        });
+    }
+    let Some(report) = bob_core::bench::KernelBenchReport::of(kernels) else {
+        return Ok(Conclusion::Guest(worst.max(crate::exit::ERROR)));
+    };
+    crate::print::result(format, &report, || report.to_text())?;
+    Ok(Conclusion::Guest(worst))
 }
 
 fn host_release() -> String {
@@ -124,7 +186,8 @@ fn in_guest(
     vm: &VmArgs,
     args: Vec<OsString>,
     out: Option<&Path>,
-) -> Result<u8, CliError> {
+    capture: bool,
+) -> Result<(u8, Captured), CliError> {
     let cache = vm::kernel::cache_dir().map_err(environment)?;
     eprintln!("bob: {spec}: finding the kernel (a first use fetches it into {})", cache.display());
     let kernel = vm::kernel::resolve(spec, &cache).map_err(environment)?;
@@ -188,7 +251,9 @@ fn in_guest(
         other => other.map_err(environment)?,
     };
     let run = &session.last;
-    std::io::stdout().write_all(&run.stdout).map_err(CliError::Output)?;
+    if !capture {
+        std::io::stdout().write_all(&run.stdout).map_err(CliError::Output)?;
+    }
     std::io::stderr().write_all(&run.stderr).map_err(CliError::Output)?;
     let crashed = match session.crashes.len() {
         0 => String::new(),
@@ -204,7 +269,7 @@ fn in_guest(
         run.total.as_secs_f64(),
         session.boots,
     );
-    Ok(match &run.end {
+    let code = match &run.end {
         GuestEnd::Exited(code) => (*code).clamp(0, 255) as u8,
         GuestEnd::KernelCrash(line) => {
             let kept = keep_console(run, &keep)?;
@@ -223,7 +288,8 @@ fn in_guest(
             );
             crate::exit::ERROR
         }
-    })
+    };
+    Ok((code, capture.then(|| run.stdout.clone())))
 }
 
 fn keep_console(run: &vm::GuestRun, keep: &Path) -> Result<PathBuf, CliError> {
@@ -239,11 +305,49 @@ fn environment(e: vm::Error) -> CliError {
     CliError::Environment(e.to_string())
 }
 
+/// With several kernels and `--doc FILE.md`: FILE.md, the matrix (each kernel's table
+/// and what changes from the first), beside each kernel's own FILE-LABEL.md.
+fn write_matrix_document(
+    doc: &Path,
+    tables: &[(String, String, PathBuf)],
+    argv: &[OsString],
+) -> Result<(), CliError> {
+    let mut grids = Vec::new();
+    for (kernel, label, path) in tables {
+        if !path.exists() {
+            eprintln!("bob: no table of {kernel} for {}", doc.display());
+            continue;
+        }
+        let stem = doc.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        grids.push((kernel.clone(), bob_core::report::site::read_table(path)?, format!("{stem}-{label}.md")));
+    }
+    let kernels: Vec<_> = grids
+        .iter()
+        .map(|(label, grid, own)| bob_core::report::document::KernelTable {
+            label,
+            grid,
+            doc: Some(own.as_str()),
+        })
+        .collect();
+    let command = std::iter::once("bob".to_owned())
+        .chain(argv.iter().map(|a| a.to_string_lossy().into_owned()))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let text = bob_core::report::document::kernels_document(
+        &kernels,
+        &command,
+        &bob_core::report::document::Machine::here(),
+    );
+    std::fs::write(doc, text).map_err(|source| CliError::Io { path: doc.to_owned(), source })?;
+    eprintln!("bob: the kernel matrix is in {}", doc.display());
+    Ok(())
+}
+
 /// Prints, for each kernel after the first, the cells whose verdict differs from the
 /// first kernel's table.
-fn compare_tables(tables: &[(String, PathBuf)]) -> Result<(), CliError> {
-    let Some((first, first_path)) = tables.first() else { return Ok(()) };
-    for (kernel, path) in &tables[1..] {
+fn compare_tables(tables: &[(String, String, PathBuf)]) -> Result<(), CliError> {
+    let Some((first, _, first_path)) = tables.first() else { return Ok(()) };
+    for (kernel, _, path) in &tables[1..] {
         if !first_path.exists() || !path.exists() {
             eprintln!("bob: no table to compare for {first} and {kernel}");
             continue;

@@ -310,6 +310,8 @@ struct Part {
     positions: Vec<usize>,
     /// Length of its full state list (before sharding).
     generated: usize,
+    /// Distinct states the state cap left out of that list.
+    left_out: usize,
 }
 
 /// The schedules a cell records: those asked for that the configuration supports, in
@@ -502,6 +504,7 @@ fn assemble(
         position_base += part.generated;
     }
     let (mut cell, witness_index) = Cell::of_results(opts.config.name, opts.cell_name(), &results);
+    cell.states_left_out = parts.iter().map(|p| p.left_out).sum();
     cell.disk_model = recs.first().map(|r| r.subject.disk).unwrap_or_default();
     let setups = |source| recs.iter().filter(|r| r.setup == Some(source)).count();
     cell.setup_made = setups(record::SetupSource::Made);
@@ -814,7 +817,8 @@ fn check_schedule(
         &rec.journal,
     )?;
     drop(states);
-    Ok(Part { results, positions, generated })
+    let left_out = subject.states_left_out(&opts.explore.strategies, &opts.explore.limits);
+    Ok(Part { results, positions, generated, left_out })
 }
 
 /// For the properties that claim to test an op crossing commits (the multi-block ones):

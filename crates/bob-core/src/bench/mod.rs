@@ -38,6 +38,7 @@ mod conquest;
 mod engine;
 mod floor;
 mod fsbench;
+mod kernels;
 mod machine;
 mod metabench;
 mod naive;
@@ -54,6 +55,7 @@ pub use conquest::{
 pub use fsbench::{
     run_fs_bench, FsBenchError, FsBenchReport, FsRun, Postmark, PostmarkRun, ITERATIONS,
 };
+pub use kernels::{KernelBench, KernelBenchReport, KernelRatio};
 pub use metabench::{
     journal_async, meta_bench_designs, run_meta_bench, MetaBenchReport, MetaRun,
     FILES as META_FILES, JOURNAL_ASYNC,

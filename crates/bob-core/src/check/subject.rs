@@ -60,6 +60,20 @@ impl Subject {
         }
     }
 
+    /// How many distinct crash states of the disk's a state cap (`limits.max_states`)
+    /// leaves out of [`Subject::crash_states`]: 0 without a cap. Counting needs one pass
+    /// over the deterministic strategies' ids, no image.
+    pub fn states_left_out(
+        &self,
+        strategies: &[crate::crash::Strategy],
+        limits: &crate::crash::Limits,
+    ) -> usize {
+        if limits.max_states.is_none() {
+            return 0;
+        }
+        crate::crash::stream(&self.trace, &self.epochs, strategies, limits).truncated()
+    }
+
     /// Cuts the trace again under another disk model (state ids change meaning with it).
     pub fn set_disk(&mut self, disk: DiskModel) {
         if disk != self.disk || self.epochs.is_empty() {

@@ -409,6 +409,10 @@ pub struct Cell {
     /// witness.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_crash_witness: Option<String>,
+    /// Distinct crash states a state cap (`--max-states`) left out of this cell: when not
+    /// zero, a `held` says only that no checked state broke the property.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub states_left_out: usize,
     /// The first violation's (or failure's) one-line story.
     pub story: Option<String>,
     /// Id of the witness's crash state.
@@ -780,6 +784,7 @@ impl Cell {
             witness: None,
             kernel: None,
             kernel_crash_witness: None,
+            states_left_out: 0,
             story: None,
             witness_state: None,
             witness_position: None,

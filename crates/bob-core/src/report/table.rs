@@ -153,6 +153,8 @@ fn merge_cell(a: &mut Cell, b: &Cell) -> Result<(), MergeError> {
     a.states_explored += b.states_explored;
     a.states_unique += b.states_unique;
     a.states_mounted += b.states_mounted;
+    // Every shard counts what the cap left out of the whole list, not of its share.
+    a.states_left_out = a.states_left_out.max(b.states_left_out);
     a.add_speed_counts(b);
     a.seconds += b.seconds;
     a.infra_retries += b.infra_retries;
@@ -463,6 +465,8 @@ impl Grid {
                         let mark = if cell.confirmed == Some(false) || cell.confirm_error.is_some()
                         {
                             "x?"
+                        } else if cell.verdict == CellVerdict::Held && cell.states_left_out > 0 {
+                            "o*"
                         } else {
                             symbol(cell.verdict)
                         };
@@ -489,6 +493,7 @@ impl Grid {
             legend(),
             self.total_mounted()
         ));
+        s.push_str(&self.capped_note());
         if !failures.is_empty() {
             s.push('\n');
             for (i, cell) in failures.iter().enumerate() {
@@ -514,6 +519,24 @@ impl Grid {
         s.push_str(&self.beside_markdown());
         s.push_str(&self.scenarios_markdown());
         s
+    }
+
+    /// What a state cap left out, when it left anything: a capped `held` (`o*`) says only
+    /// that no checked state broke the property.
+    fn capped_note(&self) -> String {
+        let capped: Vec<&Cell> = self.cells.iter().filter(|c| c.states_left_out > 0).collect();
+        if capped.is_empty() {
+            return String::new();
+        }
+        let left: usize = capped.iter().map(|c| c.states_left_out).sum();
+        let held = capped.iter().filter(|c| c.verdict == CellVerdict::Held).count();
+        format!(
+            "\nA state cap (`--max-states`) left {left} distinct crash states out of {} cells, \
+             evenly over each recording's epochs; `o*` marks the {held} of them that held: no \
+             state checked broke the property, which does not say that none of those left out \
+             would.\n",
+            capped.len()
+        )
     }
 
     /// Findings of other rows seen in cells' states (a reordering outside the row's pair,
