@@ -319,7 +319,11 @@ fn write_matrix_document(
             continue;
         }
         let stem = doc.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        grids.push((kernel.clone(), bob_core::report::site::read_table(path)?, format!("{stem}-{label}.md")));
+        grids.push((
+            kernel.clone(),
+            bob_core::report::site::read_table(path)?,
+            format!("{stem}-{label}.md"),
+        ));
     }
     let kernels: Vec<_> = grids
         .iter()

@@ -1,6 +1,7 @@
 //! Kernel mounts of the device under test, unmounted on drop.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 use nix::mount::{MntFlags, MsFlags};
@@ -12,6 +13,46 @@ use super::{Error, Result};
 pub struct Mount {
     target: PathBuf,
     active: bool,
+    /// Held while mounted where the kernel mounts one btrfs of an fsid at a time.
+    _one_btrfs: Option<BtrfsTurn>,
+}
+
+/// Crash states of one recording (and the recordings of one shared setup) are copies of
+/// one btrfs: the same fsid and device id. A kernel before 6.7 (no `temp_fsid` feature)
+/// refuses to mount a second device of a mounted fsid ("File exists"), which would read as
+/// an unrecoverable crash state; there, btrfs mounts of this process take turns.
+static ONE_BTRFS_AT_A_TIME: (Mutex<bool>, Condvar) = (Mutex::new(false), Condvar::new());
+
+/// A btrfs mount's turn; the next waiting mount goes when it drops. (Not a `MutexGuard`:
+/// a mount may be made on one thread and dropped on another.)
+#[derive(Debug)]
+struct BtrfsTurn;
+
+impl BtrfsTurn {
+    fn take() -> BtrfsTurn {
+        let (taken, freed) = &ONE_BTRFS_AT_A_TIME;
+        let mut taken = taken.lock().unwrap_or_else(|p| p.into_inner());
+        while *taken {
+            taken = freed.wait(taken).unwrap_or_else(|p| p.into_inner());
+        }
+        *taken = true;
+        BtrfsTurn
+    }
+}
+
+impl Drop for BtrfsTurn {
+    fn drop(&mut self) {
+        let (taken, freed) = &ONE_BTRFS_AT_A_TIME;
+        *taken.lock().unwrap_or_else(|p| p.into_inner()) = false;
+        freed.notify_one();
+    }
+}
+
+/// Whether this kernel's btrfs must mount one device of an fsid at a time (see
+/// [`ONE_BTRFS_AT_A_TIME`]). Read after btrfs is loaded (its sysfs directory exists).
+fn btrfs_mounts_take_turns() -> bool {
+    let features = Path::new("/sys/fs/btrfs/features");
+    features.is_dir() && !features.join("temp_fsid").exists()
 }
 
 /// Mounts `device` on `target` as `fstype` with `options` (the comma-separated data string;
@@ -29,6 +70,7 @@ pub fn mount(device: &Path, target: &Path, fstype: &str, options: &str) -> Resul
         }
     }
     let data = data.join(",");
+    let one_btrfs = (fstype == "btrfs" && btrfs_mounts_take_turns()).then(BtrfsTurn::take);
     nix::mount::mount(Some(device), target, Some(fstype), flags, Some(data.as_str())).map_err(
         |e| Error::Mount {
             what: format!("-t {fstype} -o {options} {}", device.display()),
@@ -36,7 +78,7 @@ pub fn mount(device: &Path, target: &Path, fstype: &str, options: &str) -> Resul
             source: e.into(),
         },
     )?;
-    Ok(Mount { target: target.to_owned(), active: true })
+    Ok(Mount { target: target.to_owned(), active: true, _one_btrfs: one_btrfs })
 }
 
 /// [`mount`] that gives up after `timeout` (`None`): a mount of a damaged image can hang in
@@ -63,6 +105,7 @@ impl Mount {
     pub fn unmount(mut self) -> Result<()> {
         self.active = false;
         unmount_path(&self.target)
+        // The turn (if any) ends as `self` drops, after the unmount.
     }
 }
 

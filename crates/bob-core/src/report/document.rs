@@ -127,47 +127,6 @@ impl Grid {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::report::Cell;
-
-    fn grid() -> Grid {
-        let mut cell = Cell::of_results("ext4-ordered", "single-block-append", &[]).0;
-        cell.seconds = 2.0;
-        let mut crossed = cell.clone();
-        crossed.property = "rename-atomic".into();
-        crossed.verdict = crate::check::OutcomeKind::Violated;
-        crossed.witness = Some("/tmp/bob-out/table/ext4-ordered/rename-atomic".into());
-        crossed.story = Some("op 1 did not persist (state e2:0)".into());
-        Grid {
-            schema_version: crate::report::SCHEMA_VERSION,
-            kernel: "6.1.0-test".into(),
-            tool_version: "0.1.0".into(),
-            configs: vec!["ext4-ordered".into()],
-            properties: vec!["single-block-append".into(), "rename-atomic".into()],
-            cells: vec![cell, crossed],
-            notes: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn document_names_witnesses_relative_to_out() {
-        let machine = Machine { cores: 2, memory: "4 GiB".into() };
-        let text = document(&grid(), Path::new("docs/results.md"), &machine);
-        assert!(!text.contains("/tmp/"), "{text}");
-        insta::assert_snapshot!("results_document", text);
-    }
-
-    #[test]
-    fn regenerating_command_names_only_what_differs_from_all() {
-        assert_eq!(
-            regenerate_command(&grid()),
-            "bob table --fs ext4-ordered --property single-block-append,rename-atomic"
-        );
-    }
-}
-
 /// One kernel's table in a kernel matrix ([`kernels_document`]).
 pub struct KernelTable<'a> {
     /// The kernel as named on the command line (`host`, `debian:6.12`).
@@ -218,11 +177,94 @@ pub fn kernels_document(tables: &[KernelTable], command: &str, machine: &Machine
     if let Some((first, rest)) = tables.split_first() {
         s.push_str("## What changes from kernel to kernel\n\n");
         for t in rest {
-            let diff = super::diff::TableDiff::of(first.label, first.grid, t.label, t.grid);
+            let diff = super::diff::TableDiff::of(
+                first.label,
+                &with_relative_witnesses(first.grid),
+                t.label,
+                &with_relative_witnesses(t.grid),
+            );
             s.push_str(&format!("### {} against {}\n\n", t.label, first.label));
             s.push_str(&diff.to_markdown());
             s.push('\n');
         }
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::Cell;
+
+    fn grid() -> Grid {
+        let mut cell = Cell::of_results("ext4-ordered", "single-block-append", &[]).0;
+        cell.seconds = 2.0;
+        let mut crossed = cell.clone();
+        crossed.property = "rename-atomic".into();
+        crossed.verdict = crate::check::OutcomeKind::Violated;
+        crossed.witness = Some("/tmp/bob-out/table/ext4-ordered/rename-atomic".into());
+        crossed.story = Some("op 1 did not persist (state e2:0)".into());
+        Grid {
+            schema_version: crate::report::SCHEMA_VERSION,
+            kernel: "6.1.0-test".into(),
+            tool_version: "0.1.0".into(),
+            configs: vec!["ext4-ordered".into()],
+            properties: vec!["single-block-append".into(), "rename-atomic".into()],
+            cells: vec![cell, crossed],
+            notes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn document_names_witnesses_relative_to_out() {
+        let machine = Machine { cores: 2, memory: "4 GiB".into() };
+        let text = document(&grid(), Path::new("docs/results.md"), &machine);
+        assert!(!text.contains("/tmp/"), "{text}");
+        insta::assert_snapshot!("results_document", text);
+    }
+
+    #[test]
+    fn regenerating_command_names_only_what_differs_from_all() {
+        assert_eq!(
+            regenerate_command(&grid()),
+            "bob table --fs ext4-ordered --property single-block-append,rename-atomic"
+        );
+    }
+
+    #[test]
+    fn a_kernel_matrix_shows_each_kernel_and_what_changed() {
+        let machine = Machine { cores: 2, memory: "4 GiB".into() };
+        let host = grid();
+        let mut guest = grid();
+        guest.kernel = "6.12.0-test".into();
+        let crossed = &mut guest.cells[1];
+        crossed.verdict = crate::check::OutcomeKind::Held;
+        crossed.witness = None;
+        crossed.story = None;
+        let text = kernels_document(
+            &[
+                KernelTable { label: "host", grid: &host, doc: Some("r-host.md") },
+                KernelTable { label: "debian:6.12", grid: &guest, doc: Some("r-debian-6.12.md") },
+            ],
+            "bob table --kernel host,debian:6.12 --doc r.md",
+            &machine,
+        );
+        assert!(text.contains("## host (6.1.0-test)"), "{text}");
+        assert!(text.contains("## debian:6.12 (6.12.0-test)"), "{text}");
+        assert!(text.contains("[r-debian-6.12.md](r-debian-6.12.md)"), "{text}");
+        let changes = &text[text.find("### debian:6.12 against host").expect("a diff section")..];
+        assert!(changes.contains("rename-atomic"), "{changes}");
+        assert!(!changes.contains("No verdict changed"), "{changes}");
+        assert!(!text.contains("/tmp/"), "{text}");
+    }
+
+    #[test]
+    fn a_capped_held_cell_says_so() {
+        let mut g = grid();
+        assert!(!g.to_markdown().contains("| * "));
+        g.cells[0].states_left_out = 10;
+        let text = g.to_markdown();
+        assert!(text.contains("| * 0/0/0 |"), "{text}");
+        assert!(text.contains("left 10 distinct crash states out of 1 cells"), "{text}");
+    }
 }

@@ -466,7 +466,7 @@ impl Grid {
                         {
                             "x?"
                         } else if cell.verdict == CellVerdict::Held && cell.states_left_out > 0 {
-                            "o*"
+                            "*"
                         } else {
                             symbol(cell.verdict)
                         };
@@ -521,7 +521,7 @@ impl Grid {
         s
     }
 
-    /// What a state cap left out, when it left anything: a capped `held` (`o*`) says only
+    /// What a state cap left out, when it left anything: a capped `held` (`*`) says only
     /// that no checked state broke the property.
     fn capped_note(&self) -> String {
         let capped: Vec<&Cell> = self.cells.iter().filter(|c| c.states_left_out > 0).collect();
@@ -532,7 +532,7 @@ impl Grid {
         let held = capped.iter().filter(|c| c.verdict == CellVerdict::Held).count();
         format!(
             "\nA state cap (`--max-states`) left {left} distinct crash states out of {} cells, \
-             evenly over each recording's epochs; `o*` marks the {held} of them that held: no \
+             evenly over each recording's epochs; `*` marks the {held} of them that held: no \
              state checked broke the property, which does not say that none of those left out \
              would.\n",
             capped.len()
