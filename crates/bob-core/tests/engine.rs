@@ -291,8 +291,9 @@ impl Recorded {
     ) -> Result<Vec<StateResult>, check::Error> {
         let work_dir = self.dir.path().join(name);
         std::fs::create_dir_all(&work_dir).unwrap();
-        let options = EngineOptions { jobs, timeouts: Timeouts::default(), work_dir, speed };
-        check::run_states(&self.subject, &self.states, &options, progress, cancel)
+        let options =
+            EngineOptions { jobs, speed, progress, cancel, ..EngineOptions::new(work_dir) };
+        check::run_states(&self.subject, self.states.iter().cloned(), &options)
     }
 }
 
@@ -382,32 +383,23 @@ fn parallel_and_serial_runs_agree() {
     // states in the same order, the same dedup and verdicts as the list.
     let work_dir = rec.dir.path().join("streamed");
     std::fs::create_dir_all(&work_dir).unwrap();
-    let options = EngineOptions {
-        jobs: 2,
-        timeouts: Timeouts::default(),
-        work_dir,
-        speed: check::Speedups::default(),
-    };
     let subject = &rec.subject;
-    let mut stream = crash::stream(
+    let stream = crash::stream(
         &subject.trace,
         &subject.epochs,
         crash::Strategy::DEFAULT,
         &Limits::default(),
     );
     let most_seen = AtomicUsize::new(0);
-    let streamed = check::run_state_stream(
-        subject,
-        &check::Judge::Oracle,
-        &mut stream,
-        &options,
-        &|_, taken| {
+    let options = EngineOptions {
+        jobs: 2,
+        progress: &|_, taken| {
             most_seen.fetch_max(taken, Ordering::Relaxed);
         },
-        &cancel,
-        &check::Journal::default(),
-    )
-    .expect("streamed");
+        cancel: &cancel,
+        ..EngineOptions::new(work_dir)
+    };
+    let streamed = check::run_states(subject, stream, &options).expect("streamed");
     assert_nothing_left(rec.dir.path(), "the streamed run");
     assert_eq!(streamed.len(), rec.states.len());
     let distinct = streamed.iter().enumerate().filter(|(i, r)| r.mounted_as == *i).count();
@@ -750,23 +742,14 @@ fn a_resumed_run_keeps_the_retries_its_journal_recorded() {
     let run = |name: &str| {
         let work_dir = rec.dir.path().join(name);
         std::fs::create_dir_all(&work_dir).unwrap();
+        let journal = check::Journal::open(&journal_path).unwrap();
         let options = EngineOptions {
             jobs: 2,
-            timeouts: Timeouts::default(),
-            work_dir,
-            speed: check::Speedups::default(),
+            journal: Some(&journal),
+            cancel: &cancel,
+            ..EngineOptions::new(work_dir)
         };
-        let journal = check::Journal::open(&journal_path).unwrap();
-        check::run_states_journaled(
-            &rec.subject,
-            &check::Judge::Oracle,
-            &rec.states,
-            &options,
-            &|_, _| {},
-            &cancel,
-            &journal,
-        )
-        .unwrap()
+        check::run_states(&rec.subject, rec.states.iter().cloned(), &options).unwrap()
     };
     let first = run("first");
     let distinct = first.iter().enumerate().filter(|(i, r)| r.mounted_as == *i).count();

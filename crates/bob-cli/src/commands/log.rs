@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 
+use bob_core::crash::compare::compare;
 use bob_core::output::LogEntryRow;
-use bob_core::trace::compare::compare;
 use bob_core::trace::log::{read_log_file, LogReader};
 use bob_core::trace::{flags, replay_log, TraceDir};
 
@@ -124,7 +124,7 @@ fn list_log(path: &Path, format: Format) -> Result {
     Ok(Conclusion::ReplayLog(0))
 }
 
-/// `--compare`: the two recordings side by side (bob_core::trace::compare).
+/// `--compare`: the two recordings side by side (bob_core::crash::compare).
 fn compare_logs(a: &Path, b: &Path, format: Format) -> Result {
     use bob_core::crash::{DiskModel, Limits, Strategy};
     let (ta, tb) = (read_log_file(a)?, read_log_file(b)?);

@@ -78,22 +78,17 @@ pub fn check_trace(
     let engine = EngineOptions {
         jobs: opts.explore.jobs,
         timeouts: opts.explore.timeouts,
-        work_dir: work.path().to_owned(),
         speed: opts.explore.speed,
+        judge: &judge,
+        progress: &|d, t| progress.state_done(d, t),
+        cancel,
+        ..EngineOptions::new(work.path())
     };
     // The states are streamed into the engine; the bar grows until the stream ends.
     progress.phase("checking", 0);
     // A trace with a persistent-memory region: its states name both devices.
-    let mut states = subject.crash_states(&opts.explore.strategies, &opts.explore.limits);
-    let results = check::run_state_stream(
-        &subject,
-        &judge,
-        &mut states,
-        &engine,
-        &|d, t| progress.state_done(d, t),
-        cancel,
-        &check::Journal::default(),
-    )?;
+    let states = subject.crash_states(&opts.explore.strategies, &opts.explore.limits);
+    let results = check::run_states(&subject, states, &engine)?;
     let label = match &opts.checker {
         Some(c) => format!("checker: {c}"),
         None => "fsck only".to_owned(),
