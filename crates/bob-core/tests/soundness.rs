@@ -55,8 +55,8 @@ fn no_violation(config: &str, seed: u64) -> Result<(), TestCaseError> {
             workload.ops
         );
     }
-    prop_assert!(bob_core::device::registry::mounts_below(scratch.path()).is_empty());
-    prop_assert!(bob_core::device::registry::loops_below(scratch.path()).is_empty());
+    prop_assert!(bob_core::device::mounts::mounts_below(scratch.path()).is_empty());
+    prop_assert!(bob_core::device::mounts::loops_below(scratch.path()).is_empty());
     Ok(())
 }
 
