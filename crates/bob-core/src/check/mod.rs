@@ -36,7 +36,7 @@ pub use engine::{
 pub use journal::Journal;
 pub use outcome::{Outcome, OutcomeKind};
 pub use state::{check_image, check_image_with, pm_image_path, AfterRecovery, RecoveredCache};
-pub use subject::{qualified_id, split_schedule, Subject};
+pub use subject::{qualified_id, split_schedule, Recorded, Subject};
 
 /// Checking errors: the environment failed, not the file system under test.
 #[derive(Debug, thiserror::Error)]
