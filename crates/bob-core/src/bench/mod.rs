@@ -700,3 +700,30 @@ struct Figures {
     floor_ms: f64,
     ms_per_mounted: f64,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn configs(names: &[&str]) -> Vec<crate::fs::FsConfig> {
+        names.iter().map(|n| crate::fs::by_name(n).unwrap_or_else(|| panic!("{n}"))).collect()
+    }
+
+    #[test]
+    fn the_latency_bench_is_the_one_of_the_configurations_named() {
+        let of = |names: &[&str]| LatencyBench::of(&configs(names));
+        assert_eq!(of(&["conquest", "optfs"]), Ok(LatencyBench::Conquest));
+        let Ok(LatencyBench::Metadata(designs)) = of(&["softupdates", "valor"]) else {
+            panic!("{:?}", of(&["softupdates", "valor"]))
+        };
+        assert!(designs.contains(&researchfs::Design::Valor), "{designs:?}");
+        assert!(designs.contains(&researchfs::Design::Softupdates), "{designs:?}");
+        let kernel = of(&["softupdates", "ext4-ordered"]).unwrap_err();
+        assert!(kernel.contains("ext4-ordered is a kernel configuration"), "{kernel}");
+        assert_eq!(of(&["valor"]), Ok(LatencyBench::Valor));
+        assert_eq!(of(&["optfs", "journal-flush"]), Ok(LatencyBench::Journaling));
+        assert_eq!(of(&[]), Ok(LatencyBench::Journaling));
+        let other = of(&["optfs", "ext2"]).unwrap_err();
+        assert!(other.contains("ext2 is not one of them") && !other.contains("--"), "{other}");
+    }
+}
