@@ -19,7 +19,7 @@ pub use grid::{
     cached_cells, cached_cells_path, disk_models, run_cell_cached, run_table, TableOptions,
     TableProgress,
 };
-pub use replay::{replay_witness, ReplayOptions};
+pub use replay::{replay_witness, witness_state, ReplayOptions};
 pub use traces::{cell_traces, cell_traces_in, load_trace_set, record_table, MANIFEST, TRACES};
 
 use std::path::{Path, PathBuf};
@@ -74,6 +74,11 @@ pub enum Error {
     /// disk models where one is needed, an empty checker command).
     #[error("{0}")]
     Invalid(String),
+    /// Shards asked of a cell or table that would record afresh: each shard would split
+    /// the states of a recording of its own, and no merge of such shards is a partition
+    /// of one recording.
+    #[error("shards must split one saved recording, and none is given")]
+    ShardsNeedSavedTraces,
     /// A cell of a table failed (not its file system: bob or the machine).
     #[error("{config} / {property}: {source}")]
     Cell {
@@ -166,6 +171,15 @@ pub struct RunOptions {
 }
 
 impl RunOptions {
+    /// Refuses options that cannot be run as asked: shards of a recording made afresh
+    /// ([`Error::ShardsNeedSavedTraces`]).
+    pub fn validate(&self) -> Result<(), Error> {
+        match (self.shard, &self.trace) {
+            (Some(_), None) => Err(Error::ShardsNeedSavedTraces),
+            _ => Ok(()),
+        }
+    }
+
     /// The name of the cell's row: the workload's (with `workload`) or the property's.
     pub fn cell_name(&self) -> &str {
         match &self.workload {
@@ -339,6 +353,7 @@ pub fn run_cell(
     progress: &dyn Progress,
     cancel: &AtomicBool,
 ) -> Result<Vec<Cell>, Error> {
+    opts.validate()?;
     let recorded = record_cell(opts, progress, cancel)?;
     let mut cells = check_cell(recorded, progress, cancel)?;
     // Each cell names the kernel its states were checked on, so a cell read on its own
@@ -589,11 +604,13 @@ impl Assembly<'_> {
     /// Mount failures and read errors by cause, each schedule's against its own image.
     fn add_causes(&self, cell: &mut Cell) {
         for ((rec, part), span) in self.recs.iter().zip(self.parts).zip(&self.union.spans) {
-            let (mut mounts, mut reads) = report::cell_causes(
+            let regions =
+                rec.subject.regions_if_unmountable(&part.results, self.opts.explore.timeouts.fsck);
+            let (mut mounts, mut reads) = report::summarize_causes(
                 &part.results,
                 &self.union.positions[span.clone()],
                 &rec.subject,
-                self.opts.explore.timeouts.fsck,
+                &regions,
             );
             if let Some(s) = rec.subject.schedule {
                 for m in &mut mounts {
@@ -1125,28 +1142,16 @@ pub fn subject_of(
     schedule: Option<Schedule>,
     disk: crash::DiskModel,
 ) -> Result<(Subject, crate::trace::sidecar::Sidecar), check::Error> {
-    let base = crate::image::BaseImage::open(&recording.base_image)
-        .map_err(|source| check::Error::Io { path: recording.base_image.clone(), source })?;
-    let trace = std::sync::Arc::new(recording.trace);
-    let epochs = crash::epochs(&trace, &disk);
-    let pm = crate::pm::PmTrace::load_beside(&recording.base_image)
-        .map_err(|e| check::Error::Io {
-            path: recording.base_image.clone(),
-            source: std::io::Error::other(e.to_string()),
-        })?
-        .map(std::sync::Arc::new);
-    let subject = Subject {
-        pm,
+    let recorded = check::Recorded {
         config,
         workload,
         observed: recording.observed,
-        trace,
-        epochs,
+        trace: recording.trace,
         spans: recording.sidecar.ops.clone(),
         schedule,
-        base: std::sync::Arc::new(base),
-        disk,
+        base_image: recording.base_image,
     };
+    let subject = Subject::load(recorded, disk)?;
     Ok((subject, recording.sidecar))
 }
 

@@ -22,6 +22,7 @@ use bob_core::bench::same_verdict;
 use bob_core::check::{self, EngineOptions, StateResult, Subject};
 use bob_core::crash::{self, Applied, CrashState, Epoch, Limits, OverlayBuilder, StateId};
 use bob_core::device::fusedisk::Disk;
+use bob_core::device::mounts;
 use bob_core::fs::Timeouts;
 use bob_core::image::{file_digest, BaseImage, CrashView};
 use bob_core::record;
@@ -321,29 +322,9 @@ impl Recorded {
 
 /// Loop devices whose backing file is below `dir`.
 fn loops_below(dir: &Path) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/sys/block").unwrap().flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !name.starts_with("loop") {
-            continue;
-        }
-        if let Ok(backing) = std::fs::read_to_string(entry.path().join("loop/backing_file")) {
-            if Path::new(backing.trim()).starts_with(dir) {
-                found.push(format!("/dev/{name} -> {}", backing.trim()));
-            }
-        }
-    }
-    found
-}
-
-/// Mount points at or below `dir`.
-fn mounts_below(dir: &Path) -> Vec<String> {
-    std::fs::read_to_string("/proc/self/mounts")
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(1))
-        .map(|m| m.replace("\\040", " "))
-        .filter(|m| Path::new(m).starts_with(dir))
+    mounts::loops_below(dir)
+        .into_iter()
+        .map(|l| format!("{} -> {}", l.device.display(), l.backing.display()))
         .collect()
 }
 
@@ -353,7 +334,7 @@ fn mounts_below(dir: &Path) -> Vec<String> {
 fn assert_nothing_left(dir: &Path, after: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let (loops, mounts) = (loops_below(dir), mounts_below(dir));
+        let (loops, mounts) = (loops_below(dir), mounts::mounts_below(dir));
         if loops.is_empty() && mounts.is_empty() {
             return;
         }
@@ -530,10 +511,7 @@ fn a_fsynced_file_whose_name_vanished_is_a_violation() {
 }
 
 fn fusectl_mounted() -> bool {
-    std::fs::read_to_string("/proc/self/mounts")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.split_whitespace().nth(2) == Some("fusectl"))
+    mounts::mountinfo().iter().any(|m| m.fstype == "fusectl")
 }
 
 /// Aborting a FUSE connection works where fusectl is not mounted (this VM), and leaves

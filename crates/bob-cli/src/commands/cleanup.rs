@@ -16,22 +16,7 @@ pub fn run(args: CleanupArgs) -> Result<Conclusion, CliError> {
         ));
     }
     let r = run::reclaim_dead();
-    print::result(args.format, &r, || {
-        let mut s = format!(
-            "reclaimed {} dead bob process(es): {} mounts, {} dm targets, {} loop devices, \
-             {} scratch dirs, {} tracefs instances\n",
-            r.processes.len(),
-            r.mounts.len(),
-            r.dm_targets.len(),
-            r.loop_devices.len(),
-            r.dirs.len(),
-            r.tracefs_instances.len()
-        );
-        for f in &r.failures {
-            s.push_str(&format!("  could not release: {f}\n"));
-        }
-        s
-    })?;
+    print::result(args.format, &r, || r.to_string())?;
     if r.failures.is_empty() {
         Ok(Conclusion::Done)
     } else {
@@ -41,16 +26,7 @@ pub fn run(args: CleanupArgs) -> Result<Conclusion, CliError> {
 
 /// Reclaims what dead bob processes left, saying so in one line if there was anything.
 pub fn reclaim_quietly() {
-    let r = run::reclaim_dead();
-    if !r.processes.is_empty() || !r.tracefs_instances.is_empty() {
-        eprintln!(
-            "bob: reclaimed what {} killed bob process(es) left: {} mounts, {} dm targets, {} loop devices, {} scratch dirs, {} tracefs instances",
-            r.processes.len(),
-            r.mounts.len(),
-            r.dm_targets.len(),
-            r.loop_devices.len(),
-            r.dirs.len(),
-            r.tracefs_instances.len()
-        );
+    if let Some(notice) = run::reclaim_dead().notice() {
+        eprintln!("bob: {notice}");
     }
 }

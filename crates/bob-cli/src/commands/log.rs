@@ -11,7 +11,7 @@ use std::sync::atomic::AtomicBool;
 use bob_core::crash::compare::compare;
 use bob_core::output::LogEntryRow;
 use bob_core::trace::log::{read_log_file, LogReader};
-use bob_core::trace::{flags, replay_log, TraceDir};
+use bob_core::trace::{replay_log, TraceDir};
 
 use crate::cli::{Format, LogArgs};
 use crate::error::CliError;
@@ -94,28 +94,12 @@ fn list_log(path: &Path, format: Format) -> Result {
     let mut out = std::io::stdout().lock();
     let mut json = Vec::new();
     for (i, e) in reader.enumerate() {
-        let e = e?;
+        let row = LogEntryRow::of(i, &e?);
         match format {
             Format::Text => {
-                let mark = e.mark_text().unwrap_or_default();
-                let _ = writeln!(
-                    out,
-                    "{i} {} {} {}{}{}",
-                    e.sector,
-                    e.nr_sectors,
-                    flags::names(e.flags),
-                    if mark.is_empty() { "" } else { " " },
-                    mark
-                );
+                let _ = writeln!(out, "{row}");
             }
-            Format::Json => json.push(LogEntryRow {
-                index: i,
-                sector: e.sector,
-                nr_sectors: e.nr_sectors,
-                flags: e.flags,
-                flag_names: flags::names(e.flags),
-                mark: e.mark_text(),
-            }),
+            Format::Json => json.push(row),
         }
     }
     if format == Format::Json {

@@ -46,7 +46,7 @@ pub mod strategy;
 #[cfg(test)]
 mod tests;
 
-pub use disk::{DiskModel, FuaModel};
+pub use disk::{AtomicWriteUnits, DiskModel, FuaModel};
 pub use epoch::{epochs, op_epochs, Barrier, Epoch, OpEpochs};
 pub use id::{Applied, StateId};
 pub use overlay::{overlay, Overlay, OverlayBuilder, SectorSource};

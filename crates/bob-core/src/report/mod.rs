@@ -278,30 +278,11 @@ pub fn torn_write_role(subject: &Subject, regions: &Regions, id: &StateId) -> Op
         .min()
 }
 
-/// [`summarize_causes`], finding the image's regions (see [`Regions::of_image`], which
-/// runs `debugfs` or `xfs_db` under `timeout`) once, and only when some state failed to
-/// mount.
-pub fn cell_causes(
-    results: &[StateResult],
-    positions: &[usize],
-    subject: &Subject,
-    timeout: std::time::Duration,
-) -> (Vec<MountFailure>, Vec<ReadErrorCause>) {
-    let any_mount_failure = results
-        .iter()
-        .any(|r| r.check.repair.is_some() || r.check.outcome.kind() == OutcomeKind::Unrecoverable);
-    let regions = if any_mount_failure {
-        Regions::of_image(&subject.config, subject.base.path(), timeout)
-    } else {
-        Regions::default()
-    };
-    summarize_causes(results, positions, subject, &regions)
-}
-
 /// Per cause, over `results` (explored states, duplicates included; `positions[i]` is
 /// `results[i]`'s position in the cell's full list): the states whose kernel mount failed
 /// (repaired or not) by kernel error, repair step and torn region, and the states with a
-/// read error by path and error.
+/// read error by path and error. `regions` are the image's regions
+/// ([`Subject::regions_if_unmountable`]), which name the region a torn write tore.
 pub fn summarize_causes(
     results: &[StateResult],
     positions: &[usize],

@@ -14,6 +14,8 @@
 //! * `signatures/SLUG/workload.json`: each signature's minimal workload, and
 //!   `reproduce.sh`, its standalone reproducer.
 
+pub mod merge;
+
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -22,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use workloads::explore::{discrepancy_of_story, Bounds, Generator};
-use workloads::{Guarantee, Workload};
+use workloads::Workload;
 
 use super::{scratch_dir, Error, Quiet, RunOptions};
 use crate::check::OutcomeKind;
@@ -52,7 +54,7 @@ pub struct ExploreOptions {
     pub budget: Option<Duration>,
     /// Continue the run journaled in `out`.
     pub resume: bool,
-    /// Add each configuration's documented guarantees ([`documented_guarantees`]).
+    /// Add each configuration's documented guarantees (its profile's, [`crate::fs::profile`]).
     pub documented: bool,
     /// Shrink each new signature's workload to a minimal witness.
     pub shrink: bool,
@@ -74,25 +76,6 @@ pub trait ExploreProgress: Sync {
     fn start(&self, total: Option<u64>);
     /// One more run done; `signatures` found so far; `last`: its workload and config.
     fn done(&self, done: u64, signatures: usize, last: &str);
-}
-
-/// The promises beyond POSIX a configuration's file system documents (see [`Guarantee`]),
-/// as its guarantee profile declares them ([`crate::fs::profile`]).
-pub fn documented_guarantees(config: &FsConfig) -> Vec<Guarantee> {
-    crate::fs::profile(config).guarantees
-}
-
-/// Why `config` cannot run `w`: an operation its guarantee profile says it does not have
-/// (the research designs have no symlinks, extended attributes or fallocate). Such a run
-/// is skipped and counted as unsupported, never recorded.
-fn unsupported_op(config: &FsConfig, w: &Workload) -> Option<String> {
-    let missing = crate::fs::profile(config).unsupported;
-    let op = w
-        .setup
-        .iter()
-        .chain(&w.ops)
-        .find(|op| workloads::explore::CoreOp::of(op).is_some_and(|k| missing.contains(&k)))?;
-    Some(format!("{} does not support {} ({op})", config.name, op.kind().name()))
 }
 
 /// One journal line.
@@ -456,7 +439,7 @@ fn for_config(w: &Workload, config: &FsConfig, documented: bool) -> Workload {
             .collect();
     }
     if documented {
-        for g in documented_guarantees(config) {
+        for g in crate::fs::profile(config).guarantees {
             if !w.guarantees.contains(&g) {
                 w.guarantees.push(g);
             }
@@ -633,7 +616,7 @@ struct Recorder<'a> {
 
 impl Recorder<'_> {
     fn record(&self, job: &Job) -> Result<Recorded, Error> {
-        if let Some(why) = unsupported_op(job.config, &job.workload) {
+        if let Some(why) = job.config.unsupported_op(&job.workload) {
             return Ok(Recorded::Unsupported(why));
         }
         let save_trace = job.recovery.map(|_| job.trace_dir.as_path());
@@ -923,7 +906,7 @@ fn summarize(
         let mut guarantees: Vec<String> =
             opts.bounds.guarantees.iter().map(|g| g.name().to_owned()).collect();
         if opts.documented {
-            guarantees.extend(documented_guarantees(c).iter().map(|g| g.name().to_owned()));
+            guarantees.extend(crate::fs::profile(c).guarantees.iter().map(|g| g.name().to_owned()));
             guarantees.sort();
             guarantees.dedup();
         }

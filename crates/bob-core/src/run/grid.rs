@@ -12,7 +12,7 @@ use super::{
     unavailable_cell, Error, Progress, Quiet, RecordedCell, RunOptions,
 };
 use crate::check;
-use crate::crash::{DiskModel, FuaModel};
+use crate::crash::{AtomicWriteUnits, DiskModel, FuaModel};
 use crate::fs::FsConfig;
 use crate::output::TraceSet;
 use crate::report::table::Grid;
@@ -28,14 +28,24 @@ pub struct TableOptions {
     pub properties: Vec<Property>,
     /// The options every cell shares.
     pub cell: RunOptions,
-    /// The atomic write unit(s), as `--atomic-write-unit` gives them (resolved against
-    /// each configuration's block size).
-    pub atomic_write_unit: String,
+    /// The atomic write unit(s), checked against each configuration's block size.
+    pub atomic_write_unit: AtomicWriteUnits,
     /// What a FUA write means.
     pub fua: FuaModel,
     /// Check the recordings of this trace set (`bob table --record-only`) instead of
     /// recording each cell (`--traces`), so that shards split the same recordings.
     pub traces: Option<PathBuf>,
+}
+
+impl TableOptions {
+    /// Refuses a table that cannot be run as asked: shards of recordings made afresh
+    /// rather than of a saved trace set ([`Error::ShardsNeedSavedTraces`]).
+    pub fn validate(&self) -> Result<(), Error> {
+        match (self.cell.shard, &self.traces) {
+            (Some(_), None) => Err(Error::ShardsNeedSavedTraces),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Progress of a table: the cell being run, and each cell as it finishes (with the
@@ -49,9 +59,12 @@ pub trait TableProgress: Progress {
 }
 
 /// The disk models `units` and `fua` name for a configuration with this block size.
-pub fn disk_models(units: &str, fua: FuaModel, block_size: u64) -> Result<Vec<DiskModel>, Error> {
-    DiskModel::list(units, fua, block_size)
-        .map_err(|e| Error::Invalid(format!("--atomic-write-unit: {e}")))
+pub fn disk_models(
+    units: &AtomicWriteUnits,
+    fua: FuaModel,
+    block_size: u64,
+) -> Result<Vec<DiskModel>, Error> {
+    DiskModel::list(units, fua, block_size).map_err(Error::Invalid)
 }
 
 /// Runs every cell of the table. The machine is checked first (root, /dev/fuse, the
@@ -62,6 +75,7 @@ pub fn run_table(
     progress: &dyn TableProgress,
     cancel: &AtomicBool,
 ) -> Result<Grid, Error> {
+    opts.validate()?;
     if let Some(c) = opts.configs.iter().find(|c| environment::unavailable_here(c).is_none()) {
         environment::check(c)?;
     }

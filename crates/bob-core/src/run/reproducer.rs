@@ -326,6 +326,14 @@ pub fn xfstests_out(seq: &str) -> String {
 mod tests {
     use super::*;
 
+    /// `shell -n` reads the script `f` without running it and finds no syntax error.
+    fn assert_parses(shell: &str, f: &std::path::Path) {
+        let timeout = std::time::Duration::from_secs(30);
+        let args = [std::ffi::OsStr::new("-n"), f.as_os_str()];
+        let out = crate::device::cmd::Cmd::new(shell, timeout).args(&args).run().unwrap();
+        assert_eq!(out.code, Some(0), "{shell} -n: {}", out.stderr);
+    }
+
     fn workload() -> Workload {
         Workload {
             name: "ace-s1-7".into(),
@@ -382,8 +390,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("999");
         std::fs::write(&f, &t).unwrap();
-        let ok = std::process::Command::new("bash").arg("-n").arg(&f).status().unwrap();
-        assert!(ok.success());
+        assert_parses("bash", &f);
     }
 
     #[test]
@@ -422,6 +429,6 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("r.sh");
         std::fs::write(&f, &s).unwrap();
-        assert!(std::process::Command::new("sh").arg("-n").arg(&f).status().unwrap().success());
+        assert_parses("sh", &f);
     }
 }
