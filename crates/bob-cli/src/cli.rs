@@ -269,7 +269,8 @@ pub struct ExploreArgs {
     /// Parallel workers (default: twice the number of cores; see docs/performance.md).
     #[arg(long, short = 'j')]
     pub jobs: Option<usize>,
-    /// Timeout for each recovery step (mount, repairing fsck), in seconds.
+    /// Timeout for each recovery step (mount, repairing fsck), in seconds (a host's: in a
+    /// guest under emulation every step may take 20 times as long).
     #[arg(long, default_value_t = 30)]
     pub recovery_timeout: u64,
     /// Directory for witnesses.

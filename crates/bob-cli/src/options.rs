@@ -34,9 +34,16 @@ pub fn jobs(asked: Option<usize>) -> usize {
     })
 }
 
-/// Step timeouts with `--recovery-timeout`.
+/// Step timeouts with `--recovery-timeout`, stretched in a guest under emulation
+/// (`bob_core::vm::step_time_factor`): the flag is in a host's seconds.
 pub fn timeouts(recovery_seconds: u64) -> Timeouts {
-    Timeouts { recovery: Duration::from_secs(recovery_seconds), ..Timeouts::default() }
+    let host = Timeouts { recovery: Duration::from_secs(recovery_seconds), ..Timeouts::default() };
+    let factor = bob_core::vm::step_time_factor();
+    Timeouts {
+        mkfs: host.mkfs * factor,
+        recovery: host.recovery * factor,
+        fsck: host.fsck * factor,
+    }
 }
 
 /// The options of one cell from the shared exploration arguments.

@@ -177,7 +177,7 @@ pub fn run(
     let (accel, accel_reason) = choose_accel(&vng, kernel, options)?;
     let control = control_dir()?;
     let ctl = control.path().to_owned();
-    write_script(&ctl, command)?;
+    write_script(&ctl, command, accel)?;
     let known_path = ctl.join(super::crash_log::KNOWN_FILE);
     std::fs::write(&known_path, serde_json::to_vec(known).unwrap_or_default())
         .map_err(|source| Error::Io { path: known_path, source })?;
@@ -317,13 +317,16 @@ fn boot(
 /// The shell script the guest runs: modules bob needs, the command with its streams and
 /// exit code in the control directory. Arguments are single-quoted (a quote inside one is
 /// closed, escaped and reopened), the one quoting rule sh has no exception to.
-fn write_script(ctl: &Path, command: &GuestCommand) -> Result<(), Error> {
+fn write_script(ctl: &Path, command: &GuestCommand, accel: Accel) -> Result<(), Error> {
     let q = |s: &std::ffi::OsStr| {
         let text = String::from_utf8_lossy(s.as_bytes());
         format!("'{}'", text.replace('\'', r"'\''"))
     };
     let c = |name: &str| q(ctl.join(name).as_os_str());
     let mut line = format!("env {}={}", GUEST_ENV, q(ctl.as_os_str()));
+    if accel == Accel::Tcg {
+        line.push_str(&format!(" {}=1", super::EMULATED_ENV));
+    }
     for (key, value) in &command.env {
         line.push_str(&format!(" {key}={}", q(value)));
     }
@@ -563,7 +566,7 @@ mod tests {
             writable: Vec::new(),
             env: vec![("A".into(), "b c".into())],
         };
-        write_script(dir.path(), &command).unwrap();
+        write_script(dir.path(), &command, Accel::Tcg).unwrap();
         let script = std::fs::read_to_string(dir.path().join("run.sh")).unwrap();
         assert!(script.contains(r"'/usr/bin/bob' 'run' 'it'\''s a $name'"), "{script}");
         assert!(script.contains("cd '/work dir'"), "{script}");

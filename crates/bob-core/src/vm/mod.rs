@@ -28,6 +28,26 @@ pub use kernel::{BootKernel, DebianSeries, KernelSpec};
 /// recovers for [`crash_log`].
 pub const GUEST_ENV: &str = "BOB_VM_CONTROL";
 
+/// Set (to 1) in a guest booted under emulation (TCG), where kernel work runs 20-35x
+/// slower than on a host: see [`step_time_factor`].
+pub const EMULATED_ENV: &str = "BOB_VM_EMULATED";
+
+/// How many times longer a step (mkfs, a recovery mount, an fsck) may take here before
+/// bob calls it hung: 1 on a host or under KVM, [`EMULATION_TIME_FACTOR`] in a guest under
+/// emulation, so that a mount that takes 40 s there is a slow mount, not a `timeout`.
+pub fn step_time_factor() -> u32 {
+    if std::env::var_os(GUEST_ENV).is_some() && std::env::var_os(EMULATED_ENV).is_some() {
+        EMULATION_TIME_FACTOR
+    } else {
+        1
+    }
+}
+
+/// The step-time factor under emulation, for the 20-35x slowdown of kernel work under TCG:
+/// a 30 s recovery limit becomes 10 minutes, still short of the 15 minutes without
+/// progress after which the host stops a guest as hung.
+pub const EMULATION_TIME_FACTOR: u32 = 20;
+
 /// Why a virtual machine could not run bob's command.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
