@@ -38,7 +38,13 @@ pub use crate::report::table::Grid;
 pub use crate::report::{Cell, SCHEMA_VERSION};
 use crate::trace::blktrace::{Annotation, BlockRequest};
 use crate::trace::{flags, Entry, EntryKind, Trace};
+pub use render::{
+    json, plain, Format, GridDiff, NamedComparison, Paint, Render, RenderError, TABLE, TEXT_JSON,
+};
 use workloads::ScenarioMark;
+
+mod render;
+pub(crate) use render::text_and_json;
 
 /// `bob list`: the configurations and properties this bob knows.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -393,6 +399,41 @@ pub struct ImportReport {
     pub base_image: bool,
 }
 
+impl ImportReport {
+    /// The counts, where they went, and whether `bob check` can use them.
+    pub fn to_text(&self) -> String {
+        let s = &self.summary;
+        let mut text = format!(
+            "imported {} entries ({} writes, {} flushes, {} FUA, {} discards, {} marks) into {}\n",
+            s.entries, s.writes, s.flushes, s.fua, s.discards, s.marks, self.out
+        );
+        if !self.base_image {
+            text.push_str("  no base image (--base): bob log can replay it; bob check needs one\n");
+        }
+        text
+    }
+}
+
+impl Reclaimed {
+    /// What `bob cleanup` released, and what it could not.
+    pub fn to_text(&self) -> String {
+        let mut s = format!(
+            "reclaimed {} dead bob process(es): {} mounts, {} dm targets, {} loop devices, \
+             {} scratch dirs, {} tracefs instances\n",
+            self.processes.len(),
+            self.mounts.len(),
+            self.dm_targets.len(),
+            self.loop_devices.len(),
+            self.dirs.len(),
+            self.tracefs_instances.len()
+        );
+        for f in &self.failures {
+            s.push_str(&format!("  could not release: {f}\n"));
+        }
+        s
+    }
+}
+
 /// How many writes a block-request annotation matched.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AnnotationCounts {
@@ -424,6 +465,38 @@ pub struct BlktraceReport {
     pub requests: Vec<BlockRequest>,
     /// What annotating the trace matched, if a trace was annotated.
     pub annotated: Option<AnnotationCounts>,
+    /// Where the requests were read from (named in the text, not in the JSON).
+    #[serde(skip)]
+    pub source: String,
+}
+
+impl BlktraceReport {
+    /// One line per request, then what was read and matched.
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        for r in &self.requests {
+            let t = |x: Option<u64>| x.map_or("-".to_owned(), |n| format!("{n}"));
+            s.push_str(&format!(
+                "{},{} {:<5} {:>10} + {:<5} issue {} complete {} error {}\n",
+                r.major,
+                r.minor,
+                r.rwbs,
+                r.sector,
+                r.nr_sectors(),
+                t(r.issue_ns),
+                t(r.complete_ns),
+                r.error
+            ));
+        }
+        s.push_str(&format!("{} requests from {}\n", self.requests.len(), self.source));
+        if let Some(a) = &self.annotated {
+            s.push_str(&format!(
+                "annotated the trace: {} writes matched ({} metadata), {} unmatched\n",
+                a.matched_writes, a.metadata_writes, a.unmatched_writes
+            ));
+        }
+        s
+    }
 }
 
 /// `bob log --list --format json`: one row per entry.

@@ -26,7 +26,7 @@ pub fn run(args: BenchArgs) -> Result<Conclusion, CliError> {
     if let Some(latency) = args.latency.filter(|_| args.fs.iter().any(|c| c.name == "conquest")) {
         let report = bench::run_conquest_bench(latency, bench::CONQUEST_FILES)
             .map_err(|e| CliError::Environment(e.to_string()))?;
-        print::result(args.format, &report, || report.to_text())?;
+        print::render(&report, args.format)?;
         return Ok(Conclusion::Done);
     }
     if let Some(latency) = args.latency {
@@ -37,7 +37,7 @@ pub fn run(args: BenchArgs) -> Result<Conclusion, CliError> {
         if !args.fs.is_empty() && args.fs.iter().all(|c| c.name == "valor") {
             let report = bench::run_valor_bench(latency, bench::VALOR_PAGES)
                 .map_err(|e| CliError::Environment(e.to_string()))?;
-            print::result(args.format, &report, || report.to_text())?;
+            print::render(&report, args.format)?;
             return Ok(Conclusion::Done);
         }
         const MEASURED: [&str; 5] =
@@ -51,7 +51,7 @@ pub fn run(args: BenchArgs) -> Result<Conclusion, CliError> {
         }
         let report = bench::run_fs_bench(latency, bench::ITERATIONS, &bench::Postmark::default())
             .map_err(|e| CliError::Environment(e.to_string()))?;
-        print::result(args.format, &report, || report.to_text())?;
+        print::render(&report, args.format)?;
         return Ok(Conclusion::Done);
     }
     if let Some(n) = args.stream_states {
@@ -78,7 +78,7 @@ pub fn run(args: BenchArgs) -> Result<Conclusion, CliError> {
     let report = bench::run(&opts, &bars, &CANCEL);
     bars.finish();
     let report = report?;
-    print::result(args.format, &report, || report.to_text())?;
+    print::render(&report, args.format)?;
     if let Some(d) = &report.first_disagreement {
         return Err(CliError::BenchDisagreement {
             count: report.disagreements,
@@ -113,7 +113,7 @@ fn run_meta(
     }
     let report = bench::run_meta_bench(&designs, latency, bench::META_FILES)
         .map_err(|e| CliError::Environment(e.to_string()))?;
-    print::result(args.format, &report, || report.to_text())?;
+    print::render(&report, args.format)?;
     Ok(Conclusion::Done)
 }
 
@@ -134,7 +134,7 @@ fn run_stream(args: BenchArgs, n: u64) -> Result<Conclusion, CliError> {
     let report = bench::run_stream_bench(&opts, &bars, &CANCEL);
     bars.finish();
     let report = report?;
-    print::result(args.format, &report, || report.to_text())?;
+    print::render(&report, args.format)?;
     Ok(Conclusion::Done)
 }
 
@@ -188,6 +188,6 @@ fn run_table(args: BenchArgs) -> Result<Conclusion, CliError> {
     let report = bench::run_table_bench(&table, &bars, &CANCEL);
     bars.finish();
     let report = report?;
-    print::result(args.format, &report, || report.to_text())?;
+    print::render(&report, args.format)?;
     Ok(Conclusion::Done)
 }

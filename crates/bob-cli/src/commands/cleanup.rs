@@ -16,22 +16,7 @@ pub fn run(args: CleanupArgs) -> Result<Conclusion, CliError> {
         ));
     }
     let r = run::reclaim_dead();
-    print::result(args.format, &r, || {
-        let mut s = format!(
-            "reclaimed {} dead bob process(es): {} mounts, {} dm targets, {} loop devices, \
-             {} scratch dirs, {} tracefs instances\n",
-            r.processes.len(),
-            r.mounts.len(),
-            r.dm_targets.len(),
-            r.loop_devices.len(),
-            r.dirs.len(),
-            r.tracefs_instances.len()
-        );
-        for f in &r.failures {
-            s.push_str(&format!("  could not release: {f}\n"));
-        }
-        s
-    })?;
+    print::render(&r, args.format)?;
     if r.failures.is_empty() {
         Ok(Conclusion::Done)
     } else {

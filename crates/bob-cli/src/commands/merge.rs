@@ -1,11 +1,11 @@
 //! `bob merge`: tables of CI jobs or shards merged into one.
 
+use bob_core::report::document;
 use bob_core::report::table::Grid;
-use bob_core::report::{document, junit};
 
 use bob_core::output::ExploreReport;
 
-use crate::cli::{MergeArgs, TableFormat};
+use crate::cli::MergeArgs;
 use crate::error::{usage, CliError};
 use crate::exit::Conclusion;
 use crate::print;
@@ -38,7 +38,7 @@ pub fn run(args: MergeArgs) -> Result<Conclusion, CliError> {
         document::write_document(doc, &grid)
             .map_err(|source| CliError::Io { path: doc.clone(), source })?;
     }
-    print!("{}", print::table(&grid, args.format));
+    print::render(&grid, args.format)?;
     Ok(Conclusion::of_table(&grid))
 }
 
@@ -56,11 +56,6 @@ fn merge_explore(args: &MergeArgs) -> Result<Conclusion, CliError> {
         return Err(usage("bob merge --doc: explore reports have no results document"));
     }
     let merged = ExploreReport::merge(reports).map_err(|e| usage(format!("bob merge: {e}")))?;
-    match args.format {
-        TableFormat::Json => print::json(&merged)?,
-        TableFormat::Md => print!("{}", merged.to_md()),
-        TableFormat::Html => print!("{}", merged.to_html()),
-        TableFormat::Junit => print!("{}", print::junit(junit::explore_suite(&merged))),
-    }
+    print::render(&merged, args.format)?;
     Ok(Conclusion::Explored { signatures: merged.new_signatures(), errors: merged.errors.len() })
 }
