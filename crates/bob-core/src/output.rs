@@ -415,18 +415,22 @@ impl ImportReport {
 }
 
 impl Reclaimed {
-    /// What `bob cleanup` released, and what it could not.
-    pub fn to_text(&self) -> String {
-        let mut s = format!(
-            "reclaimed {} dead bob process(es): {} mounts, {} dm targets, {} loop devices, \
-             {} scratch dirs, {} tracefs instances\n",
-            self.processes.len(),
+    /// How many of each thing were released, in one line.
+    pub fn counts(&self) -> String {
+        format!(
+            "{} mounts, {} dm targets, {} loop devices, {} scratch dirs, {} tracefs instances",
             self.mounts.len(),
             self.dm_targets.len(),
             self.loop_devices.len(),
             self.dirs.len(),
             self.tracefs_instances.len()
-        );
+        )
+    }
+
+    /// What `bob cleanup` released, and what it could not.
+    pub fn to_text(&self) -> String {
+        let mut s =
+            format!("reclaimed {} dead bob process(es): {}\n", self.processes.len(), self.counts());
         for f in &self.failures {
             s.push_str(&format!("  could not release: {f}\n"));
         }

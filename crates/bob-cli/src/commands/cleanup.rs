@@ -29,13 +29,9 @@ pub fn reclaim_quietly() {
     let r = run::reclaim_dead();
     if !r.processes.is_empty() || !r.tracefs_instances.is_empty() {
         eprintln!(
-            "bob: reclaimed what {} killed bob process(es) left: {} mounts, {} dm targets, {} loop devices, {} scratch dirs, {} tracefs instances",
+            "bob: reclaimed what {} killed bob process(es) left: {}",
             r.processes.len(),
-            r.mounts.len(),
-            r.dm_targets.len(),
-            r.loop_devices.len(),
-            r.dirs.len(),
-            r.tracefs_instances.len()
+            r.counts()
         );
     }
 }
