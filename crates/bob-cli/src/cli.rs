@@ -38,7 +38,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Record a property's workload on a configuration, explore its crash states, and
-    /// give the verdict (exit 0 held, 1 a violation or another failed state, 2 error).
+    /// give the verdict (exit 0 nothing failed, 1 a violation or another failed state, 2 error).
     Run(RunArgs),
     /// Rebuild a witness's exact crash image (or another state of its trace), and check
     /// it again with --check.
@@ -57,7 +57,8 @@ pub enum Command {
     /// The cells whose verdict changed between two tables (exit 0 none, 1 some).
     Diff(DiffArgs),
     /// Release what killed bob processes left behind (mounts, loop devices, FUSE disks,
-    /// scratch directories); never touches a live process's or anything bob did not make.
+    /// dm targets, tracefs instances, scratch directories); never touches a live
+    /// process's or anything bob did not make.
     Cleanup(CleanupArgs),
     /// Measure bob's engine against the naive per-state pipeline and the mount floor; with
     /// --table a whole table, with --stream-states state generation alone, with --latency
