@@ -74,6 +74,7 @@ crate::output::text_and_json!(
     MetaBenchReport: "a metadata benchmark",
     ValorBenchReport: "a transaction benchmark",
     ConquestBenchReport: "a Conquest benchmark",
+    KernelBenchReport: "a benchmark of several kernels",
 );
 
 use floor::floor;
