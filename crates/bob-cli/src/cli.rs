@@ -280,7 +280,7 @@ pub struct ExploreArgs {
     /// disk, the BOB study's model) to the file system's block size (4096: 4Kn and 512e
     /// disks, NVMe). Several, comma-separated (512,4096), judge every cell under each.
     #[arg(long, default_value = "4096", value_name = "BYTES[,BYTES]")]
-    pub atomic_write_unit: String,
+    pub atomic_write_unit: bob_core::crash::AtomicWriteUnits,
     /// What a FUA write means: `real` (durable when it completes, alone) or `barrier`
     /// (write + flush, as bob and CrashMonkey treated it before).
     #[arg(long, value_enum, default_value_t = FuaArg::Real)]

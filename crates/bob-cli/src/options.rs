@@ -48,7 +48,8 @@ pub fn run_options(
     schedules: &[Schedule],
 ) -> Result<RunOptions, CliError> {
     let disk_models =
-        run::disk_models(&explore.atomic_write_unit, explore.fua.into(), config.block_size())?;
+        run::disk_models(&explore.atomic_write_unit, explore.fua.into(), config.block_size())
+            .map_err(|e| crate::error::usage(format!("--atomic-write-unit: {e}")))?;
     Ok(RunOptions {
         config,
         property,

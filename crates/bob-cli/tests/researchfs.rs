@@ -14,10 +14,13 @@ fn silent_states(cell: &serde_json::Value) -> u64 {
 /// No researchfs FUSE mount of this test's own runs is left. Scoped to the test's
 /// directory: the tests run in parallel, and another test's live mount is not a leak.
 fn no_researchfs_mounts(dir: &Dir) {
-    let root = dir.path().to_string_lossy().into_owned();
-    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
-    let left: Vec<&str> =
-        mounts.lines().filter(|l| l.contains("researchfs") && l.contains(&root)).collect();
+    let left: Vec<_> = bob_core::device::mounts::mountinfo()
+        .into_iter()
+        .filter(|m| m.mount_point.starts_with(dir.path()))
+        .filter(|m| {
+            m.fstype.contains("researchfs") || m.source.to_string_lossy().contains("researchfs")
+        })
+        .collect();
     assert!(left.is_empty(), "researchfs mounts left: {left:#?}");
 }
 

@@ -399,45 +399,6 @@ pub struct ImportReport {
     pub base_image: bool,
 }
 
-impl ImportReport {
-    /// The counts, where they went, and whether `bob check` can use them.
-    pub fn to_text(&self) -> String {
-        let s = &self.summary;
-        let mut text = format!(
-            "imported {} entries ({} writes, {} flushes, {} FUA, {} discards, {} marks) into {}\n",
-            s.entries, s.writes, s.flushes, s.fua, s.discards, s.marks, self.out
-        );
-        if !self.base_image {
-            text.push_str("  no base image (--base): bob log can replay it; bob check needs one\n");
-        }
-        text
-    }
-}
-
-impl Reclaimed {
-    /// How many of each thing were released, in one line.
-    pub fn counts(&self) -> String {
-        format!(
-            "{} mounts, {} dm targets, {} loop devices, {} scratch dirs, {} tracefs instances",
-            self.mounts.len(),
-            self.dm_targets.len(),
-            self.loop_devices.len(),
-            self.dirs.len(),
-            self.tracefs_instances.len()
-        )
-    }
-
-    /// What `bob cleanup` released, and what it could not.
-    pub fn to_text(&self) -> String {
-        let mut s =
-            format!("reclaimed {} dead bob process(es): {}\n", self.processes.len(), self.counts());
-        for f in &self.failures {
-            s.push_str(&format!("  could not release: {f}\n"));
-        }
-        s
-    }
-}
-
 /// How many writes a block-request annotation matched.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AnnotationCounts {
@@ -474,14 +435,33 @@ pub struct BlktraceReport {
     pub source: String,
 }
 
+impl std::fmt::Display for ImportReport {
+    /// What `bob import LOG` says in text.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = &self.summary;
+        writeln!(
+            f,
+            "imported {} entries ({} writes, {} flushes, {} FUA, {} discards, {} marks) into {}",
+            s.entries, s.writes, s.flushes, s.fua, s.discards, s.marks, self.out
+        )?;
+        if !self.base_image {
+            writeln!(f, "  no base image (--base): bob log can replay it; bob check needs one")?;
+        }
+        Ok(())
+    }
+}
+
 impl BlktraceReport {
-    /// One line per request, then what was read and matched.
+    /// What `bob import --blktrace` says in text: a line per request, then the count of
+    /// requests read from [`Self::source`] and what annotating a trace with them matched.
     pub fn to_text(&self) -> String {
+        use std::fmt::Write;
         let mut s = String::new();
+        let t = |x: Option<u64>| x.map_or("-".to_owned(), |n| format!("{n}"));
         for r in &self.requests {
-            let t = |x: Option<u64>| x.map_or("-".to_owned(), |n| format!("{n}"));
-            s.push_str(&format!(
-                "{},{} {:<5} {:>10} + {:<5} issue {} complete {} error {}\n",
+            let _ = writeln!(
+                s,
+                "{},{} {:<5} {:>10} + {:<5} issue {} complete {} error {}",
                 r.major,
                 r.minor,
                 r.rwbs,
@@ -490,14 +470,15 @@ impl BlktraceReport {
                 t(r.issue_ns),
                 t(r.complete_ns),
                 r.error
-            ));
+            );
         }
-        s.push_str(&format!("{} requests from {}\n", self.requests.len(), self.source));
+        let _ = writeln!(s, "{} requests from {}", self.requests.len(), self.source);
         if let Some(a) = &self.annotated {
-            s.push_str(&format!(
-                "annotated the trace: {} writes matched ({} metadata), {} unmatched\n",
+            let _ = writeln!(
+                s,
+                "annotated the trace: {} writes matched ({} metadata), {} unmatched",
                 a.matched_writes, a.metadata_writes, a.unmatched_writes
-            ));
+            );
         }
         s
     }
@@ -518,6 +499,31 @@ pub struct LogEntryRow {
     pub flag_names: String,
     /// A mark's text.
     pub mark: Option<String>,
+}
+
+impl LogEntryRow {
+    /// The row of entry `index` of a log.
+    pub fn of(index: usize, e: &Entry) -> LogEntryRow {
+        LogEntryRow {
+            index,
+            sector: e.sector,
+            nr_sectors: e.nr_sectors,
+            flags: e.flags,
+            flag_names: flags::names(e.flags),
+            mark: e.mark_text(),
+        }
+    }
+}
+
+impl std::fmt::Display for LogEntryRow {
+    /// `bob log --list` in text: index, sector, length, flags and a mark's text.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} {} {}", self.index, self.sector, self.nr_sectors, self.flag_names)?;
+        match self.mark.as_deref() {
+            Some(mark) if !mark.is_empty() => write!(f, " {mark}"),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// `bob bench --stream-states N`: crash states of one recorded trace generated and deduped
@@ -802,98 +808,6 @@ impl ExploreReport {
     /// Signatures not listed as known: what makes `bob explore` exit 1.
     pub fn new_signatures(&self) -> usize {
         self.signatures.iter().filter(|s| !s.known).count()
-    }
-
-    /// Merges the reports of shards (`--shard I/N`) or of separate runs of the same
-    /// bounds: workloads and times summed, configurations summed by name, signatures by
-    /// key (counts summed; the first report's witness kept). Refuses reports of other
-    /// bounds or selections, and a shard given twice.
-    pub fn merge(reports: Vec<ExploreReport>) -> Result<ExploreReport, String> {
-        let base = |sel: &str| -> (String, Option<String>) {
-            match sel.find(", shard ") {
-                Some(i) => {
-                    let rest = &sel[i + ", shard ".len()..];
-                    let (shard, tail) = rest.split_once(',').unwrap_or((rest, ""));
-                    (
-                        format!(
-                            "{}{}",
-                            &sel[..i],
-                            if tail.is_empty() { String::new() } else { format!(",{tail}") }
-                        ),
-                        Some(shard.to_owned()),
-                    )
-                }
-                None => (sel.to_owned(), None),
-            }
-        };
-        let mut iter = reports.into_iter();
-        let mut out = iter.next().ok_or("no explore report to merge")?;
-        let (selection, first_shard) = base(&out.selection);
-        let mut shards: Vec<String> = first_shard.into_iter().collect();
-        out.selection = selection.clone();
-        out.schema_version = SCHEMA_VERSION;
-        for r in iter {
-            if r.bounds != out.bounds {
-                return Err(format!("explored other bounds: {} vs {}", r.bounds, out.bounds));
-            }
-            let (sel, shard) = base(&r.selection);
-            if sel != selection {
-                return Err(format!("another selection: {sel} vs {selection}"));
-            }
-            if let Some(s) = shard {
-                if shards.contains(&s) {
-                    return Err(format!("shard {s} given twice"));
-                }
-                shards.push(s);
-            }
-            out.workloads += r.workloads;
-            out.distinct_workloads += r.distinct_workloads;
-            out.seconds += r.seconds;
-            out.shrink_seconds += r.shrink_seconds;
-            out.complete &= r.complete;
-            for c in r.configs {
-                match out.configs.iter_mut().find(|o| o.config == c.config) {
-                    Some(o) => {
-                        o.workloads += c.workloads;
-                        o.seconds += c.seconds;
-                        o.failed += c.failed;
-                        o.unsupported += c.unsupported;
-                        o.states += c.states;
-                        o.recovery_states += c.recovery_states;
-                    }
-                    None => out.configs.push(c),
-                }
-            }
-            for s in r.signatures {
-                match out.signatures.iter_mut().find(|o| o.key == s.key) {
-                    Some(o) => {
-                        o.count += s.count;
-                        o.known |= s.known;
-                    }
-                    None => out.signatures.push(s),
-                }
-            }
-            out.errors.extend(r.errors);
-        }
-        // Every shard of one N must be there for the merge to be complete.
-        if let Some(n) = shards
-            .first()
-            .and_then(|s| s.split_once('/'))
-            .and_then(|(_, n)| n.parse::<usize>().ok())
-        {
-            if shards.len() != n || shards.iter().any(|s| !s.ends_with(&format!("/{n}"))) {
-                out.complete = false;
-            }
-        }
-        out.signatures.sort_by(|a, b| a.key.cmp(&b.key));
-        out.errors.truncate(20);
-        let per =
-            |s: f64, n: usize| if n == 0 { 0.0 } else { (s / n as f64 * 1000.0).round() / 1000.0 };
-        out.seconds_per_workload = per(out.seconds, out.workloads);
-        for c in &mut out.configs {
-            c.seconds_per_workload = per(c.seconds, c.workloads);
-        }
-        Ok(out)
     }
 
     /// The summary and signature table in Markdown.

@@ -19,7 +19,7 @@ pub use grid::{
     cached_cells, cached_cells_path, disk_models, run_cell_cached, run_table, TableOptions,
     TableProgress,
 };
-pub use replay::{replay_witness, ReplayOptions};
+pub use replay::{replay_witness, witness_state, ReplayOptions};
 pub use traces::{cell_traces, cell_traces_in, load_trace_set, record_table, MANIFEST, TRACES};
 
 use std::path::{Path, PathBuf};
@@ -74,6 +74,11 @@ pub enum Error {
     /// disk models where one is needed, an empty checker command).
     #[error("{0}")]
     Invalid(String),
+    /// Shards asked of a cell or table that would record afresh: each shard would split
+    /// the states of a recording of its own, and no merge of such shards is a partition
+    /// of one recording.
+    #[error("shards must split one saved recording, and none is given")]
+    ShardsNeedSavedTraces,
     /// A cell of a table failed (not its file system: bob or the machine).
     #[error("{config} / {property}: {source}")]
     Cell {
@@ -166,6 +171,15 @@ pub struct RunOptions {
 }
 
 impl RunOptions {
+    /// Refuses options that cannot be run as asked: shards of a recording made afresh
+    /// ([`Error::ShardsNeedSavedTraces`]).
+    pub fn validate(&self) -> Result<(), Error> {
+        match (self.shard, &self.trace) {
+            (Some(_), None) => Err(Error::ShardsNeedSavedTraces),
+            _ => Ok(()),
+        }
+    }
+
     /// The name of the cell's row: the workload's (with `workload`) or the property's.
     pub fn cell_name(&self) -> &str {
         match &self.workload {
@@ -339,6 +353,7 @@ pub fn run_cell(
     progress: &dyn Progress,
     cancel: &AtomicBool,
 ) -> Result<Vec<Cell>, Error> {
+    opts.validate()?;
     let recorded = record_cell(opts, progress, cancel)?;
     let mut cells = check_cell(recorded, progress, cancel)?;
     // Each cell names the kernel its states were checked on, so a cell read on its own
@@ -483,119 +498,200 @@ fn assemble(
     dir: &Path,
     work: &WorkDir,
 ) -> Result<Cell, Error> {
-    // The union: results in schedule order, each state's position offset by the full
-    // lists of the schedules before it (the same in every shard).
-    let mut results: Vec<check::StateResult> = Vec::new();
-    let mut positions: Vec<usize> = Vec::new();
-    let mut owner: Vec<usize> = Vec::new();
-    // Where each part's states are in the union.
-    let mut spans: Vec<std::ops::Range<usize>> = Vec::new();
-    let mut position_base = 0;
-    for (k, part) in parts.iter().enumerate() {
-        let result_base = results.len();
-        for (r, &p) in part.results.iter().zip(&part.positions) {
-            let mut r = r.clone();
-            r.mounted_as += result_base;
-            results.push(r);
-            positions.push(position_base + p);
-            owner.push(k);
-        }
-        spans.push(result_base..results.len());
-        position_base += part.generated;
-    }
-    let (mut cell, witness_index) = Cell::of_results(opts.config.name, opts.cell_name(), &results);
-    cell.states_left_out = parts.iter().map(|p| p.left_out).sum();
-    cell.disk_model = recs.first().map(|r| r.subject.disk).unwrap_or_default();
-    let setups = |source| recs.iter().filter(|r| r.setup == Some(source)).count();
-    cell.setup_made = setups(record::SetupSource::Made);
-    cell.setup_reused = setups(record::SetupSource::Reused);
-    cell.infra_error =
-        report::first_infra_error(&results, |i, r| recs[owner[i]].subject.qualify(&r.state.id));
-    for (slot, family) in [
-        (&mut cell.other_reorderings, workloads::Family::Ordering),
-        (&mut cell.other_durability, workloads::Family::Durability),
-    ] {
-        *slot = report::BesideFindings::of(&results, Some(&positions), family);
-        // Name the first state with its schedule, as every state id of a cell is named.
-        if let Some(b) = slot.as_mut() {
-            if let Some(i) = positions.iter().position(|&p| Some(p) == b.first_position) {
-                b.first_state = recs[owner[i]].subject.qualify(&results[i].state.id);
-            }
-        }
-    }
-    // Mount failures and read errors by cause, each schedule's against its own image.
-    for ((rec, part), span) in recs.iter().zip(parts).zip(&spans) {
-        let (mut mounts, mut reads) = report::cell_causes(
-            &part.results,
-            &positions[span.clone()],
-            &rec.subject,
-            opts.explore.timeouts.fsck,
-        );
-        if let Some(s) = rec.subject.schedule {
-            for m in &mut mounts {
-                m.first_state = format!("{s}/{}", m.first_state);
-            }
-            for r in &mut reads {
-                r.first_state = format!("{s}/{}", r.first_state);
-            }
-        }
-        report::merge_mount_failures(&mut cell.mount_failures, &mounts);
-        report::merge_read_errors(&mut cell.read_errors, &reads);
-    }
-    for (k, (rec, part)) in recs.iter().zip(parts).enumerate() {
-        let due = report::PromiseCoverage::of(&rec.subject.workload, &part.results, |r| {
-            rec.subject.durable_ops(&r.state.id)
-        });
-        if k == 0 {
-            cell.promises = due;
-        } else {
-            report::PromiseCoverage::merge(&mut cell.promises, &due);
-        }
-    }
-    cell.apply_promise_coverage();
-    cell.shard = opts.shard.map(|(i, n)| format!("{}/{}", i + 1, n));
-    cell.scenarios = report::summarize_scenarios(&results, &positions);
-    for sc in &mut cell.scenarios {
-        if let Some(i) = sc.witness_position.and_then(|p| positions.iter().position(|&q| q == p)) {
-            sc.witness_state = Some(recs[owner[i]].subject.qualify(&results[i].state.id));
-        }
-    }
-    let mut barriers: Option<(usize, Option<String>)> = None;
-    for (rec, part) in recs.iter().zip(parts) {
-        let mut share = Cell::of_results(opts.config.name, opts.cell_name(), &part.results);
-        let exercised =
-            if opts.workload.is_some() { None } else { exercise(opts.property, &rec.subject) };
-        let schedule = rec.subject.schedule.map(|s| s.name().to_owned());
-        if let (Some(schedule), (c, first)) = (schedule, &mut share) {
-            cell.schedules.push(ScheduleCell {
-                schedule,
-                trace_digest: rec.trace_digest.clone(),
-                verdict: c.verdict,
-                states_explored: c.states_explored,
-                states_unique: c.states_unique,
-                counts: c.counts.clone(),
-                first_state: first.map(|i| rec.subject.qualify(&part.results[i].state.id)),
-                first_position: first.map(|i| part.positions[i]),
-                op_barriers: exercised.as_ref().map(|e| e.0),
-                fua_writes: count_entries(&rec.subject.trace, |e| {
-                    matches!(e.kind(), EntryKind::Write { fua: true, .. }) && e.nr_sectors > 0
-                }),
-                fua_postflushes: count_entries(&rec.subject.trace, |e| e.is_fua_postflush()),
-            });
-        }
-        if let Some((n, why)) = exercised {
-            if barriers.as_ref().is_none_or(|(m, _)| n > *m) {
-                barriers = Some((n, why));
-            }
-        }
-    }
-    if let Some((n, why)) = barriers {
-        cell.apply_exercise(Some(n), why);
-    }
+    let cell = Assembly { opts, recs, parts, union: Union::of(parts), dir, work };
+    let (mut c, witness_index) =
+        Cell::of_results(opts.config.name, opts.cell_name(), &cell.union.results);
+    cell.summarize(&mut c);
+    c.states_left_out = parts.iter().map(|p| p.left_out).sum();
+    cell.add_causes(&mut c);
+    cell.add_promises_and_scenarios(&mut c);
+    cell.add_schedules(&mut c);
     if let Some(i) = witness_index {
-        let rec = &recs[owner[i]];
-        let r = &results[i];
-        match confirm(&rec.subject, &r.state, opts, work)? {
+        cell.add_witness(&mut c, i)?;
+    }
+    cell.add_kernel_crash(&mut c, witness_index)?;
+    cell.keep_schedule_traces(&c)?;
+    cell.confirm_scenarios(&mut c)?;
+    Ok(c)
+}
+
+/// The states of a cell's parts as one list: results in schedule order, each state's
+/// position offset by the full lists of the schedules before it (the same in every
+/// shard).
+struct Union {
+    results: Vec<check::StateResult>,
+    positions: Vec<usize>,
+    /// The part each state is of.
+    owner: Vec<usize>,
+    /// Where each part's states are in the union.
+    spans: Vec<std::ops::Range<usize>>,
+}
+
+impl Union {
+    fn of(parts: &[Part]) -> Union {
+        let mut union = Union {
+            results: Vec::new(),
+            positions: Vec::new(),
+            owner: Vec::new(),
+            spans: Vec::new(),
+        };
+        let mut position_base = 0;
+        for (k, part) in parts.iter().enumerate() {
+            let result_base = union.results.len();
+            for (r, &p) in part.results.iter().zip(&part.positions) {
+                let mut r = r.clone();
+                r.mounted_as += result_base;
+                union.results.push(r);
+                union.positions.push(position_base + p);
+                union.owner.push(k);
+            }
+            union.spans.push(result_base..union.results.len());
+            position_base += part.generated;
+        }
+        union
+    }
+
+    /// The index of the state at `position` in the full list.
+    fn at(&self, position: usize) -> Option<usize> {
+        self.positions.iter().position(|&q| q == position)
+    }
+}
+
+/// What assembling one cell reads.
+struct Assembly<'a> {
+    opts: &'a RunOptions,
+    recs: &'a [Recorded],
+    parts: &'a [Part],
+    union: Union,
+    dir: &'a Path,
+    work: &'a WorkDir,
+}
+
+impl Assembly<'_> {
+    /// The recording of the union's `i`-th state.
+    fn rec(&self, i: usize) -> &Recorded {
+        &self.recs[self.union.owner[i]]
+    }
+
+    /// The union's `i`-th state's id, named with its schedule.
+    fn qualified(&self, i: usize) -> String {
+        self.rec(i).subject.qualify(&self.union.results[i].state.id)
+    }
+
+    /// The made file systems, the first state bob could not check, and what was seen
+    /// beside the verdict.
+    fn summarize(&self, cell: &mut Cell) {
+        let (results, positions) = (&self.union.results, &self.union.positions);
+        cell.disk_model = self.recs.first().map(|r| r.subject.disk).unwrap_or_default();
+        let setups = |source| self.recs.iter().filter(|r| r.setup == Some(source)).count();
+        cell.setup_made = setups(record::SetupSource::Made);
+        cell.setup_reused = setups(record::SetupSource::Reused);
+        cell.infra_error = report::first_infra_error(results, |i, _| self.qualified(i));
+        for (slot, family) in [
+            (&mut cell.other_reorderings, workloads::Family::Ordering),
+            (&mut cell.other_durability, workloads::Family::Durability),
+        ] {
+            *slot = report::BesideFindings::of(results, Some(positions), family);
+            // Name the first state with its schedule, as every state id of a cell is named.
+            if let Some(b) = slot.as_mut() {
+                if let Some(i) = b.first_position.and_then(|p| self.union.at(p)) {
+                    b.first_state = self.qualified(i);
+                }
+            }
+        }
+    }
+
+    /// Mount failures and read errors by cause, each schedule's against its own image.
+    fn add_causes(&self, cell: &mut Cell) {
+        for ((rec, part), span) in self.recs.iter().zip(self.parts).zip(&self.union.spans) {
+            let regions =
+                rec.subject.regions_if_unmountable(&part.results, self.opts.explore.timeouts.fsck);
+            let (mut mounts, mut reads) = report::summarize_causes(
+                &part.results,
+                &self.union.positions[span.clone()],
+                &rec.subject,
+                &regions,
+            );
+            if let Some(s) = rec.subject.schedule {
+                for m in &mut mounts {
+                    m.first_state = format!("{s}/{}", m.first_state);
+                }
+                for r in &mut reads {
+                    r.first_state = format!("{s}/{}", r.first_state);
+                }
+            }
+            report::merge_mount_failures(&mut cell.mount_failures, &mounts);
+            report::merge_read_errors(&mut cell.read_errors, &reads);
+        }
+    }
+
+    /// The promises judged (merged over the schedules) and the scenarios seen.
+    fn add_promises_and_scenarios(&self, cell: &mut Cell) {
+        for (k, (rec, part)) in self.recs.iter().zip(self.parts).enumerate() {
+            let due = report::PromiseCoverage::of(&rec.subject.workload, &part.results, |r| {
+                rec.subject.durable_ops(&r.state.id)
+            });
+            if k == 0 {
+                cell.promises = due;
+            } else {
+                report::PromiseCoverage::merge(&mut cell.promises, &due);
+            }
+        }
+        cell.apply_promise_coverage();
+        cell.shard = self.opts.shard.map(|(i, n)| format!("{}/{}", i + 1, n));
+        cell.scenarios = report::summarize_scenarios(&self.union.results, &self.union.positions);
+        for sc in &mut cell.scenarios {
+            if let Some(i) = sc.witness_position.and_then(|p| self.union.at(p)) {
+                sc.witness_state = Some(self.qualified(i));
+            }
+        }
+    }
+
+    /// Each schedule's share of the cell, and the barriers the judged ops' writes spanned
+    /// (the most over the schedules).
+    fn add_schedules(&self, cell: &mut Cell) {
+        let opts = self.opts;
+        let mut barriers: Option<(usize, Option<String>)> = None;
+        for (rec, part) in self.recs.iter().zip(self.parts) {
+            let mut share = Cell::of_results(opts.config.name, opts.cell_name(), &part.results);
+            let exercised =
+                if opts.workload.is_some() { None } else { exercise(opts.property, &rec.subject) };
+            let schedule = rec.subject.schedule.map(|s| s.name().to_owned());
+            if let (Some(schedule), (c, first)) = (schedule, &mut share) {
+                cell.schedules.push(ScheduleCell {
+                    schedule,
+                    trace_digest: rec.trace_digest.clone(),
+                    verdict: c.verdict,
+                    states_explored: c.states_explored,
+                    states_unique: c.states_unique,
+                    counts: c.counts.clone(),
+                    first_state: first.map(|i| rec.subject.qualify(&part.results[i].state.id)),
+                    first_position: first.map(|i| part.positions[i]),
+                    op_barriers: exercised.as_ref().map(|e| e.0),
+                    fua_writes: count_entries(&rec.subject.trace, |e| {
+                        matches!(e.kind(), EntryKind::Write { fua: true, .. }) && e.nr_sectors > 0
+                    }),
+                    fua_postflushes: count_entries(&rec.subject.trace, |e| e.is_fua_postflush()),
+                });
+            }
+            if let Some((n, why)) = exercised {
+                if barriers.as_ref().is_none_or(|(m, _)| n > *m) {
+                    barriers = Some((n, why));
+                }
+            }
+        }
+        if let Some((n, why)) = barriers {
+            cell.apply_exercise(Some(n), why);
+        }
+    }
+
+    /// The witness of the cell's verdict, the union's `i`-th state: replayed
+    /// independently, and written into the cell's directory.
+    fn add_witness(&self, cell: &mut Cell, i: usize) -> Result<(), Error> {
+        let (opts, dir) = (self.opts, self.dir);
+        let rec = self.rec(i);
+        let r = &self.union.results[i];
+        match confirm(&rec.subject, &r.state, opts, self.work)? {
             Ok(replayed) => cell.confirmed = Some(replayed == r.check.outcome.name()),
             Err(why) => cell.confirm_error = Some(why),
         }
@@ -604,33 +700,46 @@ fn assemble(
         cell.witness = Some(dir.display().to_string());
         cell.story = Some(format!("{} (state {})", record.story, record.id));
         cell.witness_state = Some(record.id);
-        cell.witness_position = Some(positions[i]);
+        cell.witness_position = Some(self.union.positions[i]);
         cell.witness_schedule = rec.subject.schedule.map(|s| s.name().to_owned());
         if let Some(pair) = &r.check.pair {
             cell.earlier_op = Some(pair.earlier_op.clone());
             cell.later_op = Some(pair.later_op.clone());
         }
+        Ok(())
     }
-    // A kernel crash is evidence of its own (the console's panic), whatever else the cell
-    // shows: its first state gets a witness beside the cell's. It is not replayed again
-    // here: recovering it is what crashes the kernel, and the guest already saw it twice
-    // when other states were in flight.
-    let crashed = results
-        .iter()
-        .position(|r| r.check.outcome.kind() == check::OutcomeKind::KernelCrash)
-        .filter(|&i| Some(i) != witness_index);
-    if let Some(i) = crashed {
-        let (rec, r) = (&recs[owner[i]], &results[i]);
-        let to = dir.join("kernel-crash");
-        let record = witness::StateRecord::of(r, &rec.subject, Some(opts.cell_name().into()));
-        witness::write(&to, &rec.subject, &rec.sidecar, &record, &r.check)?;
-        cell.kernel_crash_witness = Some(to.display().to_string());
+
+    /// A kernel crash is evidence of its own (the console's panic), whatever else the
+    /// cell shows: its first state gets a witness beside the cell's. It is not replayed
+    /// again here: recovering it is what crashes the kernel, and the guest already saw it
+    /// twice when other states were in flight.
+    fn add_kernel_crash(&self, cell: &mut Cell, witness_index: Option<usize>) -> Result<(), Error> {
+        let crashed = self
+            .union
+            .results
+            .iter()
+            .position(|r| r.check.outcome.kind() == check::OutcomeKind::KernelCrash)
+            .filter(|&i| Some(i) != witness_index);
+        if let Some(i) = crashed {
+            let (rec, r) = (self.rec(i), &self.union.results[i]);
+            let to = self.dir.join("kernel-crash");
+            let cell_name = Some(self.opts.cell_name().into());
+            let record = witness::StateRecord::of(r, &rec.subject, cell_name);
+            witness::write(&to, &rec.subject, &rec.sidecar, &record, &r.check)?;
+            cell.kernel_crash_witness = Some(to.display().to_string());
+        }
+        Ok(())
     }
-    // The witness keeps the traces of the other schedules with a failing state of their
-    // own (a schedule's first state, a scenario's first silent state), so that each
-    // replays from it with `--state`.
-    let _ = std::fs::remove_dir_all(dir.join("schedules"));
-    if let Some(own) = cell.witness.as_ref().and(cell.witness_schedule.clone()) {
+
+    /// The witness keeps the traces of the other schedules with a failing state of their
+    /// own (a schedule's first state, a scenario's first silent state), so that each
+    /// replays from it with `--state`.
+    fn keep_schedule_traces(&self, cell: &Cell) -> Result<(), Error> {
+        let dir = self.dir;
+        let _ = std::fs::remove_dir_all(dir.join("schedules"));
+        let Some(own) = cell.witness.as_ref().and(cell.witness_schedule.clone()) else {
+            return Ok(());
+        };
         let mut wanted: Vec<&str> = cell
             .schedules
             .iter()
@@ -642,28 +751,33 @@ fn assemble(
                 wanted.push(name);
             }
         }
-        for rec in recs {
+        for rec in self.recs {
             let Some(s) = rec.subject.schedule else { continue };
             if s.name() != own && wanted.contains(&s.name()) {
                 let to = witness::schedule_dir(dir, s.name());
                 witness::save_trace(&to, &rec.subject, &rec.sidecar)?;
             }
         }
+        Ok(())
     }
-    // Each scenario's first silent state is replayed independently too: the per-scenario
-    // table prints only crosses that reproduce.
-    for sc in &mut cell.scenarios {
-        let Some(i) = sc.witness_position.and_then(|p| positions.iter().position(|&q| q == p))
-        else {
-            continue;
-        };
-        // A replay that could not run leaves the scenario unconfirmed (`None`), not denied.
-        let again = confirm_check(&recs[owner[i]].subject, &results[i].state, opts, work)?;
-        sc.confirmed = again.ok().map(|again| {
-            again.scenarios.iter().any(|m| m.scenario == sc.scenario && !m.silent.is_empty())
-        });
+
+    /// Each scenario's first silent state is replayed independently too: the
+    /// per-scenario table prints only crosses that reproduce.
+    fn confirm_scenarios(&self, cell: &mut Cell) -> Result<(), Error> {
+        for sc in &mut cell.scenarios {
+            let Some(i) = sc.witness_position.and_then(|p| self.union.at(p)) else {
+                continue;
+            };
+            // A replay that could not run leaves the scenario unconfirmed (`None`), not
+            // denied.
+            let state = &self.union.results[i].state;
+            let again = confirm_check(&self.rec(i).subject, state, self.opts, self.work)?;
+            sc.confirmed = again.ok().map(|again| {
+                again.scenarios.iter().any(|m| m.scenario == sc.scenario && !m.silent.is_empty())
+            });
+        }
+        Ok(())
     }
-    Ok(cell)
 }
 
 /// Records (or loads from the journal, or from `saved`, a `--trace` directory) the cell's
@@ -804,18 +918,13 @@ fn check_schedule(
     let engine = EngineOptions {
         jobs: opts.explore.jobs,
         timeouts: opts.explore.timeouts,
-        work_dir: rec.scratch.clone(),
         speed: opts.explore.speed,
-    };
-    let results = check::run_state_stream(
-        subject,
-        &check::Judge::Oracle,
-        &mut states,
-        &engine,
-        &|d, t| progress.state_done(d, t),
+        journal: Some(&rec.journal),
+        progress: &|d, t| progress.state_done(d, t),
         cancel,
-        &rec.journal,
-    )?;
+        ..EngineOptions::new(&rec.scratch)
+    };
+    let results = check::run_states(subject, &mut states, &engine)?;
     drop(states);
     let left_out = subject.states_left_out(&opts.explore.strategies, &opts.explore.limits);
     Ok(Part { results, positions, generated, left_out })
@@ -1033,28 +1142,16 @@ pub fn subject_of(
     schedule: Option<Schedule>,
     disk: crash::DiskModel,
 ) -> Result<(Subject, crate::trace::sidecar::Sidecar), check::Error> {
-    let base = crate::image::BaseImage::open(&recording.base_image)
-        .map_err(|source| check::Error::Io { path: recording.base_image.clone(), source })?;
-    let trace = std::sync::Arc::new(recording.trace);
-    let epochs = crash::epochs(&trace, &disk);
-    let pm = crate::pm::PmTrace::load_beside(&recording.base_image)
-        .map_err(|e| check::Error::Io {
-            path: recording.base_image.clone(),
-            source: std::io::Error::other(e.to_string()),
-        })?
-        .map(std::sync::Arc::new);
-    let subject = Subject {
-        pm,
+    let recorded = check::Recorded {
         config,
         workload,
         observed: recording.observed,
-        trace,
-        epochs,
+        trace: recording.trace,
         spans: recording.sidecar.ops.clone(),
         schedule,
-        base: std::sync::Arc::new(base),
-        disk,
+        base_image: recording.base_image,
     };
+    let subject = Subject::load(recorded, disk)?;
     Ok((subject, recording.sidecar))
 }
 

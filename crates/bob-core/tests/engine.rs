@@ -22,6 +22,7 @@ use bob_core::bench::same_verdict;
 use bob_core::check::{self, EngineOptions, StateResult, Subject};
 use bob_core::crash::{self, Applied, CrashState, Epoch, Limits, OverlayBuilder, StateId};
 use bob_core::device::fusedisk::Disk;
+use bob_core::device::mounts;
 use bob_core::fs::Timeouts;
 use bob_core::image::{file_digest, BaseImage, CrashView};
 use bob_core::record;
@@ -291,8 +292,9 @@ impl Recorded {
     ) -> Result<Vec<StateResult>, check::Error> {
         let work_dir = self.dir.path().join(name);
         std::fs::create_dir_all(&work_dir).unwrap();
-        let options = EngineOptions { jobs, timeouts: Timeouts::default(), work_dir, speed };
-        check::run_states(&self.subject, &self.states, &options, progress, cancel)
+        let options =
+            EngineOptions { jobs, speed, progress, cancel, ..EngineOptions::new(work_dir) };
+        check::run_states(&self.subject, self.states.iter().cloned(), &options)
     }
 }
 
@@ -320,29 +322,9 @@ impl Recorded {
 
 /// Loop devices whose backing file is below `dir`.
 fn loops_below(dir: &Path) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/sys/block").unwrap().flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !name.starts_with("loop") {
-            continue;
-        }
-        if let Ok(backing) = std::fs::read_to_string(entry.path().join("loop/backing_file")) {
-            if Path::new(backing.trim()).starts_with(dir) {
-                found.push(format!("/dev/{name} -> {}", backing.trim()));
-            }
-        }
-    }
-    found
-}
-
-/// Mount points at or below `dir`.
-fn mounts_below(dir: &Path) -> Vec<String> {
-    std::fs::read_to_string("/proc/self/mounts")
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(1))
-        .map(|m| m.replace("\\040", " "))
-        .filter(|m| Path::new(m).starts_with(dir))
+    mounts::loops_below(dir)
+        .into_iter()
+        .map(|l| format!("{} -> {}", l.device.display(), l.backing.display()))
         .collect()
 }
 
@@ -352,7 +334,7 @@ fn mounts_below(dir: &Path) -> Vec<String> {
 fn assert_nothing_left(dir: &Path, after: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let (loops, mounts) = (loops_below(dir), mounts_below(dir));
+        let (loops, mounts) = (loops_below(dir), mounts::mounts_below(dir));
         if loops.is_empty() && mounts.is_empty() {
             return;
         }
@@ -382,32 +364,23 @@ fn parallel_and_serial_runs_agree() {
     // states in the same order, the same dedup and verdicts as the list.
     let work_dir = rec.dir.path().join("streamed");
     std::fs::create_dir_all(&work_dir).unwrap();
-    let options = EngineOptions {
-        jobs: 2,
-        timeouts: Timeouts::default(),
-        work_dir,
-        speed: check::Speedups::default(),
-    };
     let subject = &rec.subject;
-    let mut stream = crash::stream(
+    let stream = crash::stream(
         &subject.trace,
         &subject.epochs,
         crash::Strategy::DEFAULT,
         &Limits::default(),
     );
     let most_seen = AtomicUsize::new(0);
-    let streamed = check::run_state_stream(
-        subject,
-        &check::Judge::Oracle,
-        &mut stream,
-        &options,
-        &|_, taken| {
+    let options = EngineOptions {
+        jobs: 2,
+        progress: &|_, taken| {
             most_seen.fetch_max(taken, Ordering::Relaxed);
         },
-        &cancel,
-        &check::Journal::default(),
-    )
-    .expect("streamed");
+        cancel: &cancel,
+        ..EngineOptions::new(work_dir)
+    };
+    let streamed = check::run_states(subject, stream, &options).expect("streamed");
     assert_nothing_left(rec.dir.path(), "the streamed run");
     assert_eq!(streamed.len(), rec.states.len());
     let distinct = streamed.iter().enumerate().filter(|(i, r)| r.mounted_as == *i).count();
@@ -538,10 +511,7 @@ fn a_fsynced_file_whose_name_vanished_is_a_violation() {
 }
 
 fn fusectl_mounted() -> bool {
-    std::fs::read_to_string("/proc/self/mounts")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.split_whitespace().nth(2) == Some("fusectl"))
+    mounts::mountinfo().iter().any(|m| m.fstype == "fusectl")
 }
 
 /// Aborting a FUSE connection works where fusectl is not mounted (this VM), and leaves
@@ -750,23 +720,14 @@ fn a_resumed_run_keeps_the_retries_its_journal_recorded() {
     let run = |name: &str| {
         let work_dir = rec.dir.path().join(name);
         std::fs::create_dir_all(&work_dir).unwrap();
+        let journal = check::Journal::open(&journal_path).unwrap();
         let options = EngineOptions {
             jobs: 2,
-            timeouts: Timeouts::default(),
-            work_dir,
-            speed: check::Speedups::default(),
+            journal: Some(&journal),
+            cancel: &cancel,
+            ..EngineOptions::new(work_dir)
         };
-        let journal = check::Journal::open(&journal_path).unwrap();
-        check::run_states_journaled(
-            &rec.subject,
-            &check::Judge::Oracle,
-            &rec.states,
-            &options,
-            &|_, _| {},
-            &cancel,
-            &journal,
-        )
-        .unwrap()
+        check::run_states(&rec.subject, rec.states.iter().cloned(), &options).unwrap()
     };
     let first = run("first");
     let distinct = first.iter().enumerate().filter(|(i, r)| r.mounted_as == *i).count();

@@ -16,8 +16,6 @@
 
 mod common;
 
-use std::sync::atomic::AtomicBool;
-
 use bob_core::check::{self, EngineOptions, Outcome, OutcomeKind, Subject};
 use bob_core::crash::{self, Applied, CrashState, StateId, Strategy};
 use bob_core::fs::regions::{RegionRole, Regions};
@@ -452,12 +450,6 @@ fn check_states(
 ) -> Vec<check::StateResult> {
     let work_dir = dir.join("check");
     std::fs::create_dir_all(&work_dir).unwrap();
-    let options = EngineOptions {
-        jobs: 1,
-        timeouts: Timeouts::default(),
-        work_dir,
-        speed: Default::default(),
-    };
-    check::run_states(subject, states, &options, &|_, _| {}, &AtomicBool::new(false))
+    check::run_states(subject, states.iter().cloned(), &EngineOptions::new(work_dir))
         .expect("check")
 }

@@ -35,7 +35,7 @@ fn no_violation(config: &str, seed: u64) -> Result<(), TestCaseError> {
         workload: Some(workload.clone()),
         resume: false,
         // Both disk models: a torn 512-byte sector must not fool the oracle either.
-        disk_models: DiskModel::list("512,4096", FuaModel::Real, 4096).unwrap(),
+        disk_models: DiskModel::list(&"512,4096".parse().unwrap(), FuaModel::Real, 4096).unwrap(),
         // One recording per case keeps the property test's time as it was; the drain
         // schedules are exercised by the CLI tests.
         schedules: vec![workloads::Schedule::Sync],
@@ -55,8 +55,8 @@ fn no_violation(config: &str, seed: u64) -> Result<(), TestCaseError> {
             workload.ops
         );
     }
-    prop_assert!(bob_core::device::registry::mounts_below(scratch.path()).is_empty());
-    prop_assert!(bob_core::device::registry::loops_below(scratch.path()).is_empty());
+    prop_assert!(bob_core::device::mounts::mounts_below(scratch.path()).is_empty());
+    prop_assert!(bob_core::device::mounts::loops_below(scratch.path()).is_empty());
     Ok(())
 }
 

@@ -209,8 +209,7 @@ impl Design {
     }
 
     /// How the design logs transactions (Valor), if it does.
-    pub fn valor(self) -> Option<crate::fs::ValorMode> {
-        use crate::fs::ValorMode;
+    pub fn valor(self) -> Option<ValorMode> {
         match self {
             Design::Valor => Some(ValorMode { log_before_data: true }),
             Design::ValorNologOrder => Some(ValorMode { log_before_data: false }),
@@ -234,8 +233,7 @@ impl Design {
     }
 
     /// How the design journals, if it does.
-    pub fn journal(self) -> Option<crate::fs::JournalMode> {
-        use crate::fs::JournalMode;
+    pub fn journal(self) -> Option<JournalMode> {
         let pessimistic = JournalMode {
             checksums: false,
             commit_flushes: true,
@@ -268,8 +266,7 @@ impl Design {
 
     /// How the design's soft updates decide that a written update is durable, if it
     /// uses soft updates.
-    pub fn soft_updates(self) -> Option<crate::fs::SoftMode> {
-        use crate::fs::SoftMode;
+    pub fn soft_updates(self) -> Option<SoftMode> {
         match self {
             Design::Softupdates => Some(SoftMode::Flush),
             Design::SoftupdatesCompletion => Some(SoftMode::Completion),
@@ -361,6 +358,42 @@ impl FromStr for Design {
             format!("unknown researchfs design `{s}` (expected one of: {})", names.join(", "))
         })
     }
+}
+
+/// How a journaling design commits and recovers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JournalMode {
+    /// Transactional checksums (metadata CRC in the commit block, data CRCs in the
+    /// descriptor) verified at recovery.
+    pub checksums: bool,
+    /// A flush before and after the commit block (pessimistic journaling).
+    pub commit_flushes: bool,
+    /// Overwrites of blocks allocated before the running transaction go to the journal.
+    pub selective_data: bool,
+    /// The commit timer: the running transaction ends after this many mutating
+    /// operations (`journal-async`, the xsyncfs family); `None`: no timer.
+    pub commit_every_ops: Option<u32>,
+    /// Every mutating operation commits (and, with `commit_flushes`, flushes) before it
+    /// returns (`journal-sync`).
+    pub sync_ops: bool,
+}
+
+/// When a written update counts as durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SoftMode {
+    /// At the flush after the write (`softupdates`).
+    Flush,
+    /// When the write completes, as the paper's disks ordered (`softupdates-completion`).
+    Completion,
+}
+
+/// How a Valor design orders its log and its data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ValorMode {
+    /// A flush between a write's undo records and its in-place data (the paper's simple
+    /// write ordering); `false` in the negative control.
+    pub log_before_data: bool,
 }
 
 #[cfg(test)]

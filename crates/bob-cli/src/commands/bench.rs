@@ -23,36 +23,8 @@ pub fn run(args: BenchArgs) -> Result<Conclusion, CliError> {
     if args.table {
         return run_table(args);
     }
-    if let Some(latency) = args.latency.filter(|_| args.fs.iter().any(|c| c.name == "conquest")) {
-        let report = bench::run_conquest_bench(latency, bench::CONQUEST_FILES)
-            .map_err(|e| CliError::Environment(e.to_string()))?;
-        print::render(&report, args.format)?;
-        return Ok(Conclusion::Done);
-    }
     if let Some(latency) = args.latency {
-        if args.fs.iter().any(|c| c.name.starts_with("softupdates")) {
-            return run_meta(&args, latency);
-        }
-        // Valor's serial overwrite, with and without transactions (`valor_vs_plain`).
-        if !args.fs.is_empty() && args.fs.iter().all(|c| c.name == "valor") {
-            let report = bench::run_valor_bench(latency, bench::VALOR_PAGES)
-                .map_err(|e| CliError::Environment(e.to_string()))?;
-            print::render(&report, args.format)?;
-            return Ok(Conclusion::Done);
-        }
-        const MEASURED: [&str; 5] =
-            ["optfs", "journal-flush", "xsyncfs", "xsyncfs-async", "journal-sync"];
-        if let Some(c) = args.fs.iter().find(|c| !MEASURED.contains(&c.name)) {
-            return Err(usage(format!(
-                "bob bench --latency measures {}; {} is not one of them",
-                MEASURED.join(", "),
-                c.name
-            )));
-        }
-        let report = bench::run_fs_bench(latency, bench::ITERATIONS, &bench::Postmark::default())
-            .map_err(|e| CliError::Environment(e.to_string()))?;
-        print::render(&report, args.format)?;
-        return Ok(Conclusion::Done);
+        return run_latency(&args, latency);
     }
     if let Some(n) = args.stream_states {
         return run_stream(args, n);
@@ -91,29 +63,35 @@ pub fn run(args: BenchArgs) -> Result<Conclusion, CliError> {
     Ok(Conclusion::Done)
 }
 
-/// `bob bench --fs softupdates,... --latency MODEL`: the journaling-vs-soft-updates
-/// paper's metadata microbenchmarks on softupdates, ordered-core, journal-flush (and
-/// journal-async once it exists), plus any other research design named.
-fn run_meta(
+/// `bob bench --fs CONFIGS --latency MODEL`: the benchmark that measures the
+/// configurations named ([`bench::LatencyBench`]).
+fn run_latency(
     args: &BenchArgs,
     latency: bob_core::record::latency::Latency,
 ) -> Result<Conclusion, CliError> {
-    let mut designs = bench::meta_bench_designs();
-    for c in &args.fs {
-        match c.design() {
-            Some(d) if !designs.contains(&d) => designs.push(d),
-            Some(_) => {}
-            None => {
-                return Err(usage(format!(
-                    "bob bench --latency measures researchfs designs; {} is a kernel configuration",
-                    c.name
-                )))
-            }
+    let which = bench::LatencyBench::of(&args.fs)
+        .map_err(|e| usage(format!("bob bench --latency: {e}")))?;
+    let env = |e: bench::FsBenchError| CliError::Environment(e.to_string());
+    match which {
+        bench::LatencyBench::Conquest => {
+            let report = bench::run_conquest_bench(latency, bench::CONQUEST_FILES).map_err(env)?;
+            print::render(&report, args.format)?;
+        }
+        bench::LatencyBench::Metadata(designs) => {
+            let report =
+                bench::run_meta_bench(&designs, latency, bench::META_FILES).map_err(env)?;
+            print::render(&report, args.format)?;
+        }
+        bench::LatencyBench::Valor => {
+            let report = bench::run_valor_bench(latency, bench::VALOR_PAGES).map_err(env)?;
+            print::render(&report, args.format)?;
+        }
+        bench::LatencyBench::Journaling => {
+            let postmark = bench::Postmark::default();
+            let report = bench::run_fs_bench(latency, bench::ITERATIONS, &postmark).map_err(env)?;
+            print::render(&report, args.format)?;
         }
     }
-    let report = bench::run_meta_bench(&designs, latency, bench::META_FILES)
-        .map_err(|e| CliError::Environment(e.to_string()))?;
-    print::render(&report, args.format)?;
     Ok(Conclusion::Done)
 }
 

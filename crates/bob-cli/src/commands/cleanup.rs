@@ -26,12 +26,7 @@ pub fn run(args: CleanupArgs) -> Result<Conclusion, CliError> {
 
 /// Reclaims what dead bob processes left, saying so in one line if there was anything.
 pub fn reclaim_quietly() {
-    let r = run::reclaim_dead();
-    if !r.processes.is_empty() || !r.tracefs_instances.is_empty() {
-        eprintln!(
-            "bob: reclaimed what {} killed bob process(es) left: {}",
-            r.processes.len(),
-            r.counts()
-        );
+    if let Some(notice) = run::reclaim_dead().notice() {
+        eprintln!("bob: {notice}");
     }
 }

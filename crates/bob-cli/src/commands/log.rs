@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 
+use bob_core::crash::compare::compare;
 use bob_core::output::{Format, LogEntryRow, NamedComparison};
-use bob_core::trace::compare::compare;
 use bob_core::trace::log::{read_log_file, LogReader};
-use bob_core::trace::{flags, replay_log, TraceDir};
+use bob_core::trace::{replay_log, TraceDir};
 
 use crate::cli::LogArgs;
 use crate::error::CliError;
@@ -94,27 +94,11 @@ fn list_log(path: &Path, format: Format) -> Result {
     let mut out = std::io::stdout().lock();
     let mut json = Vec::new();
     for (i, e) in reader.enumerate() {
-        let e = e?;
+        let row = LogEntryRow::of(i, &e?);
         match format {
-            Format::Json => json.push(LogEntryRow {
-                index: i,
-                sector: e.sector,
-                nr_sectors: e.nr_sectors,
-                flags: e.flags,
-                flag_names: flags::names(e.flags),
-                mark: e.mark_text(),
-            }),
+            Format::Json => json.push(row),
             _ => {
-                let mark = e.mark_text().unwrap_or_default();
-                let _ = writeln!(
-                    out,
-                    "{i} {} {} {}{}{}",
-                    e.sector,
-                    e.nr_sectors,
-                    flags::names(e.flags),
-                    if mark.is_empty() { "" } else { " " },
-                    mark
-                );
+                let _ = writeln!(out, "{row}");
             }
         }
     }
@@ -125,7 +109,7 @@ fn list_log(path: &Path, format: Format) -> Result {
     Ok(Conclusion::ReplayLog(0))
 }
 
-/// `--compare`: the two recordings side by side (bob_core::trace::compare).
+/// `--compare`: the two recordings side by side (bob_core::crash::compare).
 fn compare_logs(a: &Path, b: &Path, format: Format) -> Result {
     use bob_core::crash::{DiskModel, Limits, Strategy};
     let (ta, tb) = (read_log_file(a)?, read_log_file(b)?);

@@ -14,25 +14,9 @@ use crate::signals::CANCEL;
 pub fn run(args: ReplayArgs) -> Result<Conclusion, CliError> {
     if args.recovery_crashes {
         // The state: the one named, or the witness's own.
-        let state = match (&args.state, &args.to) {
-            (Some(s), _) => s.clone(),
-            (None, Some(to)) => {
-                run::replay_witness(&ReplayOptions {
-                    witness: args.witness.clone(),
-                    to: to.clone(),
-                    state: None,
-                    check: false,
-                    scratch: None,
-                    pm_out: None,
-                })?
-                .state
-            }
-            (None, None) => {
-                return Err(crate::error::usage(
-                    "bob replay --recovery-crashes: name the state (--state ID), or give --to \
-                     to replay the witness's own",
-                ))
-            }
+        let state = match &args.state {
+            Some(s) => s.clone(),
+            None => run::witness_state(&args.witness)?,
         };
         let r = run::recovery::recovery_idempotent(&run::recovery::RecoveryOptions {
             trace: args.witness.clone(),

@@ -48,15 +48,6 @@ pub fn run(args: RunArgs) -> Result<Conclusion, CliError> {
             )));
         }
     }
-    if args.cell.shard.is_some() && args.trace.is_none() && args.traces.is_none() {
-        // Each shard would record afresh and split another trace's states.
-        return Err(usage(
-            "bob run --shard: shards must split one recording; check a saved one with \
-             `--trace DIR` (from --save-trace) or `--traces DIR` (from `bob table \
-             --record-only`)",
-        ));
-    }
-    environment::check(&config)?;
     let mut options =
         options::run_options(config, property, &args.explore, &args.cell, &args.schedules.0)?;
     options.device = args.device;
@@ -71,6 +62,13 @@ pub fn run(args: RunArgs) -> Result<Conclusion, CliError> {
         None => args.trace,
     };
     options.save_trace = args.save_trace;
+    options.validate().map_err(|e| {
+        usage(format!(
+            "bob run --shard: {e}; check a saved one with `--trace DIR` (from --save-trace) \
+             or `--traces DIR` (from `bob table --record-only`)"
+        ))
+    })?;
+    environment::check(&options.config)?;
     let bars = Bars::states(args.format == Format::Text && Bars::stderr_is_terminal());
     let cells = run::run_cell(&options, &bars, &CANCEL);
     bars.finish();

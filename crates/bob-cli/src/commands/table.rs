@@ -16,17 +16,8 @@ use crate::print;
 use crate::progress::Bars;
 use crate::signals::CANCEL;
 
-/// Why `--shard` alone is refused: each shard would record the workloads afresh and split
-/// another trace's states, and no merge of such shards is a partition of one recording.
-const SHARD_NEEDS_TRACES: &str =
-    "bob table --shard: shards must split one recording; record once with `bob table \
-     --record-only --out DIR` and check each shard with `--traces DIR --shard I/N`";
-
 /// Runs `bob table`.
 pub fn run(args: TableArgs) -> Result<Conclusion, CliError> {
-    if args.cell.shard.is_some() && args.traces.is_none() {
-        return Err(crate::error::usage(SHARD_NEEDS_TRACES));
-    }
     // A trace set names the cells it recorded; they are the default table.
     let set = args.traces.as_deref().map(run::load_trace_set).transpose()?;
     let configs = match (&set, args.fs.is_empty()) {
@@ -52,6 +43,12 @@ pub fn run(args: TableArgs) -> Result<Conclusion, CliError> {
         fua: explore.fua.into(),
         traces: args.traces,
     };
+    opts.validate().map_err(|e| {
+        crate::error::usage(format!(
+            "bob table --shard: {e}; record once with `bob table --record-only --out DIR` \
+             and check each shard with `--traces DIR --shard I/N`"
+        ))
+    })?;
     if args.record_only {
         let bars = Bars::table(Bars::stderr_is_terminal(), cells_of(&opts));
         let set = run::record_table(&opts, &explore.out, &bars, &CANCEL);

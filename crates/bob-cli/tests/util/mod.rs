@@ -174,30 +174,16 @@ pub fn run_json_with_env(
 
 /// Loop devices whose backing file lies under `dir`, and mounts at or below it.
 pub fn leaks_under(dir: &Path) -> Vec<String> {
-    let mut leaks = Vec::new();
-    let dir_s = dir.to_string_lossy().into_owned();
-    if let Ok(entries) = std::fs::read_dir("/sys/block") {
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if !name.starts_with("loop") {
-                continue;
-            }
-            if let Ok(backing) = std::fs::read_to_string(e.path().join("loop/backing_file")) {
-                if backing.trim().starts_with(&dir_s) {
-                    leaks.push(format!("/dev/{name} -> {}", backing.trim()));
-                }
-            }
-        }
-    }
-    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-    for line in mounts.lines() {
-        let mut f = line.split_whitespace();
-        let (src, target) = (f.next().unwrap_or(""), f.next().unwrap_or(""));
-        if target.starts_with(&dir_s) {
-            leaks.push(format!("mount {src} on {target}"));
-        }
-    }
-    leaks
+    use bob_core::device::mounts;
+    let loops = mounts::loops_below(dir)
+        .into_iter()
+        .map(|l| format!("{} -> {}", l.device.display(), l.backing.display()));
+    let mounted = mounts::mountinfo().into_iter().filter(|m| m.mount_point.starts_with(dir));
+    loops
+        .chain(mounted.map(|m| {
+            format!("mount {} on {}", m.source.to_string_lossy(), m.mount_point.display())
+        }))
+        .collect()
 }
 
 pub fn assert_no_leaks(dir: &Path) {

@@ -25,13 +25,12 @@ pub(super) fn check_states(
     let engine = EngineOptions {
         jobs: jobs.max(1),
         timeouts: options.timeouts,
-        work_dir: dir,
-        speed: Default::default(),
+        progress: &|d, t| progress.state_done(d, t),
+        cancel,
+        ..EngineOptions::new(dir)
     };
-    check::run_states(subject, states, &engine, &|d, t| progress.state_done(d, t), cancel).map_err(
-        |e| match e {
-            check::Error::Interrupted => Error::Interrupted,
-            e => e.into(),
-        },
-    )
+    check::run_states(subject, states.iter().cloned(), &engine).map_err(|e| match e {
+        check::Error::Interrupted => Error::Interrupted,
+        e => e.into(),
+    })
 }

@@ -102,6 +102,66 @@ use crate::trace::EntryKind;
 /// Mount + umount rounds of the floor unless told otherwise.
 pub const DEFAULT_FLOOR_RUNS: usize = 50;
 
+/// Which benchmark of the file systems' own speed under a latency model measures a set
+/// of configurations: a property of the configurations asked for, not of their names'
+/// spelling at the command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LatencyBench {
+    /// Conquest against its all-disk control ([`run_conquest_bench`]).
+    Conquest,
+    /// The soft-updates paper's metadata microbenchmarks on these designs
+    /// ([`run_meta_bench`]).
+    Metadata(Vec<researchfs::Design>),
+    /// Valor's serial overwrite with and without transactions ([`run_valor_bench`]).
+    Valor,
+    /// PostMark-like runs of the journaling designs ([`run_fs_bench`]).
+    Journaling,
+}
+
+/// The configurations [`LatencyBench::Journaling`] measures.
+pub const JOURNALING_MEASURED: [&str; 5] =
+    ["optfs", "journal-flush", "xsyncfs", "xsyncfs-async", "journal-sync"];
+
+impl LatencyBench {
+    /// The benchmark that measures `configs`: Conquest's if Conquest is among them, the
+    /// metadata benchmarks if a soft-updates design is (with every other research design
+    /// named added to the usual ones), Valor's if Valor alone is named, else the
+    /// journaling designs', which measures only [`JOURNALING_MEASURED`].
+    pub fn of(configs: &[crate::fs::FsConfig]) -> Result<LatencyBench, String> {
+        if configs.iter().any(|c| c.name == "conquest") {
+            return Ok(LatencyBench::Conquest);
+        }
+        if configs.iter().any(|c| c.name.starts_with("softupdates")) {
+            let mut designs = meta_bench_designs();
+            for c in configs {
+                match c.design() {
+                    Some(d) if !designs.contains(&d) => designs.push(d),
+                    Some(_) => {}
+                    None => {
+                        return Err(format!(
+                            "the metadata benchmarks measure researchfs designs; {} is a \
+                             kernel configuration",
+                            c.name
+                        ))
+                    }
+                }
+            }
+            return Ok(LatencyBench::Metadata(designs));
+        }
+        if !configs.is_empty() && configs.iter().all(|c| c.name == "valor") {
+            return Ok(LatencyBench::Valor);
+        }
+        match configs.iter().find(|c| !JOURNALING_MEASURED.contains(&c.name)) {
+            Some(c) => Err(format!(
+                "the latency benchmarks measure {}; {} is not one of them",
+                JOURNALING_MEASURED.join(", "),
+                c.name
+            )),
+            None => Ok(LatencyBench::Journaling),
+        }
+    }
+}
+
 /// Bytes the recorder-overhead workload writes unless told otherwise (64 MiB).
 pub const DEFAULT_RECORDER_BYTES: u64 = 64 << 20;
 
@@ -652,4 +712,31 @@ struct Figures {
     /// Milliseconds: one floor mount + umount, one engine-mounted state.
     floor_ms: f64,
     ms_per_mounted: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn configs(names: &[&str]) -> Vec<crate::fs::FsConfig> {
+        names.iter().map(|n| crate::fs::by_name(n).unwrap_or_else(|| panic!("{n}"))).collect()
+    }
+
+    #[test]
+    fn the_latency_bench_is_the_one_of_the_configurations_named() {
+        let of = |names: &[&str]| LatencyBench::of(&configs(names));
+        assert_eq!(of(&["conquest", "optfs"]), Ok(LatencyBench::Conquest));
+        let Ok(LatencyBench::Metadata(designs)) = of(&["softupdates", "valor"]) else {
+            panic!("{:?}", of(&["softupdates", "valor"]))
+        };
+        assert!(designs.contains(&researchfs::Design::Valor), "{designs:?}");
+        assert!(designs.contains(&researchfs::Design::Softupdates), "{designs:?}");
+        let kernel = of(&["softupdates", "ext4-ordered"]).unwrap_err();
+        assert!(kernel.contains("ext4-ordered is a kernel configuration"), "{kernel}");
+        assert_eq!(of(&["valor"]), Ok(LatencyBench::Valor));
+        assert_eq!(of(&["optfs", "journal-flush"]), Ok(LatencyBench::Journaling));
+        assert_eq!(of(&[]), Ok(LatencyBench::Journaling));
+        let other = of(&["optfs", "ext2"]).unwrap_err();
+        assert!(other.contains("ext2 is not one of them") && !other.contains("--"), "{other}");
+    }
 }

@@ -321,13 +321,18 @@ pub struct BenchReport {
 impl BenchReport {
     /// The human-readable summary.
     pub fn to_text(&self) -> String {
-        let m = &self.memory;
-        let mut s = String::new();
-        let mut line = |l: String| {
-            s.push_str(&l);
-            s.push('\n');
-        };
-        line(format!(
+        let mut lines = Vec::new();
+        self.text_setup(&mut lines);
+        self.text_speeds(&mut lines);
+        self.text_serial(&mut lines);
+        self.text_costs(&mut lines);
+        self.text_verdicts(&mut lines);
+        lines.iter().map(|l| format!("{l}\n")).collect()
+    }
+
+    /// What was measured, and on what machine.
+    fn text_setup(&self, out: &mut Vec<String>) {
+        out.push(format!(
             "bench {} / {} (multi-block {} KiB): {} states, {} distinct after dedup, {} epochs, \
              {} trace entries ({} KiB written)",
             self.config,
@@ -339,15 +344,19 @@ impl BenchReport {
             self.trace_entries,
             self.trace_write_bytes >> 10
         ));
-        line(format!(
+        out.push(format!(
             "machine: {} cores, kernel {}, {} MiB memory; engine jobs {}",
             self.machine.cores,
             self.machine.kernel,
             self.machine.mem_total_kib >> 10,
             self.jobs
         ));
+    }
+
+    /// The naive pipeline, the engine and the mount floor, and their ratios.
+    fn text_speeds(&self, out: &mut Vec<String>) {
         let nb = &self.naive_breakdown;
-        line(format!(
+        out.push(format!(
             "naive:  {:8.1} states/s  (sparse copies; {} sampled states in {:.1} s; per state: \
              copy {:.1} ms, write {:.2} ms, check {:.1} ms, delete {:.1} ms)",
             self.naive_states_per_s,
@@ -359,7 +368,7 @@ impl BenchReport {
             nb.delete_ms
         ));
         let full = &self.naive_full_copy;
-        line(format!(
+        out.push(format!(
             "naive, whole-image copy (strawman, not the headline): {:.1} states/s over {} states \
              (copy {:.1} ms, check {:.1} ms, delete {:.1} ms); engine/this: {:.2}x covered, \
              {:.2}x mounted",
@@ -371,7 +380,7 @@ impl BenchReport {
             full.ratio_covered,
             full.ratio_mounted
         ));
-        line(format!(
+        out.push(format!(
             "engine: {:8.1} states/s covered, {:.1} mounted/s  ({:.2} s, of which overlays and \
              digests {:.2} s; {:.1} ms per mounted state)",
             self.engine_states_covered_per_s,
@@ -381,13 +390,13 @@ impl BenchReport {
             self.engine_ms_per_mounted_state
         ));
         if self.states_reads_reused > 0 {
-            line(format!(
+            out.push(format!(
                 "  reuse by reads: {} of the {} distinct states were not mounted (an earlier \
                  state's check read no sector where they differ); {:.1} ms per state mounted",
                 self.states_reads_reused, self.states_mounted, self.engine_ms_per_kernel_mount
             ));
         }
-        line(format!(
+        out.push(format!(
             "floor:  {:8.1} mount+umount/s  ({:.2} ms mean, {:.2} ms median over {}; \
              over bob's FUSE disk {:.2} ms median; fsck {:.1} ms, loop attach+detach {:.2} ms)",
             self.floor_mounts_per_s,
@@ -398,7 +407,7 @@ impl BenchReport {
             self.floor.fsck_ms,
             self.floor.loop_attach_detach_ms
         ));
-        line(format!(
+        out.push(format!(
             "ratio engine/naive (sparse copies): {:.2}x covered, {:.2}x mounted; cost per mounted state: \
              {:.2}x floor ({:.2}x per worker)",
             self.ratio_covered,
@@ -406,14 +415,18 @@ impl BenchReport {
             self.cost_vs_floor,
             self.cost_vs_floor_per_worker
         ));
-        line(format!(
+    }
+
+    /// The engine with one worker, step by step.
+    fn text_serial(&self, out: &mut Vec<String>) {
+        out.push(format!(
             "engine, one worker: {:.1} ms per mounted state ({} of {} sampled states mounted)",
             self.engine_serial.ms_per_mounted_state,
             self.engine_serial.states_mounted,
             self.engine_serial.states
         ));
         let st = &self.engine_serial.steps;
-        line(format!(
+        out.push(format!(
             "  its steps, mean ms per mounted state: attach {:.2}, recover (mount) {:.2}, key \
              {:.2}, walk {:.2} ({} walked), unmount {:.2}, fsck {:.2} ({} run), detach {:.2}, \
              other {:.2}; total {:.2}",
@@ -429,8 +442,13 @@ impl BenchReport {
             st.other_ms,
             st.total_ms
         ));
+    }
+
+    /// The recorder's overhead, memory and load.
+    fn text_costs(&self, out: &mut Vec<String>) {
+        let m = &self.memory;
         match &self.recorder {
-            Some(r) => line(format!(
+            Some(r) => out.push(format!(
                 "recorder overhead: {:.2}x ({} MiB over {} files + fsync: recording disk {:.2} s, \
                  plain loop {:.2} s; medians of {}); recorder peak RSS +{} KiB, log {} KiB on disk",
                 self.recorder_overhead,
@@ -442,9 +460,9 @@ impl BenchReport {
                 r.recording_rss_growth_kib,
                 r.log_bytes >> 10
             )),
-            None => line("recorder overhead: not measured".into()),
+            None => out.push("recorder overhead: not measured".into()),
         }
-        line(format!(
+        out.push(format!(
             "peak RSS: {} KiB before the engine; engine alone {} KiB over all {} states, \
              {} KiB over {} states{}",
             m.peak_rss_before_engine_kib,
@@ -454,20 +472,23 @@ impl BenchReport {
             m.half_states,
             if m.hwm_reset { "" } else { " (peak mark could not be reset: process peaks)" }
         ));
-        line(format!(
+        out.push(format!(
             "load average (1 min): {:.2} at the start, {:.2} at the end",
             self.load_average[0], self.load_average[1]
         ));
+    }
+
+    /// The outcomes, and whether the two pipelines' verdicts agree.
+    fn text_verdicts(&self, out: &mut Vec<String>) {
         let outcomes: Vec<String> = self.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        line(format!("outcomes: {}", outcomes.join(", ")));
+        out.push(format!("outcomes: {}", outcomes.join(", ")));
         match &self.first_disagreement {
-            None => line(format!("verdicts agree on all {} states", self.states)),
-            Some(d) => line(format!(
+            None => out.push(format!("verdicts agree on all {} states", self.states)),
+            Some(d) => out.push(format!(
                 "VERDICTS DISAGREE on {} states; first: state {} (#{}): naive {}, engine {}",
                 self.disagreements, d.state, d.index, d.naive, d.engine
             )),
         }
-        s
     }
 }
 

@@ -7,18 +7,21 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::reads::ReadsMemo;
+use super::speed::Speedups;
 use super::{
     check_image_with, AfterRecovery, Error, Journal, Judge, Outcome, RecoveredCache, StateCheck,
-    Subject,
+    StateToCheck, Subject,
 };
 use crate::crash::{CrashState, Overlay, OverlayBuilder};
 use crate::device::fusedisk::{DiskServer, Flushes};
 use crate::fs::Timeouts;
 use crate::image::{CrashView, SectorSet};
 
-/// Options of the checking engine.
-#[derive(Clone, Debug)]
-pub struct EngineOptions {
+/// Options of one run of the checking engine: how it works (workers, timeouts, scratch,
+/// shortcuts), how a state is judged, where its results are journaled, who hears of its
+/// progress and what stops it. [`EngineOptions::new`] gives the defaults; a caller sets
+/// what it needs with struct update syntax.
+pub struct EngineOptions<'a> {
     /// Parallel workers (loop devices and mounts at once).
     pub jobs: usize,
     /// Timeouts of external steps.
@@ -27,89 +30,40 @@ pub struct EngineOptions {
     pub work_dir: PathBuf,
     /// Which of the engine's shortcuts are on (all by default).
     pub speed: Speedups,
+    /// How a state is judged (the oracle by default).
+    pub judge: &'a Judge,
+    /// States already checked, skipped, and where each new result is appended (none by
+    /// default). Memory stays flat in the number of states but for one [`StateResult`]
+    /// per state: a snapshot is kept only for the earliest state of each failing outcome
+    /// (the one a witness shows).
+    pub journal: Option<&'a Journal>,
+    /// Called after each distinct state is done with (distinct states done, distinct
+    /// states taken so far: the second grows until the stream ends).
+    pub progress: &'a (dyn Fn(usize, usize) + Sync),
+    /// Once set, the run stops early with [`Error::Interrupted`].
+    pub cancel: &'a AtomicBool,
 }
 
-/// The shortcuts that make checking fast, each exact and each switchable off, so that
-/// `bob bench --table` can measure what it gains and a doubt about one can be ruled out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Speedups {
-    /// States whose recovered images are identical but for mount stamps share the
-    /// snapshot and fsck result of the first (`--no-recovered-dedup` turns it off).
-    pub recovered_dedup: bool,
-    /// When the read-only fsck runs (`--fsck once|always`).
-    pub fsck: FsckPolicy,
-    /// mkfs and the base image are made once per configuration and reused by every cell
-    /// of a run (`--no-shared-setup` turns it off).
-    pub shared_setup: bool,
-    /// A table records the next cell's workload while it checks the current cell's
-    /// states (`--no-record-ahead` turns it off). Absent in documents written before it:
-    /// read as off, as those tables ran.
-    #[serde(default)]
-    pub record_ahead: bool,
-    /// Crash-state views of a configuration that prefers it
-    /// ([`crate::fs::FsConfig::prefers_cached_views`]: xfs) are served through the
-    /// kernel's page cache, so that small reads (xfs_repair reads its log 1 KiB at a
-    /// time) come from readahead instead of one FUSE request each (`--no-cached-views`
-    /// turns it off for every configuration). Absent in older documents: off.
-    #[serde(default)]
-    pub cached_views: bool,
-    /// The FUSE disk serving crash-state views refuses the kernel's fsyncs, which a view
-    /// has nothing to do for, so that the loop driver's flushes and FUA writes during
-    /// recovery and unmount are not a FUSE round trip each (`--no-flushless-views` turns
-    /// it off). Absent in older documents: off.
-    #[serde(default)]
-    pub flushless_views: bool,
-    /// A state whose bytes equal an earlier checked state's on every sector that state's
-    /// check read reuses its recovery, walk and fsck, unmounted (`check::reads`;
-    /// `--no-reuse-by-reads` turns it off). Absent in older documents: off.
-    #[serde(default)]
-    pub reuse_by_reads: bool,
-    /// A mounted state whose image after unmount equals an earlier state's on every
-    /// sector that state's read-only fsck read takes its fsck result (`check::reads`;
-    /// with [`FsckPolicy::Once`] only; `--no-fsck-by-reads` turns it off). Absent in
-    /// older documents: off.
-    #[serde(default)]
-    pub fsck_by_reads: bool,
-}
+/// The default judge, cancel flag and progress of [`EngineOptions::new`].
+static ORACLE: Judge = Judge::Oracle;
+static NEVER: AtomicBool = AtomicBool::new(false);
+fn unheard(_: usize, _: usize) {}
 
-impl Default for Speedups {
-    fn default() -> Self {
-        Speedups {
-            recovered_dedup: true,
-            fsck: FsckPolicy::Once,
-            shared_setup: true,
-            record_ahead: true,
-            cached_views: true,
-            flushless_views: true,
-            reuse_by_reads: true,
-            fsck_by_reads: true,
+impl<'a> EngineOptions<'a> {
+    /// The defaults, working in `work_dir`: one worker, default timeouts, every shortcut,
+    /// the oracle, no journal, no progress, never cancelled.
+    pub fn new(work_dir: impl Into<PathBuf>) -> EngineOptions<'a> {
+        EngineOptions {
+            jobs: 1,
+            timeouts: Timeouts::default(),
+            work_dir: work_dir.into(),
+            speed: Speedups::default(),
+            judge: &ORACLE,
+            journal: None,
+            progress: &unheard,
+            cancel: &NEVER,
         }
     }
-}
-
-impl Speedups {
-    /// Every shortcut off: the engine as it was before them.
-    pub const NONE: Speedups = Speedups {
-        recovered_dedup: false,
-        fsck: FsckPolicy::Always,
-        shared_setup: false,
-        record_ahead: false,
-        cached_views: false,
-        flushless_views: false,
-        reuse_by_reads: false,
-        fsck_by_reads: false,
-    };
-}
-
-/// When a mounted state's read-only fsck runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum FsckPolicy {
-    /// Once per distinct recovered image; states that recover to an image already checked
-    /// reuse its result (counted as `fsck_reused`).
-    Once,
-    /// For every mounted state.
-    Always,
 }
 
 /// One state's result within a run.
@@ -201,9 +155,9 @@ struct Attempts<'a> {
     subject: &'a Subject,
     judge: &'a Judge,
     server: &'a DiskServer,
-    options: &'a EngineOptions,
+    options: &'a EngineOptions<'a>,
     recovered: &'a RecoveredCache,
-    stamps: &'a [std::ops::Range<u64>],
+    stamps: Vec<std::ops::Range<u64>>,
     cached_views: bool,
     /// Whether views log their first reads (for reuse by reads).
     track_reads: bool,
@@ -251,17 +205,19 @@ impl Attempts<'_> {
                 None => check_image_with(
                     subject,
                     self.judge,
-                    &file,
-                    state.pm_image,
-                    mnt,
-                    state.due.to_vec(),
-                    state.acked,
+                    StateToCheck {
+                        disk_file: &file,
+                        pm_image: state.pm_image,
+                        mnt,
+                        durable_ops: state.due.to_vec(),
+                        acked_marks: state.acked,
+                    },
                     &self.options.timeouts,
                     Some(&AfterRecovery {
                         view: &view,
                         cache: self.recovered,
                         speed: self.options.speed,
-                        stamps: self.stamps,
+                        stamps: &self.stamps,
                     }),
                 ),
             };
@@ -291,48 +247,6 @@ impl Attempts<'_> {
     }
 }
 
-/// Checks `states` of `subject`: dedup by content, then `jobs` workers in parallel.
-/// `progress` is called after each state mounted with (mounted so far, unique total).
-/// Stops early with [`Error::Interrupted`] when `cancel` is set.
-pub fn run_states(
-    subject: &Subject,
-    states: &[CrashState],
-    options: &EngineOptions,
-    progress: &(dyn Fn(usize, usize) + Sync),
-    cancel: &AtomicBool,
-) -> Result<Vec<StateResult>, Error> {
-    run_states_with(subject, &Judge::Oracle, states, options, progress, cancel)
-}
-
-/// [`run_states`] with a choice of [`Judge`].
-pub fn run_states_with(
-    subject: &Subject,
-    judge: &Judge,
-    states: &[CrashState],
-    options: &EngineOptions,
-    progress: &(dyn Fn(usize, usize) + Sync),
-    cancel: &AtomicBool,
-) -> Result<Vec<StateResult>, Error> {
-    run_states_journaled(subject, judge, states, options, progress, cancel, &Journal::default())
-}
-
-/// [`run_states_with`] that skips states the journal already holds and appends each new
-/// result to it. Memory stays flat in the number of states but for one [`StateResult`]
-/// per state: a snapshot is kept only for the earliest state of each failing outcome (the
-/// one a witness shows).
-pub fn run_states_journaled(
-    subject: &Subject,
-    judge: &Judge,
-    states: &[CrashState],
-    options: &EngineOptions,
-    progress: &(dyn Fn(usize, usize) + Sync),
-    cancel: &AtomicBool,
-    journal: &Journal,
-) -> Result<Vec<StateResult>, Error> {
-    let mut states = states.iter().cloned();
-    run_state_stream(subject, judge, &mut states, options, progress, cancel, journal)
-}
-
 /// A distinct state on its way from the stream to a worker.
 struct Job {
     /// Its rank among the distinct states (the order they are checked in).
@@ -352,22 +266,27 @@ struct Job {
 /// waits on the stream while the next overlays are digested, few enough to hold nothing.
 const QUEUED_PER_WORKER: usize = 2;
 
-/// [`run_states_journaled`] over states taken one at a time from `states` (for example a
-/// [`crate::crash::stream`]): each state's overlay is digested as it is taken, while the
-/// workers mount the distinct states before it; a distinct state goes to the workers
-/// through a queue of [`QUEUED_PER_WORKER`] per worker. The results are in stream order,
-/// as [`run_states_journaled`] gives them for a list. `progress` hears (distinct states
-/// done, distinct states taken so far): the second grows until the stream ends.
-pub fn run_state_stream(
+/// Checks the states of `subject` taken one at a time from `states` (a list's
+/// `iter().cloned()`, or a [`crate::crash::stream`]): each state's overlay is digested
+/// as it is taken, states identical in content and due promises are checked once, and
+/// the distinct ones go to `options.jobs` workers in parallel through a queue of
+/// [`QUEUED_PER_WORKER`] per worker, each with its own loop device and mount point over
+/// one FUSE disk. The results are in stream order. Stops early with
+/// [`Error::Interrupted`] when `options.cancel` is set.
+pub fn run_states(
     subject: &Subject,
-    judge: &Judge,
+    states: impl IntoIterator<Item = CrashState>,
+    options: &EngineOptions,
+) -> Result<Vec<StateResult>, Error> {
+    run_stream(subject, &mut states.into_iter(), options)
+}
+
+/// [`run_states`], not generic: the stream on this thread, the workers in a scope.
+fn run_stream(
+    subject: &Subject,
     states: &mut dyn Iterator<Item = CrashState>,
     options: &EngineOptions,
-    progress: &(dyn Fn(usize, usize) + Sync),
-    cancel: &AtomicBool,
-    journal: &Journal,
 ) -> Result<Vec<StateResult>, Error> {
-    let builder = OverlayBuilder::new(&subject.trace, &subject.epochs);
     let fuse_dir = options.work_dir.join("states-disk");
     std::fs::create_dir_all(&fuse_dir)
         .map_err(|source| Error::Io { path: fuse_dir.clone(), source })?;
@@ -377,267 +296,338 @@ pub fn run_state_stream(
         false => Flushes::Forward,
     };
     let server = DiskServer::start_with(&fuse_dir, jobs + 1, flushes)?;
-    let results: Mutex<HashMap<usize, StateCheck>> = Mutex::new(HashMap::new());
-    // Earliest unique state per failing outcome: the only snapshots worth keeping.
-    let keep: Mutex<HashMap<&'static str, usize>> = Mutex::new(HashMap::new());
-    let store = |index: usize, mut c: StateCheck| {
-        let mut results = results.lock().unwrap_or_else(|p| p.into_inner());
-        let mut keep = keep.lock().unwrap_or_else(|p| p.into_inner());
-        let name = c.outcome.name();
-        if name == "held" {
-            c.snapshot = None;
-        } else {
-            match keep.get(name).copied() {
-                Some(k) if k < index => c.snapshot = None,
-                Some(k) => {
-                    if let Some(old) = results.get_mut(&k) {
-                        old.snapshot = None;
-                    }
-                    keep.insert(name, index);
-                }
-                None => {
-                    keep.insert(name, index);
-                }
-            }
-        }
-        results.insert(index, c);
-    };
-    let recovered = &RecoveredCache::default();
-    // Reuse by reads, where a state's check is a program of its disk's bytes alone: not
-    // for a user's checker (it is told the state's marks), nor for a PM region (not read
-    // through the view), nor for a research design (recovered in process by bob's own
-    // code, not by the kernel and its tools that the argument in `check::reads` is about).
+    let no_journal = Journal::default();
+    let recovered = RecoveredCache::default();
     let memo = ReadsMemo::default();
-    let reads_memo = (options.speed.reuse_by_reads
-        && matches!(judge, Judge::Oracle)
-        && subject.pm.is_none()
-        && subject.config.design().is_none())
-    .then_some(&memo);
-    let cached_views = options.speed.cached_views && subject.config.prefers_cached_views();
-    // What mounting stamps is the configuration's: one list for the run, not one per state.
-    let stamps = &subject.config.mount_stamps();
-    let guest = crate::vm::crash_log::guest();
-    let guest_tag = &crate::vm::crash_log::subject_tag(
-        subject.config.name,
-        &subject.workload.name,
-        subject.schedule.map(|s| s.name()),
-    );
-    let done = AtomicUsize::new(0);
-    let distinct = AtomicUsize::new(0);
-    let first_error: Mutex<Option<Error>> = Mutex::new(None);
-    let injected = &InjectedFailure::from_env();
-    let attempts = &Attempts {
-        subject,
-        judge,
-        server: &server,
-        options,
-        recovered,
-        stamps,
-        cached_views,
-        track_reads: reads_memo.is_some(),
-        injected,
-        cancel,
-    };
-    let (queue, inbox) = std::sync::mpsc::sync_channel::<Job>(jobs * QUEUED_PER_WORKER);
-    // The workers share the receiving end; the last one to stop drops it, so that the
-    // stream never waits on a queue nobody reads.
-    let inbox = Mutex::new(Some(inbox));
-    let alive = AtomicUsize::new(0);
-    // Per state of the stream: the state, its content digest and the index of the state
-    // mounted for it.
-    let mut listed: Vec<(CrashState, [u8; 32], usize)> = Vec::new();
-    let stop = || {
-        cancel.load(Ordering::Relaxed) || first_error.lock().map(|e| e.is_some()).unwrap_or(true)
-    };
+    let injected = InjectedFailure::from_env();
+    let run = Run::new(subject, options, &server, &no_journal, &recovered, &memo, &injected);
+    let listed = run.stream_to_workers(states, jobs);
+    run.results(listed)
+}
 
-    std::thread::scope(|scope| {
-        let worker = |worker: usize| {
-            let (store, done, distinct, first_error, inbox, alive) =
-                (&store, &done, &distinct, &first_error, &inbox, &alive);
-            let builder = &builder;
-            let stop = &stop;
-            move || {
-                // Leaves the queue to the others; the last worker out closes it (also
-                // when it unwinds from a panic).
-                struct Leave<'a> {
-                    alive: &'a AtomicUsize,
-                    inbox: &'a Mutex<Option<std::sync::mpsc::Receiver<Job>>>,
-                }
-                impl Drop for Leave<'_> {
-                    fn drop(&mut self) {
-                        if self.alive.fetch_sub(1, Ordering::SeqCst) == 1 {
-                            drop(self.inbox.lock().unwrap_or_else(|p| p.into_inner()).take());
-                        }
-                    }
-                }
-                let _leave = Leave { alive, inbox };
-                let mut mnt = options.work_dir.join(format!("mnt-{worker}"));
-                if let Err(source) = std::fs::create_dir_all(&mnt) {
-                    *first_error.lock().unwrap_or_else(|p| p.into_inner()) =
-                        Some(Error::Io { path: mnt, source });
-                    return;
-                }
-                loop {
-                    if stop() {
-                        return;
-                    }
-                    let job = {
-                        let inbox = inbox.lock().unwrap_or_else(|p| p.into_inner());
-                        match inbox.as_ref().map(|r| r.recv()) {
-                            Some(Ok(job)) => job,
-                            _ => return,
-                        }
-                    };
-                    let Job { rank: k, index, state, key, digest, due } = job;
-                    if let Some(c) = journal.prior.get(&key) {
-                        store(index, c.clone());
-                        let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                        progress(n, distinct.load(Ordering::Relaxed));
-                        continue;
-                    }
-                    // In a guest bob booted: a state the host pinned a kernel crash on is
-                    // not recovered again, and every other is logged while it recovers.
-                    let key_hex = guest.map(|_| super::journal::hex(&key)).unwrap_or_default();
-                    if let Some(crash) = guest.and_then(|g| g.known_crash(guest_tag, &key_hex)) {
-                        let c = StateCheck::failed(Outcome::KernelCrash {
-                            message: crash.message.clone(),
-                            console: crash.console.display().to_string(),
-                        });
-                        journal.record(&key, &c);
-                        store(index, c);
-                        let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                        progress(n, distinct.load(Ordering::Relaxed));
-                        continue;
-                    }
-                    let recovering =
-                        guest.map(|g| g.begin(guest_tag, &key_hex, &state.id.to_string(), k));
-                    let acked = match judge {
-                        Judge::Oracle => Vec::new(),
-                        Judge::Checker(_) => subject.acked_marks(&state.id),
-                    };
-                    let pm_image = match (&subject.pm, &state.id.pm) {
-                        (Some(pm), Some(cut)) => Some(pm.image(cut)),
-                        _ => None,
-                    };
-                    let started = std::time::Instant::now();
-                    let overlay = builder.state(&state.id);
-                    let reused = reads_memo.and_then(|m| {
-                        m.find(state.id.epoch, &digest, &overlay, &subject.trace)
-                            .map(|r| r.check_for(subject, due.clone()))
-                    });
-                    let (checked, reads, retries) = match reused {
-                        Some(c) => (Ok(c), None, 0),
-                        None => {
-                            let on = Attempt {
-                                rank: k,
-                                index,
-                                overlay: &overlay,
-                                pm_image: pm_image.as_deref(),
-                                due: &due,
-                                acked: &acked,
-                            };
-                            attempts.check(&on, worker, &mut mnt)
-                        }
-                    };
-                    drop(recovering);
-                    match checked {
-                        Ok(mut c) => {
-                            if let (Some(memo), Some(reads)) = (reads_memo, reads) {
-                                let at = (state.id.epoch, digest, &overlay);
-                                memo.donate(subject, at, reads, &c);
-                            }
-                            c.infra_retries = retries;
-                            if let Some(steps) = c.steps.as_mut() {
-                                steps.total_ms = started.elapsed().as_secs_f64() * 1e3;
-                            }
-                            if c.outcome == Outcome::Held {
-                                c.snapshot = None;
-                            }
-                            journal.record(&key, &c);
-                            store(index, c);
-                            let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                            progress(n, distinct.load(Ordering::Relaxed));
-                        }
-                        // Not journaled: it is no verdict, and `--resume` must try again.
-                        Err(e) if e.is_infrastructure() => {
-                            let message = format!(
-                                "{} (also after a retry on a fresh loop device and mount point)",
-                                e.to_string().replace('\n', " ")
-                            );
-                            let c = StateCheck {
-                                infra_retries: retries,
-                                ..StateCheck::failed(Outcome::InfraError { message })
-                            };
-                            store(index, c);
-                            let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                            progress(n, distinct.load(Ordering::Relaxed));
-                        }
-                        Err(e) => {
-                            *first_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-                            return;
-                        }
-                    }
-                }
-            }
+/// What the stream and the workers of one engine run share.
+struct Run<'a> {
+    subject: &'a Subject,
+    options: &'a EngineOptions<'a>,
+    journal: &'a Journal,
+    builder: OverlayBuilder<'a>,
+    attempts: Attempts<'a>,
+    /// Reuse by reads, when it applies to this run (see [`Run::new`]).
+    reads_memo: Option<&'a ReadsMemo>,
+    /// In a guest bob booted: its log of the states in flight, and this subject's tag.
+    guest: Option<&'static crate::vm::crash_log::GuestLog>,
+    guest_tag: String,
+    /// Each distinct state's check, by its index in the stream.
+    results: Mutex<HashMap<usize, StateCheck>>,
+    /// Earliest distinct state per failing outcome: the only snapshots worth keeping.
+    keep: Mutex<HashMap<&'static str, usize>>,
+    done: AtomicUsize,
+    distinct: AtomicUsize,
+    first_error: Mutex<Option<Error>>,
+}
+
+/// The receiving end of the queue, shared by the workers; the last one to stop drops it,
+/// so that the stream never waits on a queue nobody reads.
+struct Inbox {
+    receiver: Mutex<Option<std::sync::mpsc::Receiver<Job>>>,
+    alive: AtomicUsize,
+}
+
+/// A worker's place at the [`Inbox`]: leaving it (also when unwinding from a panic)
+/// closes the queue if it was the last.
+struct Leave<'a>(&'a Inbox);
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        if self.0.alive.fetch_sub(1, Ordering::SeqCst) == 1 {
+            drop(self.0.receiver.lock().unwrap_or_else(|p| p.into_inner()).take());
+        }
+    }
+}
+
+impl Inbox {
+    /// The next job, or `None` once the stream has ended.
+    fn next(&self) -> Option<Job> {
+        let receiver = self.receiver.lock().unwrap_or_else(|p| p.into_inner());
+        receiver.as_ref().and_then(|r| r.recv().ok())
+    }
+}
+
+impl<'a> Run<'a> {
+    fn new(
+        subject: &'a Subject,
+        options: &'a EngineOptions<'a>,
+        server: &'a DiskServer,
+        no_journal: &'a Journal,
+        recovered: &'a RecoveredCache,
+        memo: &'a ReadsMemo,
+        injected: &'a InjectedFailure,
+    ) -> Run<'a> {
+        // Reuse by reads, where a state's check is a program of its disk's bytes alone:
+        // not for a user's checker (it is told the state's marks), nor for a PM region
+        // (not read through the view), nor for a research design (recovered in process by
+        // bob's own code, not by the kernel and its tools that the argument in
+        // `check::reads` is about).
+        let reads_memo = (options.speed.reuse_by_reads
+            && matches!(options.judge, Judge::Oracle)
+            && subject.pm.is_none()
+            && subject.config.design().is_none())
+        .then_some(memo);
+        let attempts = Attempts {
+            subject,
+            judge: options.judge,
+            server,
+            options,
+            recovered,
+            // What mounting stamps is the configuration's: one list for the run, not one
+            // per state.
+            stamps: subject.config.mount_stamps(),
+            cached_views: options.speed.cached_views && subject.config.prefers_cached_views(),
+            track_reads: reads_memo.is_some(),
+            injected,
+            cancel: options.cancel,
         };
+        Run {
+            subject,
+            options,
+            journal: options.journal.unwrap_or(no_journal),
+            builder: OverlayBuilder::new(&subject.trace, &subject.epochs),
+            attempts,
+            reads_memo,
+            guest: crate::vm::crash_log::guest(),
+            guest_tag: crate::vm::crash_log::subject_tag(
+                subject.config.name,
+                &subject.workload.name,
+                subject.schedule.map(|s| s.name()),
+            ),
+            results: Mutex::new(HashMap::new()),
+            keep: Mutex::new(HashMap::new()),
+            done: AtomicUsize::new(0),
+            distinct: AtomicUsize::new(0),
+            first_error: Mutex::new(None),
+        }
+    }
 
-        // The stream, on this thread: digest, dedup, queue. Two states are checked once
-        // when their blocks are identical and the same promises are due in them: the same
-        // disk right before and right after a flush owes different fsyncs, and sharing
-        // one verdict would skip the promises of the later.
-        let mut first_of: HashMap<[u8; 32], usize> = HashMap::new();
-        let mut spawned = 0;
-        for state in states {
-            if stop() {
-                break;
+    /// Whether to stop: a cancel, or an error of bob's (or a poisoned lock).
+    fn stop(&self) -> bool {
+        self.options.cancel.load(Ordering::Relaxed)
+            || self.first_error.lock().map(|e| e.is_some()).unwrap_or(true)
+    }
+
+    fn fail(&self, e: Error) {
+        *self.first_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+    }
+
+    /// Keeps the check of the state at `index`, with its snapshot only if it is the
+    /// earliest state of a failing outcome so far, and tells the progress.
+    fn finish(&self, index: usize, mut c: StateCheck) {
+        {
+            let mut results = self.results.lock().unwrap_or_else(|p| p.into_inner());
+            let mut keep = self.keep.lock().unwrap_or_else(|p| p.into_inner());
+            let name = c.outcome.name();
+            if name == "held" {
+                c.snapshot = None;
+            } else {
+                match keep.get(name).copied() {
+                    Some(k) if k < index => c.snapshot = None,
+                    Some(k) => {
+                        if let Some(old) = results.get_mut(&k) {
+                            old.snapshot = None;
+                        }
+                        keep.insert(name, index);
+                    }
+                    None => {
+                        keep.insert(name, index);
+                    }
+                }
             }
-            let index = listed.len();
-            let digest = crate::crash::pm::digest(
-                builder.state(&state.id).digest(&subject.trace),
-                subject.pm.as_deref(),
-                state.id.pm.as_ref(),
-            );
-            let due = subject.durable_ops(&state.id);
-            let key = check_key(&digest, &due);
-            let mounted_as = *first_of.entry(key).or_insert(index);
-            listed.push((state, digest, mounted_as));
-            if mounted_as != index {
-                continue;
+            results.insert(index, c);
+        }
+        let n = self.done.fetch_add(1, Ordering::Relaxed) + 1;
+        (self.options.progress)(n, self.distinct.load(Ordering::Relaxed));
+    }
+
+    /// The stream, on this thread: digest, dedup, queue, with one worker spawned per
+    /// distinct state until there are `jobs`. Two states are checked once when their
+    /// blocks are identical and the same promises are due in them: the same disk right
+    /// before and right after a flush owes different fsyncs, and sharing one verdict would
+    /// skip the promises of the later. Returns, per state of the stream, the state, its
+    /// content digest and the index of the state mounted for it.
+    fn stream_to_workers(
+        &self,
+        states: &mut dyn Iterator<Item = CrashState>,
+        jobs: usize,
+    ) -> Vec<(CrashState, [u8; 32], usize)> {
+        let (queue, receiver) = std::sync::mpsc::sync_channel::<Job>(jobs * QUEUED_PER_WORKER);
+        let inbox = Inbox { receiver: Mutex::new(Some(receiver)), alive: AtomicUsize::new(0) };
+        let mut listed: Vec<(CrashState, [u8; 32], usize)> = Vec::new();
+        std::thread::scope(|scope| {
+            let mut first_of: HashMap<[u8; 32], usize> = HashMap::new();
+            let mut spawned = 0;
+            for state in states {
+                if self.stop() {
+                    break;
+                }
+                let index = listed.len();
+                let digest = crate::crash::pm::digest(
+                    self.builder.state(&state.id).digest(&self.subject.trace),
+                    self.subject.pm.as_deref(),
+                    state.id.pm.as_ref(),
+                );
+                let due = self.subject.durable_ops(&state.id);
+                let key = check_key(&digest, &due);
+                let mounted_as = *first_of.entry(key).or_insert(index);
+                listed.push((state, digest, mounted_as));
+                if mounted_as != index {
+                    continue;
+                }
+                let rank = self.distinct.fetch_add(1, Ordering::Relaxed);
+                if spawned < jobs {
+                    inbox.alive.fetch_add(1, Ordering::SeqCst);
+                    let (inbox, worker) = (&inbox, spawned);
+                    scope.spawn(move || self.work(worker, inbox));
+                    spawned += 1;
+                }
+                let job = Job { rank, index, state: listed[index].0.clone(), key, digest, due };
+                if queue.send(job).is_err() {
+                    break; // every worker has stopped (an error, a cancel, a panic)
+                }
             }
-            let rank = distinct.fetch_add(1, Ordering::Relaxed);
-            // One worker per distinct state until there are `jobs`.
-            if spawned < jobs {
-                alive.fetch_add(1, Ordering::SeqCst);
-                scope.spawn(worker(spawned));
-                spawned += 1;
-            }
-            let job = Job { rank, index, state: listed[index].0.clone(), key, digest, due };
-            if queue.send(job).is_err() {
-                break; // every worker has stopped (an error, a cancel, a panic)
+            drop(queue);
+        });
+        listed
+    }
+
+    /// One worker: takes jobs from the inbox until the stream ends or the run stops.
+    fn work(&self, worker: usize, inbox: &Inbox) {
+        let _leave = Leave(inbox);
+        let mut mnt = self.options.work_dir.join(format!("mnt-{worker}"));
+        if let Err(source) = std::fs::create_dir_all(&mnt) {
+            return self.fail(Error::Io { path: mnt, source });
+        }
+        while !self.stop() {
+            let Some(job) = inbox.next() else { return };
+            if let Err(e) = self.check_job(job, worker, &mut mnt) {
+                return self.fail(e);
             }
         }
-        drop(queue);
-    });
-    drop(server);
-    if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
-        return Err(e);
     }
-    if cancel.load(Ordering::Relaxed) {
-        return Err(Error::Interrupted);
-    }
-    let results: HashMap<usize, Arc<StateCheck>> = results
-        .into_inner()
-        .unwrap_or_else(|p| p.into_inner())
-        .into_iter()
-        .map(|(i, c)| (i, Arc::new(c)))
-        .collect();
-    let mut out = Vec::with_capacity(listed.len());
-    for (state, digest, mounted_as) in listed {
-        // Every distinct state has a result unless the run stopped, which returned above.
-        let Some(check) = results.get(&mounted_as).cloned() else {
-            return Err(Error::Interrupted);
+
+    /// Checks one distinct state: from the journal, from a kernel crash the host pinned
+    /// on it, from an earlier state's reads, or on a mount of its own. An error is one
+    /// that ends the run.
+    fn check_job(&self, job: Job, worker: usize, mnt: &mut PathBuf) -> Result<(), Error> {
+        let subject = self.subject;
+        let Job { rank, index, state, key, digest, due } = job;
+        if let Some(c) = self.journal.prior.get(&key) {
+            self.finish(index, c.clone());
+            return Ok(());
+        }
+        // In a guest bob booted: a state the host pinned a kernel crash on is not
+        // recovered again, and every other is logged while it recovers.
+        let guest = self.guest;
+        let key_hex = guest.map(|_| super::journal::hex(&key)).unwrap_or_default();
+        if let Some(crash) = guest.and_then(|g| g.known_crash(&self.guest_tag, &key_hex)) {
+            let c = StateCheck::failed(Outcome::KernelCrash {
+                message: crash.message.clone(),
+                console: crash.console.display().to_string(),
+            });
+            self.journal.record(&key, &c);
+            self.finish(index, c);
+            return Ok(());
+        }
+        let recovering =
+            guest.map(|g| g.begin(&self.guest_tag, &key_hex, &state.id.to_string(), rank));
+        let acked = match self.options.judge {
+            Judge::Oracle => Vec::new(),
+            Judge::Checker(_) => subject.acked_marks(&state.id),
         };
-        out.push(StateResult { state, digest, mounted_as, check });
+        let pm_image = match (&subject.pm, &state.id.pm) {
+            (Some(pm), Some(cut)) => Some(pm.image(cut)),
+            _ => None,
+        };
+        let started = std::time::Instant::now();
+        let overlay = self.builder.state(&state.id);
+        let reused = self.reads_memo.and_then(|m| {
+            m.find(state.id.epoch, &digest, &overlay, &subject.trace)
+                .map(|r| r.check_for(subject, due.clone()))
+        });
+        let (checked, reads, retries) = match reused {
+            Some(c) => (Ok(c), None, 0),
+            None => {
+                let on = Attempt {
+                    rank,
+                    index,
+                    overlay: &overlay,
+                    pm_image: pm_image.as_deref(),
+                    due: &due,
+                    acked: &acked,
+                };
+                self.attempts.check(&on, worker, mnt)
+            }
+        };
+        drop(recovering);
+        match checked {
+            Ok(mut c) => {
+                if let (Some(memo), Some(reads)) = (self.reads_memo, reads) {
+                    memo.donate(subject, (state.id.epoch, digest, &overlay), reads, &c);
+                }
+                c.infra_retries = retries;
+                if let Some(steps) = c.steps.as_mut() {
+                    steps.total_ms = started.elapsed().as_secs_f64() * 1e3;
+                }
+                if c.outcome == Outcome::Held {
+                    c.snapshot = None;
+                }
+                self.journal.record(&key, &c);
+                self.finish(index, c);
+                Ok(())
+            }
+            // Not journaled: it is no verdict, and `--resume` must try again.
+            Err(e) if e.is_infrastructure() => {
+                let message = format!(
+                    "{} (also after a retry on a fresh loop device and mount point)",
+                    e.to_string().replace('\n', " ")
+                );
+                let c = StateCheck {
+                    infra_retries: retries,
+                    ..StateCheck::failed(Outcome::InfraError { message })
+                };
+                self.finish(index, c);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
-    Ok(out)
+
+    /// Every state's result in stream order, each sharing the check of the state mounted
+    /// for it; the run's error or interrupt if it stopped.
+    fn results(
+        self,
+        listed: Vec<(CrashState, [u8; 32], usize)>,
+    ) -> Result<Vec<StateResult>, Error> {
+        if let Some(e) = self.first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            return Err(e);
+        }
+        if self.options.cancel.load(Ordering::Relaxed) {
+            return Err(Error::Interrupted);
+        }
+        let results: HashMap<usize, Arc<StateCheck>> = self
+            .results
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner())
+            .into_iter()
+            .map(|(i, c)| (i, Arc::new(c)))
+            .collect();
+        let mut out = Vec::with_capacity(listed.len());
+        for (state, digest, mounted_as) in listed {
+            // Every distinct state has a result unless the run stopped, which returned
+            // above.
+            let Some(check) = results.get(&mounted_as).cloned() else {
+                return Err(Error::Interrupted);
+            };
+            out.push(StateResult { state, digest, mounted_as, check });
+        }
+        Ok(out)
+    }
 }

@@ -24,19 +24,21 @@ mod engine;
 mod journal;
 pub mod outcome;
 mod reads;
+mod speed;
 mod state;
 mod subject;
+mod verdict;
 
 pub use checker::{Judge, UserChecker, CHECKER_OUTPUT_MAX};
 pub(crate) use engine::check_key;
-pub use engine::{
-    run_state_stream, run_states, run_states_journaled, run_states_with, EngineOptions, FsckPolicy,
-    Speedups, StateResult,
-};
+pub use engine::{run_states, EngineOptions, StateResult};
 pub use journal::Journal;
 pub use outcome::{Outcome, OutcomeKind};
-pub use state::{check_image, check_image_with, pm_image_path, AfterRecovery, RecoveredCache};
-pub use subject::{qualified_id, split_schedule, Subject};
+pub use speed::{FsckPolicy, Speedups};
+pub use state::{
+    check_image, check_image_with, pm_image_path, AfterRecovery, RecoveredCache, StateToCheck,
+};
+pub use subject::{qualified_id, split_schedule, Recorded, Subject};
 
 /// Checking errors: the environment failed, not the file system under test.
 #[derive(Debug, thiserror::Error)]

@@ -26,6 +26,7 @@ use std::sync::{Arc, RwLock};
 
 use workloads::Snapshot;
 
+use super::verdict::oracle_verdict;
 use super::{Outcome, Repair, StateCheck, Subject};
 use crate::crash::overlay::Sum;
 use crate::crash::{Epoch, Overlay, SectorSource};
@@ -228,13 +229,8 @@ impl Reusable {
     pub(crate) fn check_for(&self, subject: &Subject, durable_ops: Vec<usize>) -> StateCheck {
         let mut check = match self {
             Reusable::Walked { snapshot, fsck, repair, recovery_writes } => {
-                let mut c = super::state::oracle_verdict(
-                    subject,
-                    snapshot.clone(),
-                    fsck.clone(),
-                    durable_ops,
-                )
-                .after_repair(repair.clone());
+                let mut c = oracle_verdict(subject, snapshot.clone(), fsck.clone(), durable_ops)
+                    .after_repair(repair.clone());
                 c.recovery_writes = *recovery_writes;
                 c
             }

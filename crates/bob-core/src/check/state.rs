@@ -6,13 +6,13 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use workloads::{CrashContext, Snapshot};
+use workloads::Snapshot;
 
 use super::checker::{checker_verdict, finish_checked, run_checker};
 use super::journal::hex;
-use super::{
-    Error, FsckPolicy, Judge, Laps, Outcome, Repair, Speedups, StateCheck, StepTimes, Subject,
-};
+use super::speed::{FsckPolicy, Speedups};
+use super::verdict::oracle_verdict;
+use super::{Error, Judge, Laps, Outcome, Repair, StateCheck, StepTimes, Subject};
 use crate::device::loopdev::LoopDevice;
 use crate::device::{cmd, mount};
 use crate::fs::{complaint, Recovery, RepairStep, Timeouts};
@@ -47,17 +47,9 @@ pub fn check_image(
         }
         None => None,
     };
-    check_image_with(
-        subject,
-        &Judge::Oracle,
-        disk_file,
-        pm.as_deref(),
-        mnt,
-        durable_ops,
-        &[],
-        timeouts,
-        None,
-    )
+    let state =
+        StateToCheck { disk_file, pm_image: pm.as_deref(), mnt, durable_ops, acked_marks: &[] };
+    check_image_with(subject, &Judge::Oracle, state, timeouts, None)
 }
 
 /// Where the PM image of a crash state's disk image `disk_file` is (`<disk_file>.pm`):
@@ -122,34 +114,91 @@ pub struct AfterRecovery<'a> {
     pub stamps: &'a [std::ops::Range<u64>],
 }
 
+/// One crash state to check, as a worker (or [`check_image`]) hands it over.
+pub struct StateToCheck<'a> {
+    /// Its image: any file a loop device can be attached to.
+    pub disk_file: &'a Path,
+    /// Its PM region's image, for a recording with one.
+    pub pm_image: Option<&'a [u8]>,
+    /// Where it is mounted.
+    pub mnt: &'a Path,
+    /// The persistence points due in it.
+    pub durable_ops: Vec<usize>,
+    /// The marks made by the time of the crash (see [`Subject::acked_marks`]), handed to
+    /// a user checker.
+    pub acked_marks: &'a [String],
+}
+
 /// [`check_image`] with a choice of [`Judge`], and dedup after recovery when `after` is
-/// given. `acked_marks` are the marks made by the time of the crash (see
-/// [`Subject::acked_marks`]), handed to a user checker.
-#[allow(clippy::too_many_arguments)] // each is one plain input of one state's check
+/// given.
 pub fn check_image_with(
     subject: &Subject,
     judge: &Judge,
-    disk_file: &Path,
-    pm_image: Option<&[u8]>,
-    mnt: &Path,
-    durable_ops: Vec<usize>,
-    acked_marks: &[String],
+    state: StateToCheck<'_>,
     timeouts: &Timeouts,
     after: Option<&AfterRecovery<'_>>,
 ) -> Result<StateCheck, Error> {
-    if let Some(design) = subject.config.design() {
-        let state = ResearchState { design, disk_file, pm_image, mnt, acked_marks };
-        return check_research(subject, judge, &state, durable_ops, timeouts);
+    match subject.config.design() {
+        Some(design) => check_research(subject, judge, design, state, timeouts),
+        None => check_kernel(subject, judge, state, timeouts, after),
     }
-    let config = &subject.config;
-    let mut laps = Laps::start();
-    let mut steps = StepTimes::default();
-    let loopdev = LoopDevice::attach_free(disk_file)?;
-    steps.attach_ms = laps.lap();
-    let dev = loopdev.path().to_owned();
-    let dev_str = dev.to_string_lossy().into_owned();
-    let done = |outcome| Ok(StateCheck::failed(outcome));
+}
 
+/// Where recovery (and the repair ladder after it) left a state.
+enum RecoveryEnd<M> {
+    /// It mounted, after these repairs if any.
+    Mounted(M, Option<Repair>),
+    /// It did not (or a step timed out): the state's check as it stands.
+    Failed(Box<StateCheck>),
+}
+
+/// The times of one state's steps, as they are taken.
+struct Clock {
+    laps: Laps,
+    steps: StepTimes,
+}
+
+/// [`check_image_with`] for a kernel configuration: attach, recover, then the check
+/// after recovery, each shortcut of `after` taken where it applies.
+fn check_kernel(
+    subject: &Subject,
+    judge: &Judge,
+    state: StateToCheck<'_>,
+    timeouts: &Timeouts,
+    after: Option<&AfterRecovery<'_>>,
+) -> Result<StateCheck, Error> {
+    let mut clock = Clock { laps: Laps::start(), steps: StepTimes::default() };
+    let loopdev = LoopDevice::attach_free(state.disk_file)?;
+    clock.steps.attach_ms = clock.laps.lap();
+    let dev = loopdev.path().to_owned();
+    let (fs_mount, repair) = match recover(&subject.config, &dev, state.mnt, timeouts)? {
+        RecoveryEnd::Mounted(m, repair) => (m, repair),
+        // A hung mount still holds the device; dropping our handle asks the kernel to
+        // unbind it (autoclear) once that mount lets go.
+        RecoveryEnd::Failed(check) => return Ok(*check),
+    };
+    if let Judge::Checker(checker) = judge {
+        let run = run_checker(checker, state.mnt, state.acked_marks);
+        fs_mount.unmount()?;
+        let dev_str = dev.to_string_lossy().into_owned();
+        return finish_checked(subject, &dev_str, run?, checker, timeouts)
+            .map(|c| c.after_repair(repair))
+            .and_then(|c| loopdev.detach().map(|()| c).map_err(Error::from));
+    }
+    clock.steps.recover_ms = clock.laps.lap();
+    let mounted = MountedState { subject, state, timeouts, loopdev, repair };
+    mounted.check(fs_mount, after, clock)
+}
+
+/// Recovers the state on `dev`: the configuration's routine fsck before mounting, the
+/// mount, and when the kernel will not mount it, the repair ladder.
+fn recover(
+    config: &crate::fs::FsConfig,
+    dev: &Path,
+    mnt: &Path,
+    timeouts: &Timeouts,
+) -> Result<RecoveryEnd<mount::Mount>, Error> {
+    let done = |outcome| Ok(RecoveryEnd::Failed(Box::new(StateCheck::failed(outcome))));
     // The routine fsck before mounting (ext2's e2fsck -y, jfs' log replay), when the
     // configuration has one. If it leaves errors, the state goes to the repair ladder as
     // a state the kernel would not mount does, with the steps that are not this same
@@ -157,7 +206,7 @@ pub fn check_image_with(
     let mut recovery_failed: Option<String> = None;
     let mut ladder: Vec<RepairStep> = config.repair.to_vec();
     if let Recovery::FsckThenMount(fsck) = config.recovery {
-        match crate::fs::run_tool(fsck, &dev, timeouts.recovery) {
+        match crate::fs::run_tool(fsck, dev, timeouts.recovery) {
             // e2fsck and fsck.jfs alike: 0 clean, 1 fixed, 2 fixed + reboot; 4 and up:
             // errors left.
             Ok(out) if out.code.is_some_and(|c| c < 4) => {}
@@ -178,7 +227,7 @@ pub fn check_image_with(
     }
     let options = config.check_mount_options();
     let try_mount =
-        || match mount::mount_within(&dev, mnt, config.fstype, &options, timeouts.recovery) {
+        || match mount::mount_within(dev, mnt, config.fstype, &options, timeouts.recovery) {
             Some(Ok(m)) => Ok(m),
             // The story names the options and the kernel's answer, not bob's scratch paths,
             // so that it reads the same in every report and on every machine.
@@ -190,179 +239,211 @@ pub fn check_image_with(
             Some(Err(other)) => Err(Some(other.to_string())),
             None => Err(None),
         };
-    let mount_timeout = |loopdev: LoopDevice, repair: Option<Repair>| {
-        // The hung mount still holds the device; dropping our handle asks the kernel to
-        // unbind it (autoclear) once that mount lets go.
-        drop(loopdev);
-        Ok(StateCheck {
+    let mount_timeout = |repair: Option<Repair>| {
+        Ok(RecoveryEnd::Failed(Box::new(StateCheck {
             repair,
             ..StateCheck::failed(Outcome::Timeout {
                 step: format!("recovery: mount -t {}", config.fstype),
             })
-        })
+        })))
     };
-    let mut repair: Option<Repair> = None;
     let first = match recovery_failed {
         Some(message) => Err(Some(message)),
         None => try_mount(),
     };
-    let fs_mount = match first {
-        Ok(m) => m,
-        Err(None) => return mount_timeout(loopdev, None),
-        Err(Some(message)) => {
-            // What an administrator would do: the configuration's repair ladder, one step
-            // at a time, mounting again after each. Its writes go to the state's private
-            // overlay like recovery's, so no other state sees them.
-            let mut rep =
-                Repair { mount_error: message.clone(), steps: Vec::new(), fixed_by: None };
-            let run_step =
-                |step: &RepairStep| match crate::fs::run_tool(step.argv, &dev, timeouts.fsck) {
-                    Ok(out) => Ok(Some(out.code)),
-                    Err(cmd::CmdError::Timeout { .. }) => Ok(None),
-                    Err(e) => Err(Error::from(crate::device::Error::from(e))),
-                };
-            match climb_ladder(&ladder, &mut rep, run_step, try_mount)? {
-                Climb::Mounted(m) => {
-                    repair = Some(rep);
-                    m
-                }
-                Climb::Exhausted => {
-                    return Ok(StateCheck {
-                        repair: Some(rep),
-                        ..StateCheck::failed(Outcome::Unrecoverable { message })
-                    })
-                }
-                Climb::StepTimedOut(step) => {
-                    return Ok(StateCheck {
-                        repair: Some(rep),
-                        ..StateCheck::failed(Outcome::Timeout { step: format!("repair: {step}") })
-                    })
-                }
-                Climb::MountTimedOut => return mount_timeout(loopdev, Some(rep)),
+    let message = match first {
+        Ok(m) => return Ok(RecoveryEnd::Mounted(m, None)),
+        Err(None) => return mount_timeout(None),
+        Err(Some(message)) => message,
+    };
+    // What an administrator would do: the configuration's repair ladder, one step at a
+    // time, mounting again after each. Its writes go to the state's private overlay like
+    // recovery's, so no other state sees them.
+    let mut rep = Repair { mount_error: message.clone(), steps: Vec::new(), fixed_by: None };
+    let run_step = |step: &RepairStep| match crate::fs::run_tool(step.argv, dev, timeouts.fsck) {
+        Ok(out) => Ok(Some(out.code)),
+        Err(cmd::CmdError::Timeout { .. }) => Ok(None),
+        Err(e) => Err(Error::from(crate::device::Error::from(e))),
+    };
+    let climb = climb_ladder(&ladder, &mut rep, run_step, try_mount)?;
+    let failed = |rep, outcome| {
+        let check = StateCheck { repair: Some(rep), ..StateCheck::failed(outcome) };
+        Ok(RecoveryEnd::Failed(Box::new(check)))
+    };
+    match climb {
+        Climb::Mounted(m) => Ok(RecoveryEnd::Mounted(m, Some(rep))),
+        Climb::Exhausted => failed(rep, Outcome::Unrecoverable { message }),
+        Climb::StepTimedOut(step) => {
+            failed(rep, Outcome::Timeout { step: format!("repair: {step}") })
+        }
+        Climb::MountTimedOut => mount_timeout(Some(rep)),
+    }
+}
+
+/// A kernel configuration's state, recovered and mounted: what the check after recovery
+/// shares.
+struct MountedState<'a> {
+    subject: &'a Subject,
+    state: StateToCheck<'a>,
+    timeouts: &'a Timeouts,
+    loopdev: LoopDevice,
+    repair: Option<Repair>,
+}
+
+impl MountedState<'_> {
+    /// The check after recovery: the recovered image's key, then its snapshot and fsck,
+    /// each reused from an earlier state where `after` allows, and the oracle's verdict.
+    fn check(
+        self,
+        fs_mount: mount::Mount,
+        after: Option<&AfterRecovery<'_>>,
+        mut clock: Clock,
+    ) -> Result<StateCheck, Error> {
+        // The recovered image's key, taken now that recovery has written (journal recovery
+        // syncs the device before the mount returns).
+        let after = after.filter(|a| a.speed.recovered_dedup || a.speed.fsck == FsckPolicy::Once);
+        let key = after.map(|a| a.view.recovered_digest(a.stamps, &a.cache.sector_hashes));
+        clock.steps.key_ms = clock.laps.lap();
+        let seen = after.zip(key.as_ref()).and_then(|(a, k)| a.cache.get(k));
+        if let (Some(hit), Some(a)) = (&seen, after) {
+            if a.speed.recovered_dedup {
+                fs_mount.unmount()?;
+                clock.steps.unmount_ms = clock.laps.lap();
+                return self.reusing(hit, hit.snapshot.clone(), key, clock, true);
             }
         }
-    };
-    if let Judge::Checker(checker) = judge {
-        let run = run_checker(checker, mnt, acked_marks);
+        let snapshot = workloads::take_snapshot(self.state.mnt, &self.subject.workload);
+        clock.steps.snapshot_ms = clock.laps.lap();
         fs_mount.unmount()?;
-        return finish_checked(subject, &dev_str, run?, checker, timeouts)
-            .map(|c| c.after_repair(repair))
-            .and_then(|c| loopdev.detach().map(|()| c).map_err(Error::from));
-    }
-    steps.recover_ms = laps.lap();
-    // The recovered image's key, taken now that recovery has written (journal recovery
-    // syncs the device before the mount returns).
-    let after = after.filter(|a| a.speed.recovered_dedup || a.speed.fsck == FsckPolicy::Once);
-    let key = after.map(|a| a.view.recovered_digest(a.stamps, &a.cache.sector_hashes));
-    steps.key_ms = laps.lap();
-    let seen = after.zip(key.as_ref()).and_then(|(a, k)| a.cache.get(k));
-    if let (Some(hit), Some(a)) = (&seen, after) {
-        if a.speed.recovered_dedup {
-            fs_mount.unmount()?;
-            steps.unmount_ms = laps.lap();
-            loopdev.detach()?;
-            steps.detach_ms = laps.lap();
-            let mut check =
-                oracle_verdict(subject, hit.snapshot.clone(), hit.fsck.clone(), durable_ops)
-                    .after_repair(repair);
-            check.recovered_image = key.map(|k| hex(&k));
-            check.snapshot_reused = true;
-            check.fsck_reused = true;
-            check.reads_behind = hit.reads.clone();
-            check.steps = Some(steps);
-            return Ok(check);
+        clock.steps.unmount_ms = clock.laps.lap();
+        let snapshot = match snapshot {
+            Ok(s) => s,
+            Err(e) => {
+                let check = StateCheck { mounted: true, ..StateCheck::failed(walk_failed(&e)) };
+                return Ok(check.after_repair(self.repair));
+            }
+        };
+        let reuse_fsck = seen.filter(|_| after.is_some_and(|a| a.speed.fsck == FsckPolicy::Once));
+        if let Some(hit) = reuse_fsck {
+            return self.reusing(&hit, snapshot, key, clock, false);
         }
+        self.fsck_and_judge(snapshot, after, key, clock)
     }
-    let snapshot = workloads::take_snapshot(mnt, &subject.workload);
-    steps.snapshot_ms = laps.lap();
-    fs_mount.unmount()?;
-    steps.unmount_ms = laps.lap();
-    let snapshot = match snapshot {
-        Ok(s) => s,
-        Err(e) => {
-            let check = StateCheck { mounted: true, ..StateCheck::failed(walk_failed(&e)) };
-            return Ok(check.after_repair(repair));
-        }
-    };
 
-    let reuse_fsck = seen.filter(|_| after.is_some_and(|a| a.speed.fsck == FsckPolicy::Once));
-    if let Some(hit) = reuse_fsck {
-        loopdev.detach()?;
-        steps.detach_ms = laps.lap();
-        let mut check =
-            oracle_verdict(subject, snapshot, hit.fsck.clone(), durable_ops).after_repair(repair);
+    /// The verdict with an earlier state's fsck (`hit`, of the same recovered image), and
+    /// its snapshot too when `snapshot_reused`.
+    fn reusing(
+        self,
+        hit: &Recovered,
+        snapshot: Snapshot,
+        key: Option<[u8; 32]>,
+        mut clock: Clock,
+        snapshot_reused: bool,
+    ) -> Result<StateCheck, Error> {
+        self.loopdev.detach()?;
+        clock.steps.detach_ms = clock.laps.lap();
+        let durable_ops = self.state.durable_ops;
+        let mut check = oracle_verdict(self.subject, snapshot, hit.fsck.clone(), durable_ops)
+            .after_repair(self.repair);
         check.recovered_image = key.map(|k| hex(&k));
+        check.snapshot_reused = snapshot_reused;
         check.fsck_reused = true;
         check.reads_behind = hit.reads.clone();
-        check.steps = Some(steps);
-        return Ok(check);
+        check.steps = Some(clock.steps);
+        Ok(check)
     }
-    // Reuse of the read-only fsck by what it read (with `--fsck once`): not through a
-    // cached view, whose page cache would answer reads the view never logs.
-    let by_reads = after
-        .filter(|a| a.speed.fsck == FsckPolicy::Once && a.speed.fsck_by_reads)
-        .filter(|a| !crate::device::fusedisk::Disk::cached(a.view));
-    let io_err = |source| Error::Io { path: disk_file.to_owned(), source };
-    let found = match by_reads {
-        Some(a) => {
-            let found = a.cache.fsck_memo.find(a.view, a.stamps).map_err(io_err)?;
-            // The lookup is a key's work, as the recovered image's.
-            steps.key_ms += laps.lap();
-            found
-        }
-        None => None,
-    };
-    // What an fsck taken from an earlier state read: this state has read it too.
-    let mut fsck_behind = None;
-    let fsck = match found {
-        Some(hit) => {
-            fsck_behind = Some(hit.reads);
-            hit.fsck
-        }
-        None => {
-            if let Some(a) = by_reads {
-                // Every sector fsck reads must reach the view and its log.
-                loopdev.drop_cache()?;
-                a.view.log_reads();
-            }
-            let fsck = match config.fsck_on(&dev, timeouts.fsck) {
-                Ok(complaint) => complaint,
-                Err(cmd::CmdError::Timeout { .. }) => {
-                    let check = StateCheck {
-                        mounted: true,
-                        ..StateCheck::failed(Outcome::Timeout {
-                            step: format!("fsck: {}", config.fsck.join(" ")),
-                        })
-                    };
-                    return Ok(check.after_repair(repair));
-                }
-                Err(e) => return Err(crate::device::Error::from(e).into()),
-            };
-            steps.fsck_ms = laps.lap();
-            if let Some((a, read)) = by_reads.and_then(|a| Some((a, a.view.take_read_log()?))) {
-                a.cache.fsck_memo.add(a.view, a.stamps, &read, &fsck).map_err(io_err)?;
-            }
-            fsck
-        }
-    };
-    loopdev.detach()?;
-    steps.detach_ms = laps.lap();
 
-    if let (Some(a), Some(k)) = (after, key) {
-        let reads = a.view.first_reads().map(|mut r| {
-            if let Some(behind) = &fsck_behind {
-                behind.add_to(&mut r);
+    /// The read-only fsck (or an earlier state's, by what it read), the recovered image
+    /// remembered for the states after, and the verdict.
+    fn fsck_and_judge(
+        self,
+        snapshot: Snapshot,
+        after: Option<&AfterRecovery<'_>>,
+        key: Option<[u8; 32]>,
+        mut clock: Clock,
+    ) -> Result<StateCheck, Error> {
+        // Reuse of the read-only fsck by what it read (with `--fsck once`): not through a
+        // cached view, whose page cache would answer reads the view never logs.
+        let by_reads = after
+            .filter(|a| a.speed.fsck == FsckPolicy::Once && a.speed.fsck_by_reads)
+            .filter(|a| !crate::device::fusedisk::Disk::cached(a.view));
+        let io_err = |source| Error::Io { path: self.state.disk_file.to_owned(), source };
+        let found = match by_reads {
+            Some(a) => {
+                let found = a.cache.fsck_memo.find(a.view, a.stamps).map_err(io_err)?;
+                // The lookup is a key's work, as the recovered image's.
+                clock.steps.key_ms += clock.laps.lap();
+                found
             }
-            Arc::new(super::reads::SectorRuns::of(&r))
-        });
-        a.cache.insert(k, Recovered { snapshot: snapshot.clone(), fsck: fsck.clone(), reads });
+            None => None,
+        };
+        // What an fsck taken from an earlier state read: this state has read it too.
+        let mut fsck_behind = None;
+        let fsck = match found {
+            Some(hit) => {
+                fsck_behind = Some(hit.reads);
+                hit.fsck
+            }
+            None => match self.fsck(by_reads, &mut clock)? {
+                Ok(fsck) => fsck,
+                Err(timed_out) => return Ok(timed_out.after_repair(self.repair)),
+            },
+        };
+        self.loopdev.detach()?;
+        clock.steps.detach_ms = clock.laps.lap();
+
+        if let (Some(a), Some(k)) = (after, key) {
+            let reads = a.view.first_reads().map(|mut r| {
+                if let Some(behind) = &fsck_behind {
+                    behind.add_to(&mut r);
+                }
+                Arc::new(super::reads::SectorRuns::of(&r))
+            });
+            a.cache.insert(k, Recovered { snapshot: snapshot.clone(), fsck: fsck.clone(), reads });
+        }
+        let durable_ops = self.state.durable_ops;
+        let mut check =
+            oracle_verdict(self.subject, snapshot, fsck, durable_ops).after_repair(self.repair);
+        check.recovered_image = key.map(|k| hex(&k));
+        check.fsck_reused = fsck_behind.is_some();
+        check.reads_behind = fsck_behind;
+        check.steps = Some(clock.steps);
+        Ok(check)
     }
-    let mut check = oracle_verdict(subject, snapshot, fsck, durable_ops).after_repair(repair);
-    check.recovered_image = key.map(|k| hex(&k));
-    check.fsck_reused = fsck_behind.is_some();
-    check.reads_behind = fsck_behind;
-    check.steps = Some(steps);
-    Ok(check)
+
+    /// Runs the configuration's read-only fsck on the unmounted state: its complaint, or
+    /// the check of a state whose fsck timed out. With `by_reads`, what it read is
+    /// logged and remembered for the states after.
+    fn fsck(
+        &self,
+        by_reads: Option<&AfterRecovery<'_>>,
+        clock: &mut Clock,
+    ) -> Result<Result<Option<String>, StateCheck>, Error> {
+        let config = &self.subject.config;
+        if let Some(a) = by_reads {
+            // Every sector fsck reads must reach the view and its log.
+            self.loopdev.drop_cache()?;
+            a.view.log_reads();
+        }
+        let fsck = match config.fsck_on(self.loopdev.path(), self.timeouts.fsck) {
+            Ok(complaint) => complaint,
+            Err(cmd::CmdError::Timeout { .. }) => {
+                return Ok(Err(StateCheck {
+                    mounted: true,
+                    ..StateCheck::failed(Outcome::Timeout {
+                        step: format!("fsck: {}", config.fsck.join(" ")),
+                    })
+                }));
+            }
+            Err(e) => return Err(crate::device::Error::from(e).into()),
+        };
+        clock.steps.fsck_ms = clock.laps.lap();
+        if let Some((a, read)) = by_reads.and_then(|a| Some((a, a.view.take_read_log()?))) {
+            let io_err = |source| Error::Io { path: self.state.disk_file.to_owned(), source };
+            a.cache.fsck_memo.add(a.view, a.stamps, &read, &fsck).map_err(io_err)?;
+        }
+        Ok(Ok(fsck))
+    }
 }
 
 /// The steps of `repair` left to try when the configuration's routine fsck before
@@ -419,16 +500,6 @@ fn climb_ladder<M>(
     Ok(Climb::Exhausted)
 }
 
-/// A crash state of a research design, as [`check_research`] gets it.
-struct ResearchState<'a> {
-    design: researchfs::Design,
-    disk_file: &'a Path,
-    /// The state's PM region, for a design that keeps one.
-    pm_image: Option<&'a [u8]>,
-    mnt: &'a Path,
-    acked_marks: &'a [String],
-}
-
 /// [`check_image_with`] for a research design: no loop device, no kernel mount. The
 /// crash state's file is the design's block device; mounting it in process runs the
 /// design's recovery (and, for NoFS, its allocation scan, waited for so that a state
@@ -437,11 +508,10 @@ struct ResearchState<'a> {
 fn check_research(
     subject: &Subject,
     judge: &Judge,
-    st: &ResearchState<'_>,
-    durable_ops: Vec<usize>,
+    design: researchfs::Design,
+    st: StateToCheck<'_>,
     timeouts: &Timeouts,
 ) -> Result<StateCheck, Error> {
-    let design = st.design;
     let io = |source| Error::Io { path: st.disk_file.to_owned(), source };
     let mut dev: Arc<dyn researchfs::BlockDevice> =
         Arc::new(researchfs::FileDevice::open(st.disk_file).map_err(io)?);
@@ -504,7 +574,7 @@ fn check_research(
         Err(e) => return Ok(StateCheck { mounted: true, ..StateCheck::failed(walk_failed(&e)) }),
     };
     let fsck = research_fsck(subject, design, dev.as_ref());
-    Ok(oracle_verdict(subject, snapshot, fsck, durable_ops))
+    Ok(oracle_verdict(subject, snapshot, fsck, st.durable_ops))
 }
 
 /// `researchfs::fsck` on the unmounted crash state: `None` when clean, else one line with
@@ -541,51 +611,6 @@ fn research_fsck(
             ))
         }
         Err(e) => Some(format!("researchfs fsck ({design}): {e}")),
-    }
-}
-
-/// The oracle's verdict on a recovered snapshot, with the read-only fsck's complaint (if
-/// any) as its own category when the property held.
-pub(super) fn oracle_verdict(
-    subject: &Subject,
-    snapshot: Snapshot,
-    fsck: Option<String>,
-    durable_ops: Vec<usize>,
-) -> StateCheck {
-    let oracle = workloads::Oracle::new(&subject.workload);
-    let ctx = CrashContext { durable_ops };
-    let judgement = oracle.judge(&subject.observed, &snapshot, &ctx);
-    let scenarios = oracle.scenario_marks(&subject.observed, &snapshot, &ctx);
-    let first = judgement.findings.into_iter().next();
-    let pair = first.as_ref().and_then(|f| f.pair.clone());
-    // A read that failed is the file system detecting damage: its own outcome, unless
-    // the oracle found a violation (a promise broken loudly is still broken). The
-    // detection workloads judge such errors themselves (as detections).
-    let detection =
-        subject.workload.property.map(|p| p.family()) == Some(workloads::Family::Detection);
-    // A design that detects damage by returning an error (NoFS) does what its paper
-    // says when a read fails: that is no failure of the state (a broken promise still is).
-    let detects = crate::fs::profile(&subject.config).detects_by_error;
-    let read_error = (!detection && !detects)
-        .then(|| {
-            snapshot.entries.iter().find_map(|(p, n)| Some((p.clone(), n.read_error.clone()?)))
-        })
-        .flatten();
-    let outcome = match (first, read_error, &fsck) {
-        (Some(f), _, _) => Outcome::Violated { story: f.story },
-        (None, Some((path, error)), _) => Outcome::ReadError { path, error },
-        (None, None, Some(msg)) => Outcome::FsckFailed { message: msg.clone() },
-        (None, None, None) => Outcome::Held,
-    };
-    StateCheck {
-        outcome,
-        snapshot: Some(snapshot),
-        fsck,
-        mounted: true,
-        scenarios,
-        pair,
-        beside: judgement.beside,
-        ..StateCheck::failed(Outcome::Held)
     }
 }
 

@@ -12,6 +12,74 @@ use crate::image::BaseImage;
 use crate::trace::sidecar::OpSpan;
 use crate::trace::{EntryKind, Trace};
 
+/// What a recording left, before it is a [`Subject`]: fresh from a recorder
+/// (`run::subject_of`) or read back from a trace directory
+/// (`report::witness::load_subject`).
+#[derive(Debug)]
+pub struct Recorded {
+    /// The configuration.
+    pub config: FsConfig,
+    /// The workload that was recorded.
+    pub workload: Workload,
+    /// What the workload observed.
+    pub observed: Observed,
+    /// The trace.
+    pub trace: Trace,
+    /// Op positions in the trace.
+    pub spans: Vec<OpSpan>,
+    /// The drain schedule it was recorded under, if known.
+    pub schedule: Option<workloads::Schedule>,
+    /// The base image file; a persistent-memory log ([`crate::pm`]) is looked for beside
+    /// it.
+    pub base_image: std::path::PathBuf,
+}
+
+impl Subject {
+    /// The regions of the base image (see [`crate::fs::regions::Regions::of_image`],
+    /// which runs `debugfs` or `xfs_db` under `timeout`) when some of `results` failed to
+    /// mount, else none: what a report needs to name the region a torn write tore,
+    /// probed once per cell and only when it can matter.
+    pub fn regions_if_unmountable(
+        &self,
+        results: &[super::StateResult],
+        timeout: std::time::Duration,
+    ) -> crate::fs::regions::Regions {
+        use super::OutcomeKind;
+        let any_mount_failure = results.iter().any(|r| {
+            r.check.repair.is_some() || r.check.outcome.kind() == OutcomeKind::Unrecoverable
+        });
+        match any_mount_failure {
+            true => crate::fs::regions::Regions::of_image(&self.config, self.base.path(), timeout),
+            false => crate::fs::regions::Regions::default(),
+        }
+    }
+
+    /// The one way a recording becomes a subject: its base image opened, its
+    /// persistent-memory log (if any) loaded from beside the base image, its epochs cut
+    /// under `disk`.
+    pub fn load(recorded: Recorded, disk: DiskModel) -> Result<Subject, Error> {
+        let path = recorded.base_image;
+        let base =
+            BaseImage::open(&path).map_err(|source| Error::Io { path: path.clone(), source })?;
+        let pm = crate::pm::PmTrace::load_beside(&path)
+            .map_err(|e| Error::Io { path: path.clone(), source: std::io::Error::other(e) })?
+            .map(Arc::new);
+        let epochs = crate::crash::epochs(&recorded.trace, &disk);
+        Ok(Subject {
+            config: recorded.config,
+            workload: recorded.workload,
+            observed: recorded.observed,
+            trace: Arc::new(recorded.trace),
+            epochs,
+            spans: recorded.spans,
+            schedule: recorded.schedule,
+            base: Arc::new(base),
+            disk,
+            pm,
+        })
+    }
+}
+
 /// Everything about one recorded trace that checking needs.
 pub struct Subject {
     /// The configuration.

@@ -99,23 +99,14 @@ impl DiskModel {
         Ok(DiskModel { atomic_write_unit, fua })
     }
 
-    /// Parses `--atomic-write-unit 512,4096`: one or more units, each checked against
-    /// `block_size`, duplicates dropped, in the order given.
-    pub fn list(units: &str, fua: FuaModel, block_size: u64) -> Result<Vec<DiskModel>, String> {
-        let mut out: Vec<DiskModel> = Vec::new();
-        for part in units.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let bytes: u64 = part
-                .parse()
-                .map_err(|_| format!("atomic write unit {part:?}: expected a number of bytes"))?;
-            let model = DiskModel::new(bytes, fua, block_size)?;
-            if !out.contains(&model) {
-                out.push(model);
-            }
-        }
-        if out.is_empty() {
-            return Err("--atomic-write-unit: no unit given".into());
-        }
-        Ok(out)
+    /// One model per unit of `units`, each checked against `block_size`, in the order
+    /// given.
+    pub fn list(
+        units: &AtomicWriteUnits,
+        fua: FuaModel,
+        block_size: u64,
+    ) -> Result<Vec<DiskModel>, String> {
+        units.0.iter().map(|&bytes| DiskModel::new(bytes, fua, block_size)).collect()
     }
 
     /// 512-byte sectors per atomic unit.
@@ -130,6 +121,59 @@ impl DiskModel {
             FuaModel::Real => format!("awu-{}", self.atomic_write_unit),
             FuaModel::Barrier => format!("awu-{}-fua-barrier", self.atomic_write_unit),
         }
+    }
+}
+
+/// One or more atomic write units in bytes (`512,4096`): each a power of two of at least
+/// 512, duplicates dropped, in the order given. Whether each fits a file system's block
+/// size is checked when its models are made ([`DiskModel::list`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AtomicWriteUnits(Vec<u64>);
+
+impl AtomicWriteUnits {
+    /// The units, in bytes.
+    pub fn bytes(&self) -> &[u64] {
+        &self.0
+    }
+}
+
+impl Default for AtomicWriteUnits {
+    /// 4096 bytes, as 4Kn and 512e disks and NVMe write.
+    fn default() -> Self {
+        AtomicWriteUnits(vec![DiskModel::default().atomic_write_unit])
+    }
+}
+
+impl FromStr for AtomicWriteUnits {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut units: Vec<u64> = Vec::new();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let bytes: u64 = part
+                .parse()
+                .map_err(|_| format!("atomic write unit {part:?}: expected a number of bytes"))?;
+            if !bytes.is_power_of_two() || bytes < SECTOR_SIZE {
+                return Err(format!(
+                    "atomic write unit {bytes}: expected a power of two of at least 512"
+                ));
+            }
+            if !units.contains(&bytes) {
+                units.push(bytes);
+            }
+        }
+        if units.is_empty() {
+            return Err("no atomic write unit given".into());
+        }
+        Ok(AtomicWriteUnits(units))
+    }
+}
+
+impl fmt::Display for AtomicWriteUnits {
+    /// As parsed: `512,4096`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let units: Vec<String> = self.0.iter().map(u64::to_string).collect();
+        f.write_str(&units.join(","))
     }
 }
 
@@ -174,13 +218,18 @@ mod tests {
 
     #[test]
     fn units_parse_and_are_checked() {
-        let m = DiskModel::list("512,4096,512", FuaModel::Real, 4096).unwrap();
+        let units: AtomicWriteUnits = "512, 4096,512".parse().unwrap();
+        assert_eq!(units.to_string(), "512,4096");
+        let m = DiskModel::list(&units, FuaModel::Real, 4096).unwrap();
         assert_eq!(m.len(), 2);
         assert_eq!(m[0].to_string(), "512 B atomic writes, real FUA");
         assert_eq!(m[1].slug(), "awu-4096");
-        for bad in ["1000", "256", "8192", "x", ""] {
-            assert!(DiskModel::list(bad, FuaModel::Real, 4096).is_err(), "{bad}");
+        for bad in ["1000", "256", "x", "", ","] {
+            assert!(bad.parse::<AtomicWriteUnits>().is_err(), "{bad}");
         }
+        let too_big: AtomicWriteUnits = "8192".parse().unwrap();
+        let e = DiskModel::list(&too_big, FuaModel::Real, 4096).unwrap_err();
+        assert!(e.contains("block size (4096)") && !e.contains("--"), "{e}");
         let j = serde_json::to_string(&DiskModel::default()).unwrap();
         assert_eq!(j, r#"{"atomic_write_unit":4096,"fua":"real"}"#);
     }

@@ -15,7 +15,9 @@
 //!   and [`shard`] splits that list between machines ([`strategy`]);
 //! * an [`Overlay`] says where each changed sector of a state comes from, for the
 //!   copy-on-write view and for the content [`Overlay::digest`] that dedups states
-//!   ([`overlay`](mod@overlay)).
+//!   ([`overlay`](mod@overlay));
+//! * [`compare`] sets two recordings of one workload side by side (`bob log A --compare
+//!   B`): their marks and requests, and the epochs and crash states each gives.
 //!
 //! ```
 //! use bob_core::crash::{self, DiskModel, Limits, Strategy};
@@ -33,6 +35,7 @@
 //! assert_eq!(builder.state(id).len(), 3);
 //! ```
 
+pub mod compare;
 pub mod disk;
 pub mod epoch;
 pub mod id;
@@ -43,7 +46,7 @@ pub mod strategy;
 #[cfg(test)]
 mod tests;
 
-pub use disk::{DiskModel, FuaModel};
+pub use disk::{AtomicWriteUnits, DiskModel, FuaModel};
 pub use epoch::{epochs, op_epochs, Barrier, Epoch, OpEpochs};
 pub use id::{Applied, StateId};
 pub use overlay::{overlay, Overlay, OverlayBuilder, SectorSource};

@@ -1,5 +1,8 @@
 //! External commands (mkfs, fsck, recovery tools, user checkers) run with a timeout:
-//! [`Cmd`] is the one place bob starts a program that must end.
+//! [`Cmd`] is the one place bob starts a program, whether it must end by a deadline
+//! ([`Cmd::run`]), runs beside bob until bob stops it ([`Cmd::spawn_logged`],
+//! [`Cmd::spawn_piped`]), or is the user's own command on bob's terminal
+//! ([`Cmd::run_attached`]).
 //!
 //! A waiter thread blocks in `wait()` while the caller waits on a channel with a deadline,
 //! so a fast command costs no polling latency and a hung one is killed (its whole process
@@ -244,10 +247,53 @@ impl Cmd {
         let child = self.command.spawn().map_err(|source| not_started(&program, source))?;
         Ok(Background { child, program })
     }
+
+    /// Starts it in the background with its output streams piped to bob
+    /// ([`Background::take_stdout`], [`Background::take_stderr`]), for a program whose
+    /// output bob reads while it runs (a live blktrace): no timeout of its own.
+    pub fn spawn_piped(mut self) -> Result<Background, CmdError> {
+        let program = self.program;
+        self.command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        let child = self.command.spawn().map_err(|source| not_started(&program, source))?;
+        Ok(Background { child, program })
+    }
+
+    /// Runs it attached to bob's terminal and returns its exit code (`None`: killed by a
+    /// signal). It inherits standard input, output and error and stays in bob's process
+    /// group, so a Ctrl-C reaches it as it reaches bob: for a command the user gave
+    /// (`bob record -- CMD`, replay-log's fsck command), which may run as long as they
+    /// like when given [`UNBOUNDED`]. At the timeout the program alone is killed.
+    pub fn run_attached(mut self) -> Result<Option<i32>, CmdError> {
+        let program = self.program;
+        let mut child = self.command.spawn().map_err(|source| not_started(&program, source))?;
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let (tx, rx) = mpsc::channel();
+        let waiter = std::thread::spawn(move || {
+            let status = child.wait();
+            let _ = tx.send(());
+            status.ok().and_then(|s| s.code())
+        });
+        match rx.recv_timeout(self.timeout) {
+            Ok(()) => Ok(waiter.join().unwrap_or(None)),
+            Err(_) => {
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+                let _ = waiter.join();
+                Err(CmdError::Timeout { program, seconds: self.timeout.as_secs_f64() })
+            }
+        }
+    }
 }
 
-/// A program started with [`Cmd::spawn_logged`]. Dropping it kills its whole process
-/// group and reaps it, so an error, a panic or Ctrl-C in bob leaves no program behind.
+/// The timeout of a program that has none: the user's own command, which they end.
+pub const UNBOUNDED: Duration = Duration::MAX;
+
+/// A program started with [`Cmd::spawn_logged`] or [`Cmd::spawn_piped`]. Dropping it
+/// kills its whole process group and reaps it, so an error, a panic or Ctrl-C in bob
+/// leaves no program behind.
 #[derive(Debug)]
 pub struct Background {
     child: std::process::Child,
@@ -255,6 +301,25 @@ pub struct Background {
 }
 
 impl Background {
+    /// Its standard output, once ([`Cmd::spawn_piped`]).
+    pub fn take_stdout(&mut self) -> Option<std::process::ChildStdout> {
+        self.child.stdout.take()
+    }
+
+    /// Its standard error, once ([`Cmd::spawn_piped`]).
+    pub fn take_stderr(&mut self) -> Option<std::process::ChildStderr> {
+        self.child.stderr.take()
+    }
+
+    /// Sends SIGINT to its process group: asks it to stop as a person at a terminal
+    /// would, so it flushes what it holds.
+    pub fn interrupt(&self) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGINT,
+        );
+    }
+
     /// Its exit code once it has ended (`Some(None)`: killed by a signal), `None` while
     /// it runs.
     pub fn try_wait(&mut self) -> Option<Option<i32>> {
@@ -263,6 +328,11 @@ impl Background {
             Ok(None) => None,
             Err(_) => Some(None),
         }
+    }
+
+    /// Waits for its end and gives its exit code (`None`: killed by a signal).
+    pub fn wait(&mut self) -> Option<i32> {
+        self.child.wait().ok().and_then(|s| s.code())
     }
 
     /// Kills its process group and waits for it.
@@ -382,6 +452,28 @@ mod tests {
             Finished::TimedOut(out) => assert_eq!(out.stdout, "aaaa\nlast\n"),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn an_attached_program_gives_its_exit_code_and_a_piped_one_its_output() {
+        let code = Cmd::new("sh", UNBOUNDED).args(&["-c", "exit 4"]).run_attached().unwrap();
+        assert_eq!(code, Some(4));
+        let err = Cmd::new("sh", Duration::from_millis(100))
+            .args(&["-c", "sleep 30"])
+            .run_attached()
+            .unwrap_err();
+        assert!(matches!(err, CmdError::Timeout { .. }), "{err}");
+        let mut bg = Cmd::new("sh", UNBOUNDED)
+            .args(&["-c", "echo up; exec sleep 30"])
+            .spawn_piped()
+            .unwrap();
+        let mut line = [0u8; 3];
+        bg.take_stdout().unwrap().read_exact(&mut line).unwrap();
+        assert_eq!(&line, b"up\n");
+        assert_eq!(bg.try_wait(), None, "still running");
+        bg.interrupt();
+        // SIGINT ends sleep; the exit is awaited without a clock.
+        assert_eq!(bg.wait(), None, "ended by the signal");
     }
 
     #[test]

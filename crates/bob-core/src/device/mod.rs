@@ -1,6 +1,7 @@
 //! Devices bob creates and must give back: loop devices ([`loopdev`]), kernel mounts
 //! ([`mount`]), bob's FUSE disk that serves recording disks and crash-state views
-//! ([`fusedisk`]), and external commands run under a timeout ([`cmd`]).
+//! ([`fusedisk`]), external commands run under a timeout ([`cmd`]), and the kernel's
+//! tables of mounts and loop backing files ([`mounts`]).
 //!
 //! Every resource is an RAII guard whose `Drop` releases it, so success, error, panic
 //! (unwinding) and Ctrl-C (a flag the workers poll, then ordinary returns) all clean up.
@@ -10,6 +11,7 @@ pub mod cmd;
 pub mod fusedisk;
 pub mod loopdev;
 pub mod mount;
+pub mod mounts;
 pub mod registry;
 
 use std::path::PathBuf;

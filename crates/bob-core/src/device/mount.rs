@@ -48,6 +48,30 @@ impl Drop for BtrfsTurn {
     }
 }
 
+/// Makes the kernel forget every btrfs device it registered that is not mounted
+/// (`btrfs device scan --forget`, the `BTRFS_IOC_FORGET_DEV` ioctl with no name). A kernel
+/// before 6.7 keeps the device of a copy of an fsid registered after its unmount and then
+/// refuses a copy of an older generation ("already registered with a higher generation":
+/// File exists), which every crash state before the recording's end is. Errors are
+/// ignored: the mount that follows reports what matters.
+fn forget_unmounted_btrfs_devices() {
+    /// `struct btrfs_ioctl_vol_args`.
+    #[repr(C)]
+    struct VolArgs {
+        fd: i64,
+        name: [u8; 4088],
+    }
+    nix::ioctl_write_ptr!(btrfs_forget_dev, 0x94, 5, VolArgs);
+    let Ok(control) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/btrfs-control")
+    else {
+        return;
+    };
+    let args = VolArgs { fd: 0, name: [0; 4088] };
+    // SAFETY: `args` is a valid `btrfs_ioctl_vol_args` that outlives the call, and the
+    // descriptor is btrfs' control device, which reads only that structure.
+    let _ = unsafe { btrfs_forget_dev(std::os::fd::AsRawFd::as_raw_fd(&control), &args) };
+}
+
 /// Whether this kernel's btrfs must mount one device of an fsid at a time (see
 /// [`ONE_BTRFS_AT_A_TIME`]). Read after btrfs is loaded (its sysfs directory exists).
 fn btrfs_mounts_take_turns() -> bool {
@@ -71,13 +95,28 @@ pub fn mount(device: &Path, target: &Path, fstype: &str, options: &str) -> Resul
     }
     let data = data.join(",");
     let one_btrfs = (fstype == "btrfs" && btrfs_mounts_take_turns()).then(BtrfsTurn::take);
-    nix::mount::mount(Some(device), target, Some(fstype), flags, Some(data.as_str())).map_err(
-        |e| Error::Mount {
-            what: format!("-t {fstype} -o {options} {}", device.display()),
-            target: target.to_owned(),
-            source: e.into(),
-        },
-    )?;
+    let call = || nix::mount::mount(Some(device), target, Some(fstype), flags, Some(data.as_str()));
+    let mounted = match &one_btrfs {
+        // Another copy of this fsid registered earlier (a crash state checked before, the
+        // recording) is forgotten first; a tool that scanned one in between is forgotten
+        // on a second try.
+        Some(_) => {
+            forget_unmounted_btrfs_devices();
+            call().or_else(|e| match e {
+                nix::errno::Errno::EEXIST => {
+                    forget_unmounted_btrfs_devices();
+                    call()
+                }
+                e => Err(e),
+            })
+        }
+        None => call(),
+    };
+    mounted.map_err(|e| Error::Mount {
+        what: format!("-t {fstype} -o {options} {}", device.display()),
+        target: target.to_owned(),
+        source: e.into(),
+    })?;
     Ok(Mount { target: target.to_owned(), active: true, _one_btrfs: one_btrfs })
 }
 

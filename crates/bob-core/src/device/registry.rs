@@ -14,7 +14,45 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use super::mounts;
 use serde::{Deserialize, Serialize};
+
+impl Reclaimed {
+    /// What was released, counted.
+    fn counts(&self) -> String {
+        format!(
+            "{} mounts, {} dm targets, {} loop devices, {} scratch dirs, {} tracefs instances",
+            self.mounts.len(),
+            self.dm_targets.len(),
+            self.loop_devices.len(),
+            self.dirs.len(),
+            self.tracefs_instances.len()
+        )
+    }
+
+    /// One line to say before a command starts, if dead processes had left anything.
+    pub fn notice(&self) -> Option<String> {
+        let any = !self.processes.is_empty() || !self.tracefs_instances.is_empty();
+        any.then(|| {
+            format!(
+                "reclaimed what {} killed bob process(es) left: {}",
+                self.processes.len(),
+                self.counts()
+            )
+        })
+    }
+}
+
+impl std::fmt::Display for Reclaimed {
+    /// What `bob cleanup` says in text: the counts, then each failure.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "reclaimed {} dead bob process(es): {}", self.processes.len(), self.counts())?;
+        for failure in &self.failures {
+            writeln!(f, "  could not release: {failure}")?;
+        }
+        Ok(())
+    }
+}
 
 /// One process's record.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -158,21 +196,10 @@ fn wait_for_threads_to_exit(pid: u32, timeout: Duration) {
 /// FUSE mounts at or below `dir` with their connection numbers (the mount's minor device
 /// number names its directory in /sys/fs/fuse/connections).
 fn fuse_connections_below(dir: &Path) -> Vec<(PathBuf, u32)> {
-    // Read by hand: procfs (0.18) leaves the octal escapes of mountinfo's mount points
-    // in place, so a scratch directory with a space in its path would never match.
-    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    text.lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            let target = PathBuf::from(f.get(4)?.replace("\\040", " "));
-            let dash = f.iter().position(|x| *x == "-")?;
-            let fstype = f.get(dash + 1)?;
-            if !fstype.starts_with("fuse") || !target.starts_with(dir) {
-                return None;
-            }
-            let minor = f.get(2)?.split(':').nth(1)?.parse().ok()?;
-            Some((target, minor))
-        })
+    mounts::mountinfo()
+        .into_iter()
+        .filter(|m| m.fstype.starts_with("fuse") && m.mount_point.starts_with(dir))
+        .map(|m| (m.mount_point, m.dev.1))
         .collect()
 }
 
@@ -230,44 +257,12 @@ fn abort_fuse_below(dir: &Path, out: &mut Reclaimed) {
     }
 }
 
-/// Mount points at or below `dir` (from /proc/self/mounts), deepest first.
-pub fn mounts_below(dir: &Path) -> Vec<PathBuf> {
-    // procfs undoes every octal escape of a mount point, not only the space's.
-    let mut v: Vec<PathBuf> = procfs::mounts()
-        .unwrap_or_default()
-        .into_iter()
-        .map(|m| PathBuf::from(m.fs_file))
-        .filter(|m| m.starts_with(dir))
-        .collect();
-    v.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
-    v
-}
-
-/// Loop devices whose backing file lies below `dir`.
-pub fn loops_below(dir: &Path) -> Vec<PathBuf> {
-    let mut v = Vec::new();
-    if let Ok(entries) = std::fs::read_dir("/sys/block") {
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if !name.starts_with("loop") {
-                continue;
-            }
-            if let Ok(backing) = std::fs::read_to_string(e.path().join("loop/backing_file")) {
-                if Path::new(backing.trim()).starts_with(dir) {
-                    v.push(PathBuf::from(format!("/dev/{name}")));
-                }
-            }
-        }
-    }
-    v
-}
-
 /// Device-mapper devices (by name) built over a loop device whose backing file lies below
 /// `dir`: the targets of the dm-log-writes recorder, which hold its loop devices.
 pub fn dm_targets_below(dir: &Path) -> Vec<String> {
-    let loops: Vec<String> = loops_below(dir)
+    let loops: Vec<String> = mounts::loops_below(dir)
         .iter()
-        .filter_map(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .filter_map(|l| l.device.file_name().map(|n| n.to_string_lossy().into_owned()))
         .collect();
     let mut v = Vec::new();
     if let Ok(entries) = std::fs::read_dir("/sys/block") {
@@ -304,13 +299,10 @@ fn remove_dm_target(name: &str) -> Result<(), String> {
 /// loop devices, then loop devices, then the FUSE mount, then the directory itself.
 pub fn release_dir(dir: &Path, out: &mut Reclaimed) {
     let is_fuse = |m: &Path| {
-        procfs::mounts()
-            .unwrap_or_default()
-            .iter()
-            .any(|e| Path::new(&e.fs_file) == m && e.fs_vfstype.starts_with("fuse"))
+        mounts::mountinfo().iter().any(|e| e.mount_point == m && e.fstype.starts_with("fuse"))
     };
     // Kernel mounts of states first: they hold the loop devices.
-    for m in mounts_below(dir).into_iter().filter(|m| !is_fuse(m)) {
+    for m in mounts::mounts_below(dir).into_iter().filter(|m| !is_fuse(m)) {
         match super::mount::unmount_path(&m) {
             Ok(()) => out.mounts.push(m),
             Err(e) => out.failures.push(e.to_string()),
@@ -322,20 +314,20 @@ pub fn release_dir(dir: &Path, out: &mut Reclaimed) {
             Err(e) => out.failures.push(e),
         }
     }
-    for dev in loops_below(dir) {
+    for dev in mounts::loops_below(dir).into_iter().map(|l| l.device) {
         match super::loopdev::clear_device(&dev) {
             Ok(()) => out.loop_devices.push(dev),
             Err(e) => out.failures.push(e.to_string()),
         }
     }
-    for m in mounts_below(dir) {
+    for m in mounts::mounts_below(dir) {
         match super::mount::unmount_path(&m) {
             Ok(()) => out.mounts.push(m),
             Err(e) => out.failures.push(e.to_string()),
         }
     }
     if dir.exists() {
-        if mounts_below(dir).is_empty() {
+        if mounts::mounts_below(dir).is_empty() {
             match std::fs::remove_dir_all(dir) {
                 Ok(()) => out.dirs.push(dir.to_owned()),
                 Err(e) => out.failures.push(format!("{}: {e}", dir.display())),

@@ -208,21 +208,15 @@ const fn ext(
 
 /// Every configuration bob knows, in the study's order.
 pub fn all() -> Vec<FsConfig> {
-    let xfs = |name, description, mount_options| FsConfig {
-        name,
-        driver: Driver::Kernel,
-        description,
-        fstype: "xfs",
-        mkfs: MKFS_XFS,
-        mount_options,
-        check_mount_extra: "nouuid",
-        recovery: Recovery::Mount,
-        fsck: &["xfs_repair", "-n"],
-        repair: REPAIR_XFS,
-        // mkfs.xfs refuses file systems under 300 MB.
-        image_bytes: 320 * MIB,
-        journal_bytes: None,
-    };
+    let mut all = ext_family();
+    all.push(btrfs());
+    all.extend(xfs_family());
+    all.extend([reiserfs(), f2fs(), nilfs2(), jfs()]);
+    all
+}
+
+/// ext2, ext3 and ext4 under the ext4 driver, in their journaling modes.
+fn ext_family() -> Vec<FsConfig> {
     vec![
         ext("ext2", "ext2 (ext4 driver), recovery = e2fsck -y then mount", "ext2", MKFS_EXT2, ""),
         ext("ext2-sync", "ext2 mounted -o sync", "ext2", MKFS_EXT2, "sync"),
@@ -245,104 +239,145 @@ pub fn all() -> Vec<FsConfig> {
             "data=ordered,nodelalloc",
         ),
         ext("ext4-journal", "ext4 data=journal", "ext4", MKFS_EXT4, "data=journal"),
-        FsConfig {
-            name: "btrfs",
-            driver: Driver::Kernel,
-            description: "btrfs, default options",
-            fstype: "btrfs",
-            mkfs: MKFS_BTRFS,
-            mount_options: "",
-            check_mount_extra: "",
-            recovery: Recovery::Mount,
-            // --force skips btrfs check's mount-status probe, which scans every device of
-            // the file system's fsid: the other workers' loop devices hold states of the
-            // same file system and come and go, and a device detached mid-scan made the probe
-            // fail ("could not check mount status: No such device or address") on a state
-            // that was fine. bob unmounted the device itself; nothing else mounts it.
-            fsck: &["btrfs", "check", "--readonly", "--force"],
-            repair: REPAIR_BTRFS,
-            image_bytes: 256 * MIB,
-            journal_bytes: None,
-        },
+    ]
+}
+
+/// xfs, with its default options and with synchronous namespace operations.
+fn xfs_family() -> Vec<FsConfig> {
+    let xfs = |name, description, mount_options| FsConfig {
+        name,
+        driver: Driver::Kernel,
+        description,
+        fstype: "xfs",
+        mkfs: MKFS_XFS,
+        mount_options,
+        check_mount_extra: "nouuid",
+        recovery: Recovery::Mount,
+        fsck: &["xfs_repair", "-n"],
+        repair: REPAIR_XFS,
+        // mkfs.xfs refuses file systems under 300 MB.
+        image_bytes: 320 * MIB,
+        journal_bytes: None,
+    };
+    vec![
         xfs("xfs", "xfs, default options", ""),
         xfs("xfs-wsync", "xfs mounted -o wsync (synchronous namespace ops)", "wsync"),
-        FsConfig {
-            name: "reiserfs",
-            driver: Driver::Kernel,
-            description: "reiserfs 3.6, data=ordered (the default; in the original study)",
-            fstype: "reiserfs",
-            // Twice -f: a whole device, no question asked.
-            mkfs: &["mkfs.reiserfs", "-q", "-f", "-f"],
-            mount_options: "",
-            check_mount_extra: "",
-            recovery: Recovery::Mount,
-            // --yes: no "Do you want to run this program?"; it replays a journal it finds
-            // (none, after bob's mount and unmount) and marks the superblock checked.
-            fsck: &["reiserfsck", "--check", "--yes", "--quiet"],
-            repair: REPAIR_REISERFS,
-            // The default journal (8193 blocks, 32 MiB) needs 40 MiB; 64 MiB leaves 32 MiB
-            // for the base layout's 16 MiB and the workloads.
-            image_bytes: 64 * MIB,
-            journal_bytes: None,
-        },
-        FsConfig {
-            name: "f2fs",
-            driver: Driver::Kernel,
-            description: "f2fs, default options (fsync_mode=posix, roll-forward recovery)",
-            fstype: "f2fs",
-            // -t 0: no discard of the whole device at mkfs time, pointless on a fresh image.
-            mkfs: &["mkfs.f2fs", "-q", "-f", "-t", "0"],
-            mount_options: "",
-            check_mount_extra: "",
-            recovery: Recovery::Mount,
-            fsck: &["fsck.f2fs", "--dry-run"],
-            repair: REPAIR_F2FS,
-            // 2 MiB segments. At 64 MiB mkfs.f2fs leaves 16 MiB to users, less than the base
-            // layout; at 96 MiB 36 MiB, and the workloads bring the free sections down to the
-            // GC reserve (16 segments), where foreground GC would run during a workload;
-            // 128 MiB leaves 62 MiB.
-            image_bytes: 128 * MIB,
-            journal_bytes: None,
-        },
-        FsConfig {
-            name: "nilfs2",
-            driver: Driver::Kernel,
-            description: "nilfs2, default options (order=relaxed), no cleaner running",
-            fstype: "nilfs2",
-            // -K: no discard at mkfs time.
-            mkfs: &["mkfs.nilfs2", "-q", "-f", "-K"],
-            mount_options: "",
-            check_mount_extra: "",
-            recovery: Recovery::Mount,
-            // nilfs-utils has no fsck (the kernel's nilfs2.rst lists fsck as unsupported);
-            // the mount's own checks (superblock and segment summary checksums) are all.
-            fsck: &[],
-            repair: &[],
-            // The default 8 MiB segments: mkfs.nilfs2 needs 16 (128 MiB and a block). With
-            // no cleaner (bob mounts with mount(2), not mount.nilfs2, which would start
-            // nilfs_cleanerd) the log only grows, and the kernel keeps 8 segments in
-            // reserve; 160 MiB (19 segments) leaves 48 MiB of log after the base layout.
-            image_bytes: 160 * MIB,
-            journal_bytes: None,
-        },
-        FsConfig {
-            name: "jfs",
-            driver: Driver::Kernel,
-            description: "jfs, default options (integrity), log replayed by fsck.jfs",
-            fstype: "jfs",
-            mkfs: &["mkfs.jfs", "-q"],
-            mount_options: "",
-            check_mount_extra: "",
-            // The kernel refuses to mount a dirty jfs read-write (chkSuper: "File System
-            // Dirty"); its log is replayed by fsck.jfs, as at boot (fsck -a from fstab).
-            recovery: Recovery::FsckThenMount(&["fsck.jfs", "-p"]),
-            fsck: &["fsck.jfs", "-n"],
-            repair: REPAIR_JFS,
-            // mkfs.jfs needs 16 MiB; 48 MiB leaves 46 MiB to users.
-            image_bytes: 48 * MIB,
-            journal_bytes: None,
-        },
     ]
+}
+
+/// btrfs with its default options.
+fn btrfs() -> FsConfig {
+    FsConfig {
+        name: "btrfs",
+        driver: Driver::Kernel,
+        description: "btrfs, default options",
+        fstype: "btrfs",
+        mkfs: MKFS_BTRFS,
+        mount_options: "",
+        check_mount_extra: "",
+        recovery: Recovery::Mount,
+        // --force skips btrfs check's mount-status probe, which scans every device of
+        // the file system's fsid: the other workers' loop devices hold states of the
+        // same file system and come and go, and a device detached mid-scan made the probe
+        // fail ("could not check mount status: No such device or address") on a state
+        // that was fine. bob unmounted the device itself; nothing else mounts it.
+        fsck: &["btrfs", "check", "--readonly", "--force"],
+        repair: REPAIR_BTRFS,
+        image_bytes: 256 * MIB,
+        journal_bytes: None,
+    }
+}
+
+/// reiserfs 3.6, as in the original study.
+fn reiserfs() -> FsConfig {
+    FsConfig {
+        name: "reiserfs",
+        driver: Driver::Kernel,
+        description: "reiserfs 3.6, data=ordered (the default; in the original study)",
+        fstype: "reiserfs",
+        // Twice -f: a whole device, no question asked.
+        mkfs: &["mkfs.reiserfs", "-q", "-f", "-f"],
+        mount_options: "",
+        check_mount_extra: "",
+        recovery: Recovery::Mount,
+        // --yes: no "Do you want to run this program?"; it replays a journal it finds
+        // (none, after bob's mount and unmount) and marks the superblock checked.
+        fsck: &["reiserfsck", "--check", "--yes", "--quiet"],
+        repair: REPAIR_REISERFS,
+        // The default journal (8193 blocks, 32 MiB) needs 40 MiB; 64 MiB leaves 32 MiB
+        // for the base layout's 16 MiB and the workloads.
+        image_bytes: 64 * MIB,
+        journal_bytes: None,
+    }
+}
+
+/// f2fs with its roll-forward recovery.
+fn f2fs() -> FsConfig {
+    FsConfig {
+        name: "f2fs",
+        driver: Driver::Kernel,
+        description: "f2fs, default options (fsync_mode=posix, roll-forward recovery)",
+        fstype: "f2fs",
+        // -t 0: no discard of the whole device at mkfs time, pointless on a fresh image.
+        mkfs: &["mkfs.f2fs", "-q", "-f", "-t", "0"],
+        mount_options: "",
+        check_mount_extra: "",
+        recovery: Recovery::Mount,
+        fsck: &["fsck.f2fs", "--dry-run"],
+        repair: REPAIR_F2FS,
+        // 2 MiB segments. At 64 MiB mkfs.f2fs leaves 16 MiB to users, less than the base
+        // layout; at 96 MiB 36 MiB, and the workloads bring the free sections down to the
+        // GC reserve (16 segments), where foreground GC would run during a workload;
+        // 128 MiB leaves 62 MiB.
+        image_bytes: 128 * MIB,
+        journal_bytes: None,
+    }
+}
+
+/// nilfs2: a log, with no cleaner and no fsck.
+fn nilfs2() -> FsConfig {
+    FsConfig {
+        name: "nilfs2",
+        driver: Driver::Kernel,
+        description: "nilfs2, default options (order=relaxed), no cleaner running",
+        fstype: "nilfs2",
+        // -K: no discard at mkfs time.
+        mkfs: &["mkfs.nilfs2", "-q", "-f", "-K"],
+        mount_options: "",
+        check_mount_extra: "",
+        recovery: Recovery::Mount,
+        // nilfs-utils has no fsck (the kernel's nilfs2.rst lists fsck as unsupported);
+        // the mount's own checks (superblock and segment summary checksums) are all.
+        fsck: &[],
+        repair: &[],
+        // The default 8 MiB segments: mkfs.nilfs2 needs 16 (128 MiB and a block). With
+        // no cleaner (bob mounts with mount(2), not mount.nilfs2, which would start
+        // nilfs_cleanerd) the log only grows, and the kernel keeps 8 segments in
+        // reserve; 160 MiB (19 segments) leaves 48 MiB of log after the base layout.
+        image_bytes: 160 * MIB,
+        journal_bytes: None,
+    }
+}
+
+/// jfs, its log replayed by fsck.jfs before the mount.
+fn jfs() -> FsConfig {
+    FsConfig {
+        name: "jfs",
+        driver: Driver::Kernel,
+        description: "jfs, default options (integrity), log replayed by fsck.jfs",
+        fstype: "jfs",
+        mkfs: &["mkfs.jfs", "-q"],
+        mount_options: "",
+        check_mount_extra: "",
+        // The kernel refuses to mount a dirty jfs read-write (chkSuper: "File System
+        // Dirty"); its log is replayed by fsck.jfs, as at boot (fsck -a from fstab).
+        recovery: Recovery::FsckThenMount(&["fsck.jfs", "-p"]),
+        fsck: &["fsck.jfs", "-n"],
+        repair: REPAIR_JFS,
+        // mkfs.jfs needs 16 MiB; 48 MiB leaves 46 MiB to users.
+        image_bytes: 48 * MIB,
+        journal_bytes: None,
+    }
 }
 
 /// The project's own file systems, the researchfs designs: `orderless` (ext2-like, the

@@ -167,6 +167,21 @@ impl Profile {
     }
 }
 
+impl FsConfig {
+    /// Why this configuration cannot run `w`: an operation its guarantee profile says it
+    /// does not have (the research designs have no symlinks, extended attributes or
+    /// fallocate). Such a run is skipped and counted as unsupported, never recorded.
+    pub fn unsupported_op(&self, w: &workloads::Workload) -> Option<String> {
+        let missing = profile(self).unsupported;
+        let op = w
+            .setup
+            .iter()
+            .chain(&w.ops)
+            .find(|op| CoreOp::of(op).is_some_and(|k| missing.contains(&k)))?;
+        Some(format!("{} does not support {} ({op})", self.name, op.kind().name()))
+    }
+}
+
 /// The guarantee profile of `config`.
 pub fn profile(config: &FsConfig) -> Profile {
     match config.design() {

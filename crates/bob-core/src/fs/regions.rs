@@ -73,6 +73,20 @@ pub struct Region {
     pub role: RegionRole,
 }
 
+/// btrfs' superblock and its mirrors, at fixed offsets whatever the image (the mirrors
+/// past the image's end are never written).
+fn btrfs_regions() -> Vec<Region> {
+    [64 << 10, 64 << 20, 256u64 << 30]
+        .iter()
+        .enumerate()
+        .map(|(i, &start)| Region {
+            start,
+            end: start + 4096,
+            role: if i == 0 { RegionRole::Superblock } else { RegionRole::BackupSuperblock },
+        })
+        .collect()
+}
+
 /// The regions of one base image.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Regions {
@@ -91,19 +105,7 @@ impl Regions {
         let regions = match config.fstype {
             "ext2" | "ext3" | "ext4" => ext_regions(image, timeout),
             "xfs" => xfs_regions(image, timeout),
-            "btrfs" => [64 << 10, 64 << 20, 256u64 << 30]
-                .iter()
-                .enumerate()
-                .map(|(i, &start)| Region {
-                    start,
-                    end: start + 4096,
-                    role: if i == 0 {
-                        RegionRole::Superblock
-                    } else {
-                        RegionRole::BackupSuperblock
-                    },
-                })
-                .collect(),
+            "btrfs" => btrfs_regions(),
             "f2fs" => f2fs_regions(image),
             "nilfs2" => nilfs2_regions(image, size),
             "jfs" => jfs_regions(image),

@@ -17,6 +17,7 @@ use super::{
     ReplayReport, StreamStatesReport, TraceSet,
 };
 use crate::check::OutcomeKind;
+use crate::crash::compare::Comparison;
 use crate::device::registry::Reclaimed;
 use crate::report::diff::TableDiff;
 use crate::report::explain::Explanation;
@@ -24,7 +25,6 @@ use crate::report::junit::{self, Stamp, Suite};
 use crate::report::site::{self, SiteReport};
 use crate::report::table::Grid;
 use crate::report::Cell;
-use crate::trace::compare::Comparison;
 
 /// An output format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -151,9 +151,12 @@ fn junit_of(suite: Suite) -> String {
     junit::render(&[suite], &Stamp::now())
 }
 
-/// Implements [`Render`] for documents of [`TEXT_JSON`] with a `to_text()`.
+/// Implements [`Render`] for documents of [`TEXT_JSON`] whose text is their `to_text()`,
+/// or, for those marked `=> to_string`, their `Display`.
 macro_rules! text_and_json {
-    ($($t:ty: $name:literal),* $(,)?) => {$(
+    (@text $doc:ident) => { $doc.to_text() };
+    (@text $doc:ident $text:ident) => { $doc.$text() };
+    ($($t:ty: $name:literal $(=> $text:ident)?),* $(,)?) => {$(
         impl $crate::output::Render for $t {
             const NAME: &'static str = $name;
             const FORMATS: &'static [$crate::output::Format] = $crate::output::TEXT_JSON;
@@ -164,7 +167,9 @@ macro_rules! text_and_json {
                 _: $crate::output::Paint,
             ) -> Result<String, $crate::output::RenderError> {
                 match format {
-                    $crate::output::Format::Text => Ok(self.to_text()),
+                    $crate::output::Format::Text => {
+                        Ok($crate::output::text_and_json!(@text self $($text)?))
+                    }
                     $crate::output::Format::Json => $crate::output::json(self),
                     f => Err(<Self as $crate::output::Render>::unsupported(f)),
                 }
@@ -182,8 +187,8 @@ text_and_json!(
     RecoveryReport: "a recovery-idempotence check",
     Explanation: "an explanation",
     SiteReport: "a site report",
-    Reclaimed: "a cleanup",
-    ImportReport: "an import",
+    Reclaimed: "a cleanup" => to_string,
+    ImportReport: "an import" => to_string,
     BlktraceReport: "a blktrace import",
 );
 

@@ -4,10 +4,9 @@
 //! kernel cannot give them (this project's CI machine among them) it exits at once, and
 //! bob says so in one line and points to tracefs, which carries the same events.
 
+use std::ffi::OsStr;
 use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -17,7 +16,7 @@ use crate::trace::blktrace::{read_events, requests_from_events, BlockRequest};
 
 /// A running blktrace of one device.
 pub struct BlktraceSession {
-    child: Child,
+    child: cmd::Background,
     reader: Option<JoinHandle<Vec<u8>>>,
     dev: PathBuf,
 }
@@ -39,17 +38,11 @@ impl BlktraceSession {
                     .into(),
             ));
         }
-        let mut child = Command::new("blktrace")
-            .arg("-d")
-            .arg(dev)
-            .args(["-o", "-"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .spawn()
+        let mut child = cmd::Cmd::new("blktrace", cmd::UNBOUNDED)
+            .args(&[OsStr::new("-d"), dev.as_os_str(), OsStr::new("-o"), OsStr::new("-")])
+            .spawn_piped()
             .map_err(|e| unavailable(format!("cannot start blktrace: {e}")))?;
-        let mut stdout = child.stdout.take();
+        let mut stdout = child.take_stdout();
         let reader = std::thread::spawn(move || {
             let mut buf = Vec::new();
             if let Some(out) = stdout.as_mut() {
@@ -59,9 +52,9 @@ impl BlktraceSession {
         });
         let started = Instant::now();
         while started.elapsed() < START_GRACE {
-            if let Ok(Some(_)) = child.try_wait() {
+            if child.try_wait().is_some() {
                 let mut err = String::new();
-                if let Some(mut e) = child.stderr.take() {
+                if let Some(mut e) = child.take_stderr() {
                     let _ = e.read_to_string(&mut err);
                 }
                 let _ = reader.join();
@@ -89,17 +82,15 @@ impl BlktraceSession {
     }
 
     fn interrupt(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+        self.child.interrupt();
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
+            if self.child.try_wait().is_some() {
                 return;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.kill();
     }
 }
 

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{io_err, kernel_release, make_and_mount, mount, Error};
+use crate::device::cmd;
 use crate::fs::{FsConfig, Timeouts};
 use crate::trace::blktrace::{Annotation, BlockRequest};
 use crate::trace::log::max_mark_len;
@@ -214,14 +215,13 @@ fn run_command(command: &[String], mnt: &Path, fifo: &Path) -> Result<Option<i32
         config: "bob record".into(),
         reason: "no command given (bob record --fs CONFIG --out DIR -- CMD ARGS...)".into(),
     })?;
-    let status = std::process::Command::new(program)
+    cmd::Cmd::new(program, cmd::UNBOUNDED)
         .args(&command[1..])
         .current_dir(mnt)
         .env(MARK_FILE_ENV, fifo)
         .env(MOUNT_ENV, mnt)
-        .status()
-        .map_err(|source| Error::Io { path: PathBuf::from(program), source })?;
-    Ok(status.code())
+        .run_attached()
+        .map_err(|e| Error::Device(e.into()))
 }
 
 fn start_tracing(mode: Annotate, dev: &Path) -> Result<Option<Tracing>, Error> {

@@ -86,12 +86,10 @@ const PRIVATE_PREFIX: &str = "bob-tracefs-";
 /// in another recording's private mount point, which goes away when that recording ends
 /// (two recordings at once, as in the tests, took each other's for their own).
 pub fn mounted_tracefs() -> Option<PathBuf> {
-    // procfs undoes every octal escape of the mount point (space, tab, newline, `\\`).
-    let found: Vec<PathBuf> = procfs::mounts()
-        .ok()?
+    let found: Vec<PathBuf> = crate::device::mounts::mountinfo()
         .into_iter()
-        .filter(|m| m.fs_vfstype == "tracefs")
-        .map(|m| PathBuf::from(m.fs_file))
+        .filter(|m| m.fstype == "tracefs")
+        .map(|m| m.mount_point)
         .filter(|p| !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(PRIVATE_PREFIX)))
         .collect();
     found.iter().find(|p| p.as_path() == Path::new(DEFAULT_TRACEFS)).or(found.first()).cloned()

@@ -278,30 +278,11 @@ pub fn torn_write_role(subject: &Subject, regions: &Regions, id: &StateId) -> Op
         .min()
 }
 
-/// [`summarize_causes`], finding the image's regions (see [`Regions::of_image`], which
-/// runs `debugfs` or `xfs_db` under `timeout`) once, and only when some state failed to
-/// mount.
-pub fn cell_causes(
-    results: &[StateResult],
-    positions: &[usize],
-    subject: &Subject,
-    timeout: std::time::Duration,
-) -> (Vec<MountFailure>, Vec<ReadErrorCause>) {
-    let any_mount_failure = results
-        .iter()
-        .any(|r| r.check.repair.is_some() || r.check.outcome.kind() == OutcomeKind::Unrecoverable);
-    let regions = if any_mount_failure {
-        Regions::of_image(&subject.config, subject.base.path(), timeout)
-    } else {
-        Regions::default()
-    };
-    summarize_causes(results, positions, subject, &regions)
-}
-
 /// Per cause, over `results` (explored states, duplicates included; `positions[i]` is
 /// `results[i]`'s position in the cell's full list): the states whose kernel mount failed
 /// (repaired or not) by kernel error, repair step and torn region, and the states with a
-/// read error by path and error.
+/// read error by path and error. `regions` are the image's regions
+/// ([`Subject::regions_if_unmountable`]), which name the region a torn write tore.
 pub fn summarize_causes(
     results: &[StateResult],
     positions: &[usize],
@@ -844,7 +825,19 @@ impl Cell {
 
     /// Human-readable lines for the terminal.
     pub fn to_text(&self) -> String {
-        let mut s = format!(
+        let mut s = String::new();
+        self.text_summary(&mut s);
+        self.text_causes(&mut s);
+        self.text_coverage(&mut s);
+        self.text_machinery(&mut s);
+        self.text_schedules(&mut s);
+        self.text_witness(&mut s);
+        s
+    }
+
+    /// The verdict, the states, the outcomes, and what recovery and reads shared.
+    fn text_summary(&self, s: &mut String) {
+        s.push_str(&format!(
             "{} / {} [{}]: {} ({} states mounted / {} distinct / {} explored, {:.1}s)\n",
             self.config,
             self.property,
@@ -854,7 +847,7 @@ impl Cell {
             self.states_unique,
             self.states_explored,
             self.seconds
-        );
+        ));
         s.push_str(&format!("  outcomes: {}\n", self.counts.text()));
         if let Some(n) = self.states_recovered_unique {
             s.push_str(&format!(
@@ -872,6 +865,10 @@ impl Cell {
                 self.reads_reused
             ));
         }
+    }
+
+    /// Why states did not mount or read, and the story and pair of the verdict.
+    fn text_causes(&self, s: &mut String) {
         for f in &self.mount_failures {
             let fate = match &f.repaired_by {
                 Some(step) => format!("mounted after {step}"),
@@ -905,6 +902,10 @@ impl Cell {
                 b.kind.name(),
             ));
         }
+    }
+
+    /// What the workload exercised, and what was seen beside the verdict.
+    fn text_coverage(&self, s: &mut String) {
         let unexercised = self.unexercised_promises();
         if !unexercised.is_empty() {
             s.push_str(&format!(
@@ -930,6 +931,10 @@ impl Cell {
         if let Some(why) = &self.not_exercised {
             s.push_str(&format!("  not exercised: {why}\n"));
         }
+    }
+
+    /// States bob's own machinery failed on: retried, or left unchecked; and the drain schedules that found no violation.
+    fn text_machinery(&self, s: &mut String) {
         if self.infra_retries > 0 {
             s.push_str(&format!(
                 "  retried: {} state(s) on a fresh loop device and mount point after bob's own \
@@ -953,6 +958,10 @@ impl Cell {
                 names.join(", ")
             ));
         }
+    }
+
+    /// Each drain schedule's share.
+    fn text_schedules(&self, s: &mut String) {
         for sc in &self.schedules {
             let fua = match (sc.fua_writes, sc.fua_postflushes, self.disk_model.fua) {
                 (0, _, _) => String::new(),
@@ -976,6 +985,11 @@ impl Cell {
                 &sc.trace_digest[..sc.trace_digest.len().min(12)],
             ));
         }
+    }
+
+    /// The witness and its replay, a kernel crash's witness, why the cell could not run,
+    /// and each scenario.
+    fn text_witness(&self, s: &mut String) {
         if let Some(w) = &self.witness {
             let confirmed = match (self.confirmed, &self.confirm_error) {
                 (Some(true), _) => " (confirmed by an independent replay)".to_owned(),
@@ -1007,7 +1021,6 @@ impl Cell {
         for sc in &self.scenarios {
             s.push_str(&format!("  {:<15} {}\n", sc.scenario, scenario_text(sc)));
         }
-        s
     }
 }
 

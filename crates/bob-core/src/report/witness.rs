@@ -3,13 +3,12 @@
 //! state id, the recovered snapshot, the oracle's model states and a one-line story.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use crate::check::{StateCheck, Subject};
-use crate::crash::{epochs, DiskModel, OverlayBuilder};
-use crate::image::{copy_sparse, BaseImage, CrashView};
+use crate::crash::{DiskModel, OverlayBuilder};
+use crate::image::{copy_sparse, CrashView};
 use crate::trace::sidecar::Sidecar;
 use crate::trace::TraceDir;
 
@@ -163,38 +162,31 @@ pub fn load_subject(dir: &Path) -> Result<(Subject, Sidecar), Error> {
     let observed: workloads::Observed = serde_json::from_value(sidecar.observed.clone())
         .map_err(|e| invalid(&sidecar_path, format!("observed: {e}")))?;
     let base_path = dir.join(&sidecar.base_image.file);
-    let base = BaseImage::open(&base_path).map_err(io(&base_path))?;
-    if base.size() != sidecar.base_image.size_bytes {
+    let size = std::fs::metadata(&base_path).map_err(io(&base_path))?.len();
+    if size != sidecar.base_image.size_bytes {
         return Err(invalid(
             &base_path,
-            format!(
-                "size {} does not match the sidecar's {}",
-                base.size(),
-                sidecar.base_image.size_bytes
-            ),
+            format!("size {size} does not match the sidecar's {}", sidecar.base_image.size_bytes),
         ));
     }
-    let trace = trace_dir.trace;
-    let disk = DiskModel::default();
-    let pm = crate::pm::PmTrace::load(dir).map_err(|e| invalid(dir, e.to_string()))?.map(Arc::new);
-    let epochs = epochs(&trace, &disk);
-    let subject = Subject {
-        config,
-        workload,
-        observed,
-        trace: Arc::new(trace),
-        epochs,
-        spans: sidecar.ops.clone(),
-        schedule: match &sidecar.schedule {
+    let schedule =
+        match &sidecar.schedule {
             Some(name) => Some(name.parse().map_err(|e: workloads::ParseScheduleError| {
                 invalid(&sidecar_path, e.to_string())
             })?),
             None => None,
-        },
-        base: Arc::new(base),
-        disk,
-        pm,
+        };
+    let recorded = crate::check::Recorded {
+        config,
+        workload,
+        observed,
+        trace: trace_dir.trace,
+        spans: sidecar.ops.clone(),
+        schedule,
+        base_image: base_path,
     };
+    let subject =
+        Subject::load(recorded, DiskModel::default()).map_err(|e| invalid(dir, e.to_string()))?;
     Ok((subject, sidecar))
 }
 
@@ -215,13 +207,18 @@ pub fn save_trace(dir: &Path, subject: &Subject, sidecar: &Sidecar) -> Result<()
     Ok(())
 }
 
+/// A witness's `state.json` alone, without its trace or image.
+pub fn load_record(dir: &Path) -> Result<StateRecord, Error> {
+    let state_path = dir.join("state.json");
+    let text = std::fs::read_to_string(&state_path).map_err(io(&state_path))?;
+    serde_json::from_str(&text)
+        .map_err(|e| Error::Invalid { path: state_path.clone(), message: e.to_string() })
+}
+
 /// Loads a witness (a trace directory with a `state.json`).
 pub fn load(dir: &Path) -> Result<Loaded, Error> {
     let (mut subject, sidecar) = load_subject(dir)?;
-    let state_path = dir.join("state.json");
-    let text = std::fs::read_to_string(&state_path).map_err(io(&state_path))?;
-    let record: StateRecord = serde_json::from_str(&text)
-        .map_err(|e| Error::Invalid { path: state_path.clone(), message: e.to_string() })?;
+    let record = load_record(dir)?;
     subject.set_disk(record.disk_model);
     Ok(Loaded { subject, sidecar, record })
 }

@@ -29,8 +29,8 @@ pub struct CheckTraceOptions {
     /// Strategies, budget, workers, timeouts, output and scratch directories, shortcuts:
     /// as a cell's.
     pub explore: Exploration,
-    /// The atomic write unit(s), as `--atomic-write-unit` gives them: exactly one.
-    pub atomic_write_unit: String,
+    /// The atomic write unit: exactly one.
+    pub atomic_write_unit: crash::AtomicWriteUnits,
     /// What a FUA write means.
     pub fua: FuaModel,
 }
@@ -52,18 +52,18 @@ pub fn check_trace(
         )));
     }
     if opts.checker.as_ref().is_some_and(|c| c.trim().is_empty()) {
-        return Err(Error::Invalid("--checker: empty command".into()));
+        return Err(Error::Invalid("the checker command is empty".into()));
     }
     let (mut subject, sidecar) = witness::load_subject(&opts.dir)?;
     environment::check(&subject.config)?;
-    let models =
-        crash::DiskModel::list(&opts.atomic_write_unit, opts.fua, subject.config.block_size())
-            .map_err(|e| Error::Invalid(format!("--atomic-write-unit: {e}")))?;
+    let block_size = subject.config.block_size();
+    let models = super::disk_models(&opts.atomic_write_unit, opts.fua, block_size)?;
     match models.as_slice() {
         [model] => subject.set_disk(*model),
         _ => {
             return Err(Error::Invalid(
-                "bob check judges one disk model at a time: give one --atomic-write-unit".into(),
+                "a trace is checked under one disk model at a time: give one atomic write unit"
+                    .into(),
             ))
         }
     }
@@ -78,22 +78,17 @@ pub fn check_trace(
     let engine = EngineOptions {
         jobs: opts.explore.jobs,
         timeouts: opts.explore.timeouts,
-        work_dir: work.path().to_owned(),
         speed: opts.explore.speed,
+        judge: &judge,
+        progress: &|d, t| progress.state_done(d, t),
+        cancel,
+        ..EngineOptions::new(work.path())
     };
     // The states are streamed into the engine; the bar grows until the stream ends.
     progress.phase("checking", 0);
     // A trace with a persistent-memory region: its states name both devices.
-    let mut states = subject.crash_states(&opts.explore.strategies, &opts.explore.limits);
-    let results = check::run_state_stream(
-        &subject,
-        &judge,
-        &mut states,
-        &engine,
-        &|d, t| progress.state_done(d, t),
-        cancel,
-        &check::Journal::default(),
-    )?;
+    let states = subject.crash_states(&opts.explore.strategies, &opts.explore.limits);
+    let results = check::run_states(&subject, states, &engine)?;
     let label = match &opts.checker {
         Some(c) => format!("checker: {c}"),
         None => "fsck only".to_owned(),
@@ -102,8 +97,9 @@ pub fn check_trace(
         Cell::of_results(subject.config.name, &label, &results);
     cell.disk_model = subject.disk;
     let positions: Vec<usize> = (0..results.len()).collect();
+    let regions = subject.regions_if_unmountable(&results, opts.explore.timeouts.fsck);
     (cell.mount_failures, cell.read_errors) =
-        report::cell_causes(&results, &positions, &subject, opts.explore.timeouts.fsck);
+        report::summarize_causes(&results, &positions, &subject, &regions);
     let mut report = CheckReport { cell, witness_description: None, checker_output: None };
     if let Some(i) = witness_index {
         let r = &results[i];

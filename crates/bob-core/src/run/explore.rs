@@ -14,6 +14,8 @@
 //! * `signatures/SLUG/workload.json`: each signature's minimal workload, and
 //!   `reproduce.sh`, its standalone reproducer.
 
+pub mod merge;
+
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -22,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use workloads::explore::{discrepancy_of_story, Bounds, Generator};
-use workloads::{Guarantee, Workload};
+use workloads::Workload;
 
 use super::{scratch_dir, Error, Quiet, RunOptions};
 use crate::check::OutcomeKind;
@@ -52,7 +54,7 @@ pub struct ExploreOptions {
     pub budget: Option<Duration>,
     /// Continue the run journaled in `out`.
     pub resume: bool,
-    /// Add each configuration's documented guarantees ([`documented_guarantees`]).
+    /// Add each configuration's documented guarantees (its profile's, [`crate::fs::profile`]).
     pub documented: bool,
     /// Shrink each new signature's workload to a minimal witness.
     pub shrink: bool,
@@ -74,25 +76,6 @@ pub trait ExploreProgress: Sync {
     fn start(&self, total: Option<u64>);
     /// One more run done; `signatures` found so far; `last`: its workload and config.
     fn done(&self, done: u64, signatures: usize, last: &str);
-}
-
-/// The promises beyond POSIX a configuration's file system documents (see [`Guarantee`]),
-/// as its guarantee profile declares them ([`crate::fs::profile`]).
-pub fn documented_guarantees(config: &FsConfig) -> Vec<Guarantee> {
-    crate::fs::profile(config).guarantees
-}
-
-/// Why `config` cannot run `w`: an operation its guarantee profile says it does not have
-/// (the research designs have no symlinks, extended attributes or fallocate). Such a run
-/// is skipped and counted as unsupported, never recorded.
-fn unsupported_op(config: &FsConfig, w: &Workload) -> Option<String> {
-    let missing = crate::fs::profile(config).unsupported;
-    let op = w
-        .setup
-        .iter()
-        .chain(&w.ops)
-        .find(|op| workloads::explore::CoreOp::of(op).is_some_and(|k| missing.contains(&k)))?;
-    Some(format!("{} does not support {} ({op})", config.name, op.kind().name()))
 }
 
 /// One journal line.
@@ -456,7 +439,7 @@ fn for_config(w: &Workload, config: &FsConfig, documented: bool) -> Workload {
             .collect();
     }
     if documented {
-        for g in documented_guarantees(config) {
+        for g in crate::fs::profile(config).guarantees {
             if !w.guarantees.contains(&g) {
                 w.guarantees.push(g);
             }
@@ -484,42 +467,7 @@ pub fn explore(
         selection: selection(opts),
         configs: opts.configs.iter().map(|c| c.name.to_owned()).collect(),
     };
-    let header_path = opts.out.join(HEADER);
-    let journal_path = opts.out.join(JOURNAL);
-    let mut lines: Vec<Line> = Vec::new();
-    if opts.resume && header_path.exists() {
-        let text = std::fs::read_to_string(&header_path).map_err(io(&header_path))?;
-        let old: Header = serde_json::from_str(&text).map_err(|e| {
-            Error::Invalid(format!("{}: not an explore header: {e}", header_path.display()))
-        })?;
-        if old != header {
-            return Err(Error::Invalid(format!(
-                "{}: --resume of another exploration (it explored {}; {}; {}), not this one",
-                opts.out.display(),
-                old.bounds,
-                old.selection,
-                old.configs.join(",")
-            )));
-        }
-        if journal_path.exists() {
-            let text = std::fs::read_to_string(&journal_path).map_err(io(&journal_path))?;
-            // A line cut by a kill is dropped: its run is simply done again.
-            lines.extend(text.lines().filter_map(|l| serde_json::from_str::<Line>(l).ok()));
-        }
-    } else {
-        let _ = std::fs::remove_file(&journal_path);
-    }
-    write_json(&header_path, &header)?;
-    let mut journal = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&journal_path)
-        .map_err(io(&journal_path))?;
-    let mut append = |line: &Line| -> Result<(), Error> {
-        let text = serde_json::to_string(line).unwrap_or_default();
-        writeln!(journal, "{text}").map_err(io(&journal_path))
-    };
-
+    let (lines, journal) = ExploreJournal::open(opts, &header)?;
     let done: HashSet<(String, u64)> = lines
         .iter()
         .filter_map(|l| match l {
@@ -527,10 +475,10 @@ pub fn explore(
             Line::Witness(_) => None,
         })
         .collect();
-    let mut witnessed: BTreeSet<SignatureKey> = lines
-        .iter()
+    let witnessed: BTreeSet<SignatureKey> = lines
+        .into_iter()
         .filter_map(|l| match l {
-            Line::Witness(w) => Some(w.key.clone()),
+            Line::Witness(w) => Some(w.key),
             Line::Run(_) => None,
         })
         .collect();
@@ -550,11 +498,86 @@ pub fn explore(
     let total = count_selected(&generator, opts).map(|n| n * opts.configs.len() as u64);
     progress.start(total);
     let runs_dir = opts.out.join("runs");
+    let recorder = Recorder { template: &template, runs_dir: &runs_dir, cancel };
+    let mut explorer = Explorer {
+        opts,
+        template: &template,
+        journal,
+        witnessed,
+        progress,
+        cancel,
+        count: done.len() as u64,
+    };
+    let jobs = pending(&generator, opts, &done, work.path());
+    // Whether to start another run: not after an interrupt or the budget.
+    let go_on =
+        || !cancel.load(Ordering::Relaxed) && opts.budget.is_none_or(|b| started.elapsed() < b);
+    let complete = explorer.run(jobs, &recorder, &go_on)?;
+    // Witness lines appended during this run are read back with the rest.
+    let journal_path = &explorer.journal.path;
+    let text = std::fs::read_to_string(journal_path).map_err(io(journal_path))?;
+    let all: Vec<Line> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    drop(work);
+    Ok(summarize(opts, &header, &all, complete))
+}
+
+/// The exploration's journal under `--out`, open for appending.
+struct ExploreJournal {
+    path: PathBuf,
+    file: std::fs::File,
+}
+
+impl ExploreJournal {
+    /// Writes the header, and opens the journal: with `--resume` of the same exploration,
+    /// its lines so far are read first; otherwise it starts empty.
+    fn open(opts: &ExploreOptions, header: &Header) -> Result<(Vec<Line>, ExploreJournal), Error> {
+        let header_path = opts.out.join(HEADER);
+        let path = opts.out.join(JOURNAL);
+        let mut lines: Vec<Line> = Vec::new();
+        if opts.resume && header_path.exists() {
+            let text = std::fs::read_to_string(&header_path).map_err(io(&header_path))?;
+            let old: Header = serde_json::from_str(&text).map_err(|e| {
+                Error::Invalid(format!("{}: not an explore header: {e}", header_path.display()))
+            })?;
+            if old != *header {
+                return Err(Error::Invalid(format!(
+                    "{}: --resume of another exploration (it explored {}; {}; {}), not this one",
+                    opts.out.display(),
+                    old.bounds,
+                    old.selection,
+                    old.configs.join(",")
+                )));
+            }
+            if path.exists() {
+                let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+                // A line cut by a kill is dropped: its run is simply done again.
+                lines.extend(text.lines().filter_map(|l| serde_json::from_str::<Line>(l).ok()));
+            }
+        } else {
+            let _ = std::fs::remove_file(&path);
+        }
+        write_json(&header_path, header)?;
+        let file =
+            std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(io(&path))?;
+        Ok((lines, ExploreJournal { path, file }))
+    }
+
+    fn append(&mut self, line: &Line) -> Result<(), Error> {
+        let text = serde_json::to_string(line).unwrap_or_default();
+        writeln!(self.file, "{text}").map_err(io(&self.path))
+    }
+}
+
+/// The runs still to do, in order (those not in `done`), each workload's file written as
+/// it is reached.
+fn pending<'a>(
+    generator: &'a Generator,
+    opts: &'a ExploreOptions,
+    done: &'a HashSet<(String, u64)>,
+    work: &'a Path,
+) -> impl Iterator<Item = Result<Job<'a>, Error>> + Send + 'a {
     let workloads_dir = opts.out.join("workloads");
-    let mut complete = true;
-    let mut count = done.len() as u64;
-    // The runs still to do, in order, each workload's file written as it is reached.
-    let mut jobs = selected(&generator, opts).flat_map(|(index, w)| {
+    selected(generator, opts).flat_map(move |(index, w)| {
         let file = workloads_dir.join(format!("{}.json", w.name));
         let written = match file.exists() {
             true => Ok(()),
@@ -574,257 +597,292 @@ pub fn explore(
                         recovery: opts
                             .recovery_crashes
                             .filter(|_| matches!(config.recovery, crate::fs::Recovery::Mount)),
-                        trace_dir: work
-                            .path()
-                            .join("traces")
-                            .join(config.name)
-                            .join(&workload.name),
+                        trace_dir: work.join("traces").join(config.name).join(&workload.name),
                         workload,
                     })
                 })
                 .collect(),
         };
         jobs
-    });
-    // Whether to start another run: not after an interrupt or the budget.
-    let go_on =
-        || !cancel.load(Ordering::Relaxed) && opts.budget.is_none_or(|b| started.elapsed() < b);
-    let record = |job: &Job| {
-        if let Some(why) = unsupported_op(job.config, &job.workload) {
+    })
+}
+
+/// Records runs (on the exploring thread, or ahead of it on one of its own).
+struct Recorder<'a> {
+    template: &'a RunOptions,
+    runs_dir: &'a Path,
+    cancel: &'a AtomicBool,
+}
+
+impl Recorder<'_> {
+    fn record(&self, job: &Job) -> Result<Recorded, Error> {
+        if let Some(why) = job.config.unsupported_op(&job.workload) {
             return Ok(Recorded::Unsupported(why));
         }
         let save_trace = job.recovery.map(|_| job.trace_dir.as_path());
-        record_workload(&template, job.config, &job.workload, &runs_dir, save_trace, cancel)
-    };
-    // With `record_ahead`, one thread records the runs in order, each while the run before
-    // it is checked (recording is mostly waiting on mounts and syncs, so it overlaps well
-    // with checking on 2 cores): a rendezvous channel, so that at most one recorded run
-    // waits. The loop below takes runs from it, or records each itself.
-    let ahead = template.explore.speed.record_ahead;
-    let stopped_early = AtomicBool::new(false);
-    std::thread::scope(|scope| -> Result<(), Error> {
-        let (recorded_tx, recorded_rx) =
-            std::sync::mpsc::sync_channel::<Result<(Job, Result<Recorded, Error>), Error>>(0);
-        let mut inline_jobs = None;
-        match ahead {
-            true => {
-                let (record, go_on, stopped_early) = (&record, &go_on, &stopped_early);
-                scope.spawn(move || {
-                    for job in jobs {
-                        if !go_on() {
+        let (config, w) = (job.config, &job.workload);
+        record_workload(self.template, config, w, self.runs_dir, save_trace, self.cancel)
+    }
+}
+
+/// A recorded run on its way to be checked, or the error of the runs to do.
+type RecordedJob<'a> = Result<(Job<'a>, Result<Recorded, Error>), Error>;
+
+/// A run judged, or the exploration interrupted while judging it.
+enum Judged {
+    Run(Box<RunRecord>),
+    Interrupted,
+}
+
+/// What judging the runs of an exploration changes: the journal, the signatures that
+/// have a witness, the runs counted.
+struct Explorer<'a> {
+    opts: &'a ExploreOptions,
+    template: &'a RunOptions,
+    journal: ExploreJournal,
+    witnessed: BTreeSet<SignatureKey>,
+    progress: &'a dyn ExploreProgress,
+    cancel: &'a AtomicBool,
+    count: u64,
+}
+
+impl<'a> Explorer<'a> {
+    /// Records, checks and judges every job while `go_on` says so; whether the
+    /// exploration is complete (no interrupt, no budget reached). With `record_ahead`, one
+    /// thread records the runs in order, each while the run before it is checked
+    /// (recording is mostly waiting on mounts and syncs, so it overlaps well with
+    /// checking on 2 cores): a rendezvous channel, so that at most one recorded run waits.
+    /// Otherwise each run is recorded here.
+    fn run(
+        &mut self,
+        mut jobs: impl Iterator<Item = Result<Job<'a>, Error>> + Send,
+        recorder: &Recorder,
+        go_on: &(dyn Fn() -> bool + Sync),
+    ) -> Result<bool, Error> {
+        let ahead = self.template.explore.speed.record_ahead;
+        let stopped_early = AtomicBool::new(false);
+        let complete = std::thread::scope(|scope| -> Result<bool, Error> {
+            let (recorded_tx, recorded_rx) = std::sync::mpsc::sync_channel::<RecordedJob>(0);
+            let mut inline_jobs = None;
+            match ahead {
+                true => {
+                    let stopped_early = &stopped_early;
+                    scope.spawn(move || {
+                        for job in jobs {
+                            if !go_on() {
+                                stopped_early.store(true, Ordering::Relaxed);
+                                break;
+                            }
+                            let job = match job {
+                                Ok(job) => job,
+                                Err(e) => {
+                                    let _ = recorded_tx.send(Err(e));
+                                    break;
+                                }
+                            };
+                            let made = recorder.record(&job);
+                            // The loop stopped taking runs (an error, an interrupt): stop
+                            // too.
+                            if recorded_tx.send(Ok((job, made))).is_err() {
+                                break;
+                            }
+                        }
+                    });
+                }
+                false => {
+                    drop(recorded_tx);
+                    inline_jobs = Some(&mut jobs);
+                }
+            }
+            let mut mark = Instant::now();
+            loop {
+                let (job, made) = match inline_jobs.as_mut() {
+                    None => match recorded_rx.recv() {
+                        Ok(next) => next?,
+                        Err(_) => break,
+                    },
+                    Some(jobs) => match jobs.next() {
+                        None => break,
+                        Some(_) if !go_on() => {
                             stopped_early.store(true, Ordering::Relaxed);
                             break;
                         }
-                        let job = match job {
-                            Ok(job) => job,
-                            Err(e) => {
-                                let _ = recorded_tx.send(Err(e));
-                                break;
-                            }
-                        };
-                        let made = record(&job);
-                        // The loop stopped taking runs (an error, an interrupt): stop too.
-                        if recorded_tx.send(Ok((job, made))).is_err() {
-                            break;
+                        Some(Err(e)) => return Err(e),
+                        Some(Ok(job)) => {
+                            let made = recorder.record(&job);
+                            (job, made)
                         }
-                    }
-                });
-            }
-            false => {
-                drop(recorded_tx);
-                inline_jobs = Some(&mut jobs);
-            }
-        }
-        let mut mark = Instant::now();
-        loop {
-            let (job, made) = match inline_jobs.as_mut() {
-                None => match recorded_rx.recv() {
-                    Ok(next) => next?,
-                    Err(_) => break,
-                },
-                Some(jobs) => match jobs.next() {
-                    None => break,
-                    Some(_) if !go_on() => {
-                        stopped_early.store(true, Ordering::Relaxed);
-                        break;
-                    }
-                    Some(Err(e)) => return Err(e),
-                    Some(Ok(job)) => {
-                        let made = record(&job);
-                        (job, made)
-                    }
-                },
-            };
-            let ran = made.and_then(|r| check_workload(r, &job.workload.name, cancel));
-            // A run's time is the loop's, from the end of the run before it: with
-            // recording ahead, the runs' times add up to the wall time.
-            let seconds = mark.elapsed().as_secs_f64();
-            let mut rec = RunRecord {
-                config: job.config.name.to_owned(),
-                index: job.index,
-                workload: job.workload.name.clone(),
-                outcome: String::new(),
-                key: None,
-                story: None,
-                seconds,
-                states: 0,
-                unsupported: false,
-                error: None,
-                recovery_states: 0,
-            };
-            match ran {
-                Err(e) if e.is_interrupted() => {
-                    complete = false;
-                    break;
+                    },
+                };
+                let ran = made.and_then(|r| check_workload(r, &job.workload.name, self.cancel));
+                // A run's time is the loop's, from the end of the run before it: with
+                // recording ahead, the runs' times add up to the wall time.
+                let seconds = mark.elapsed().as_secs_f64();
+                let mut rec = match self.judge(&job, ran, seconds)? {
+                    Judged::Run(rec) => rec,
+                    Judged::Interrupted => return Ok(false),
+                };
+                if job.recovery.is_some() {
+                    // The run's wall time includes its crashes during recovery.
+                    rec.seconds = mark.elapsed().as_secs_f64();
+                    let _ = std::fs::remove_dir_all(&job.trace_dir);
                 }
-                Err(e) => {
-                    rec.outcome = "error".into();
-                    rec.error = Some(e.to_string());
-                }
-                Ok(Ran::Unsupported(why)) => {
-                    rec.outcome = "unsupported".into();
-                    rec.unsupported = true;
-                    rec.story = Some(why);
-                }
-                Ok(Ran::Checked(cell)) => {
-                    rec.outcome = cell.verdict.name().into();
-                    rec.states = cell.states_explored;
-                    if cell.verdict.is_failure() && cell.confirmed == Some(false) {
-                        // The independent replay of the failing state disagreed: bob's
-                        // machinery, not the file system (a cross stands only if replayed).
-                        rec.outcome = "unconfirmed".into();
-                        rec.error = Some(format!(
-                            "not confirmed by an independent replay: {}",
-                            cell.story.clone().unwrap_or_default()
-                        ));
-                    } else if cell.verdict.is_failure() && cell.verdict != OutcomeKind::InfraError {
-                        let story = cell.story.clone().unwrap_or_default();
-                        let key = SignatureKey {
-                            config: job.config.name.to_owned(),
-                            ops: op_kinds(&job.workload),
-                            discrepancy: discrepancy(cell.verdict, &story).to_owned(),
-                        };
-                        rec.key = Some(key.clone());
-                        rec.story = Some(story);
-                        if !witnessed.contains(&key) {
-                            let t = Instant::now();
-                            let shrunk = minimal_witness(
-                                opts,
-                                &template,
-                                job.config,
-                                &job.workload,
-                                &cell,
-                                &key,
-                                cancel,
-                            );
-                            let witness = match shrunk {
-                                Ok(w) => w,
-                                Err(e) if e.is_interrupted() => {
-                                    complete = false;
-                                    break;
-                                }
-                                // A run bob could not complete while shrinking: the first
-                                // failing workload stays the witness, and the error is told.
-                                Err(e) => {
-                                    rec.error =
-                                        Some(format!("shrinking {}: {e}", job.workload.name));
-                                    let whole = ExploreOptions { shrink: false, ..opts.clone() };
-                                    minimal_witness(
-                                        &whole,
-                                        &template,
-                                        job.config,
-                                        &job.workload,
-                                        &cell,
-                                        &key,
-                                        cancel,
-                                    )?
-                                }
-                            };
-                            append(&Line::Witness(WitnessRecord {
-                                key: key.clone(),
-                                witness,
-                                seconds: t.elapsed().as_secs_f64(),
-                            }))?;
-                            witnessed.insert(key);
-                        }
-                    } else if cell.verdict == OutcomeKind::InfraError {
-                        rec.error = cell.infra_error.as_ref().map(|e| format!("{e:?}"));
-                    } else if let Some(rc) = job.recovery {
-                        match interrupt_recoveries(&job.trace_dir, rc, &template, cancel) {
-                            Err(e) if e.is_interrupted() => {
-                                complete = false;
-                                break;
-                            }
-                            Err(e) => rec.error = Some(format!("recovery crashes: {e}")),
-                            Ok((checked, failure)) => {
-                                rec.recovery_states = checked;
-                                if let Some((state, report)) = failure {
-                                    let key = SignatureKey {
-                                        config: job.config.name.to_owned(),
-                                        ops: op_kinds(&job.workload),
-                                        discrepancy: RECOVERY_NOT_IDEMPOTENT.to_owned(),
-                                    };
-                                    let story = format!(
-                                        "a crash during the recovery of {state}: {} of {} \
-                                             crash states inside recovery recovered again to a \
-                                             state the oracle does not allow ({}); the first \
-                                             recovery held",
-                                        report.failed,
-                                        report.states,
-                                        report.first_failure.clone().unwrap_or_default()
-                                    );
-                                    rec.outcome = report.verdict.name().into();
-                                    rec.key = Some(key.clone());
-                                    rec.story = Some(story.clone());
-                                    if !witnessed.contains(&key) {
-                                        let witness = recovery_witness(
-                                            opts,
-                                            job.config,
-                                            &job.workload,
-                                            &job.trace_dir,
-                                            &state,
-                                            &story,
-                                            rc,
-                                        )?;
-                                        append(&Line::Witness(WitnessRecord {
-                                            key: key.clone(),
-                                            witness,
-                                            seconds: 0.0,
-                                        }))?;
-                                        witnessed.insert(key);
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
+                self.count += 1;
+                self.journal.append(&Line::Run(*rec))?;
+                let label = format!("{} on {}", job.workload.name, job.config.name);
+                self.progress.done(self.count, self.witnessed.len(), &label);
+                mark = Instant::now();
             }
-            if job.recovery.is_some() {
-                // The run's wall time includes its crashes during recovery.
-                rec.seconds = mark.elapsed().as_secs_f64();
-                let _ = std::fs::remove_dir_all(&job.trace_dir);
-            }
-            count += 1;
-            append(&Line::Run(rec.clone()))?;
-            lines.push(Line::Run(rec));
-            progress.done(
-                count,
-                witnessed.len(),
-                &format!("{} on {}", job.workload.name, job.config.name),
-            );
-            mark = Instant::now();
-        }
-        drop(recorded_rx);
-        Ok(())
-    })?;
-    if stopped_early.load(Ordering::Relaxed) {
-        complete = false;
+            drop(recorded_rx);
+            Ok(true)
+        })?;
+        Ok(complete && !stopped_early.load(Ordering::Relaxed))
     }
-    // Witness lines appended during this run are read back with the rest.
-    let text = std::fs::read_to_string(&journal_path).map_err(io(&journal_path))?;
-    let all: Vec<Line> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
-    drop(work);
-    Ok(summarize(opts, &header, &all, complete))
+
+    /// The record of one run from what checking it gave: its outcome, and for a new
+    /// signature, its witness (journaled here).
+    fn judge(&mut self, job: &Job, ran: Result<Ran, Error>, seconds: f64) -> Result<Judged, Error> {
+        let mut rec = Box::new(RunRecord {
+            config: job.config.name.to_owned(),
+            index: job.index,
+            workload: job.workload.name.clone(),
+            outcome: String::new(),
+            key: None,
+            story: None,
+            seconds,
+            states: 0,
+            unsupported: false,
+            error: None,
+            recovery_states: 0,
+        });
+        match ran {
+            Err(e) if e.is_interrupted() => return Ok(Judged::Interrupted),
+            Err(e) => {
+                rec.outcome = "error".into();
+                rec.error = Some(e.to_string());
+            }
+            Ok(Ran::Unsupported(why)) => {
+                rec.outcome = "unsupported".into();
+                rec.unsupported = true;
+                rec.story = Some(why);
+            }
+            Ok(Ran::Checked(cell)) => {
+                rec.outcome = cell.verdict.name().into();
+                rec.states = cell.states_explored;
+                if cell.verdict.is_failure() && cell.confirmed == Some(false) {
+                    // The independent replay of the failing state disagreed: bob's
+                    // machinery, not the file system (a cross stands only if replayed).
+                    rec.outcome = "unconfirmed".into();
+                    rec.error = Some(format!(
+                        "not confirmed by an independent replay: {}",
+                        cell.story.clone().unwrap_or_default()
+                    ));
+                } else if cell.verdict.is_failure() && cell.verdict != OutcomeKind::InfraError {
+                    return self.failure(job, &cell, rec);
+                } else if cell.verdict == OutcomeKind::InfraError {
+                    rec.error = cell.infra_error.as_ref().map(|e| format!("{e:?}"));
+                } else if let Some(rc) = job.recovery {
+                    return self.recovery_crashes(job, rc, rec);
+                }
+            }
+        }
+        Ok(Judged::Run(rec))
+    }
+
+    /// A failing run: its signature, and for a new one, its minimal witness.
+    fn failure(
+        &mut self,
+        job: &Job,
+        cell: &crate::report::Cell,
+        mut rec: Box<RunRecord>,
+    ) -> Result<Judged, Error> {
+        let story = cell.story.clone().unwrap_or_default();
+        let key = SignatureKey {
+            config: job.config.name.to_owned(),
+            ops: op_kinds(&job.workload),
+            discrepancy: discrepancy(cell.verdict, &story).to_owned(),
+        };
+        rec.key = Some(key.clone());
+        rec.story = Some(story);
+        if self.witnessed.contains(&key) {
+            return Ok(Judged::Run(rec));
+        }
+        let (opts, template, cancel) = (self.opts, self.template, self.cancel);
+        let t = Instant::now();
+        let shrunk = minimal_witness(opts, template, job.config, &job.workload, cell, &key, cancel);
+        let witness = match shrunk {
+            Ok(w) => w,
+            Err(e) if e.is_interrupted() => return Ok(Judged::Interrupted),
+            // A run bob could not complete while shrinking: the first failing workload
+            // stays the witness, and the error is told.
+            Err(e) => {
+                rec.error = Some(format!("shrinking {}: {e}", job.workload.name));
+                let whole = ExploreOptions { shrink: false, ..opts.clone() };
+                minimal_witness(&whole, template, job.config, &job.workload, cell, &key, cancel)?
+            }
+        };
+        let seconds = t.elapsed().as_secs_f64();
+        self.journal.append(&Line::Witness(WitnessRecord {
+            key: key.clone(),
+            witness,
+            seconds,
+        }))?;
+        self.witnessed.insert(key);
+        Ok(Judged::Run(rec))
+    }
+
+    /// A run that held, with `--recovery-crashes`: crashes during its recovery, and for
+    /// a recovery that is not idempotent, its signature and witness.
+    fn recovery_crashes(
+        &mut self,
+        job: &Job,
+        rc: RecoveryCrashes,
+        mut rec: Box<RunRecord>,
+    ) -> Result<Judged, Error> {
+        let (checked, failure) =
+            match interrupt_recoveries(&job.trace_dir, rc, self.template, self.cancel) {
+                Err(e) if e.is_interrupted() => return Ok(Judged::Interrupted),
+                Err(e) => {
+                    rec.error = Some(format!("recovery crashes: {e}"));
+                    return Ok(Judged::Run(rec));
+                }
+                Ok(found) => found,
+            };
+        rec.recovery_states = checked;
+        let Some((state, report)) = failure else { return Ok(Judged::Run(rec)) };
+        let key = SignatureKey {
+            config: job.config.name.to_owned(),
+            ops: op_kinds(&job.workload),
+            discrepancy: RECOVERY_NOT_IDEMPOTENT.to_owned(),
+        };
+        let story = format!(
+            "a crash during the recovery of {state}: {} of {} \
+                 crash states inside recovery recovered again to a \
+                 state the oracle does not allow ({}); the first \
+                 recovery held",
+            report.failed,
+            report.states,
+            report.first_failure.clone().unwrap_or_default()
+        );
+        rec.outcome = report.verdict.name().into();
+        rec.key = Some(key.clone());
+        rec.story = Some(story.clone());
+        if !self.witnessed.contains(&key) {
+            let witness = recovery_witness(
+                self.opts,
+                job.config,
+                &job.workload,
+                &job.trace_dir,
+                &state,
+                &story,
+                rc,
+            )?;
+            let line = WitnessRecord { key: key.clone(), witness, seconds: 0.0 };
+            self.journal.append(&Line::Witness(line))?;
+            self.witnessed.insert(key);
+        }
+        Ok(Judged::Run(rec))
+    }
 }
 
 /// The report of every journaled line.
@@ -848,7 +906,7 @@ fn summarize(
         let mut guarantees: Vec<String> =
             opts.bounds.guarantees.iter().map(|g| g.name().to_owned()).collect();
         if opts.documented {
-            guarantees.extend(documented_guarantees(c).iter().map(|g| g.name().to_owned()));
+            guarantees.extend(crate::fs::profile(c).guarantees.iter().map(|g| g.name().to_owned()));
             guarantees.sort();
             guarantees.dedup();
         }

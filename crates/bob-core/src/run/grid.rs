@@ -12,8 +12,9 @@ use super::{
     unavailable_cell, Error, Progress, Quiet, RecordedCell, RunOptions,
 };
 use crate::check;
-use crate::crash::{DiskModel, FuaModel};
+use crate::crash::{AtomicWriteUnits, DiskModel, FuaModel};
 use crate::fs::FsConfig;
+use crate::output::TraceSet;
 use crate::report::table::Grid;
 use crate::report::Cell;
 
@@ -27,14 +28,24 @@ pub struct TableOptions {
     pub properties: Vec<Property>,
     /// The options every cell shares.
     pub cell: RunOptions,
-    /// The atomic write unit(s), as `--atomic-write-unit` gives them (resolved against
-    /// each configuration's block size).
-    pub atomic_write_unit: String,
+    /// The atomic write unit(s), checked against each configuration's block size.
+    pub atomic_write_unit: AtomicWriteUnits,
     /// What a FUA write means.
     pub fua: FuaModel,
     /// Check the recordings of this trace set (`bob table --record-only`) instead of
     /// recording each cell (`--traces`), so that shards split the same recordings.
     pub traces: Option<PathBuf>,
+}
+
+impl TableOptions {
+    /// Refuses a table that cannot be run as asked: shards of recordings made afresh
+    /// rather than of a saved trace set ([`Error::ShardsNeedSavedTraces`]).
+    pub fn validate(&self) -> Result<(), Error> {
+        match (self.cell.shard, &self.traces) {
+            (Some(_), None) => Err(Error::ShardsNeedSavedTraces),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Progress of a table: the cell being run, and each cell as it finishes (with the
@@ -48,9 +59,12 @@ pub trait TableProgress: Progress {
 }
 
 /// The disk models `units` and `fua` name for a configuration with this block size.
-pub fn disk_models(units: &str, fua: FuaModel, block_size: u64) -> Result<Vec<DiskModel>, Error> {
-    DiskModel::list(units, fua, block_size)
-        .map_err(|e| Error::Invalid(format!("--atomic-write-unit: {e}")))
+pub fn disk_models(
+    units: &AtomicWriteUnits,
+    fua: FuaModel,
+    block_size: u64,
+) -> Result<Vec<DiskModel>, Error> {
+    DiskModel::list(units, fua, block_size).map_err(Error::Invalid)
 }
 
 /// Runs every cell of the table. The machine is checked first (root, /dev/fuse, the
@@ -61,10 +75,10 @@ pub fn run_table(
     progress: &dyn TableProgress,
     cancel: &AtomicBool,
 ) -> Result<Grid, Error> {
+    opts.validate()?;
     if let Some(c) = opts.configs.iter().find(|c| environment::unavailable_here(c).is_none()) {
         environment::check(c)?;
     }
-    let set = opts.traces.as_deref().map(super::load_trace_set).transpose()?;
     // mkfs once per configuration for the whole table (see `record::setup`): the cache
     // lives in a scratch directory of the table's own, removed when the table ends.
     let setup_work = match opts.cell.explore.speed.shared_setup {
@@ -74,7 +88,25 @@ pub fn run_table(
     let setup_cache = setup_work
         .as_ref()
         .map(|w| std::sync::Arc::new(crate::record::SetupCache::new(w.path().join("setup"))));
-    // What each cell is to do, in table order.
+    let plans = plan_cells(opts, setup_cache)?;
+    let cells = run_plans(opts, plans, progress, cancel)?;
+    Ok(Grid {
+        schema_version: crate::report::SCHEMA_VERSION,
+        kernel: crate::record::kernel_release(),
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        configs: opts.configs.iter().map(|c| c.name.to_owned()).collect(),
+        properties: opts.properties.iter().map(|p| p.name().to_owned()).collect(),
+        notes: super::table_notes_with(&opts.configs, &opts.cell.schedules),
+        cells,
+    })
+}
+
+/// What each cell of the table is to do, in table order, with its label.
+fn plan_cells(
+    opts: &TableOptions,
+    setup_cache: Option<std::sync::Arc<crate::record::SetupCache>>,
+) -> Result<Vec<(String, Plan)>, Error> {
+    let set = opts.traces.as_deref().map(super::load_trace_set).transpose()?;
     let mut plans: Vec<(String, Plan)> = Vec::new();
     for config in &opts.configs {
         let reason = environment::unavailable_here(config);
@@ -95,50 +127,69 @@ pub fn run_table(
                         .collect(),
                 ),
                 None => {
-                    let mut cell = RunOptions {
+                    let cell = RunOptions {
                         config: config.clone(),
                         property,
                         disk_models: models.clone(),
                         setup_cache: setup_cache.clone(),
                         ..opts.cell.clone()
                     };
-                    let in_cell = |e: Error| Error::Cell {
-                        config: config.name.into(),
-                        property: property.name().into(),
-                        source: Box::new(e),
-                    };
-                    let traces = match (&set, &opts.traces) {
-                        (Some(set), Some(dir)) => Some(
-                            super::cell_traces_in(
-                                set,
-                                dir,
-                                config.name,
-                                property.name(),
-                                &cell.schedules,
-                            )
-                            .map_err(in_cell),
-                        ),
-                        _ => None,
-                    };
-                    match traces {
-                        Some(Err(e)) => Plan::Failed(e),
-                        found => {
-                            cell.trace = found.and_then(Result::ok);
-                            match cached_cells(&cell) {
-                                Some(cells) => Plan::Done(cells),
-                                None => Plan::Run(Box::new(cell)),
-                            }
-                        }
-                    }
+                    plan_run(opts, set.as_ref(), cell)
                 }
             };
             plans.push((label, plan));
         }
     }
+    Ok(plans)
+}
 
-    // With `record_ahead`, one thread records the cells to run, in order, each while the
-    // cell before it is checked: a rendezvous channel, so that at most one recorded cell
-    // waits. Its recordings report no progress (the bars show the cell being checked).
+/// The plan of a cell that can run here: its recordings found in the trace set (with
+/// `--traces`), and its cells from the resume cache when they are there.
+fn plan_run(opts: &TableOptions, set: Option<&TraceSet>, mut cell: RunOptions) -> Plan {
+    let traces = match (set, &opts.traces) {
+        (Some(set), Some(dir)) => Some(
+            super::cell_traces_in(
+                set,
+                dir,
+                cell.config.name,
+                cell.property.name(),
+                &cell.schedules,
+            )
+            .map_err(|e| in_cell(&cell, e)),
+        ),
+        _ => None,
+    };
+    match traces {
+        Some(Err(e)) => Plan::Failed(e),
+        found => {
+            cell.trace = found.and_then(Result::ok);
+            match cached_cells(&cell) {
+                Some(cells) => Plan::Done(cells),
+                None => Plan::Run(Box::new(cell)),
+            }
+        }
+    }
+}
+
+/// `e`, named with the cell it happened in.
+fn in_cell(cell: &RunOptions, e: Error) -> Error {
+    Error::Cell {
+        config: cell.config.name.into(),
+        property: cell.property.name().into(),
+        source: Box::new(e),
+    }
+}
+
+/// Carries out the plans in order, telling `progress` of each cell. With `record_ahead`,
+/// one thread records the cells to run, in order, each while the cell before it is
+/// checked: a rendezvous channel, so that at most one recorded cell waits. Its
+/// recordings report no progress (the bars show the cell being checked).
+fn run_plans(
+    opts: &TableOptions,
+    plans: Vec<(String, Plan)>,
+    progress: &dyn TableProgress,
+    cancel: &AtomicBool,
+) -> Result<Vec<Cell>, Error> {
     let ahead = opts.cell.explore.speed.record_ahead;
     let to_record: Vec<RunOptions> = match ahead {
         true => plans
@@ -174,18 +225,13 @@ pub fn run_table(
                 Plan::Done(cells) => cells,
                 Plan::Failed(e) => return Err(e),
                 Plan::Run(cell) => {
-                    let in_cell = |e: Error| Error::Cell {
-                        config: cell.config.name.into(),
-                        property: cell.property.name().into(),
-                        source: Box::new(e),
-                    };
                     let made = match ahead {
                         // The recorder stops only after sending its error, or when told to.
                         true => recorded.recv().unwrap_or(Err(check::Error::Interrupted.into())),
                         false => record_cell(&cell, progress, cancel),
                     };
-                    let found =
-                        check_cell(made.map_err(in_cell)?, progress, cancel).map_err(in_cell)?;
+                    let found = check_cell(made.map_err(|e| in_cell(&cell, e))?, progress, cancel)
+                        .map_err(|e| in_cell(&cell, e))?;
                     save_cells(&cell, &found)?;
                     found
                 }
@@ -197,15 +243,7 @@ pub fn run_table(
         }
         Ok(())
     })?;
-    Ok(Grid {
-        schema_version: crate::report::SCHEMA_VERSION,
-        kernel: crate::record::kernel_release(),
-        tool_version: env!("CARGO_PKG_VERSION").into(),
-        configs: opts.configs.iter().map(|c| c.name.to_owned()).collect(),
-        properties: opts.properties.iter().map(|p| p.name().to_owned()).collect(),
-        notes: super::table_notes_with(&opts.configs, &opts.cell.schedules),
-        cells,
-    })
+    Ok(cells)
 }
 
 /// Where a finished cell is kept for `--resume`: `<cell dir>/cells.json`.

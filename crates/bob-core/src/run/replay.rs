@@ -2,7 +2,7 @@
 //! image file and, on request, recover and check it again, independently of the engine
 //! that found it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::{environment, scratch_dir, Error};
 use crate::check::{self, OutcomeKind};
@@ -26,6 +26,12 @@ pub struct ReplayOptions {
     /// For a design with a persistent-memory region: where to write the PM image too
     /// (it is always written to `<to>.pm`, where checking looks for it).
     pub pm_out: Option<PathBuf>,
+}
+
+/// The id of the crash state a witness records, read from the witness without
+/// rebuilding its image.
+pub fn witness_state(witness: &Path) -> Result<String, Error> {
+    Ok(witness::load_record(witness)?.id)
 }
 
 /// Writes the crash state into `opts.to` and, with `opts.check`, checks it; the file holds

@@ -149,6 +149,14 @@ fn xfstests_op(op: &Op) -> Option<String> {
 /// the size they had), as Ace's adapter checks at its checkpoints.
 pub fn xfstests(seq: &str, config: &FsConfig, w: &Workload, story: &str) -> String {
     let mut s = String::new();
+    xfstests_preamble(&mut s, seq, config, w, story);
+    let marks = xfstests_workload(&mut s, w);
+    xfstests_replays(&mut s, &marks);
+    s
+}
+
+/// The test's header, cleanup, requirements, and the scratch device's log-writes setup.
+fn xfstests_preamble(s: &mut String, seq: &str, config: &FsConfig, w: &Workload, story: &str) {
     let _ = writeln!(s, "#! /bin/bash");
     let _ = writeln!(s, "# SPDX-License-Identifier: GPL-2.0");
     let _ = writeln!(s, "#");
@@ -198,6 +206,11 @@ pub fn xfstests(seq: &str, config: &FsConfig, w: &Workload, story: &str) -> Stri
     let _ = writeln!(s, "_log_writes_mkfs >> $seqres.full 2>&1");
     let _ = writeln!(s, "_log_writes_mount");
     let _ = writeln!(s);
+}
+
+/// The setup, then the ops with a mark after each persistence point; returns each mark
+/// with the checks of what its persistence point promised.
+fn xfstests_workload(s: &mut String, w: &Workload) -> Vec<(String, Vec<String>)> {
     let _ = writeln!(s, "# setup");
     for op in &w.setup {
         if let Some(c) = xfstests_op(op) {
@@ -216,75 +229,80 @@ pub fn xfstests(seq: &str, config: &FsConfig, w: &Workload, story: &str) -> Stri
         if op.is_persistence_point() {
             let mark = format!("bob_op{k}");
             let _ = writeln!(s, "_log_writes_mark {mark}");
-            // What the call promised, as far as a shell can check it: the persisted
-            // names and, for files, their size.
-            let mut checks = Vec::new();
-            if let Some(state) = model.get(k + 1) {
-                let targets: Vec<String> = match op {
-                    Op::Fsync { path } | Op::Fdatasync { path } => {
-                        let mut t: Vec<String> = vec![path.clone()];
-                        if state.node(path).is_some_and(|n| n.kind == workloads::NodeKind::Dir) {
-                            let prefix =
-                                if path == "/" { "/".to_owned() } else { format!("{path}/") };
-                            t.extend(
-                                state
-                                    .names
-                                    .keys()
-                                    .filter(|p| {
-                                        p.starts_with(&prefix)
-                                            && !p[prefix.len()..].contains('/')
-                                            && p.as_str() != workloads::DRAIN_FILE
-                                            && model[0].id(p).is_some()
-                                    })
-                                    .cloned(),
-                            );
-                        }
-                        t
-                    }
-                    _ => state
-                        .names
-                        .keys()
-                        .filter(|p| p.as_str() != "/" && p.as_str() != workloads::DRAIN_FILE)
-                        .cloned()
-                        .collect(),
-                };
-                for p in targets {
-                    if p == "/" {
-                        continue;
-                    }
-                    // A fsynced file's name is promised only if it was durable already (the
-                    // setup's), or under fsync-persists-name; otherwise only its size, if
-                    // the name is there.
-                    let name_promised = !matches!(op, Op::Fsync { .. } | Op::Fdatasync { .. })
-                        || model[0].id(&p).is_some() && model[0].id(&p) == state.id(&p)
-                        || (matches!(op, Op::Fsync { .. })
-                            && w.guarantees.contains(&workloads::Guarantee::FsyncPersistsName));
-                    let absent_ok = if name_promised {
-                        String::new()
-                    } else {
-                        format!("[ ! -e $SCRATCH_MNT{p} ] || ")
-                    };
-                    match state.node(&p) {
-                        Some(n) if n.kind == workloads::NodeKind::File => checks.push(format!(
-                            "{absent_ok}[ \"$(stat -c %s $SCRATCH_MNT{p} 2>/dev/null)\" = \"{}\" ] || echo \"{p}: size $(stat -c %s $SCRATCH_MNT{p} 2>&1), expected {}\"",
-                            n.size, n.size
-                        )),
-                        Some(_) => checks.push(format!(
-                            "[ -e $SCRATCH_MNT{p} -o -L $SCRATCH_MNT{p} ] || echo \"{p}: missing\""
-                        )),
-                        None => {}
-                    }
-                }
-            }
-            marks.push((mark, checks));
+            marks.push((mark, promise_checks(w, &model, k, op)));
         }
     }
+    marks
+}
+
+/// What the persistence point `op` (the `k`-th op) promised, as far as a shell can check
+/// it: the persisted names and, for files, their size; one shell line each.
+fn promise_checks(w: &Workload, model: &[workloads::ModelState], k: usize, op: &Op) -> Vec<String> {
+    let mut checks = Vec::new();
+    if let Some(state) = model.get(k + 1) {
+        let targets: Vec<String> = match op {
+            Op::Fsync { path } | Op::Fdatasync { path } => {
+                let mut t: Vec<String> = vec![path.clone()];
+                if state.node(path).is_some_and(|n| n.kind == workloads::NodeKind::Dir) {
+                    let prefix = if path == "/" { "/".to_owned() } else { format!("{path}/") };
+                    t.extend(
+                        state
+                            .names
+                            .keys()
+                            .filter(|p| {
+                                p.starts_with(&prefix)
+                                    && !p[prefix.len()..].contains('/')
+                                    && p.as_str() != workloads::DRAIN_FILE
+                                    && model[0].id(p).is_some()
+                            })
+                            .cloned(),
+                    );
+                }
+                t
+            }
+            _ => state
+                .names
+                .keys()
+                .filter(|p| p.as_str() != "/" && p.as_str() != workloads::DRAIN_FILE)
+                .cloned()
+                .collect(),
+        };
+        for p in targets {
+            if p == "/" {
+                continue;
+            }
+            // A fsynced file's name is promised only if it was durable already (the
+            // setup's), or under fsync-persists-name; otherwise only its size, if
+            // the name is there.
+            let name_promised = !matches!(op, Op::Fsync { .. } | Op::Fdatasync { .. })
+                || model[0].id(&p).is_some() && model[0].id(&p) == state.id(&p)
+                || (matches!(op, Op::Fsync { .. })
+                    && w.guarantees.contains(&workloads::Guarantee::FsyncPersistsName));
+            let absent_ok =
+                if name_promised { String::new() } else { format!("[ ! -e $SCRATCH_MNT{p} ] || ") };
+            match state.node(&p) {
+                Some(n) if n.kind == workloads::NodeKind::File => checks.push(format!(
+                    "{absent_ok}[ \"$(stat -c %s $SCRATCH_MNT{p} 2>/dev/null)\" = \"{}\" ] || echo \"{p}: size $(stat -c %s $SCRATCH_MNT{p} 2>&1), expected {}\"",
+                    n.size, n.size
+                )),
+                Some(_) => checks.push(format!(
+                    "[ -e $SCRATCH_MNT{p} -o -L $SCRATCH_MNT{p} ] || echo \"{p}: missing\""
+                )),
+                None => {}
+            }
+        }
+    }
+    checks
+}
+
+/// The replay up to each mark, mounted and checked, and the test's end.
+fn xfstests_replays(s: &mut String, marks: &[(String, Vec<String>)]) {
     let _ = writeln!(s);
     let _ = writeln!(s, "_log_writes_unmount");
     let _ = writeln!(s, "_log_writes_remove");
     let _ = writeln!(s);
     let _ = writeln!(s, "# replay up to each mark, as a crash right after the persistence point");
-    for (mark, checks) in &marks {
+    for (mark, checks) in marks {
         let _ = writeln!(s, "_log_writes_replay_log {mark} $SCRATCH_DEV");
         let _ = writeln!(s, "_scratch_mount");
         for c in checks {
@@ -297,7 +315,6 @@ pub fn xfstests(seq: &str, config: &FsConfig, w: &Workload, story: &str) -> Stri
     let _ = writeln!(s, "echo \"Silence is golden\"");
     let _ = writeln!(s, "status=0");
     let _ = writeln!(s, "exit");
-    s
 }
 
 /// The golden output (`NNN.out`) of [`xfstests`].
@@ -308,6 +325,14 @@ pub fn xfstests_out(seq: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `shell -n` reads the script `f` without running it and finds no syntax error.
+    fn assert_parses(shell: &str, f: &std::path::Path) {
+        let timeout = std::time::Duration::from_secs(30);
+        let args = [std::ffi::OsStr::new("-n"), f.as_os_str()];
+        let out = crate::device::cmd::Cmd::new(shell, timeout).args(&args).run().unwrap();
+        assert_eq!(out.code, Some(0), "{shell} -n: {}", out.stderr);
+    }
 
     fn workload() -> Workload {
         Workload {
@@ -365,8 +390,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("999");
         std::fs::write(&f, &t).unwrap();
-        let ok = std::process::Command::new("bash").arg("-n").arg(&f).status().unwrap();
-        assert!(ok.success());
+        assert_parses("bash", &f);
     }
 
     #[test]
@@ -405,6 +429,6 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("r.sh");
         std::fs::write(&f, &s).unwrap();
-        assert!(std::process::Command::new("sh").arg("-n").arg(&f).status().unwrap().success());
+        assert_parses("sh", &f);
     }
 }

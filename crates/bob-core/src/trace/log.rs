@@ -920,13 +920,11 @@ mod tests {
             }
         }
         let run = |args: &[&std::ffi::OsStr]| {
-            let out = std::process::Command::new(tool).args(args).output().unwrap();
-            assert!(
-                out.status.success(),
-                "replay-log failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            String::from_utf8(out.stdout).unwrap()
+            let tool = tool.to_str().unwrap();
+            let timeout = std::time::Duration::from_secs(60);
+            let out = crate::device::cmd::Cmd::new(tool, timeout).args(args).run().unwrap();
+            assert_eq!(out.code, Some(0), "replay-log failed: {}", out.stderr);
+            out.stdout
         };
         let n = run(&["--log".as_ref(), log.as_os_str(), "--num-entries".as_ref()]);
         assert_eq!(n.trim(), trace.entries.len().to_string());

@@ -14,7 +14,6 @@
 //! crash state and every process that maps the same file.
 
 pub mod blktrace;
-pub mod compare;
 pub mod dir;
 pub mod file;
 mod format;

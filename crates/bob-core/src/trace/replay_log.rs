@@ -39,13 +39,14 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
 
 use super::flags;
 use super::log::{LOG_MAGIC, LOG_VERSION};
+use crate::device::cmd::{self, Cmd};
+use crate::device::mounts;
 
 /// `sizeof(struct log_write_entry)`: four `__le64` and `char data[1]`, padded to 8.
 const C_ENTRY_SIZE: u64 = 40;
@@ -944,60 +945,24 @@ fn vet_target(path: &Path, rule: TargetRule) -> Result<(), Error> {
 
 /// The mount point of the block device `path` (device number `rdev`), if mounted.
 fn mounted_on(path: &Path, rdev: u64) -> Option<PathBuf> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let want = format!("{}:{}", libc::major(rdev), libc::minor(rdev));
+    let want = (libc::major(rdev), libc::minor(rdev));
     let canon = std::fs::canonicalize(path).ok();
-    for line in info.lines() {
-        let fields: Vec<&str> = line.split(' ').collect();
-        let source = line.split(" - ").nth(1).and_then(|r| r.split(' ').nth(1));
-        let by_source = source
-            .and_then(|s| std::fs::canonicalize(s).ok())
-            .is_some_and(|s| Some(&s) == canon.as_ref());
-        if fields.get(2) == Some(&want.as_str()) || by_source {
-            return fields.get(4).map(|m| PathBuf::from(unescape_mountinfo(m)));
-        }
-    }
-    None
+    mounts::mountinfo()
+        .into_iter()
+        .find(|m| {
+            m.dev == want
+                || std::fs::canonicalize(&m.source).ok().is_some_and(|s| Some(&s) == canon.as_ref())
+        })
+        .map(|m| m.mount_point)
 }
 
 /// The loop device backed by the regular file `path` that is mounted, and where.
 fn mounted_loop_over(path: &Path) -> Option<(PathBuf, PathBuf)> {
     let canon = std::fs::canonicalize(path).ok()?;
-    for e in std::fs::read_dir("/sys/block").ok()?.flatten() {
-        let name = e.file_name();
-        let Ok(backing) = std::fs::read_to_string(e.path().join("loop/backing_file")) else {
-            continue;
-        };
-        if Path::new(backing.trim_end_matches('\n')) != canon {
-            continue;
-        }
-        let dev = Path::new("/dev").join(&name);
-        let rdev = std::fs::metadata(&dev).ok()?.rdev();
-        if let Some(mnt) = mounted_on(&dev, rdev) {
-            return Some((dev, mnt));
-        }
-    }
-    None
-}
-
-/// mountinfo escapes space, tab, newline and backslash as `\ooo`.
-fn unescape_mountinfo(s: &str) -> OsString {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    OsStr::from_bytes(&out).to_owned()
+    mounts::loop_backings().into_iter().filter(|l| l.backing == canon).find_map(|l| {
+        let rdev = std::fs::metadata(&l.device).ok()?.rdev();
+        mounted_on(&l.device, rdev).map(|mnt| (l.device, mnt))
+    })
 }
 
 /// Runs replay-log on `opts`, writing its `-v` lines to `out` as it goes (the answer is
@@ -1138,15 +1103,13 @@ fn run_inner(
 
 /// `run_fsck`: fsync the target, then `sh -c CMD`; true when it exited 0 (or was killed
 /// by a signal: `WEXITSTATUS` of that is 0).
-fn run_fsck(target: &Target, cmd: &OsStr, out: &mut dyn Write) -> bool {
+fn run_fsck(target: &Target, command: &OsStr, out: &mut dyn Write) -> bool {
     if target.file.sync_all().is_err() {
         return false;
     }
     let _ = out.flush();
-    match Command::new("/bin/sh").arg("-c").arg(cmd).status() {
-        Ok(st) => st.code().unwrap_or(0) == 0,
-        Err(_) => false,
-    }
+    let sh = Cmd::new("/bin/sh", cmd::UNBOUNDED).args(&[OsStr::new("-c"), command]);
+    sh.run_attached().is_ok_and(|code| code.unwrap_or(0) == 0)
 }
 
 /// `log_replay_next_entry`: `None` at the end of the log.

@@ -36,6 +36,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 
+use crate::design::JournalMode;
 use crate::device::{BlockDevice, Role, WriteInfo};
 use crate::layout::{u32_at, u64_at, BLOCK};
 use crate::{Error, Result};
@@ -49,24 +50,6 @@ const COMMIT_MAGIC: u64 = u64::from_le_bytes(*b"RFSJCMIT");
 /// Descriptor header: magic, seq, counts of journaled blocks, data tags and revokes,
 /// and of descriptor blocks (the tags continue in the blocks after the first).
 const DESC_HEADER: usize = 32;
-
-/// How a journaling design commits and recovers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct JournalMode {
-    /// Transactional checksums (metadata CRC in the commit block, data CRCs in the
-    /// descriptor) verified at recovery.
-    pub checksums: bool,
-    /// A flush before and after the commit block (pessimistic journaling).
-    pub commit_flushes: bool,
-    /// Overwrites of blocks allocated before the running transaction go to the journal.
-    pub selective_data: bool,
-    /// The commit timer: the running transaction ends after this many mutating
-    /// operations (`journal-async`, the xsyncfs family); `None`: no timer.
-    pub commit_every_ops: Option<u32>,
-    /// Every mutating operation commits (and, with `commit_flushes`, flushes) before it
-    /// returns (`journal-sync`).
-    pub sync_ops: bool,
-}
 
 /// CRC-32 (IEEE 802.3, reflected, as jbd2's and OptFS' crc32), table-driven.
 pub fn crc32(mut crc: u32, data: &[u8]) -> u32 {

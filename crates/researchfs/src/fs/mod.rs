@@ -55,10 +55,10 @@ mod soft;
 mod tests;
 mod valor;
 
-pub use journal::{crc32, JournalMode, JournalStats, JOURNAL_BLOCKS};
+pub use journal::{crc32, JournalStats, JOURNAL_BLOCKS};
 pub use mkfs::mkfs;
-pub use soft::{SoftMode, SoftStats, SYNC_DIRTY_BLOCKS};
-pub use valor::{ValorMode, ValorStats, VALOR_LOG_BLOCKS};
+pub use soft::{SoftStats, SYNC_DIRTY_BLOCKS};
+pub use valor::{ValorStats, VALOR_LOG_BLOCKS};
 
 const UNKNOWN: u8 = 0;
 const FREE: u8 = 1;

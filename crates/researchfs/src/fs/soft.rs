@@ -30,19 +30,10 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::design::SoftMode;
 use crate::device::{BlockDevice, Role, WriteInfo};
 use crate::layout::BLOCK;
 use crate::{Error, Result};
-
-/// When a written update counts as durable.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum SoftMode {
-    /// At the flush after the write (`softupdates`).
-    Flush,
-    /// When the write completes, as the paper's disks ordered (`softupdates-completion`).
-    Completion,
-}
 
 /// The syncer: a write-back pass starts after an operation that leaves more dirty blocks
 /// than this in the cache (the paper's syncer runs every 30 s; a count keeps recordings

@@ -36,6 +36,7 @@
 //! a torn write cannot half-write it). The log starts a new epoch (a flush, then the log
 //! superblock) at `begin` once more than half of it is used.
 
+use crate::design::ValorMode;
 use crate::device::{BlockDevice, Role, WriteInfo};
 use crate::layout::{u64_at, BLOCK};
 use crate::{Error, Result};
@@ -54,14 +55,6 @@ const HEADER: usize = 48;
 const UPDATE: u64 = 1;
 const COMMIT: u64 = 2;
 const ABORT: u64 = 3;
-
-/// How a Valor design orders its log and its data.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ValorMode {
-    /// A flush between a write's undo records and its in-place data (the paper's simple
-    /// write ordering); `false` in the negative control.
-    pub log_before_data: bool,
-}
 
 /// What the transaction log did since mount.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

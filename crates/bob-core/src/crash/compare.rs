@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use super::{Entry, EntryKind, Trace};
 use crate::crash::{self, DiskModel, Limits, Strategy};
+use crate::trace::{Entry, EntryKind, Trace};
 
 /// What a stretch of a trace holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
