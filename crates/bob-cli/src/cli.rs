@@ -9,6 +9,9 @@ use std::str::FromStr;
 
 use bob_core::crash::Strategy;
 use bob_core::fs::FsConfig;
+use bob_core::output::{self, Format, GridDiff, Render};
+use bob_core::report::Cell;
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use workloads::{Property, Schedule};
 
@@ -35,9 +38,10 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Record a property's workload on a configuration, explore its crash states, and
-    /// give the verdict (exit 0 held, 1 violated, 2 error).
+    /// give the verdict (exit 0 nothing failed, 1 a violation or another failed state, 2 error).
     Run(RunArgs),
-    /// Rebuild a witness's exact crash image.
+    /// Rebuild a witness's exact crash image (or another state of its trace), and check
+    /// it again with --check.
     Replay(ReplayArgs),
     /// List configurations and properties.
     List(ListArgs),
@@ -53,11 +57,15 @@ pub enum Command {
     /// The cells whose verdict changed between two tables (exit 0 none, 1 some).
     Diff(DiffArgs),
     /// Release what killed bob processes left behind (mounts, loop devices, FUSE disks,
-    /// scratch directories); never touches a live process's or anything bob did not make.
+    /// dm targets, tracefs instances, scratch directories); never touches a live
+    /// process's or anything bob did not make.
     Cleanup(CleanupArgs),
-    /// Measure bob's engine against the naive per-state pipeline and the mount floor.
+    /// Measure bob's engine against the naive per-state pipeline and the mount floor; with
+    /// --table a whole table, with --stream-states state generation alone, with --latency
+    /// the research designs' own speed.
     Bench(BenchArgs),
-    /// Import a dm-log-writes log (or blktrace output) as a bob trace.
+    /// Import a dm-log-writes log as a bob trace, or blktrace output as block-request
+    /// annotations.
     Import(ImportArgs),
     /// Inspect and replay a log the way xfstests' replay-log does.
     Log(LogArgs),
@@ -232,24 +240,13 @@ impl From<AccelArg> for bob_core::vm::Accel {
 /// The command-line flags of [`VmArgs`], which the guest's command line leaves out.
 pub const VM_FLAGS: [&str; 5] = ["--kernel", "--modules", "--vm-cpus", "--vm-memory", "--vm-accel"];
 
-/// Output formats for one result.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    /// Human-readable text.
-    Text,
-    /// One JSON object.
-    Json,
-}
-
-/// `bob run` output formats.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum RunFormat {
-    /// Human-readable text.
-    Text,
-    /// One JSON object (an array for several disk models).
-    Json,
-    /// JUnit XML, one test case per disk model's cell (for CI test reporters).
-    Junit,
+/// `--format`'s parser: offers `formats` (what the command's documents render,
+/// `Render::FORMATS`) and no other, so that clap refuses the rest as a usage error.
+fn formats(formats: &'static [Format]) -> impl TypedValueParser<Value = Format> {
+    PossibleValuesParser::new(
+        formats.iter().map(|f| PossibleValue::new(f.name()).help(f.summary())),
+    )
+    .map(|name| name.parse::<Format>().expect("clap passes only the names it offered"))
 }
 
 /// Options shared by commands that explore crash states.
@@ -420,8 +417,8 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = Backend::Fuse)]
     pub backend: Backend,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = RunFormat::Text)]
-    pub format: RunFormat,
+    #[arg(long, default_value_t = Format::Text, value_parser = formats(<[Cell]>::FORMATS))]
+    pub format: Format,
     /// Check this recorded trace directory (from --save-trace) instead of recording: one
     /// trace directory, or one holding a directory per drain schedule.
     #[arg(long, conflicts_with = "device")]
@@ -539,8 +536,8 @@ pub struct ExploreCmdArgs {
     #[arg(long, default_value = "sync", value_name = "LIST")]
     pub schedules: ScheduleList,
     /// Output format of the signature table.
-    #[arg(long, value_enum, default_value_t = TableFormat::Md)]
-    pub format: TableFormat,
+    #[arg(long, default_value_t = Format::Md, value_parser = formats(output::ExploreReport::FORMATS))]
+    pub format: Format,
     /// Exploration options.
     #[command(flatten)]
     pub explore: ExploreArgs,
@@ -569,19 +566,6 @@ fn parse_budget(s: &str) -> Result<std::time::Duration, String> {
     Ok(std::time::Duration::from_secs(secs))
 }
 
-/// Table output formats.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum TableFormat {
-    /// Markdown.
-    Md,
-    /// JSON (what `bob merge` reads).
-    Json,
-    /// One self-contained HTML page.
-    Html,
-    /// JUnit XML (for CI test reporters): one test case per cell.
-    Junit,
-}
-
 /// `bob table`.
 #[derive(Debug, Args)]
 pub struct TableArgs {
@@ -592,8 +576,8 @@ pub struct TableArgs {
     #[arg(long, value_delimiter = ',')]
     pub property: Vec<Property>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = TableFormat::Md)]
-    pub format: TableFormat,
+    #[arg(long, default_value_t = Format::Md, value_parser = formats(output::Grid::FORMATS))]
+    pub format: Format,
     /// Also write the results document (the table, the command that regenerates it, and
     /// each failure's story) to this Markdown file.
     #[arg(long)]
@@ -638,15 +622,15 @@ pub struct MergeArgs {
     #[arg(long)]
     pub doc: Option<PathBuf>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = TableFormat::Md)]
-    pub format: TableFormat,
+    #[arg(long, default_value_t = Format::Md, value_parser = formats(output::Grid::FORMATS))]
+    pub format: Format,
 }
 
 /// `bob cleanup`.
 #[derive(Debug, Args)]
 pub struct CleanupArgs {
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
+    #[arg(long, default_value_t = Format::Text, value_parser = formats(output::Reclaimed::FORMATS))]
     pub format: Format,
 }
 
@@ -662,24 +646,8 @@ pub struct ReportArgs {
     #[arg(long, value_name = "TABLE_JSON")]
     pub diff: Option<PathBuf>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
+    #[arg(long, default_value_t = Format::Text, value_parser = formats(output::SiteReport::FORMATS))]
     pub format: Format,
-}
-
-/// `bob diff` output formats.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum DiffFormat {
-    /// Text (in colour on a terminal, unless NO_COLOR is set).
-    Text,
-    /// Markdown.
-    Md,
-    /// JSON.
-    Json,
-    /// One self-contained HTML page.
-    Html,
-    /// JUnit XML (for CI test reporters): a failing test case per changed cell, a passing
-    /// one per unchanged cell.
-    Junit,
 }
 
 /// `bob diff`.
@@ -690,8 +658,8 @@ pub struct DiffArgs {
     /// The second's.
     pub b: PathBuf,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = DiffFormat::Text)]
-    pub format: DiffFormat,
+    #[arg(long, default_value_t = Format::Text, value_parser = formats(GridDiff::FORMATS))]
+    pub format: Format,
 }
 
 /// `bob explain`.
@@ -700,7 +668,7 @@ pub struct ExplainArgs {
     /// Witness directory.
     pub witness: PathBuf,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
+    #[arg(long, default_value_t = Format::Text, value_parser = formats(output::Explanation::FORMATS))]
     pub format: Format,
 }
 
@@ -742,7 +710,7 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "FILE")]
     pub pm_out: Option<PathBuf>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
+    #[arg(long, default_value_t = Format::Text, value_parser = formats(output::ReplayReport::FORMATS))]
     pub format: Format,
     /// Where the checks run (this machine's kernel or a virtual machine's).
     #[command(flatten)]
@@ -753,7 +721,7 @@ pub struct ReplayArgs {
 #[derive(Debug, Args)]
 pub struct ListArgs {
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
+    #[arg(long, default_value_t = Format::Text, value_parser = formats(output::ListReport::FORMATS))]
     pub format: Format,
     /// Where the checks run (this machine's kernel or a virtual machine's).
     #[command(flatten)]
@@ -796,7 +764,7 @@ pub struct BenchArgs {
     #[arg(long, conflicts_with = "table", value_parser = clap::value_parser!(u64).range(1..))]
     pub stream_states: Option<u64>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
+    #[arg(long, default_value_t = Format::Text, value_parser = formats(bob_core::bench::BenchReport::FORMATS))]
     pub format: Format,
     /// Timed mount + umount rounds of the floor.
     #[arg(long, default_value_t = bob_core::bench::DEFAULT_FLOOR_RUNS as u64, value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "table")]
@@ -846,7 +814,7 @@ pub struct ImportArgs {
     #[arg(long = "fs", conflicts_with = "blktrace", value_parser = parse_config)]
     pub fs: Option<FsConfig>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
+    #[arg(long, default_value_t = Format::Text, value_parser = formats(output::ImportReport::FORMATS))]
     pub format: Format,
 }
 
@@ -922,7 +890,7 @@ pub struct LogArgs {
     #[arg(long)]
     pub force: bool,
     /// Output format (json: the answer as one object).
-    #[arg(long, value_enum, default_value_t = Format::Text)]
+    #[arg(long, default_value_t = Format::Text, value_parser = formats(output::NamedComparison::FORMATS))]
     pub format: Format,
 }
 
@@ -1012,7 +980,7 @@ pub struct CheckArgs {
     #[arg(long, default_value_t = 60)]
     pub timeout: u64,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
+    #[arg(long, default_value_t = Format::Text, value_parser = formats(output::CheckReport::FORMATS))]
     pub format: Format,
     /// Exploration options.
     #[command(flatten)]

@@ -36,13 +36,6 @@ impl Painter {
     }
 }
 
-/// A cell's text (`bob run`, `bob check`) with the verdict of its first line in colour.
-pub fn cell_text(cell: &bob_core::report::Cell, text: String) -> String {
-    let verdict = cell.verdict.name().to_uppercase();
-    let coloured = Painter::stdout().verdict(cell.verdict, &verdict);
-    text.replacen(&format!(": {verdict} ("), &format!(": {coloured} ("), 1)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,6 @@
 //! Exit codes, in one place, and the one exhaustive match from a command's end (a
 //! conclusion or a [`CliError`]) to them. Verdicts map through bob-core's table of
-//! outcomes ([`OutcomeKind`]); the README's "Exit codes" section documents this file.
+//! outcomes ([`OutcomeKind`]); docs/outcomes.md documents this file.
 //!
 //! | code | meaning |
 //! |---|---|

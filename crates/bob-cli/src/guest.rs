@@ -139,7 +139,7 @@ fn bench_on_kernels(
     mut specs: Vec<KernelSpec>,
     vm: &VmArgs,
     base: &[OsString],
-    format: crate::cli::Format,
+    format: bob_core::output::Format,
 ) -> Result<Conclusion, CliError> {
     specs.retain(|s| !matches!(s, KernelSpec::Host));
     specs.insert(0, KernelSpec::Host);
@@ -169,7 +169,7 @@ fn bench_on_kernels(
     let Some(report) = bob_core::bench::KernelBenchReport::of(kernels) else {
         return Ok(Conclusion::Guest(worst.max(crate::exit::ERROR)));
     };
-    crate::print::result(format, &report, || report.to_text())?;
+    crate::print::render(&report, format)?;
     Ok(Conclusion::Guest(worst))
 }
 

@@ -1,49 +1,19 @@
-//! Printing a result: its text, or its typed JSON document (see `bob_core::output`).
+//! Printing a result: the one path from a rendered document (`bob_core::output::Render`)
+//! to stdout, with verdicts in the terminal's colours.
 
 use std::io::Write;
 
-use serde::Serialize;
+use bob_core::output::{Format, Render};
 
-use bob_core::report::junit::{self, Stamp, Suite};
-use bob_core::report::table::Grid;
+use crate::color::Painter;
+use crate::error::{usage, CliError};
 
-use crate::cli::{Format, TableFormat};
-use crate::error::CliError;
-
-/// Prints `value` as pretty JSON, or `text()` as is.
-pub fn result<T: Serialize>(
-    format: Format,
-    value: &T,
-    text: impl FnOnce() -> String,
-) -> Result<(), CliError> {
-    match format {
-        Format::Json => json(value),
-        Format::Text => {
-            let mut out = std::io::stdout().lock();
-            out.write_all(text().as_bytes())?;
-            Ok(())
-        }
-    }
-}
-
-/// Prints `value` as pretty JSON on one document.
-pub fn json<T: Serialize + ?Sized>(value: &T) -> Result<(), CliError> {
-    let text = serde_json::to_string_pretty(value).map_err(std::io::Error::other)?;
-    println!("{text}");
+/// Prints `doc` in `format`; a format the document has not is a usage error (clap offers
+/// only a command's formats, so this is the backstop for a command with several
+/// documents).
+pub fn render<D: Render + ?Sized>(doc: &D, format: Format) -> Result<(), CliError> {
+    let paint = Painter::stdout();
+    let text = doc.render(format, &|v, t| paint.verdict(v, t)).map_err(|e| usage(e.to_string()))?;
+    std::io::stdout().lock().write_all(text.as_bytes())?;
     Ok(())
-}
-
-/// The table in `format`.
-pub fn table(grid: &Grid, format: TableFormat) -> String {
-    match format {
-        TableFormat::Md => grid.to_markdown(),
-        TableFormat::Json => grid.to_json(),
-        TableFormat::Html => grid.to_html(),
-        TableFormat::Junit => junit(junit::grid_suite(grid)),
-    }
-}
-
-/// `suite` as a JUnit XML document, stamped with this machine and now.
-pub fn junit(suite: Suite) -> String {
-    junit::render(&[suite], &Stamp::now())
 }

@@ -125,6 +125,7 @@ fn file_url(p: &Path) -> String {
 fn table(
     dir: &Dir,
     name: &str,
+    fs: &str,
     properties: &str,
     schedules: &str,
     unit: &str,
@@ -136,7 +137,7 @@ fn table(
     let mut args = vec![
         "table",
         "--fs",
-        "ext4-ordered",
+        fs,
         "--property",
         properties,
         "--schedules",
@@ -176,6 +177,7 @@ fn the_site_in_a_browser_and_diff_between_disk_models() {
     let (code_a, out_a, json_a) = table(
         &dir,
         "awu512",
+        "ext4-ordered",
         "single-block-overwrite,single-block-append",
         "sync,syncfs",
         "512",
@@ -185,6 +187,7 @@ fn the_site_in_a_browser_and_diff_between_disk_models() {
     let (code_b, _, json_b) = table(
         &dir,
         "awu4096",
+        "ext4-ordered",
         "single-block-overwrite",
         "sync",
         "4096",
@@ -315,6 +318,16 @@ fn the_site_in_a_browser_and_diff_between_disk_models() {
     }
     assert!(!torn.is_empty(), "a mix of old and new sectors comes from a torn write");
 
+    // A witness whose ops crowd before one write: on xfs, append-then-rename's first ops
+    // all come before the crash epoch's first write, so their labels start at one x.
+    let (code_x, out_x, _) = table(&dir, "xfs", "xfs", "append-then-rename", "sync", "4096", &[]);
+    assert_eq!(code_x, 1, "xfs persists the rename before the append");
+    let site_x = dir.path().join("site-xfs");
+    let r = run(&["report", out_x.to_str().unwrap(), "--to", site_x.to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(0));
+    let crowded = site_x.join("witness-xfs--append-then-rename--awu-4096.html");
+    assert!(crowded.is_file());
+
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
         let driver = Driver::start(&chromedriver);
@@ -408,6 +421,32 @@ fn the_site_in_a_browser_and_diff_between_disk_models() {
         assert_eq!(crash_marks.len(), 1);
         if let Some(path) = std::env::var_os("BOB_SITE_SCREENSHOT") {
             std::fs::write(path, client.screenshot().await.unwrap()).unwrap();
+        }
+
+        // No two op labels overlap, on any witness page, crowded or not.
+        let witnesses = pages.iter().filter(|p| p.to_string_lossy().contains("witness-"));
+        for page in witnesses.chain([&crowded]) {
+            client.goto(&file_url(page)).await.unwrap();
+            let labels = client
+                .execute(
+                    "const r = [...document.querySelectorAll('svg.timeline g.op text')]
+                        .map(t => t.getBoundingClientRect());
+                    const hits = [];
+                    for (let i = 0; i < r.length; i++) for (let j = i + 1; j < r.length; j++) {
+                        const [a, b] = [r[i], r[j]];
+                        if (a.left < b.right && b.left < a.right && a.top < b.bottom
+                            && b.top < a.bottom) hits.push([i, j]);
+                    }
+                    return { labels: r.length, empty: r.filter(b => b.width == 0).length, hits };",
+                    vec![],
+                )
+                .await
+                .unwrap();
+            assert_eq!(labels["empty"], 0, "{}: every label is drawn: {labels}", page.display());
+            assert_eq!(labels["hits"], json!([]), "{}: labels overlap: {labels}", page.display());
+            if page == &crowded {
+                assert!(labels["labels"].as_u64() >= Some(4), "{labels}");
+            }
         }
 
         // The page of what changed.

@@ -38,7 +38,13 @@ pub use crate::report::table::Grid;
 pub use crate::report::{Cell, SCHEMA_VERSION};
 use crate::trace::blktrace::{Annotation, BlockRequest};
 use crate::trace::{flags, Entry, EntryKind, Trace};
+pub use render::{
+    json, plain, Format, GridDiff, NamedComparison, Paint, Render, RenderError, TABLE, TEXT_JSON,
+};
 use workloads::ScenarioMark;
+
+mod render;
+pub(crate) use render::text_and_json;
 
 /// `bob list`: the configurations and properties this bob knows.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -424,6 +430,9 @@ pub struct BlktraceReport {
     pub requests: Vec<BlockRequest>,
     /// What annotating the trace matched, if a trace was annotated.
     pub annotated: Option<AnnotationCounts>,
+    /// Where the requests were read from (named in the text, not in the JSON).
+    #[serde(skip)]
+    pub source: String,
 }
 
 impl std::fmt::Display for ImportReport {
@@ -444,8 +453,8 @@ impl std::fmt::Display for ImportReport {
 
 impl BlktraceReport {
     /// What `bob import --blktrace` says in text: a line per request, then the count of
-    /// requests read from `source` and what annotating a trace with them matched.
-    pub fn to_text(&self, source: &str) -> String {
+    /// requests read from [`Self::source`] and what annotating a trace with them matched.
+    pub fn to_text(&self) -> String {
         use std::fmt::Write;
         let mut s = String::new();
         let t = |x: Option<u64>| x.map_or("-".to_owned(), |n| format!("{n}"));
@@ -463,7 +472,7 @@ impl BlktraceReport {
                 r.error
             );
         }
-        let _ = writeln!(s, "{} requests from {source}", self.requests.len());
+        let _ = writeln!(s, "{} requests from {}", self.requests.len(), self.source);
         if let Some(a) = &self.annotated {
             let _ = writeln!(
                 s,

@@ -38,7 +38,7 @@ impl fmt::Display for Family {
     }
 }
 
-/// One persistence property; see `persistence-properties.md` for workload and check.
+/// One persistence property; docs/properties.md describes each workload and check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Property {

@@ -50,7 +50,7 @@ pub fn run(args: BenchArgs) -> Result<Conclusion, CliError> {
     let report = bench::run(&opts, &bars, &CANCEL);
     bars.finish();
     let report = report?;
-    print::result(args.format, &report, || report.to_text())?;
+    print::render(&report, args.format)?;
     if let Some(d) = &report.first_disagreement {
         return Err(CliError::BenchDisagreement {
             count: report.disagreements,
@@ -75,21 +75,21 @@ fn run_latency(
     match which {
         bench::LatencyBench::Conquest => {
             let report = bench::run_conquest_bench(latency, bench::CONQUEST_FILES).map_err(env)?;
-            print::result(args.format, &report, || report.to_text())?;
+            print::render(&report, args.format)?;
         }
         bench::LatencyBench::Metadata(designs) => {
             let report =
                 bench::run_meta_bench(&designs, latency, bench::META_FILES).map_err(env)?;
-            print::result(args.format, &report, || report.to_text())?;
+            print::render(&report, args.format)?;
         }
         bench::LatencyBench::Valor => {
             let report = bench::run_valor_bench(latency, bench::VALOR_PAGES).map_err(env)?;
-            print::result(args.format, &report, || report.to_text())?;
+            print::render(&report, args.format)?;
         }
         bench::LatencyBench::Journaling => {
             let postmark = bench::Postmark::default();
             let report = bench::run_fs_bench(latency, bench::ITERATIONS, &postmark).map_err(env)?;
-            print::result(args.format, &report, || report.to_text())?;
+            print::render(&report, args.format)?;
         }
     }
     Ok(Conclusion::Done)
@@ -112,7 +112,7 @@ fn run_stream(args: BenchArgs, n: u64) -> Result<Conclusion, CliError> {
     let report = bench::run_stream_bench(&opts, &bars, &CANCEL);
     bars.finish();
     let report = report?;
-    print::result(args.format, &report, || report.to_text())?;
+    print::render(&report, args.format)?;
     Ok(Conclusion::Done)
 }
 
@@ -166,6 +166,6 @@ fn run_table(args: BenchArgs) -> Result<Conclusion, CliError> {
     let report = bench::run_table_bench(&table, &bars, &CANCEL);
     bars.finish();
     let report = report?;
-    print::result(args.format, &report, || report.to_text())?;
+    print::render(&report, args.format)?;
     Ok(Conclusion::Done)
 }

@@ -3,9 +3,10 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use bob_core::output::Format;
 use bob_core::run::{self, CheckTraceOptions};
 
-use crate::cli::{CheckArgs, Format};
+use crate::cli::CheckArgs;
 use crate::error::CliError;
 use crate::exit::Conclusion;
 use crate::options;
@@ -28,9 +29,7 @@ pub fn run(args: CheckArgs) -> Result<Conclusion, CliError> {
     let report = run::check_trace(&opts, &bars, &CANCEL);
     bars.finish();
     let report = report?;
-    print::result(args.format, &report, || {
-        crate::color::cell_text(&report.cell, report.to_text())
-    })?;
+    print::render(&report, args.format)?;
     if CANCEL.load(Ordering::Relaxed) {
         return Err(CliError::Interrupted);
     }

@@ -16,7 +16,7 @@ pub fn run(args: CleanupArgs) -> Result<Conclusion, CliError> {
         ));
     }
     let r = run::reclaim_dead();
-    print::result(args.format, &r, || r.to_string())?;
+    print::render(&r, args.format)?;
     if r.failures.is_empty() {
         Ok(Conclusion::Done)
     } else {

@@ -8,6 +8,6 @@ use crate::print;
 /// Runs `bob explain`.
 pub fn run(args: ExplainArgs) -> Result<Conclusion, CliError> {
     let explanation = bob_core::report::explain(&args.witness)?;
-    print::result(args.format, &explanation, || explanation.to_text())?;
+    print::render(&explanation, args.format)?;
     Ok(Conclusion::Done)
 }

@@ -4,12 +4,11 @@
 
 use std::io::Write as _;
 
-use bob_core::report::junit;
 use bob_core::run::explore::{self, ExploreOptions, RecoveryCrashes};
 use workloads::explore::Bounds;
 use workloads::Guarantee;
 
-use crate::cli::{ExploreCmdArgs, TableFormat};
+use crate::cli::ExploreCmdArgs;
 use crate::error::{usage, CliError};
 use crate::exit::Conclusion;
 use crate::options;
@@ -131,12 +130,7 @@ pub fn run(args: ExploreCmdArgs) -> Result<Conclusion, CliError> {
         let written = explore::export_xfstests(&report, &args.fs, dir, 900)?;
         eprintln!("bob: wrote {} xfstests file(s) under {}", written.len(), dir.display());
     }
-    match args.format {
-        TableFormat::Json => print::json(&report)?,
-        TableFormat::Md => print!("{}", report.to_md()),
-        TableFormat::Html => print!("{}", report.to_html()),
-        TableFormat::Junit => print!("{}", print::junit(junit::explore_suite(&report))),
-    }
+    print::render(&report, args.format)?;
     if !report.complete && CANCEL.load(std::sync::atomic::Ordering::Relaxed) {
         return Err(CliError::Interrupted);
     }

@@ -12,7 +12,7 @@ use crate::print;
 pub fn run(args: ImportArgs) -> Result<Conclusion, CliError> {
     if let Some(src) = &args.blktrace {
         let report = interop::import_blktrace(src, args.out.as_deref())?;
-        print::result(args.format, &report, || report.to_text(&src.display().to_string()))?;
+        print::render(&report, args.format)?;
         return Ok(Conclusion::Done);
     }
     // clap requires LOG and --out unless --blktrace is given.
@@ -20,6 +20,6 @@ pub fn run(args: ImportArgs) -> Result<Conclusion, CliError> {
         return Err(usage("bob import: give a LOG and --out DIR, or --blktrace"));
     };
     let report = interop::import_log(log, out, args.base.as_deref(), args.fs.as_ref())?;
-    print::result(args.format, &report, || report.to_string())?;
+    print::render(&report, args.format)?;
     Ok(Conclusion::Done)
 }

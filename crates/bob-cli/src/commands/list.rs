@@ -10,6 +10,6 @@ use crate::print;
 /// Runs `bob list`.
 pub fn run(args: ListArgs) -> Result<Conclusion, CliError> {
     let report = ListReport::gather();
-    print::result(args.format, &report, || report.to_text())?;
+    print::render(&report, args.format)?;
     Ok(Conclusion::Done)
 }

@@ -9,11 +9,11 @@ use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 
 use bob_core::crash::compare::compare;
-use bob_core::output::LogEntryRow;
+use bob_core::output::{Format, LogEntryRow, NamedComparison};
 use bob_core::trace::log::{read_log_file, LogReader};
 use bob_core::trace::{replay_log, TraceDir};
 
-use crate::cli::{Format, LogArgs};
+use crate::cli::LogArgs;
 use crate::error::CliError;
 use crate::exit::Conclusion;
 use crate::print;
@@ -75,10 +75,10 @@ pub fn replay_log_main() -> ExitCode {
 /// Prints replay-log's answer (or its error) and returns its exit status.
 fn print_replay_log(prog: &str, outcome: replay_log::Outcome, format: Format) -> u8 {
     match (&outcome.result, format) {
-        (Ok(answer), Format::Text) => print!("{answer}"),
         (Ok(answer), Format::Json) => {
             println!("{}", serde_json::to_string(answer).unwrap_or_default())
         }
+        (Ok(answer), _) => print!("{answer}"),
         // replay-log prints its usage; `bob log` says why in one line.
         (Err(replay_log::Error::Usage(e)), _) if prog == "bob log" => {
             eprintln!("bob log: {}", e.reason())
@@ -96,14 +96,15 @@ fn list_log(path: &Path, format: Format) -> Result {
     for (i, e) in reader.enumerate() {
         let row = LogEntryRow::of(i, &e?);
         match format {
-            Format::Text => {
+            Format::Json => json.push(row),
+            _ => {
                 let _ = writeln!(out, "{row}");
             }
-            Format::Json => json.push(row),
         }
     }
     if format == Format::Json {
-        print::json(&json)?;
+        let text = bob_core::output::json(&json).map_err(std::io::Error::other)?;
+        out.write_all(text.as_bytes())?;
     }
     Ok(Conclusion::ReplayLog(0))
 }
@@ -113,10 +114,8 @@ fn compare_logs(a: &Path, b: &Path, format: Format) -> Result {
     use bob_core::crash::{DiskModel, Limits, Strategy};
     let (ta, tb) = (read_log_file(a)?, read_log_file(b)?);
     let c = compare(&ta, &tb, &DiskModel::default(), Strategy::DEFAULT, &Limits::default());
-    match format {
-        Format::Text => print!("{}", c.to_text(&short_name(a), &short_name(b))),
-        Format::Json => print::json(&c)?,
-    }
+    let (a, b) = (short_name(a), short_name(b));
+    print::render(&NamedComparison { comparison: &c, a: &a, b: &b }, format)?;
     Ok(Conclusion::ReplayLog(0))
 }
 

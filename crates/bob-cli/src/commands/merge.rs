@@ -1,9 +1,9 @@
 //! `bob merge`: tables of CI jobs or shards merged into one.
 
-use bob_core::report::{document, junit};
+use bob_core::report::document;
 use bob_core::run::explore::merge::{merge_documents, Merged};
 
-use crate::cli::{MergeArgs, TableFormat};
+use crate::cli::MergeArgs;
 use crate::error::{usage, CliError};
 use crate::exit::Conclusion;
 use crate::print;
@@ -17,19 +17,14 @@ pub fn run(args: MergeArgs) -> Result<Conclusion, CliError> {
                 document::write_document(doc, &grid)
                     .map_err(|source| CliError::Io { path: doc.clone(), source })?;
             }
-            print!("{}", print::table(&grid, args.format));
+            print::render(&grid, args.format)?;
             Ok(Conclusion::of_table(&grid))
         }
         Merged::Explore(merged) => {
             if args.doc.is_some() {
                 return Err(usage("bob merge --doc: explore reports have no results document"));
             }
-            match args.format {
-                TableFormat::Json => print::json(&merged)?,
-                TableFormat::Md => print!("{}", merged.to_md()),
-                TableFormat::Html => print!("{}", merged.to_html()),
-                TableFormat::Junit => print!("{}", print::junit(junit::explore_suite(&merged))),
-            }
+            print::render(&merged, args.format)?;
             let errors = merged.errors.len();
             Ok(Conclusion::Explored { signatures: merged.new_signatures(), errors })
         }

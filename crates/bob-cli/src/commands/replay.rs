@@ -25,7 +25,7 @@ pub fn run(args: ReplayArgs) -> Result<Conclusion, CliError> {
             timeouts: bob_core::fs::Timeouts::default(),
             scratch: None,
         })?;
-        print::result(args.format, &r, || r.to_text())?;
+        print::render(&r, args.format)?;
         if CANCEL.load(Ordering::Relaxed) {
             return Err(CliError::Interrupted);
         }
@@ -42,7 +42,7 @@ pub fn run(args: ReplayArgs) -> Result<Conclusion, CliError> {
         scratch: None,
         pm_out: args.pm_out,
     })?;
-    print::result(args.format, &report, || report.to_text())?;
+    print::render(&report, args.format)?;
     if CANCEL.load(Ordering::Relaxed) {
         return Err(CliError::Interrupted);
     }

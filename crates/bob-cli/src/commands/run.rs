@@ -2,17 +2,16 @@
 
 use bob_core::check::OutcomeKind;
 use bob_core::device::loopdev;
+use bob_core::output::Format;
 use bob_core::run::{self, environment};
 
-use bob_core::report::{junit, Cell};
-
-use crate::cli::{Backend, Format, RunArgs, RunFormat};
+use crate::cli::{Backend, RunArgs};
 use crate::error::{usage, CliError};
 use crate::exit::Conclusion;
 use crate::options;
+use crate::print;
 use crate::progress::Bars;
 use crate::signals::CANCEL;
-use crate::{color, print};
 
 /// Runs `bob run`.
 pub fn run(args: RunArgs) -> Result<Conclusion, CliError> {
@@ -32,12 +31,12 @@ pub fn run(args: RunArgs) -> Result<Conclusion, CliError> {
     };
     if let Err(why) = config.runs_here() {
         let cell = run::unavailable_cell(&config, property, &why.reason());
-        print_cells(args.format, std::slice::from_ref(&cell))?;
+        print::render(std::slice::from_ref(&cell), args.format)?;
         return Ok(Conclusion::Named(cell.verdict));
     }
     if !config.applies(property) {
         let cell = run::not_applicable_cell(&config, property);
-        print_cells(args.format, std::slice::from_ref(&cell))?;
+        print::render(std::slice::from_ref(&cell), args.format)?;
         return Ok(Conclusion::Named(cell.verdict));
     }
     if let Some(dev) = &args.device {
@@ -70,31 +69,10 @@ pub fn run(args: RunArgs) -> Result<Conclusion, CliError> {
         ))
     })?;
     environment::check(&options.config)?;
-    let bars = Bars::states(args.format == RunFormat::Text && Bars::stderr_is_terminal());
+    let bars = Bars::states(args.format == Format::Text && Bars::stderr_is_terminal());
     let cells = run::run_cell(&options, &bars, &CANCEL);
     bars.finish();
     let cells = cells?;
-    print_cells(args.format, &cells)?;
+    print::render(&cells[..], args.format)?;
     Ok(Conclusion::Named(OutcomeKind::worst(cells.iter().map(|c| c.verdict))))
-}
-
-/// Prints the cells of `bob run`: one disk model prints its cell, several one cell each
-/// (JSON: an array; JUnit: one test case each).
-fn print_cells(format: RunFormat, cells: &[Cell]) -> Result<(), CliError> {
-    match (format, cells) {
-        (RunFormat::Junit, _) => {
-            let kernel = bob_core::record::kernel_release();
-            let suite = junit::cells_suite(cells, &kernel, env!("CARGO_PKG_VERSION"));
-            print!("{}", print::junit(suite));
-        }
-        (RunFormat::Text, [cell]) => {
-            print::result(Format::Text, cell, || color::cell_text(cell, cell.to_text()))?
-        }
-        (RunFormat::Json, [cell]) => print::json(cell)?,
-        (RunFormat::Json, _) => print::json(cells)?,
-        (RunFormat::Text, _) => {
-            print!("{}", cells.iter().map(|c| color::cell_text(c, c.to_text())).collect::<String>())
-        }
-    }
-    Ok(())
 }

@@ -3,11 +3,12 @@
 //! `--record-only` it records the cells' traces as a trace set instead, and with
 //! `--traces` it checks such a set's recordings rather than recording.
 
+use bob_core::output::Format;
 use bob_core::report::document;
 use bob_core::run::{self, TableOptions};
 use workloads::Property;
 
-use crate::cli::{Format, TableArgs, TableFormat};
+use crate::cli::TableArgs;
 use crate::error::CliError;
 use crate::exit::Conclusion;
 use crate::options;
@@ -53,9 +54,9 @@ pub fn run(args: TableArgs) -> Result<Conclusion, CliError> {
         let set = run::record_table(&opts, &explore.out, &bars, &CANCEL);
         bars.finish();
         let set = set?;
-        let text = !matches!(args.format, TableFormat::Json);
-        let format = if text { Format::Text } else { Format::Json };
-        print::result(format, &set, || set.to_text())?;
+        // The table's formats other than JSON show the set as text.
+        let format = if args.format == Format::Json { Format::Json } else { Format::Text };
+        print::render(&set, format)?;
         eprintln!("bob: traces of {} cells in {}", set.cells.len(), explore.out.display());
         return Ok(Conclusion::Done);
     }
@@ -74,7 +75,7 @@ pub fn run(args: TableArgs) -> Result<Conclusion, CliError> {
         let report = bob_core::report::site::build(out, site, None)?;
         eprint!("bob: {}", report.to_text());
     }
-    print!("{}", print::table(&grid, args.format));
+    print::render(&grid, args.format)?;
     let (explored, mounted, secs) = grid.totals();
     eprintln!(
         "bob: {} cells, {explored} states explored, {mounted} mounted, {secs:.0} s; tables in {}",

@@ -66,6 +66,17 @@ pub use stream::{run_stream_bench, StreamOptions, STREAM_DISK};
 pub use table::{run_table_bench, TableBenchReport, TableRun};
 pub use valorbench::{run_valor_bench, ValorBenchReport, ValorRun, TXN_PAGES, VALOR_PAGES};
 
+// Each report prints as text or JSON (`bob bench --format`).
+crate::output::text_and_json!(
+    BenchReport: "a benchmark",
+    TableBenchReport: "a table benchmark",
+    FsBenchReport: "a file-system benchmark",
+    MetaBenchReport: "a metadata benchmark",
+    ValorBenchReport: "a transaction benchmark",
+    ConquestBenchReport: "a Conquest benchmark",
+    KernelBenchReport: "a benchmark of several kernels",
+);
+
 use floor::floor;
 use machine::{load_average, machine, peak_rss_kib, pin_mmap_threshold, reset_hwm};
 use naive::naive_pipeline;

@@ -79,6 +79,29 @@ pub struct StateResult {
     pub check: Arc<StateCheck>,
 }
 
+// A subject's method, here beside the results it reads, so that `subject` does not
+// import the engine that imports it.
+impl Subject {
+    /// The regions of the base image (see [`crate::fs::regions::Regions::of_image`],
+    /// which runs `debugfs` or `xfs_db` under `timeout`) when some of `results` failed to
+    /// mount, else none: what a report needs to name the region a torn write tore,
+    /// probed once per cell and only when it can matter.
+    pub fn regions_if_unmountable(
+        &self,
+        results: &[StateResult],
+        timeout: std::time::Duration,
+    ) -> crate::fs::regions::Regions {
+        use super::OutcomeKind;
+        let any_mount_failure = results.iter().any(|r| {
+            r.check.repair.is_some() || r.check.outcome.kind() == OutcomeKind::Unrecoverable
+        });
+        match any_mount_failure {
+            true => crate::fs::regions::Regions::of_image(&self.config, self.base.path(), timeout),
+            false => crate::fs::regions::Regions::default(),
+        }
+    }
+}
+
 /// The key a state is checked (and journaled) under: its content digest, and the
 /// persistence points due in it when there are any.
 pub(crate) fn check_key(digest: &[u8; 32], durable_ops: &[usize]) -> [u8; 32] {

@@ -35,25 +35,6 @@ pub struct Recorded {
 }
 
 impl Subject {
-    /// The regions of the base image (see [`crate::fs::regions::Regions::of_image`],
-    /// which runs `debugfs` or `xfs_db` under `timeout`) when some of `results` failed to
-    /// mount, else none: what a report needs to name the region a torn write tore,
-    /// probed once per cell and only when it can matter.
-    pub fn regions_if_unmountable(
-        &self,
-        results: &[super::StateResult],
-        timeout: std::time::Duration,
-    ) -> crate::fs::regions::Regions {
-        use super::OutcomeKind;
-        let any_mount_failure = results.iter().any(|r| {
-            r.check.repair.is_some() || r.check.outcome.kind() == OutcomeKind::Unrecoverable
-        });
-        match any_mount_failure {
-            true => crate::fs::regions::Regions::of_image(&self.config, self.base.path(), timeout),
-            false => crate::fs::regions::Regions::default(),
-        }
-    }
-
     /// The one way a recording becomes a subject: its base image opened, its
     /// persistent-memory log (if any) loaded from beside the base image, its epochs cut
     /// under `disk`.

@@ -191,6 +191,92 @@ fn role_of(entry: &Entry, regions: &Regions, names: &dyn Fn(u32) -> String) -> W
     }
 }
 
+/// Which writes a long trace shows: all of them in a short trace; in a long one, the
+/// epochs near the crash, and of a big epoch other than the crash epoch its ends (the
+/// middle writes all share one fate).
+struct Shown<'a> {
+    epochs: &'a [crate::crash::Epoch],
+    crash: usize,
+    collapse: bool,
+}
+
+impl Shown<'_> {
+    fn new(epochs: &[crate::crash::Epoch], crash: usize) -> Shown<'_> {
+        let total_writes: usize = epochs.iter().map(|e| e.writes.len()).sum();
+        Shown { epochs, crash, collapse: total_writes > COLLAPSE_ABOVE }
+    }
+
+    /// Whether the write at `position` of `epoch` gets a box of its own.
+    fn shows(&self, epoch: usize, position: u32) -> bool {
+        if !self.collapse {
+            return true;
+        }
+        if epoch.abs_diff(self.crash) > KEEP_EPOCHS_AROUND_CRASH {
+            return false;
+        }
+        let n = self.epochs.get(epoch).map_or(0, |e| e.writes.len()) as u32;
+        let keep = KEEP_WRITES_AT_EPOCH_ENDS as u32;
+        epoch == self.crash || n <= 3 * keep || position < keep || position >= n - keep
+    }
+}
+
+/// A write's (epoch, position in the epoch's writes).
+type Place = (usize, u32);
+
+/// Each entry's place if it is a write of an epoch, and the place of every entry: its
+/// own, or for one that is no write the next write's.
+fn places(entries: usize, epochs: &[crate::crash::Epoch]) -> (Vec<Option<Place>>, Vec<Place>) {
+    let mut place = vec![None; entries];
+    for e in epochs {
+        for (p, &w) in e.writes.iter().enumerate() {
+            if let Some(slot) = place.get_mut(w) {
+                *slot = Some((e.index, p as u32));
+            }
+        }
+    }
+    let last = (epochs.len().saturating_sub(1), 0);
+    let mut context = vec![last; entries];
+    let mut next = last;
+    for i in (0..entries).rev() {
+        if let Some(p) = place[i] {
+            next = p;
+        }
+        context[i] = next;
+    }
+    let context = (0..entries).map(|i| place[i].unwrap_or(context[i])).collect();
+    (place, context)
+}
+
+/// Adds a hidden entry of `epoch` to the collapsed box it joins (or a new one).
+fn collapse_into(items: &mut Vec<Item>, epoch: usize, writes: usize) {
+    match items.last_mut() {
+        Some(Item::Collapsed { epochs: (_, last), writes: n }) => {
+            *last = (*last).max(epoch);
+            *n += writes;
+        }
+        _ => items.push(Item::Collapsed { epochs: (epoch, epoch), writes }),
+    }
+}
+
+/// What the crash state `id` did to the write at `position` of epoch `epoch`.
+fn fate_of(
+    entry: &Entry,
+    epoch: &crate::crash::Epoch,
+    position: u32,
+    crash: usize,
+    id: &StateId,
+) -> Fate {
+    match epoch.index.cmp(&crash) {
+        std::cmp::Ordering::Less => Fate::Applied,
+        std::cmp::Ordering::Greater => Fate::Later,
+        std::cmp::Ordering::Equal => match id.applied.iter().find(|a| a.write == position) {
+            None => Fate::Missing,
+            Some(a) if a.sectors.is_none() => Fate::Applied,
+            Some(a) => Fate::Torn(units(entry, epoch.unit_sectors.max(1), |k| a.has_sector(k))),
+        },
+    }
+}
+
 impl Timeline {
     /// The timeline of `subject`'s trace with crash state `id` drawn on it; `regions` are
     /// the image's superblocks and journal (may be empty), `names` names model files.
@@ -203,112 +289,26 @@ impl Timeline {
         let trace = &subject.trace;
         let epochs = &subject.epochs;
         let crash = id.epoch as usize;
-        // Entry -> (epoch, position) for the writes of epochs.
-        let mut place = vec![None; trace.entries.len()];
-        for e in epochs {
-            for (p, &w) in e.writes.iter().enumerate() {
-                if let Some(slot) = place.get_mut(w) {
-                    *slot = Some((e.index, p as u32));
-                }
-            }
-        }
-        let real_fua = subject.disk.fua == FuaModel::Real;
-        let total_writes: usize = epochs.iter().map(|e| e.writes.len()).sum();
-        let collapse = total_writes > COLLAPSE_ABOVE;
-        // In a long trace, epochs far from the crash collapse, and so do the middle writes
-        // of a big epoch other than the crash epoch (they all share one fate).
-        let shown = |epoch: usize, position: u32| {
-            if !collapse {
-                return true;
-            }
-            if epoch.abs_diff(crash) > KEEP_EPOCHS_AROUND_CRASH {
-                return false;
-            }
-            let n = epochs.get(epoch).map_or(0, |e| e.writes.len()) as u32;
-            let keep = KEEP_WRITES_AT_EPOCH_ENDS as u32;
-            epoch == crash || n <= 3 * keep || position < keep || position >= n - keep
-        };
-        // Where an entry that is no write belongs: with the next write (epoch, position).
-        let last = (epochs.len().saturating_sub(1), 0);
-        let mut context = vec![last; trace.entries.len()];
-        let mut next = last;
-        for i in (0..trace.entries.len()).rev() {
-            if let Some(p) = place[i] {
-                next = p;
-            }
-            context[i] = next;
-        }
+        let (place, context) = places(trace.entries.len(), epochs);
+        let shown = Shown::new(epochs, crash);
         let crash_end = epochs.get(crash).map(|e| e.end_entry(trace)).unwrap_or(0);
         let mut items = Vec::new();
-        let mut crash_drawn = false;
         for (i, entry) in trace.entries.iter().enumerate() {
-            if !crash_drawn && i >= crash_end {
+            if i == crash_end {
                 items.push(Item::Crash);
-                crash_drawn = true;
             }
-            let (epoch, position) = place[i].unwrap_or(context[i]);
-            if !shown(epoch, position) {
-                let writes = usize::from(place[i].is_some());
-                match items.last_mut() {
-                    Some(Item::Collapsed { epochs: (_, last), writes: n }) => {
-                        *last = (*last).max(epoch);
-                        *n += writes;
-                    }
-                    _ => items.push(Item::Collapsed { epochs: (epoch, epoch), writes }),
-                }
+            let (epoch, position) = context[i];
+            if !shown.shows(epoch, position) {
+                collapse_into(&mut items, epoch, usize::from(place[i].is_some()));
                 continue;
             }
-            match entry.kind() {
-                EntryKind::Flush => {
-                    let wall = if real_fua && entry.is_fua_postflush() {
-                        Wall::FuaEmulation
-                    } else {
-                        Wall::Flush
-                    };
-                    items.push(Item::Wall { entry: i, wall });
-                }
-                EntryKind::Mark => {}
-                kind => {
-                    let Some((e, position)) = place[i] else { continue };
-                    let (preflush, fua) = match kind {
-                        EntryKind::Write { preflush, fua } => (preflush, fua),
-                        _ => (false, false),
-                    };
-                    if preflush {
-                        items.push(Item::Wall { entry: i, wall: Wall::Preflush });
-                    }
-                    let fate = match e.cmp(&crash) {
-                        std::cmp::Ordering::Less => Fate::Applied,
-                        std::cmp::Ordering::Greater => Fate::Later,
-                        std::cmp::Ordering::Equal => {
-                            match id.applied.iter().find(|a| a.write == position) {
-                                None => Fate::Missing,
-                                Some(a) if a.sectors.is_none() => Fate::Applied,
-                                Some(a) => {
-                                    Fate::Torn(units(entry, epochs[e].unit_sectors.max(1), |k| {
-                                        a.has_sector(k)
-                                    }))
-                                }
-                            }
-                        }
-                    };
-                    items.push(Item::Write(WriteBox {
-                        entry: i,
-                        epoch: e,
-                        sector: entry.sector,
-                        sectors: entry.nr_sectors,
-                        discard: kind == EntryKind::Discard,
-                        fua,
-                        role: role_of(entry, regions, names),
-                        fate,
-                    }));
-                    if fua {
-                        items.push(Item::Wall { entry: i, wall: Wall::Fua { barrier: !real_fua } });
-                    }
-                }
-            }
+            let drawn = place[i].map(|(e, position)| {
+                let fate = fate_of(entry, &epochs[e], position, crash, id);
+                (e, fate, role_of(entry, regions, names))
+            });
+            push_entry(&mut items, i, entry, drawn, subject.disk.fua == FuaModel::Real);
         }
-        if !crash_drawn {
+        if !items.contains(&Item::Crash) {
             items.push(Item::Crash);
         }
         let ops = subject
@@ -333,6 +333,47 @@ impl Timeline {
     }
 }
 
+/// The items of entry `i`: a flush's wall, or a write's box (with its epoch, fate and
+/// role, `drawn`) between its preflush and FUA walls; a mark, or a write of no epoch,
+/// draws nothing.
+fn push_entry(
+    items: &mut Vec<Item>,
+    i: usize,
+    entry: &Entry,
+    drawn: Option<(usize, Fate, WriteRole)>,
+    real_fua: bool,
+) {
+    let kind = entry.kind();
+    let (preflush, fua) = match kind {
+        EntryKind::Flush => {
+            let wall =
+                if real_fua && entry.is_fua_postflush() { Wall::FuaEmulation } else { Wall::Flush };
+            items.push(Item::Wall { entry: i, wall });
+            return;
+        }
+        EntryKind::Mark => return,
+        EntryKind::Write { preflush, fua } => (preflush, fua),
+        _ => (false, false),
+    };
+    let Some((epoch, fate, role)) = drawn else { return };
+    if preflush {
+        items.push(Item::Wall { entry: i, wall: Wall::Preflush });
+    }
+    items.push(Item::Write(WriteBox {
+        entry: i,
+        epoch,
+        sector: entry.sector,
+        sectors: entry.nr_sectors,
+        discard: kind == EntryKind::Discard,
+        fua,
+        role,
+        fate,
+    }));
+    if fua {
+        items.push(Item::Wall { entry: i, wall: Wall::Fua { barrier: !real_fua } });
+    }
+}
+
 /// The atomic units of `entry` (split at absolute multiples of `unit` sectors), each with
 /// whether `persisted` says its first sector persisted (a unit persists whole or not).
 fn units(entry: &Entry, unit: u64, persisted: impl Fn(u32) -> bool) -> Vec<(u32, u32, bool)> {
@@ -353,15 +394,75 @@ fn box_width(sectors: u64) -> f64 {
     14.0 + 6.0 * (sectors.max(1) as f64).log2()
 }
 
+/// The boxes' top with no more than three rows of op labels above them.
 const TOP: f64 = 58.0;
 const BOX_H: f64 = 60.0;
 const GAP: f64 = 3.0;
 const WALL_W: f64 = 7.0;
+/// The first row of op labels, and the distance between rows.
+const LABEL_Y: f64 = 12.0;
+const LABEL_ROW: f64 = 13.0;
+/// An op label's font size, and a width per character no glyph of its text exceeds at
+/// that size ("op", a space, digits), so that labels placed apart are drawn apart.
+const LABEL_FONT: f64 = 10.0;
+const LABEL_CHAR_W: f64 = 6.5;
+/// Room kept between two labels of one row.
+const LABEL_PAD: f64 = 4.0;
+
+/// Where an op's label and span are drawn.
+#[derive(Clone, Debug, PartialEq)]
+struct OpLabel {
+    /// Where its span starts and ends (its begin and end marks' items).
+    x0: f64,
+    x1: f64,
+    /// Its row's y.
+    y: f64,
+}
+
+/// Where everything goes: computed in steps (items left to right, op labels in rows,
+/// epoch bands), then drawn.
+struct Layout {
+    /// x of each item.
+    xs: Vec<f64>,
+    width: f64,
+    height: f64,
+    /// The boxes' top: below the op labels' rows.
+    top: f64,
+    labels: Vec<OpLabel>,
+    /// (epoch, first x, last x) of each run of an epoch's boxes.
+    bands: Vec<(usize, f64, f64)>,
+}
+
+/// The label text of op `index`.
+fn op_label(index: usize) -> String {
+    format!("op {index}")
+}
+
+/// Each op's label in the first row where it clears the labels and spans already there
+/// (ops often begin at the same item: several ops before one write), so that no two
+/// labels overlap however many ops share an x.
+fn label_rows(spans: &[(usize, f64, f64)]) -> Vec<(f64, f64, usize)> {
+    let mut row_ends: Vec<f64> = Vec::new();
+    let mut out = Vec::with_capacity(spans.len());
+    for &(index, x0, x1) in spans {
+        let text_end = x0 + 2.0 + LABEL_CHAR_W * op_label(index).len() as f64;
+        let end = text_end.max(x1.max(x0 + 4.0)) + LABEL_PAD;
+        let row = match row_ends.iter().position(|&e| e <= x0) {
+            Some(r) => r,
+            None => {
+                row_ends.push(f64::MIN);
+                row_ends.len() - 1
+            }
+        };
+        row_ends[row] = end;
+        out.push((x0, x1, row));
+    }
+    out
+}
 
 impl Timeline {
-    /// The picture as inline SVG (maud escapes every label).
-    pub fn svg(&self) -> Markup {
-        // x of each item, and of each trace entry (for the op marks).
+    /// x of each item, the x of each trace entry drawn (for the op marks), and the width.
+    fn item_xs(&self) -> (Vec<f64>, Vec<(usize, f64)>, f64) {
         let mut xs = Vec::with_capacity(self.items.len());
         let mut x = 10.0;
         let mut entry_x: Vec<(usize, f64)> = Vec::new();
@@ -381,15 +482,13 @@ impl Timeline {
             };
             x += w + GAP;
         }
-        let width = x + 10.0;
-        let height = TOP + BOX_H + 44.0;
-        // An entry's x: the nearest drawn item at or after it (marks have no item).
-        let at = |entry: usize| {
-            entry_x.iter().find(|(e, _)| *e >= entry).map(|p| p.1).unwrap_or(width - 20.0)
-        };
-        // Epoch bands under the boxes.
+        (xs, entry_x, x + 10.0)
+    }
+
+    /// Epoch bands under the boxes.
+    fn bands(&self, xs: &[f64]) -> Vec<(usize, f64, f64)> {
         let mut bands: Vec<(usize, f64, f64)> = Vec::new();
-        for (item, &x) in self.items.iter().zip(&xs) {
+        for (item, &x) in self.items.iter().zip(xs) {
             if let Item::Write(b) = item {
                 let end = x + box_width(b.sectors);
                 match bands.last_mut() {
@@ -398,9 +497,34 @@ impl Timeline {
                 }
             }
         }
+        bands
+    }
+
+    fn layout(&self) -> Layout {
+        let (xs, entry_x, width) = self.item_xs();
+        // An entry's x: the nearest drawn item at or after it (marks have no item).
+        let at = |entry: usize| {
+            entry_x.iter().find(|(e, _)| *e >= entry).map(|p| p.1).unwrap_or(width - 20.0)
+        };
+        let spans: Vec<(usize, f64, f64)> =
+            self.ops.iter().map(|op| (op.index, at(op.begin), at(op.end))).collect();
+        let rows = label_rows(&spans);
+        let deepest = rows.iter().map(|r| r.2).max().unwrap_or(0).max(2);
+        let top = TOP + (deepest - 2) as f64 * LABEL_ROW;
+        let labels = rows
+            .into_iter()
+            .map(|(x0, x1, row)| OpLabel { x0, x1, y: LABEL_Y + row as f64 * LABEL_ROW })
+            .collect();
+        let bands = self.bands(&xs);
+        Layout { xs, width, height: top + BOX_H + 44.0, top, labels, bands }
+    }
+
+    /// The picture as inline SVG (maud escapes every label).
+    pub fn svg(&self) -> Markup {
+        let l = self.layout();
         html! {
-            svg xmlns="http://www.w3.org/2000/svg" class="timeline" width=(width) height=(height)
-                viewBox={ "0 0 " (width) " " (height) } role="img"
+            svg xmlns="http://www.w3.org/2000/svg" class="timeline" width=(l.width) height=(l.height)
+                viewBox={ "0 0 " (l.width) " " (l.height) } role="img"
                 aria-label="the trace's writes by epoch, with the crash state" {
                 defs {
                     pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse"
@@ -408,80 +532,98 @@ impl Timeline {
                         line x1="0" y1="0" x2="0" y2="6" stroke="#999" stroke-width="2" {}
                     }
                 }
-                @for (i, op) in self.ops.iter().enumerate() {
-                    @let (x0, x1) = (at(op.begin), at(op.end));
-                    @let y = 12.0 + (i % 3) as f64 * 13.0;
-                    g.op data-op=(op.index) {
-                        title { "op " (op.index) ": " (op.text) }
-                        line x1=(x0) y1=(y) x2=(x1.max(x0 + 4.0)) y2=(y) stroke="#333" stroke-width="2" {}
-                        line x1=(x0) y1=(y) x2=(x0) y2=(TOP - 2.0) stroke="#333" stroke-dasharray="2,2" {}
-                        text x=(x0 + 2.0) y=(y - 2.0) font-size="10" { "op " (op.index) }
-                    }
+                @for (op, label) in self.ops.iter().zip(&l.labels) {
+                    (draw_op(op, label, l.top))
                 }
-                @for (epoch, x0, x1) in &bands {
-                    text.epoch x=((x0 + x1) / 2.0) y=(TOP + BOX_H + 16.0) font-size="11"
+                @for (epoch, x0, x1) in &l.bands {
+                    @let bottom = l.top + BOX_H;
+                    text.epoch x=((x0 + x1) / 2.0) y=(bottom + 16.0) font-size="11"
                         text-anchor="middle" { "e" (epoch) }
-                    line x1=(x0) y1=(TOP + BOX_H + 5.0) x2=(x1) y2=(TOP + BOX_H + 5.0)
+                    line x1=(x0) y1=(bottom + 5.0) x2=(x1) y2=(bottom + 5.0)
                         stroke=(if *epoch == self.crash_epoch { "#c00" } else { "#888" }) stroke-width="2" {}
                 }
-                @for (item, &x) in self.items.iter().zip(&xs) {
-                    @match item {
-                        Item::Write(b) => {
-                            @let w = box_width(b.sectors);
-                            @let label = format!(
-                                "entry {}: {} of {} sectors at sector {}{}; {}; {}",
-                                b.entry,
-                                if b.discard { "discard" } else { "write" },
-                                b.sectors,
-                                b.sector,
-                                if b.fua { " (FUA)" } else { "" },
-                                b.role.label,
-                                fate_words(&b.fate),
-                            );
-                            g {
-                                title { (label) }
-                                rect class={ "write " (b.role.class) " " (b.fate.name()) }
-                                    data-entry=(b.entry) data-epoch=(b.epoch) data-fate=(b.fate.name())
-                                    x=(x) y=(TOP) width=(w) height=(BOX_H) {}
-                                @if let Fate::Torn(units) = &b.fate {
-                                    @for (first, last, kept) in units {
-                                        @let ux = x + w * f64::from(*first) / b.sectors as f64;
-                                        @let uw = w * f64::from(last - first + 1) / b.sectors as f64;
-                                        rect class={ "unit " (if *kept { "kept" } else { "lost" }) }
-                                            data-unit={ (first) "-" (last) }
-                                            x=(ux) y=(TOP + 6.0) width=(uw) height=(BOX_H - 12.0) {}
-                                    }
-                                }
-                            }
-                        }
-                        Item::Wall { entry, wall } => {
-                            @let (class, words) = wall_words(*wall);
-                            g {
-                                title { "entry " (entry) ": " (words) }
-                                rect class={ "wall " (class) } data-entry=(entry)
-                                    x=(x + 1.5) y=(TOP - 8.0) width=(WALL_W - 3.0) height=(BOX_H + 16.0) {}
-                            }
-                        }
-                        Item::Collapsed { epochs: (a, b), writes } => {
-                            g.collapsed {
-                                title { "epochs " (a) "-" (b) ": " (writes) " writes, all " (if *a > self.crash_epoch { "issued after the crash" } else { "persisted" }) }
-                                rect x=(x) y=(TOP) width="90" height=(BOX_H) fill="#eee" stroke="#999" stroke-dasharray="4,3" {}
-                                text x=(x + 45.0) y=(TOP + 17.0) font-size="10" text-anchor="middle" {
-                                    "e" (a) @if b > a { "–e" (b) }
-                                }
-                                text x=(x + 45.0) y=(TOP + 31.0) font-size="10" text-anchor="middle" { (writes) " writes" }
-                            }
-                        }
-                        Item::Crash => {
-                            g.crash {
-                                title { "the crash: in epoch " (self.crash_epoch) }
-                                line x1=(x + 7.0) y1=(TOP - 14.0) x2=(x + 7.0) y2=(TOP + BOX_H + 10.0)
-                                    stroke="#c00" stroke-width="3" {}
-                                text x=(x + 7.0) y=(TOP + BOX_H + 30.0) font-size="11" fill="#c00"
-                                    text-anchor="middle" { "crash" }
-                            }
-                        }
+                @for (item, &x) in self.items.iter().zip(&l.xs) {
+                    (self.draw_item(item, x, l.top))
+                }
+            }
+        }
+    }
+
+    /// One item at `x`, its boxes' top at `top`.
+    fn draw_item(&self, item: &Item, x: f64, top: f64) -> Markup {
+        match item {
+            Item::Write(b) => draw_write(b, x, top),
+            Item::Wall { entry, wall } => {
+                let (class, words) = wall_words(*wall);
+                html! {
+                    g {
+                        title { "entry " (entry) ": " (words) }
+                        rect class={ "wall " (class) } data-entry=(entry)
+                            x=(x + 1.5) y=(top - 8.0) width=(WALL_W - 3.0) height=(BOX_H + 16.0) {}
                     }
+                }
+            }
+            Item::Collapsed { epochs: (a, b), writes } => html! {
+                g.collapsed {
+                    title { "epochs " (a) "-" (b) ": " (writes) " writes, all " (if *a > self.crash_epoch { "issued after the crash" } else { "persisted" }) }
+                    rect x=(x) y=(top) width="90" height=(BOX_H) fill="#eee" stroke="#999" stroke-dasharray="4,3" {}
+                    text x=(x + 45.0) y=(top + 17.0) font-size="10" text-anchor="middle" {
+                        "e" (a) @if b > a { "–e" (b) }
+                    }
+                    text x=(x + 45.0) y=(top + 31.0) font-size="10" text-anchor="middle" { (writes) " writes" }
+                }
+            },
+            Item::Crash => html! {
+                g.crash {
+                    title { "the crash: in epoch " (self.crash_epoch) }
+                    line x1=(x + 7.0) y1=(top - 14.0) x2=(x + 7.0) y2=(top + BOX_H + 10.0)
+                        stroke="#c00" stroke-width="3" {}
+                    text x=(x + 7.0) y=(top + BOX_H + 30.0) font-size="11" fill="#c00"
+                        text-anchor="middle" { "crash" }
+                }
+            },
+        }
+    }
+}
+
+/// An op's span, its dashed drop to the boxes at `top`, and its label.
+fn draw_op(op: &OpMark, l: &OpLabel, top: f64) -> Markup {
+    html! {
+        g.op data-op=(op.index) {
+            title { "op " (op.index) ": " (op.text) }
+            line x1=(l.x0) y1=(l.y) x2=(l.x1.max(l.x0 + 4.0)) y2=(l.y) stroke="#333" stroke-width="2" {}
+            line x1=(l.x0) y1=(l.y) x2=(l.x0) y2=(top - 2.0) stroke="#333" stroke-dasharray="2,2" {}
+            text.op-label x=(l.x0 + 2.0) y=(l.y - 2.0) font-size=(LABEL_FONT) { (op_label(op.index)) }
+        }
+    }
+}
+
+/// A write's box at `x` (its top at `top`), with its atomic units when it tore.
+fn draw_write(b: &WriteBox, x: f64, top: f64) -> Markup {
+    let w = box_width(b.sectors);
+    let label = format!(
+        "entry {}: {} of {} sectors at sector {}{}; {}; {}",
+        b.entry,
+        if b.discard { "discard" } else { "write" },
+        b.sectors,
+        b.sector,
+        if b.fua { " (FUA)" } else { "" },
+        b.role.label,
+        fate_words(&b.fate),
+    );
+    html! {
+        g {
+            title { (label) }
+            rect class={ "write " (b.role.class) " " (b.fate.name()) }
+                data-entry=(b.entry) data-epoch=(b.epoch) data-fate=(b.fate.name())
+                x=(x) y=(top) width=(w) height=(BOX_H) {}
+            @if let Fate::Torn(units) = &b.fate {
+                @for (first, last, kept) in units {
+                    @let ux = x + w * f64::from(*first) / b.sectors as f64;
+                    @let uw = w * f64::from(last - first + 1) / b.sectors as f64;
+                    rect class={ "unit " (if *kept { "kept" } else { "lost" }) }
+                        data-unit={ (first) "-" (last) }
+                        x=(ux) y=(top + 6.0) width=(uw) height=(BOX_H - 12.0) {}
                 }
             }
         }
@@ -622,6 +764,21 @@ mod tests {
         assert_eq!(svg.matches("<rect class=\"write ").count(), 4);
         assert_eq!(svg.matches("class=\"unit kept\"").count(), 1);
         assert_eq!(svg.matches("class=\"unit lost\"").count(), 1);
+    }
+
+    #[test]
+    fn labels_of_ops_at_one_x_take_rows_of_their_own() {
+        // Four ops before the same write, then one far to the right.
+        let spans = [(0, 10.0, 10.0), (1, 10.0, 10.0), (3, 10.0, 12.0), (4, 10.0, 10.0)];
+        let mut spans = spans.to_vec();
+        spans.push((5, 400.0, 420.0));
+        let rows: Vec<usize> = label_rows(&spans).iter().map(|r| r.2).collect();
+        assert_eq!(rows, [0, 1, 2, 3, 0]);
+        // Two ops whose labels would touch go to two rows; apart, they share one.
+        let close = label_rows(&[(0, 10.0, 10.0), (1, 20.0, 20.0)]);
+        assert_eq!((close[0].2, close[1].2), (0, 1));
+        let apart = label_rows(&[(0, 10.0, 10.0), (1, 60.0, 60.0)]);
+        assert_eq!((apart[0].2, apart[1].2), (0, 0));
     }
 
     #[test]

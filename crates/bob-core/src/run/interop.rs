@@ -104,7 +104,12 @@ pub fn import_blktrace(src: &Path, out: Option<&Path>) -> Result<BlktraceReport,
             write_json(&path, &requests)?;
         }
     }
-    Ok(BlktraceReport { schema_version: crate::report::SCHEMA_VERSION, requests, annotated })
+    Ok(BlktraceReport {
+        schema_version: crate::report::SCHEMA_VERSION,
+        requests,
+        annotated,
+        source: src.display().to_string(),
+    })
 }
 
 fn write_json<T: Serialize + ?Sized>(path: &Path, value: &T) -> Result<(), Error> {
