@@ -150,7 +150,8 @@ EOF"
   local accel=()
   [ "${VM_ACCEL:-tcg}" = tcg ] && accel=(--disable-kvm)
   echo "xfstests.sh: ./check ${tests[*]} on $fs under $(basename "$image") (results in $results)"
-  "$VNG" --run "$image" ${accel[@]+"${accel[@]}"} --cpus 2 --memory 4G \
+  # vng runs virtme-run, which lives beside it.
+  PATH=$(dirname "$VNG"):$PATH "$VNG" --run "$image" ${accel[@]+"${accel[@]}"} --cpus 2 --memory 4G \
     --rwdir="$results" --append oops=panic --exec "sh $guest" >"$results/console.log" 2>&1 || true
   cat "$results/check.log" 2>/dev/null || true
   [ -f "$results/check.rc" ] || die "the guest ended before check did (console: $results/console.log)"

@@ -15,9 +15,9 @@
  * direct write and after the overwrite ("same-tick yes"), which makes the failure
  * certain, or not ("same-tick no"), which avoids it.
  *
- * --pin-clock sets CLOCK_REALTIME back to one instant before each of the two writes, so
- * both see the same coarse time however slow the fsync between them is (a VM under
- * emulation). It changes the machine's clock: use it in a throw-away VM only.
+ * --pin-clock sets CLOCK_REALTIME back to one instant right after a tick before each of
+ * the two writes, so both see the same coarse time however slow the fsync between them
+ * is (a VM under emulation). It changes the machine's clock: use it in a throw-away VM only.
  *
  * With REPRO_TRACE_MARKER naming a tracefs trace_marker file, `run` writes "repro: sync
  * begins" and "repro: sync returned" to it, so a block trace shows what the sync sent (repro-trace.sh).
@@ -74,6 +74,14 @@ static void mark(const char *text)
 	close(fd);
 }
 
+static void next_tick(void)
+{
+	long long t0 = coarse_ns();
+
+	while (coarse_ns() == t0)
+		;
+}
+
 static void set_clock(const struct timespec *ts)
 {
 	if (clock_settime(CLOCK_REALTIME, ts))
@@ -123,21 +131,20 @@ int main(int argc, char **argv)
 	if (dfd < 0 || fd < 0)
 		die("open");
 	struct timespec pinned;
+	/* Start right after a tick: a whole tick for the three calls. */
+	next_tick();
 	if (pin) {
 		clock_gettime(CLOCK_REALTIME, &pinned);
 		set_clock(&pinned);
-	} else {
-		/* Start right after a tick: a whole tick for the three calls. */
-		long long t0 = coarse_ns();
-		while (coarse_ns() == t0)
-			;
 	}
 	long long before = coarse_ns();
 	fill_write(dfd, 0x22, 2 * BS, BS, 1);
 	if (fsync(dfd))
 		die("fsync");
-	if (pin)
+	if (pin) {
+		next_tick();
 		set_clock(&pinned);
+	}
 	fill_write(fd, 0x33, 7680, BS, 0);
 	long long after = coarse_ns();
 	mark("repro: sync begins");
