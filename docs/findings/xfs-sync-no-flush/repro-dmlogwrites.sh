@@ -6,22 +6,26 @@
 # it, so that is the crash right after sync returned in which the disk lost its volatile
 # cache. Mounted, /foo must read the overwrite (0x33) at 7680.
 #
-#   repro-dmlogwrites.sh [--runs N] [--pin-clock] [--fs xfs|ext4]
+#   repro-dmlogwrites.sh [--runs N] [--pin-clock | --other] [--fs xfs|ext4]
 #       in a machine with dm-log-writes (root); replay-log from $REPLAY_LOG, else
 #       /opt/xfstests/xfstests-dev/src/log-writes/replay-log (xfstests' src/log-writes)
 #   repro-dmlogwrites.sh --vm KERNEL_IMAGE [--out DIR] [same options]
 #       boots KERNEL_IMAGE with virtme-ng (BOB_VNG, default /opt/bob-vm-venv/bin/vng;
 #       emulation unless VM_ACCEL=kvm) and runs itself there, the output in DIR
 #
+# --other runs repro.c's run-other (overwrite, then fsync of another file, then sync),
+# which needs no luck with the clock.
+#
 # Each run prints "LOST" (the cache-loss state reads old data: the bug) or "kept", and
 # whether the overwrite landed in the direct write's clock tick. Exit 1 if any run lost.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-RUNS=1 PIN="" FS=xfs VM="" OUT=/var/tmp/xfs-sync-repro-out
+RUNS=1 PIN="" FS=xfs VM="" OUT=/var/tmp/xfs-sync-repro-out RUN=run
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) RUNS=$2; shift 2 ;;
     --pin-clock) PIN=--pin-clock; shift ;;
+    --other) RUN=run-other; shift ;;
     --fs) FS=$2; shift 2 ;;
     --vm) VM=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
@@ -41,7 +45,7 @@ if [ -n "$VM" ]; then
   # vng runs virtme-run, which lives beside it.
   PATH=$(dirname "$VNG"):$PATH "$VNG" --run "$VM" "${accel[@]}" --cpus 2 --memory 2G \
     --rwdir="$OUT" --append oops=panic --exec "REPRO_BIN=$OUT/repro REPLAY_LOG=$REPLAY_LOG \
-    bash $HERE/repro-dmlogwrites.sh --runs $RUNS --fs $FS $PIN > $OUT/log 2>&1; echo \$? > $OUT/rc" \
+    bash $HERE/repro-dmlogwrites.sh --runs $RUNS --fs $FS $PIN $([ $RUN = run ] || echo --other) > $OUT/log 2>&1; echo \$? > $OUT/rc" \
     > "$OUT/console.log" 2>&1 || true
   cat "$OUT/log"
   [ -f "$OUT/rc" ] || { echo "the guest ended early: $OUT/console.log" >&2; exit 2; }
@@ -78,7 +82,7 @@ for run in $(seq 1 "$RUNS"); do
   mount "$LW" "$W/mnt"
   "$REPRO" setup "$W/mnt/foo"
   dmsetup message xfs-sync-lw 0 mark setup
-  tick=$("$REPRO" run "$W/mnt/foo" $PIN)
+  tick=$("$REPRO" $RUN "$W/mnt/foo" $PIN)
   dmsetup message xfs-sync-lw 0 mark synced      # sync(2) has returned
   umount "$W/mnt"
   dmsetup remove xfs-sync-lw

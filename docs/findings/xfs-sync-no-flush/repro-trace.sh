@@ -5,13 +5,15 @@
 # each run whether a data write issued during the sync was followed by a flush before
 # sync returned. Needs root, xfsprogs, a C compiler.
 #
-#   repro-trace.sh [N] [--pin-clock]
+#   repro-trace.sh [N] [--pin-clock | --other]
 #
 # Prints one line per run ("same-tick yes|no", then "NO FLUSH after the sync's writes"
 # or "flushed") and a tally; REPRO_KEEP_TRACE=FILE keeps the first failing run's trace. --pin-clock is for a throw-away VM only (repro.c).
 set -euo pipefail
 N=${1:-20}
 PIN=${2:-}
+RUN=run
+[ "$PIN" = --other ] && { RUN=run-other; PIN=""; }
 HERE=$(cd "$(dirname "$0")" && pwd)
 W=$(mktemp -d /var/tmp/xfs-sync-repro.XXXXXX)
 cc -O2 -o "$W/repro" "$HERE/repro.c"
@@ -45,7 +47,7 @@ for i in $(seq 1 "$N"); do
   echo "dev == $dev" > "$I/events/block/block_rq_issue/filter"
   echo 1 > "$I/events/block/block_rq_issue/enable"
   echo 1 > "$I/tracing_on"
-  out=$(REPRO_TRACE_MARKER=$I/trace_marker "$W/repro" run "$W/mnt/foo" $PIN)
+  out=$(REPRO_TRACE_MARKER=$I/trace_marker "$W/repro" $RUN "$W/mnt/foo" $PIN)
   echo 0 > "$I/tracing_on"
   echo 0 > "$I/events/block/block_rq_issue/enable"
   # Between the markers: the sync's requests. rwbs holds F for a flush (preflush or FUA).

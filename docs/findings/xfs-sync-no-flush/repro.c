@@ -1,10 +1,14 @@
 /*
  * xfs: sync(2) returns without a disk cache flush when it has nothing to log.
  *
- * Usage: repro setup FILE            create FILE: 16 KiB of 0x11, fsync, sync
+ * Usage: repro setup FILE            create FILE: 16 KiB of 0x11, and FILE.other:
+ *                                    4 KiB of 0x11; fsync both, sync
  *        repro run FILE [--pin-clock]
  *                                    O_DIRECT write 4 KiB of 0x22 at 8192, fsync,
  *                                    buffered write 4 KiB of 0x33 at 7680, sync
+ *        repro run-other FILE        buffered write 4 KiB of 0x33 at 7680 of FILE,
+ *                                    write 4 KiB of 0x44 to FILE.other, fsync
+ *                                    FILE.other, sync: no clock involved
  *        repro check FILE            exit 0 if 7680..11775 reads 0x33, else 1
  *
  * `run` starts right after a tick of the coarse clock (the clock file timestamps come
@@ -18,6 +22,10 @@
  * --pin-clock sets CLOCK_REALTIME back to one instant right after a tick before each of
  * the two writes, so both see the same coarse time however slow the fsync between them
  * is (a VM under emulation). It changes the machine's clock: use it in a throw-away VM only.
+ *
+ * `run-other` needs no luck: the overwrite changes FILE's timestamps (a second or more
+ * after setup), but the fsync of the other file forces the log with that change in it,
+ * so the sync again finds nothing to log and sends no flush after writing FILE's data.
  *
  * With REPRO_TRACE_MARKER naming a tracefs trace_marker file, `run` writes "repro: sync
  * begins" and "repro: sync returned" to it, so a block trace shows what the sync sent (repro-trace.sh).
@@ -74,6 +82,14 @@ static void mark(const char *text)
 	close(fd);
 }
 
+static const char *other(const char *path)
+{
+	static char buf[4096];
+
+	snprintf(buf, sizeof(buf), "%s.other", path);
+	return buf;
+}
+
 static void next_tick(void)
 {
 	long long t0 = coarse_ns();
@@ -91,7 +107,7 @@ static void set_clock(const struct timespec *ts)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s setup|run|check FILE [--pin-clock]\n", argv[0]);
+		fprintf(stderr, "usage: %s setup|run|run-other|check FILE [--pin-clock]\n", argv[0]);
 		return 2;
 	}
 	const char *cmd = argv[1], *path = argv[2];
@@ -104,6 +120,13 @@ int main(int argc, char **argv)
 		fill_write(fd, 0x11, 0, 4 * BS, 0);
 		if (fsync(fd))
 			die("fsync");
+		close(fd);
+		fd = open(other(path), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+		if (fd < 0)
+			die("open other");
+		fill_write(fd, 0x11, 0, BS, 0);
+		if (fsync(fd))
+			die("fsync other");
 		close(fd);
 		sync();
 		return 0;
@@ -122,6 +145,21 @@ int main(int argc, char **argv)
 		       " (first bytes 0x%02x at 7680, 0x%02x at 8192)\n",
 		       path, bad, buf[0], buf[512]);
 		return bad ? 1 : 0;
+	}
+	if (!strcmp(cmd, "run-other")) {
+		int fd = open(path, O_WRONLY);
+		int ofd = open(other(path), O_WRONLY);
+		if (fd < 0 || ofd < 0)
+			die("open");
+		fill_write(fd, 0x33, 7680, BS, 0);
+		fill_write(ofd, 0x44, 0, BS, 0);
+		if (fsync(ofd))
+			die("fsync other");
+		mark("repro: sync begins");
+		sync();
+		mark("repro: sync returned");
+		printf("overwrite, then fsync of another file\n");
+		return 0;
 	}
 	if (strcmp(cmd, "run"))
 		return 2;
