@@ -7,13 +7,16 @@
 #
 #   scripts/xfstests.sh build
 #   scripts/xfstests.sh run [--kernel debian:6.12|debian:6.1|IMAGE] [--fs xfs|ext4]
-#        [--add FILE]... [--modules-from DIR] [--results DIR] TEST...
+#        [--add FILE]... [--modules-from DIR] [--results DIR] [--freeze-clock] TEST...
 #
 # `--add FILE` copies a test (e.g. one `bob explore --export-xfstests` wrote, with its
 # .out beside it) into the guest's copy of the suite as tests/generic/NAME before
 # `./check` runs it. `--modules-from DIR` loads the .ko files in DIR with insmod before
 # anything else (a patched module of the guest's kernel: see docs/findings/). The
-# results (check's output, .full and .out.bad files) are written below --results
+# --freeze-clock keeps setting the guest's wall clock back to one instant while check
+# runs, so that every file timestamp is that instant: a finding that needs two writes in
+# one tick of the coarse clock then needs no luck (the guest only; its clock is its own).
+# The results (check's output, .full and .out.bad files) are written below --results
 # (default /var/tmp/bob-xfstests-results/KERNEL-FS, created), which the guest shares.
 #
 # Environment: XFSTESTS_CACHE (default /opt/xfstests), XFSTESTS_GIT (the source's git
@@ -86,7 +89,7 @@ kernel_image() {
 }
 
 run() {
-  local spec=debian:6.12 fs=xfs results="" mods="" adds=() tests=()
+  local spec=debian:6.12 fs=xfs results="" mods="" freeze="" adds=() tests=()
   while [ $# -gt 0 ]; do
     case "$1" in
       --kernel) spec=$2; shift 2 ;;
@@ -94,6 +97,7 @@ run() {
       --add) adds+=("$(realpath "$2")"); shift 2 ;;
       --results) results=$2; shift 2 ;;
       --modules-from) mods=$(realpath "$2"); shift 2 ;;
+      --freeze-clock) freeze=1; shift ;;
       -*) die "unknown option $1" ;;
       *) tests+=("$1"); shift ;;
     esac
@@ -112,19 +116,28 @@ run() {
     ext4) mkfs_test="mkfs.ext4 -F -q" ;;
     *) die "--fs is xfs or ext4" ;;
   esac
-  # The guest sees the host's root read-only: the suite is copied into its memory, where
-  # check may write beside itself, and the tests to add are put in place there.
+  # The guest sees the host's root read-only: the suite gets a writable overlay in the
+  # guest's memory (a copy where overlayfs is missing), where check may write beside
+  # itself and the tests to add are put in place.
+  if [ -n "$freeze" ]; then
+    printf '%s\n' '#include <time.h>' \
+      'int main(void) { struct timespec t; clock_gettime(CLOCK_REALTIME, &t);' \
+      '  for (;;) clock_settime(CLOCK_REALTIME, &t); }' > "$results/freeze-clock.c"
+    cc -O2 -o "$results/freeze-clock" "$results/freeze-clock.c"
+  fi
   local guest=$results/guest.sh
   {
     echo "set -u"
     echo "exec > $results/check.log 2>&1"
     echo "uname -r"
     if [ -n "$mods" ]; then
-      echo "for m in $mods/*.ko; do echo \"insmod \$m\"; insmod \$m || exit 3; done"
+      # A module's dependencies come from the kernel's own modules first.
+      echo "for m in $mods/*.ko; do for d in \$(modinfo -F depends \$m | tr , ' '); do modprobe \$d; done; echo \"insmod \$m\"; insmod \$m || exit 3; done"
     fi
     echo "for m in loop dm-mod dm-log-writes xfs ext4; do modprobe \$m; done"
-    echo "W=/var/tmp/xfst; mkdir -p \$W/test \$W/scratch"
-    echo "cp -a $SRC \$W/suite"
+    echo "W=/var/tmp/xfst; mkdir -p \$W/test \$W/scratch \$W/suite \$W/upper \$W/work"
+    echo "modprobe overlay"
+    echo "mount -t overlay overlay -o lowerdir=$SRC,upperdir=\$W/upper,workdir=\$W/work \$W/suite || cp -a $SRC/. \$W/suite"
     for a in ${adds[@]+"${adds[@]}"}; do
       echo "cp $a \$W/suite/tests/generic/ && chmod +x \$W/suite/tests/generic/$(basename "$a")"
       [ -f "$a.out" ] && echo "cp $a.out \$W/suite/tests/generic/"
@@ -142,8 +155,10 @@ export SCRATCH_MNT=\$W/scratch
 export LOGWRITES_DEV=\$LD
 export RESULT_BASE=$results/results
 EOF"
+    [ -n "$freeze" ] && echo "$results/freeze-clock & FREEZE=\$!"
     echo "cd \$W/suite && ./check ${tests[*]}"
     echo "echo \$? > $results/check.rc"
+    [ -n "$freeze" ] && echo "kill \$FREEZE"
     echo "cp -a $results/results/. $results/results-copy 2>/dev/null; sync"
   } >"$guest"
   rm -f "$results/check.rc"
