@@ -361,7 +361,7 @@ pub fn xfstests(seq: &str, config: &FsConfig, w: &Workload, story: &str) -> Stri
                                 "{var}=$(md5sum < $SCRATCH_MNT{p} 2>/dev/null | cut -d' ' -f1)"
                             );
                             checks.push(format!(
-                                "{absent_ok}[ \"$(md5sum < $SCRATCH_MNT{p} 2>/dev/null | cut -d' ' -f1)\" = \"${var}\" ] || echo \"{p}: data differs from what it read when the call returned\""
+                                "{absent_ok}[ \"$(md5sum < $SCRATCH_MNT{p} 2>/dev/null | cut -d' ' -f1)\" = \"${var}\" ] || echo \"{p}: data differs from what it read when the call of {mark} returned\""
                             ));
                         }
                         Some(_) => checks.push(format!(
@@ -512,7 +512,7 @@ mod tests {
         let after = t.split("_log_writes_replay_log bob_op3 $SCRATCH_DEV").nth(1).unwrap();
         assert!(
             after.contains(&format!(
-                "[ \"$(md5sum < {m} 2>/dev/null | cut -d' ' -f1)\" = \"$sum_bob_op3_0\" ] || echo \"/A/foo: data differs"
+                "[ \"$(md5sum < {m} 2>/dev/null | cut -d' ' -f1)\" = \"$sum_bob_op3_0\" ] || echo \"/A/foo: data differs from what it read when the call of bob_op3 returned"
             )),
             "{t}"
         );
