@@ -78,30 +78,56 @@ fn file_name(p: &Path) -> String {
         .unwrap_or_else(|| "workload.json".into())
 }
 
-/// The shell command of `op` in an xfstests test, on `$SCRATCH_MNT`.
-fn xfstests_op(op: &Op) -> Option<String> {
+/// How an xfstests test runs an op: as `xfs_io` commands on one file (`-c` arguments,
+/// after an `open` of that file), which a test joins into one `xfs_io` process with the
+/// ops around it, or as a shell command of its own.
+enum XfsIo {
+    /// `xfs_io` commands; `file` is opened first (with `-d` for O_DIRECT) unless `None`.
+    Commands { file: Option<String>, direct: bool, cmds: Vec<String> },
+    /// A shell line.
+    Shell(String),
+}
+
+/// The fill byte of the `n`-th write of a test: each write its own (never zero, the
+/// byte of a hole), so that old data reads differently from what overwrote it.
+fn fill_byte(n: usize) -> String {
+    format!("0x{:02x}", 0x41 + n % 190)
+}
+
+/// How `op` runs in an xfstests test, on `$SCRATCH_MNT`; `fill` is the byte its data is
+/// written with, if it writes any.
+fn xfstests_op(op: &Op, fill: &str) -> Option<XfsIo> {
     let m = |p: &str| format!("$SCRATCH_MNT{p}");
+    let io = |path: &str, direct: bool, cmds: Vec<String>| XfsIo::Commands {
+        file: Some(m(path)),
+        direct,
+        cmds,
+    };
     Some(match op {
-        Op::Mkdir { path } => format!("mkdir {}", m(path)),
-        Op::Rmdir { path } => format!("rmdir {}", m(path)),
-        Op::Creat { path, .. } => format!("touch {}", m(path)),
-        Op::Write { path, offset, len } | Op::Append { path, offset, len } => format!(
-            "$XFS_IO_PROG -c \"pwrite -S 0xab {offset} {len}\" {} >> $seqres.full",
-            m(path)
+        Op::Mkdir { path } => XfsIo::Shell(format!("mkdir {}", m(path))),
+        Op::Rmdir { path } => XfsIo::Shell(format!("rmdir {}", m(path))),
+        Op::Creat { path, .. } => XfsIo::Shell(format!("touch {}", m(path))),
+        Op::Write { path, offset, len } | Op::Append { path, offset, len } => {
+            io(path, false, vec![format!("pwrite -S {fill} {offset} {len}")])
+        }
+        Op::DirectWrite { path, offset, len } => {
+            io(path, true, vec![format!("pwrite -S {fill} {offset} {len}")])
+        }
+        Op::MmapWrite { path, offset, len } => io(
+            path,
+            false,
+            vec![
+                format!("truncate {}", offset + len),
+                format!("mmap -w {offset} {len}"),
+                format!("mwrite -S {fill} {offset} {len}"),
+                format!("msync -s {offset} {len}"),
+                "munmap".into(),
+            ],
         ),
-        Op::DirectWrite { path, offset, len } => format!(
-            "$XFS_IO_PROG -d -c \"pwrite -S 0xab {offset} {len}\" {} >> $seqres.full",
+        Op::OtruncWrite { path, len, chunk } => XfsIo::Shell(format!(
+            "$XFS_IO_PROG -t -c \"pwrite -S {fill} -b {chunk} 0 {len}\" {} >> $seqres.full",
             m(path)
-        ),
-        Op::MmapWrite { path, offset, len } => format!(
-            "$XFS_IO_PROG -c \"truncate {}\" -c \"mmap -w {offset} {len}\" -c \"mwrite -S 0xab {offset} {len}\" -c \"msync -s {offset} {len}\" {} >> $seqres.full",
-            offset + len,
-            m(path)
-        ),
-        Op::OtruncWrite { path, len, chunk } => format!(
-            "$XFS_IO_PROG -t -c \"pwrite -S 0xab -b {chunk} 0 {len}\" {} >> $seqres.full",
-            m(path)
-        ),
+        )),
         Op::Falloc { path, mode, offset, len } => {
             let cmd = match mode {
                 workloads::FallocMode::Default => format!("falloc {offset} {len}"),
@@ -110,35 +136,83 @@ fn xfstests_op(op: &Op) -> Option<String> {
                 workloads::FallocMode::ZeroRangeKeepSize => format!("fzero -k {offset} {len}"),
                 workloads::FallocMode::PunchHole => format!("fpunch {offset} {len}"),
             };
-            format!("$XFS_IO_PROG -c \"{cmd}\" {} >> $seqres.full", m(path))
+            io(path, false, vec![cmd])
         }
-        Op::Truncate { path, size } => {
-            format!("$XFS_IO_PROG -c \"truncate {size}\" {}", m(path))
-        }
-        Op::Link { from, to } => format!("ln {} {}", m(from), m(to)),
-        Op::Symlink { target, path } => format!("ln -s {} {}", m(target), m(path)),
-        Op::Unlink { path } => format!("rm -f {}", m(path)),
-        Op::Rename { from, to } => format!("mv {} {}", m(from), m(to)),
+        Op::Truncate { path, size } => io(path, false, vec![format!("truncate {size}")]),
+        Op::Link { from, to } => XfsIo::Shell(format!("ln {} {}", m(from), m(to))),
+        Op::Symlink { target, path } => XfsIo::Shell(format!("ln -s {} {}", m(target), m(path))),
+        Op::Unlink { path } => XfsIo::Shell(format!("rm -f {}", m(path))),
+        Op::Rename { from, to } => XfsIo::Shell(format!("mv {} {}", m(from), m(to))),
         Op::Setxattr { path, name, value } => {
-            format!("$SETFATTR_PROG -n {name} -v {value} {}", m(path))
+            XfsIo::Shell(format!("$SETFATTR_PROG -n {name} -v {value} {}", m(path)))
         }
-        Op::Removexattr { path, name } => format!("$SETFATTR_PROG -x {name} {}", m(path)),
-        Op::Fsync { path } => format!("$XFS_IO_PROG -c fsync {}", m(path)),
-        Op::Fdatasync { path } => format!("$XFS_IO_PROG -c fdatasync {}", m(path)),
-        Op::Sync => "sync".into(),
-        Op::Syncfs => "$XFS_IO_PROG -c syncfs $SCRATCH_MNT".into(),
-        Op::WritebackStart { path } => {
-            format!("$XFS_IO_PROG -c \"sync_range -w 0 0\" {}", m(path))
+        Op::Removexattr { path, name } => {
+            XfsIo::Shell(format!("$SETFATTR_PROG -x {name} {}", m(path)))
         }
+        Op::Fsync { path } => io(path, false, vec!["fsync".into()]),
+        Op::Fdatasync { path } => io(path, false, vec!["fdatasync".into()]),
+        Op::Sync => XfsIo::Commands { file: None, direct: false, cmds: vec!["sync".into()] },
+        Op::Syncfs => XfsIo::Shell("$XFS_IO_PROG -c syncfs $SCRATCH_MNT".into()),
+        Op::WritebackStart { path } => io(path, false, vec!["sync_range -w 0 0".into()]),
         // OptFS's, Valor's and xsyncfs' calls exist only on bob's own file systems, which
         // xfstests cannot mount.
-        Op::Osync
-        | Op::Dsync
-        | Op::Output
-        | Op::TxnBegin
-        | Op::TxnCommit { .. }
-        | Op::TxnAbort => return None,
+        Op::Osync | Op::Dsync | Op::Output | Op::TxnBegin | Op::TxnCommit { .. } | Op::TxnAbort => {
+            return None
+        }
     })
+}
+
+/// Shell lines for a run of ops: consecutive `xfs_io` commands share one process, so
+/// ops that race the clock (an overwrite in the same timestamp tick as the write
+/// before it) run as close together as a test can run them.
+#[derive(Default)]
+struct OpLines {
+    lines: Vec<String>,
+    pending: Vec<String>,
+    writes: usize,
+}
+
+impl OpLines {
+    fn push(&mut self, op: &Op) {
+        let fill = fill_byte(self.writes);
+        let Some(run) = xfstests_op(op, &fill) else { return };
+        if matches!(
+            op,
+            Op::Write { .. }
+                | Op::Append { .. }
+                | Op::DirectWrite { .. }
+                | Op::MmapWrite { .. }
+                | Op::OtruncWrite { .. }
+        ) {
+            self.writes += 1;
+        }
+        match run {
+            XfsIo::Commands { file, direct, cmds } => {
+                if let Some(f) = file {
+                    let d = if direct { "-d " } else { "" };
+                    self.pending.push(format!("-c \"open {d}{f}\""));
+                }
+                self.pending.extend(cmds.iter().map(|c| format!("-c \"{c}\"")));
+            }
+            XfsIo::Shell(line) => {
+                self.end();
+                self.lines.push(line);
+            }
+        }
+    }
+
+    /// Ends the current `xfs_io` process (before a mark, a shell op, the end).
+    fn end(&mut self) {
+        if !self.pending.is_empty() {
+            self.lines.push(format!("$XFS_IO_PROG {} >> $seqres.full", self.pending.join(" ")));
+            self.pending.clear();
+        }
+    }
+
+    fn take(&mut self) -> Vec<String> {
+        self.end();
+        std::mem::take(&mut self.lines)
+    }
 }
 
 /// An xfstests generic test (`tests/generic/NNN`-style body) for a signature's minimal
@@ -212,33 +286,65 @@ fn xfstests_preamble(s: &mut String, seq: &str, config: &FsConfig, w: &Workload,
 /// with the checks of what its persistence point promised.
 fn xfstests_workload(s: &mut String, w: &Workload) -> Vec<(String, Vec<String>)> {
     let _ = writeln!(s, "# setup");
+    let mut lines = OpLines::default();
     for op in &w.setup {
-        if let Some(c) = xfstests_op(op) {
-            let _ = writeln!(s, "{c}");
-        }
+        lines.push(op);
+    }
+    for l in lines.take() {
+        let _ = writeln!(s, "{l}");
     }
     let _ = writeln!(s, "sync");
     let _ = writeln!(s);
-    let _ = writeln!(s, "# the workload; a mark after each persistence point");
+    let _ = writeln!(
+        s,
+        "# the workload, each write with its own byte; a mark after each persistence point,"
+    );
+    let _ = writeln!(s, "# then the checksums of the files whose data it promised");
     let mut marks: Vec<(String, Vec<String>)> = Vec::new();
     let model = workloads::model_states(w);
     for (k, op) in w.ops.iter().enumerate() {
-        if let Some(c) = xfstests_op(op) {
-            let _ = writeln!(s, "{c}");
-        }
+        lines.push(op);
         if op.is_persistence_point() {
+            for l in lines.take() {
+                let _ = writeln!(s, "{l}");
+            }
             let mark = format!("bob_op{k}");
             let _ = writeln!(s, "_log_writes_mark {mark}");
-            marks.push((mark, promise_checks(w, &model, k, op)));
+            let promised = promise_checks(w, &model, k, op, &mark);
+            for c in &promised.captures {
+                let _ = writeln!(s, "{c}");
+            }
+            marks.push((mark, promised.checks));
         }
+    }
+    // The ops after the last persistence point run too (the drain's sync is not part of
+    // the test): they are what a crash after the mark may or may not keep.
+    for l in lines.take() {
+        let _ = writeln!(s, "{l}");
     }
     marks
 }
 
-/// What the persistence point `op` (the `k`-th op) promised, as far as a shell can check
-/// it: the persisted names and, for files, their size; one shell line each.
-fn promise_checks(w: &Workload, model: &[workloads::ModelState], k: usize, op: &Op) -> Vec<String> {
+/// What a persistence point promised, as shell lines: `captures` run right after its mark
+/// (the checksums of the files whose data it promised, as they read when the call
+/// returned), `checks` after the replay up to that mark.
+struct Promised {
+    captures: Vec<String>,
+    checks: Vec<String>,
+}
+
+/// What the persistence point `op` (the `k`-th op, marked `mark`) promised, as far as a
+/// shell can check it: the persisted names and, for files, their size and their data (a
+/// sync promises every file's, a fsync its file's).
+fn promise_checks(
+    w: &Workload,
+    model: &[workloads::ModelState],
+    k: usize,
+    op: &Op,
+    mark: &str,
+) -> Promised {
     let mut checks = Vec::new();
+    let mut captures = Vec::new();
     if let Some(state) = model.get(k + 1) {
         let targets: Vec<String> = match op {
             Op::Fsync { path } | Op::Fdatasync { path } => {
@@ -281,10 +387,19 @@ fn promise_checks(w: &Workload, model: &[workloads::ModelState], k: usize, op: &
             let absent_ok =
                 if name_promised { String::new() } else { format!("[ ! -e $SCRATCH_MNT{p} ] || ") };
             match state.node(&p) {
-                Some(n) if n.kind == workloads::NodeKind::File => checks.push(format!(
-                    "{absent_ok}[ \"$(stat -c %s $SCRATCH_MNT{p} 2>/dev/null)\" = \"{}\" ] || echo \"{p}: size $(stat -c %s $SCRATCH_MNT{p} 2>&1), expected {}\"",
-                    n.size, n.size
-                )),
+                Some(n) if n.kind == workloads::NodeKind::File => {
+                    checks.push(format!(
+                        "{absent_ok}[ \"$(stat -c %s $SCRATCH_MNT{p} 2>/dev/null)\" = \"{}\" ] || echo \"{p}: size $(stat -c %s $SCRATCH_MNT{p} 2>&1), expected {}\"",
+                        n.size, n.size
+                    ));
+                    let var = format!("sum_{mark}_{}", captures.len());
+                    captures.push(format!(
+                        "{var}=$(md5sum < $SCRATCH_MNT{p} 2>/dev/null | cut -d' ' -f1)"
+                    ));
+                    checks.push(format!(
+                        "{absent_ok}[ \"$(md5sum < $SCRATCH_MNT{p} 2>/dev/null | cut -d' ' -f1)\" = \"${var}\" ] || echo \"{p}: data differs from what it read when the call of {mark} returned\""
+                    ));
+                }
                 Some(_) => checks.push(format!(
                     "[ -e $SCRATCH_MNT{p} -o -L $SCRATCH_MNT{p} ] || echo \"{p}: missing\""
                 )),
@@ -292,7 +407,7 @@ fn promise_checks(w: &Workload, model: &[workloads::ModelState], k: usize, op: &
             }
         }
     }
-    checks
+    Promised { captures, checks }
 }
 
 /// The replay up to each mark, mounted and checked, and the test's end.
@@ -370,7 +485,7 @@ mod tests {
             "_check_scratch_fs",
             "status=0",
             "touch $SCRATCH_MNT/A/foo",
-            "$XFS_IO_PROG -c fsync $SCRATCH_MNT/A/foo",
+            "$XFS_IO_PROG -c \"open $SCRATCH_MNT/A/foo\" -c \"fsync\" >> $seqres.full",
         ] {
             assert!(t.contains(needle), "missing {needle:?} in\n{t}");
         }
@@ -391,6 +506,61 @@ mod tests {
         let f = dir.path().join("999");
         std::fs::write(&f, &t).unwrap();
         assert_parses("bash", &f);
+    }
+
+    /// The xfs finding's workload: a direct write, its fsync, an overwrite in the same
+    /// clock tick, sync. The test must tell the overwrite's data from the old (each write
+    /// its own byte, checksums taken when each call returned) and run the overwrite as
+    /// soon after the write before it as it can (ops between marks in one xfs_io).
+    #[test]
+    fn xfstests_export_checks_data_and_keeps_ops_together() {
+        let w = Workload {
+            name: "ace-s2-327978".into(),
+            property: None,
+            setup: vec![
+                Op::Creat { path: "/drain".into(), sync: false },
+                Op::Mkdir { path: "/A".into() },
+                Op::Creat { path: "/A/foo".into(), sync: false },
+                Op::Write { path: "/A/foo".into(), offset: 0, len: 16384 },
+            ],
+            ops: vec![
+                Op::DirectWrite { path: "/A/foo".into(), offset: 8192, len: 4096 },
+                Op::Fsync { path: "/A/foo".into() },
+                Op::Write { path: "/A/foo".into(), offset: 7680, len: 4096 },
+                Op::Sync,
+            ],
+            drain: vec![Op::Sync],
+            commit_midway: vec![],
+            guarantees: vec![],
+        };
+        let config = crate::fs::by_name("xfs").unwrap();
+        let t = xfstests("997", &config, &w, "stale data");
+        let m = "$SCRATCH_MNT/A/foo";
+        let io = format!(
+            "$XFS_IO_PROG -c \"open -d {m}\" -c \"pwrite -S 0x42 8192 4096\" -c \"open {m}\" -c \"fsync\" >> $seqres.full\n_log_writes_mark bob_op1\n"
+        );
+        assert!(t.contains(&io), "{t}");
+        let io = format!(
+            "$XFS_IO_PROG -c \"open {m}\" -c \"pwrite -S 0x43 7680 4096\" -c \"sync\" >> $seqres.full\n_log_writes_mark bob_op3\n"
+        );
+        assert!(t.contains(&io), "{t}");
+        assert!(t.contains("-c \"pwrite -S 0x41 0 16384\""), "setup's own byte: {t}");
+        // At the sync's mark, the checksum of every file but the drain's, and after the
+        // replay to that mark the same checksums.
+        let sum = "sum_bob_op3_0=$(md5sum < $SCRATCH_MNT/A/foo 2>/dev/null | cut -d' ' -f1)";
+        assert!(t.contains(sum), "{t}");
+        assert!(!t.contains("md5sum < $SCRATCH_MNT/drain"), "{t}");
+        let after = t.split("_log_writes_replay_log bob_op3 $SCRATCH_DEV").nth(1).unwrap();
+        assert!(
+            after.contains(&format!(
+                "[ \"$(md5sum < {m} 2>/dev/null | cut -d' ' -f1)\" = \"$sum_bob_op3_0\" ] || echo \"/A/foo: data differs from what it read when the call of bob_op3 returned"
+            )),
+            "{t}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("997");
+        std::fs::write(&f, &t).unwrap();
+        assert!(std::process::Command::new("bash").arg("-n").arg(&f).status().unwrap().success());
     }
 
     #[test]

@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# Real xfstests on another kernel: fetches xfstests' source into a cache outside the
+# repository, installs its Debian build dependencies, builds it, and runs `./check` on the
+# named tests in a virtual machine (virtme-ng, as bob's `--kernel` does) whose TEST_DEV,
+# SCRATCH_DEV and LOGWRITES_DEV are loop devices over files in the guest's memory.
+# Device-mapper targets (dm-log-writes) exist there even where the host has none.
+#
+#   scripts/xfstests.sh build
+#   scripts/xfstests.sh run [--kernel debian:6.12|debian:6.1|IMAGE] [--fs xfs|ext4]
+#        [--add FILE]... [--modules-from DIR] [--results DIR] [--freeze-clock] TEST...
+#
+# `--add FILE` copies a test (e.g. one `bob explore --export-xfstests` wrote, with its
+# .out beside it) into the guest's copy of the suite as tests/generic/NAME before
+# `./check` runs it. `--modules-from DIR` loads the .ko files in DIR with insmod before
+# anything else (a patched module of the guest's kernel: see docs/findings/). The
+# --freeze-clock keeps setting the guest's wall clock back to one instant while check
+# runs, so that every file timestamp is that instant: a finding that needs two writes in
+# one tick of the coarse clock then needs no luck (the guest only; its clock is its own).
+# The results (check's output, .full and .out.bad files) are written below --results
+# (default /var/tmp/bob-xfstests-results/KERNEL-FS, created), which the guest shares.
+#
+# Environment: XFSTESTS_CACHE (default /opt/xfstests), XFSTESTS_GIT (the source's git
+# URL or path; default git.kernel.org's xfstests-dev), BOB_KERNEL_CACHE (default
+# ~/.cache/bob/kernels, where bob keeps Debian's kernels), BOB_VNG, VM_ACCEL (tcg|kvm,
+# default tcg: Debian's kernels do not boot under this project's nested KVM).
+set -euo pipefail
+
+CACHE=${XFSTESTS_CACHE:-/opt/xfstests}
+GIT=${XFSTESTS_GIT:-https://git.kernel.org/pub/scm/fs/xfs/xfstests-dev.git}
+KCACHE=${BOB_KERNEL_CACHE:-$HOME/.cache/bob/kernels}
+VNG=${BOB_VNG:-/opt/bob-vm-venv/bin/vng}
+SRC=$CACHE/xfstests-dev
+
+die() { echo "xfstests.sh: $*" >&2; exit 2; }
+
+build() {
+  mkdir -p "$CACHE"
+  local deps=(git make gcc autoconf automake libtool libtool-bin pkg-config gawk bc
+    xfsprogs xfslibs-dev e2fsprogs uuid-dev uuid-runtime libattr1-dev libacl1-dev attr acl
+    libaio-dev liburing-dev libgdbm-dev libcap-dev psmisc quota dmsetup xfsdump)
+  local missing=()
+  for d in "${deps[@]}"; do
+    dpkg-query -W -f='${Status}' "$d" 2>/dev/null | grep -q "install ok installed" || missing+=("$d")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "xfstests.sh: installing ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      "${missing[@]}" >/dev/null || {
+      apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        "${missing[@]}" >/dev/null
+    }
+  fi
+  if [ ! -d "$SRC/.git" ]; then
+    git clone -q "$GIT" "$SRC"
+  fi
+  echo "xfstests.sh: building $(git -C "$SRC" log -1 --format='%h %s') in $SRC"
+  make -C "$SRC" -j"$(nproc)" >"$CACHE/build.log" 2>&1 || {
+    tail -30 "$CACHE/build.log"
+    die "build failed (log: $CACHE/build.log)"
+  }
+  [ -x "$SRC/src/log-writes/replay-log" ] || die "replay-log was not built"
+  echo "xfstests.sh: built; replay-log is $SRC/src/log-writes/replay-log"
+}
+
+# The kernel image of a spec: Debian's package unpacked into bob's kernel cache (fetched
+# as bob does, with apt-get download, when missing), or an image path as given.
+kernel_image() {
+  local spec=$1 meta pkg dir
+  case "$spec" in
+    debian:6.12) meta=linux-image-6.12-amd64 ;;
+    debian:6.1) meta=linux-image-amd64 ;;
+    *) [ -f "$spec" ] || die "no kernel image $spec"; echo "$spec"; return ;;
+  esac
+  pkg=$(apt-cache depends "$meta" 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+  [ -n "$pkg" ] || pkg=$(ls "$KCACHE" 2>/dev/null | grep "^linux-image-${spec#debian:}" | sort -V | tail -1)
+  [ -n "$pkg" ] || die "cannot name the package of $spec"
+  dir=$KCACHE/$pkg
+  if [ ! -d "$dir/boot" ]; then
+    local tmp
+    tmp=$(mktemp -d)
+    (cd "$tmp" && apt-get download -qq "$pkg" >/dev/null) || die "apt-get download $pkg failed"
+    mkdir -p "$KCACHE"
+    dpkg-deb -x "$tmp"/*.deb "$tmp/unpacked"
+    mv "$tmp/unpacked" "$dir"
+    rm -rf "$tmp"
+  fi
+  ls "$dir"/boot/vmlinuz-* | head -1
+}
+
+run() {
+  local spec=debian:6.12 fs=xfs results="" mods="" freeze="" adds=() tests=()
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --kernel) spec=$2; shift 2 ;;
+      --fs) fs=$2; shift 2 ;;
+      --add) adds+=("$(realpath "$2")"); shift 2 ;;
+      --results) results=$2; shift 2 ;;
+      --modules-from) mods=$(realpath "$2"); shift 2 ;;
+      --freeze-clock) freeze=1; shift ;;
+      -*) die "unknown option $1" ;;
+      *) tests+=("$1"); shift ;;
+    esac
+  done
+  [ ${#tests[@]} -gt 0 ] || die "name the tests to run (e.g. generic/482)"
+  [ -x "$SRC/check" ] && [ -x "$SRC/src/log-writes/replay-log" ] || die "run '$0 build' first"
+  [ -x "$VNG" ] || die "no virtme-ng at $VNG (scripts/setup-vm.sh installs it)"
+  local image
+  image=$(kernel_image "$spec")
+  results=${results:-/var/tmp/bob-xfstests-results/$(echo "$spec" | tr ':/' '--')-$fs}
+  mkdir -p "$results"
+  results=$(realpath "$results")
+  local mkfs_test
+  case "$fs" in
+    xfs) mkfs_test="mkfs.xfs -f -q" ;;
+    ext4) mkfs_test="mkfs.ext4 -F -q" ;;
+    *) die "--fs is xfs or ext4" ;;
+  esac
+  # The guest sees the host's root read-only: the suite gets a writable overlay in the
+  # guest's memory (a copy where overlayfs is missing), where check may write beside
+  # itself and the tests to add are put in place.
+  if [ -n "$freeze" ]; then
+    printf '%s\n' '#include <time.h>' \
+      'int main(void) { struct timespec t; clock_gettime(CLOCK_REALTIME, &t);' \
+      '  for (;;) clock_settime(CLOCK_REALTIME, &t); }' > "$results/freeze-clock.c"
+    cc -O2 -o "$results/freeze-clock" "$results/freeze-clock.c"
+  fi
+  local guest=$results/guest.sh
+  {
+    echo "set -u"
+    echo "exec > $results/check.log 2>&1"
+    echo "uname -r"
+    if [ -n "$mods" ]; then
+      # A module's dependencies come from the kernel's own modules first.
+      echo "for m in $mods/*.ko; do for d in \$(modinfo -F depends \$m | tr , ' '); do modprobe \$d; done; echo \"insmod \$m\"; insmod \$m || exit 3; done"
+    fi
+    echo "for m in loop dm-mod dm-log-writes xfs ext4; do modprobe \$m; done"
+    echo "W=/var/tmp/xfst; mkdir -p \$W/test \$W/scratch \$W/suite \$W/upper \$W/work"
+    echo "modprobe overlay"
+    echo "mount -t overlay overlay -o lowerdir=$SRC,upperdir=\$W/upper,workdir=\$W/work \$W/suite || cp -a $SRC/. \$W/suite"
+    for a in ${adds[@]+"${adds[@]}"}; do
+      echo "cp $a \$W/suite/tests/generic/ && chmod +x \$W/suite/tests/generic/$(basename "$a")"
+      [ -f "$a.out" ] && echo "cp $a.out \$W/suite/tests/generic/"
+    done
+    [ ${#adds[@]} -gt 0 ] && echo "(cd \$W/suite/tests/generic && ../../tools/mkgroupfile > group.list)"
+    echo "for d in test scratch log; do truncate -s 2G \$W/\$d.img; done"
+    echo "TD=\$(losetup -f --show \$W/test.img); SD=\$(losetup -f --show \$W/scratch.img); LD=\$(losetup -f --show \$W/log.img)"
+    echo "$mkfs_test \$TD"
+    echo "cat > \$W/suite/local.config <<EOF
+export FSTYP=$fs
+export TEST_DEV=\$TD
+export TEST_DIR=\$W/test
+export SCRATCH_DEV=\$SD
+export SCRATCH_MNT=\$W/scratch
+export LOGWRITES_DEV=\$LD
+export RESULT_BASE=$results/results
+EOF"
+    [ -n "$freeze" ] && echo "$results/freeze-clock & FREEZE=\$!"
+    echo "cd \$W/suite && ./check ${tests[*]}"
+    echo "echo \$? > $results/check.rc"
+    [ -n "$freeze" ] && echo "kill \$FREEZE"
+    echo "cp -a $results/results/. $results/results-copy 2>/dev/null; sync"
+  } >"$guest"
+  rm -f "$results/check.rc"
+  local accel=()
+  [ "${VM_ACCEL:-tcg}" = tcg ] && accel=(--disable-kvm)
+  echo "xfstests.sh: ./check ${tests[*]} on $fs under $(basename "$image") (results in $results)"
+  # vng runs virtme-run, which lives beside it.
+  PATH=$(dirname "$VNG"):$PATH "$VNG" --run "$image" ${accel[@]+"${accel[@]}"} --cpus 2 --memory 4G \
+    --rwdir="$results" --append oops=panic --exec "sh $guest" >"$results/console.log" 2>&1 || true
+  cat "$results/check.log" 2>/dev/null || true
+  [ -f "$results/check.rc" ] || die "the guest ended before check did (console: $results/console.log)"
+  return "$(cat "$results/check.rc")"
+}
+
+case "${1:-}" in
+  build) shift; build "$@" ;;
+  run) shift; run "$@" ;;
+  *) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac
