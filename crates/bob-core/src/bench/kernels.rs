@@ -92,21 +92,21 @@ impl KernelBenchReport {
             let r = &first.report;
             let _ = writeln!(
                 s,
-                "bench {} / {} on {} kernel(s), engine jobs {}",
+                "bench {} / {} on {} kernel(s)",
                 r.config,
                 r.property,
-                self.kernels.len(),
-                r.jobs
+                self.kernels.len()
             );
         }
         for k in &self.kernels {
             let r = &k.report;
             let _ = writeln!(
                 s,
-                "{:<14} {:<28} {:>5} states, {:>5} mounted: {:8.1} ms per mounted state \
-                 ({:.1} ms with one worker), floor {:7.1} ms, cost {:.2}x floor, verdicts {}",
+                "{:<14} {:<28} {} jobs, {:>5} states, {:>5} mounted: {:8.1} ms per mounted \
+                 state ({:.1} ms with one worker), floor {:7.1} ms, cost {:.2}x floor, verdicts {}",
                 k.kernel,
                 k.release,
+                r.jobs,
                 r.states,
                 r.states_mounted,
                 r.engine_ms_per_mounted_state,
