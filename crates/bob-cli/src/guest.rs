@@ -333,8 +333,15 @@ fn write_matrix_document(
             doc: Some(own.as_str()),
         })
         .collect();
+    // The command as a reader reruns it: no machine's paths, no resuming.
     let command = std::iter::once("bob".to_owned())
-        .chain(argv.iter().map(|a| a.to_string_lossy().into_owned()))
+        .chain(
+            without_flags(argv, &["--out"])
+                .iter()
+                .filter(|a| *a != "--resume")
+                .map(|a| a.to_string_lossy().into_owned()),
+        )
+        .chain(["--out".to_owned(), "OUT".to_owned()])
         .collect::<Vec<_>>()
         .join(" ");
     let text = bob_core::report::document::kernels_document(

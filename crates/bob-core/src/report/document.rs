@@ -137,6 +137,20 @@ pub struct KernelTable<'a> {
     pub doc: Option<&'a str>,
 }
 
+/// The configurations of `changes` that `pick` selects, each once, in order.
+fn configs_where(
+    changes: &[super::diff::CellChange],
+    pick: impl Fn(&super::diff::CellChange) -> bool,
+) -> Vec<String> {
+    let mut configs: Vec<String> = Vec::new();
+    for c in changes.iter().filter(|c| pick(c)) {
+        if !configs.contains(&c.config) {
+            configs.push(c.config.clone());
+        }
+    }
+    configs
+}
+
 /// The results document of a kernel matrix (`bob table --kernel A,B,... --doc FILE`): the
 /// command, each kernel's table, and each kernel's differences from the first, as `bob
 /// diff` finds them. Each kernel's own document holds its failures' stories.
@@ -149,7 +163,9 @@ pub fn kernels_document(tables: &[KernelTable], command: &str, machine: &Machine
     s.push_str(&format!(
         "Machine: {} cores, {}. Each kernel's states were checked on that kernel: the \
          host's directly, the others' in a virtual machine booted from them (one boot per \
-         kernel). Kernels: {}.\n\n",
+         kernel). Kernels: {}. Witnesses are named relative to each kernel's directory below \
+         `--out` (`OUT/host`, `OUT/debian-6.12`, ...) and replay on that kernel with `bob \
+         replay --kernel K OUT/LABEL/WITNESS --to crash.img --check`.\n\n",
         machine.cores,
         machine.memory,
         tables
@@ -177,13 +193,32 @@ pub fn kernels_document(tables: &[KernelTable], command: &str, machine: &Machine
     if let Some((first, rest)) = tables.split_first() {
         s.push_str("## What changes from kernel to kernel\n\n");
         for t in rest {
-            let diff = super::diff::TableDiff::of(
+            let mut diff = super::diff::TableDiff::of(
                 first.label,
                 &with_relative_witnesses(first.grid),
                 t.label,
                 &with_relative_witnesses(t.grid),
             );
+            // A configuration one kernel cannot run (no driver) is one sentence, not a
+            // change per cell.
+            let unavailable = super::CellVerdict::Unavailable;
+            let (runs_on_one, changes): (Vec<_>, Vec<_>) = diff
+                .changes
+                .drain(..)
+                .partition(|c| c.a.verdict == unavailable || c.b.verdict == unavailable);
+            diff.changes = changes;
             s.push_str(&format!("### {} against {}\n\n", t.label, first.label));
+            for (kernel, other, only) in [
+                (t.label, first.label, configs_where(&runs_on_one, |c| c.a.verdict == unavailable)),
+                (first.label, t.label, configs_where(&runs_on_one, |c| c.b.verdict == unavailable)),
+            ] {
+                if !only.is_empty() {
+                    s.push_str(&format!(
+                        "Checked on {kernel} only ({other} cannot run them): {}.\n\n",
+                        only.join(", ")
+                    ));
+                }
+            }
             s.push_str(&diff.to_markdown());
             s.push('\n');
         }
