@@ -29,16 +29,27 @@ static ONE_BTRFS_AT_A_TIME: (Mutex<bool>, Condvar) = (Mutex::new(false), Condvar
 struct BtrfsTurn;
 
 impl BtrfsTurn {
-    fn take() -> BtrfsTurn {
+    /// Waits for the turn; `None` after [`BTRFS_TURN_WAIT`]: a mount that hung in the
+    /// kernel keeps its turn forever, and the others then try without one (and fail as
+    /// that kernel makes them) rather than hang behind it.
+    fn take() -> Option<BtrfsTurn> {
         let (taken, freed) = &ONE_BTRFS_AT_A_TIME;
+        let deadline = std::time::Instant::now() + BTRFS_TURN_WAIT;
         let mut taken = taken.lock().unwrap_or_else(|p| p.into_inner());
         while *taken {
-            taken = freed.wait(taken).unwrap_or_else(|p| p.into_inner());
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            taken = freed.wait_timeout(taken, left).unwrap_or_else(|p| p.into_inner()).0;
         }
         *taken = true;
-        BtrfsTurn
+        Some(BtrfsTurn)
     }
 }
+
+/// How long a btrfs mount waits for its turn (see [`BtrfsTurn::take`]).
+const BTRFS_TURN_WAIT: Duration = Duration::from_secs(600);
 
 impl Drop for BtrfsTurn {
     fn drop(&mut self) {
@@ -94,7 +105,8 @@ pub fn mount(device: &Path, target: &Path, fstype: &str, options: &str) -> Resul
         }
     }
     let data = data.join(",");
-    let one_btrfs = (fstype == "btrfs" && btrfs_mounts_take_turns()).then(BtrfsTurn::take);
+    let one_btrfs =
+        if fstype == "btrfs" && btrfs_mounts_take_turns() { BtrfsTurn::take() } else { None };
     let call = || nix::mount::mount(Some(device), target, Some(fstype), flags, Some(data.as_str()));
     let mounted = match &one_btrfs {
         // Another copy of this fsid registered earlier (a crash state checked before, the
