@@ -897,7 +897,8 @@ fn check_schedule(
     let shard_builder =
         opts.shard.map(|_| crash::OverlayBuilder::new(&subject.trace, &subject.epochs));
     let all_states = subject.crash_states(&opts.explore.strategies, &opts.explore.limits);
-    let mut states = all_states.enumerate().filter_map(|(position, state)| {
+    let left_out = all_states.left_out;
+    let mut states = all_states.states.enumerate().filter_map(|(position, state)| {
         generated = position + 1;
         if let (Some((index, count)), Some(builder)) = (opts.shard, &shard_builder) {
             let digest = crash::pm::digest(
@@ -926,7 +927,6 @@ fn check_schedule(
     };
     let results = check::run_states(subject, &mut states, &engine)?;
     drop(states);
-    let left_out = subject.states_left_out(&opts.explore.strategies, &opts.explore.limits);
     Ok(Part { results, positions, generated, left_out })
 }
 

@@ -34,6 +34,15 @@ pub struct Recorded {
     pub base_image: std::path::PathBuf,
 }
 
+/// A subject's crash states, streamed ([`Subject::crash_states`]).
+pub struct CrashStates<'a> {
+    /// The states, one at a time.
+    pub states: Box<dyn Iterator<Item = crate::crash::CrashState> + 'a>,
+    /// Distinct states of the disk's that a state cap (`Limits::max_states`) left out:
+    /// when not zero, a property that held says only that no checked state broke it.
+    pub left_out: usize,
+}
+
 impl Subject {
     /// The one way a recording becomes a subject: its base image opened, its
     /// persistent-memory log (if any) loaded from beside the base image, its epochs cut
@@ -90,14 +99,16 @@ pub struct Subject {
 impl Subject {
     /// Every crash state of this trace under `strategies` and `limits`, lazily: the
     /// disk's, and with a persistent-memory region the states naming both devices
-    /// ([`crate::crash::pm::combined`]).
+    /// ([`crate::crash::pm::combined`]); and how many the state cap left out.
     pub fn crash_states<'a>(
         &'a self,
         strategies: &[crate::crash::Strategy],
         limits: &crate::crash::Limits,
-    ) -> Box<dyn Iterator<Item = crate::crash::CrashState> + 'a> {
+    ) -> CrashStates<'a> {
         let disk = crate::crash::stream(&self.trace, &self.epochs, strategies, limits);
-        match &self.pm {
+        // Known once the stream is built: its counting pass comes before the first state.
+        let left_out = disk.truncated();
+        let states: Box<dyn Iterator<Item = crate::crash::CrashState> + 'a> = match &self.pm {
             Some(pm) => Box::new(crate::crash::pm::combined(
                 pm,
                 &self.trace,
@@ -106,21 +117,8 @@ impl Subject {
                 limits.max_states,
             )),
             None => Box::new(disk),
-        }
-    }
-
-    /// How many distinct crash states of the disk's a state cap (`limits.max_states`)
-    /// leaves out of [`Subject::crash_states`]: 0 without a cap. Counting needs one pass
-    /// over the deterministic strategies' ids, no image.
-    pub fn states_left_out(
-        &self,
-        strategies: &[crate::crash::Strategy],
-        limits: &crate::crash::Limits,
-    ) -> usize {
-        if limits.max_states.is_none() {
-            return 0;
-        }
-        crate::crash::stream(&self.trace, &self.epochs, strategies, limits).truncated()
+        };
+        CrashStates { states, left_out }
     }
 
     /// Cuts the trace again under another disk model (state ids change meaning with it).

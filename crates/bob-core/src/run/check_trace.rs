@@ -87,7 +87,7 @@ pub fn check_trace(
     // The states are streamed into the engine; the bar grows until the stream ends.
     progress.phase("checking", 0);
     // A trace with a persistent-memory region: its states name both devices.
-    let states = subject.crash_states(&opts.explore.strategies, &opts.explore.limits);
+    let states = subject.crash_states(&opts.explore.strategies, &opts.explore.limits).states;
     let results = check::run_states(&subject, states, &engine)?;
     let label = match &opts.checker {
         Some(c) => format!("checker: {c}"),
