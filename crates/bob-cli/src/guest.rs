@@ -65,7 +65,8 @@ pub fn run(command: &Command, vm: &VmArgs) -> Result<Conclusion, CliError> {
         worst = worst.max(code);
     }
     if let (true, Command::Table(table)) = (several, command) {
-        compare_tables(&tables)?;
+        let tables = read_tables(tables)?;
+        compare_tables(&tables);
         if let Some(doc) = &table.doc {
             write_matrix_document(doc, &tables, &argv)?;
         }
@@ -103,14 +104,17 @@ fn with_doc_suffix(args: Vec<OsString>, label: &str) -> Vec<OsString> {
         out.push(arg);
         if is_doc {
             if let Some(doc) = words.next() {
-                let doc = PathBuf::from(doc);
-                let stem =
-                    doc.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-                out.push(doc.with_file_name(format!("{stem}-{label}.md")).into());
+                out.push(kernel_doc(Path::new(&doc), label).into());
             }
         }
     }
     out
+}
+
+/// The results document of kernel `label` beside a matrix's `doc`: FILE.md -> FILE-LABEL.md.
+fn kernel_doc(doc: &Path, label: &str) -> PathBuf {
+    let stem = doc.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    doc.with_file_name(format!("{stem}-{label}.md"))
 }
 
 /// What a child bob printed on stdout, when it was kept rather than passed on.
@@ -305,30 +309,56 @@ fn environment(e: vm::Error) -> CliError {
     CliError::Environment(e.to_string())
 }
 
+/// One kernel's table after a run over several kernels: `None` where that kernel's run
+/// left none.
+struct KernelTableFile {
+    /// The kernel as named on the command line.
+    kernel: String,
+    /// Its directory's and document's name (`debian-6.12`).
+    label: String,
+    grid: Option<bob_core::report::table::Grid>,
+}
+
+/// Reads each kernel's `table.json` (kernel, label, path), once.
+fn read_tables(tables: Vec<(String, String, PathBuf)>) -> Result<Vec<KernelTableFile>, CliError> {
+    tables
+        .into_iter()
+        .map(|(kernel, label, path)| {
+            let grid = match path.exists() {
+                true => Some(bob_core::report::site::read_table(&path)?),
+                false => None,
+            };
+            Ok(KernelTableFile { kernel, label, grid })
+        })
+        .collect()
+}
+
 /// With several kernels and `--doc FILE.md`: FILE.md, the matrix (each kernel's table
 /// and what changes from the first), beside each kernel's own FILE-LABEL.md.
 fn write_matrix_document(
     doc: &Path,
-    tables: &[(String, String, PathBuf)],
+    tables: &[KernelTableFile],
     argv: &[OsString],
 ) -> Result<(), CliError> {
-    let mut grids = Vec::new();
-    for (kernel, label, path) in tables {
-        if !path.exists() {
-            eprintln!("bob: no table of {kernel} for {}", doc.display());
-            continue;
-        }
-        let stem = doc.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        grids.push((
-            kernel.clone(),
-            bob_core::report::site::read_table(path)?,
-            format!("{stem}-{label}.md"),
-        ));
-    }
-    let kernels: Vec<_> = grids
+    // Each kernel with a table, and its own document's name (beside the matrix's).
+    let present: Vec<_> = tables
         .iter()
-        .map(|(label, grid, own)| bob_core::report::document::KernelTable {
-            label,
+        .filter_map(|t| match &t.grid {
+            Some(grid) => {
+                let own = kernel_doc(doc, &t.label);
+                let own = own.file_name().map(|n| n.to_string_lossy().into_owned());
+                Some((t, grid, own.unwrap_or_default()))
+            }
+            None => {
+                eprintln!("bob: no table of {} for {}", t.kernel, doc.display());
+                None
+            }
+        })
+        .collect();
+    let kernels: Vec<_> = present
+        .iter()
+        .map(|(t, grid, own)| bob_core::report::document::KernelTable {
+            label: &t.kernel,
             grid,
             doc: Some(own.as_str()),
         })
@@ -356,19 +386,16 @@ fn write_matrix_document(
 
 /// Prints, for each kernel after the first, the cells whose verdict differs from the
 /// first kernel's table.
-fn compare_tables(tables: &[(String, String, PathBuf)]) -> Result<(), CliError> {
-    let Some((first, _, first_path)) = tables.first() else { return Ok(()) };
-    for (kernel, _, path) in &tables[1..] {
-        if !first_path.exists() || !path.exists() {
-            eprintln!("bob: no table to compare for {first} and {kernel}");
+fn compare_tables(tables: &[KernelTableFile]) {
+    let Some(first) = tables.first() else { return };
+    for t in &tables[1..] {
+        let (Some(a), Some(b)) = (&first.grid, &t.grid) else {
+            eprintln!("bob: no table to compare for {} and {}", first.kernel, t.kernel);
             continue;
-        }
-        let a = bob_core::report::site::read_table(first_path)?;
-        let b = bob_core::report::site::read_table(path)?;
-        let diff = bob_core::report::diff::TableDiff::of(first, &a, kernel, &b);
+        };
+        let diff = bob_core::report::diff::TableDiff::of(&first.kernel, a, &t.kernel, b);
         print!("\n{}", diff.to_text());
     }
-    Ok(())
 }
 
 #[cfg(test)]
