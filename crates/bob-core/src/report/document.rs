@@ -174,7 +174,9 @@ pub fn kernels_document(tables: &[KernelTable], command: &str, machine: &Machine
             .collect::<Vec<_>>()
             .join(", ")
     ));
-    for t in tables {
+    // Witnesses named relative to each kernel's directory, for the tables and the diffs.
+    let relative: Vec<Grid> = tables.iter().map(|t| with_relative_witnesses(t.grid)).collect();
+    for (t, grid) in tables.iter().zip(&relative) {
         let (explored, distinct, secs) = t.grid.totals();
         s.push_str(&format!("## {} ({})\n\n", t.label, t.grid.kernel));
         s.push_str(&format!(
@@ -187,18 +189,15 @@ pub fn kernels_document(tables: &[KernelTable], command: &str, machine: &Machine
             s.push_str(&format!(" Stories and witnesses: [{doc}]({doc})."));
         }
         s.push_str("\n\n");
-        s.push_str(&with_relative_witnesses(t.grid).to_markdown());
+        s.push_str(&grid.to_markdown());
         s.push('\n');
     }
-    if let Some((first, rest)) = tables.split_first() {
+    if let (Some((first, rest)), Some((first_grid, rest_grids))) =
+        (tables.split_first(), relative.split_first())
+    {
         s.push_str("## What changes from kernel to kernel\n\n");
-        for t in rest {
-            let mut diff = super::diff::TableDiff::of(
-                first.label,
-                &with_relative_witnesses(first.grid),
-                t.label,
-                &with_relative_witnesses(t.grid),
-            );
+        for (t, grid) in rest.iter().zip(rest_grids) {
+            let mut diff = super::diff::TableDiff::of(first.label, first_grid, t.label, grid);
             // A configuration one kernel cannot run (no driver) is one sentence, not a
             // change per cell.
             let unavailable = super::CellVerdict::Unavailable;
