@@ -447,6 +447,17 @@ pub struct RunArgs {
     pub vm: VmArgs,
 }
 
+/// The operation set `bob explore`'s bounds start from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OpSet {
+    /// Ace's operations and fallocate modes.
+    Ace,
+    /// The operations and fallocate modes beyond Ace's.
+    BeyondAce,
+    /// Both.
+    All,
+}
+
 /// `bob explore`.
 #[derive(Debug, Args)]
 pub struct ExploreCmdArgs {
@@ -456,8 +467,16 @@ pub struct ExploreCmdArgs {
     /// Core operations per workload (Ace's seq-1, seq-2, seq-3).
     #[arg(long, default_value_t = 1)]
     pub seq: usize,
-    /// Core operations, comma-separated (default Ace's: creat, mkdir, falloc, write,
-    /// dwrite, mmapwrite, link, symlink, unlink, rename, truncate).
+    /// The operation set whose bounds start: `ace` (Ace's operations and fallocate
+    /// modes), `beyond-ace` (reflink, copy and dedupe, renameat2's flags, O_TMPFILE +
+    /// linkat, chmod/chown/utimensat, fallocate collapse/insert/unshare) or `all`.
+    /// `--ops` and `--falloc-modes` narrow it further.
+    #[arg(long, value_enum, default_value_t = OpSet::Ace)]
+    pub op_set: OpSet,
+    /// Core operations, comma-separated (default the `--op-set`'s; Ace's: creat, mkdir,
+    /// falloc, write, dwrite, mmapwrite, link, symlink, unlink, rename, truncate,
+    /// setxattr, removexattr; beyond them: clone, clone-range, copy-range, dedupe-range,
+    /// rename-exchange, rename-noreplace, rename-whiteout, tmpfile, chmod, chown, utimes).
     #[arg(long, value_delimiter = ',')]
     pub ops: Vec<workloads::explore::CoreOp>,
     /// Persistence points after each op: fsync, fdatasync, sync, none (default all; never
@@ -483,8 +502,8 @@ pub struct ExploreCmdArgs {
     /// Ranges of O_DIRECT and mmap writes (default append, overlap-aligned).
     #[arg(long, value_delimiter = ',')]
     pub direct_ranges: Vec<workloads::explore::Range>,
-    /// fallocate modes: zero-range, zero-range-keep-size, punch-hole, keep-size, default
-    /// (default all).
+    /// fallocate modes: zero-range, zero-range-keep-size, punch-hole, keep-size, default,
+    /// collapse-range, insert-range, unshare-range (default the `--op-set`'s).
     #[arg(long, value_delimiter = ',')]
     pub falloc_modes: Vec<workloads::FallocMode>,
     /// truncate sizes: aligned, unaligned (default both).

@@ -421,3 +421,99 @@ fn research_designs_hold_their_profiles_and_controls_fail_as_predicted() {
     }
     assert_no_leaks(&scratch);
 }
+
+/// The bounds of the operations beyond Ace's, narrowed to one file, one second file, fsync
+/// and one range of each kind: 41 workloads, every new kind (clone, clone-range,
+/// copy-range, dedupe-range, renameat2's three flags, O_TMPFILE + linkat, chmod, chown,
+/// utimensat, fallocate collapse, insert and unshare).
+const BEYOND_ACE_NARROW: &[&str] = &[
+    "--op-set",
+    "beyond-ace",
+    "--files",
+    "/foo",
+    "--second-files",
+    "/bar",
+    "--persist",
+    "fsync",
+    "--ranges",
+    "overlap-unaligned",
+    "--direct-ranges",
+    "overlap-aligned",
+];
+
+/// Each run of an exploration's journal: (workload's first op, outcome).
+fn journal_runs(out_dir: &std::path::Path) -> Vec<(String, String)> {
+    let journal = std::fs::read_to_string(out_dir.join("journal.jsonl")).expect("a journal");
+    let workloads = out_dir.join("workloads");
+    journal
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|r| r["kind"] == "run")
+        .map(|r| {
+            let name = r["workload"].as_str().unwrap().to_owned();
+            let w = std::fs::read_to_string(workloads.join(format!("{name}.json")))
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let w: serde_json::Value = serde_json::from_str(&w).unwrap();
+            (w["ops"][0]["op"].as_str().unwrap().to_owned(), r["outcome"].as_str().unwrap().into())
+        })
+        .collect()
+}
+
+/// The operations beyond Ace's on file systems that keep their promises: xfs runs every
+/// one of them (reflink, dedupe, renameat2's flags, O_TMPFILE, collapse, insert and
+/// unshare are all xfs's) and every crash state of every workload holds; ext4 refuses
+/// reflinks, dedupes and unshares, and says so as `unsupported`, never as a failure.
+/// (Every kind can fail its promise: `workloads::explore`'s
+/// `every_operation_beyond_ace_can_fail_its_promise`.)
+#[test]
+fn operations_beyond_ace_hold_on_xfs_and_ext4_refuses_reflinks_as_unsupported() {
+    let dir = Dir::new();
+    let scratch = dir.scratch();
+    let out_dir = dir.out();
+    let mut args = vec!["explore", "--fs", "xfs,ext4-ordered"];
+    args.extend_from_slice(BEYOND_ACE_NARROW);
+    args.extend_from_slice(&[
+        "--format",
+        "json",
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--scratch",
+        scratch.to_str().unwrap(),
+    ]);
+    let out = run(&args);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON report");
+    assert_eq!(out.status.code(), Some(0), "every promise holds: {report}");
+    assert_eq!(report["distinct_workloads"], 41, "{report}");
+    let runs = journal_runs(&out_dir);
+    assert_eq!(runs.len(), 82, "{runs:?}");
+    let configs = report["configs"].as_array().unwrap();
+    let xfs = configs.iter().find(|c| c["config"] == "xfs").unwrap();
+    assert_eq!(xfs["unsupported"], 0, "xfs runs every operation: {xfs}");
+    assert_eq!(xfs["failed"], 0, "{xfs}");
+    let ext4 = configs.iter().find(|c| c["config"] == "ext4-ordered").unwrap();
+    // clone (3), clone-range (3), dedupe-range (3), unshare-range (2).
+    assert_eq!(ext4["unsupported"], 11, "{ext4}");
+    let kinds: BTreeSet<&str> = runs.iter().map(|(k, _)| k.as_str()).collect();
+    for kind in [
+        "clone",
+        "clone-range",
+        "copy-range",
+        "dedupe-range",
+        "rename2",
+        "chmod",
+        "chown",
+        "utimes",
+        "tmpfile-link",
+        "falloc",
+    ] {
+        assert!(kinds.contains(kind), "{kind} ran: {kinds:?}");
+    }
+    for (kind, outcome) in &runs {
+        let refused = matches!(kind.as_str(), "clone" | "clone-range" | "dedupe-range");
+        assert!(
+            outcome == "held" || (refused && outcome == "unsupported") || kind == "falloc",
+            "{kind}: {outcome}"
+        );
+    }
+    assert_no_leaks(&scratch);
+}

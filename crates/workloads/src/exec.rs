@@ -101,9 +101,12 @@ pub fn execute(
             }
         })?;
         on_op(OpEvent::End { index, op });
-        if let (Op::Creat { path, .. } | Op::Mkdir { path } | Op::Symlink { path, .. }, Some(id)) =
-            (op, id)
-        {
+        // Every node the op brought into being (a new name's file, directory or symlink,
+        // a whiteout left behind): its inode number, while it is there to see.
+        for path in op.paths() {
+            let Some(new) = next.id(path).filter(|i| model.nodes.get(i).is_none()) else {
+                continue;
+            };
             let p = host_path(root, path);
             let md = std::fs::symlink_metadata(&p).map_err(|source| ExecError::Io {
                 phase,
@@ -112,7 +115,7 @@ pub fn execute(
                 path: p.clone(),
                 source,
             })?;
-            observed.inos.insert(id, md.ino());
+            observed.inos.insert(new, md.ino());
         }
         model = next;
     }
@@ -323,6 +326,65 @@ fn run_op(
             xattr::set(hp(path), name, value.as_bytes()).map_err(io(&hp(path)))
         }
         Op::Removexattr { path, name } => xattr::remove(hp(path), name).map_err(io(&hp(path))),
+        Op::Rename2 { from, to, how } => {
+            let (f, t) = (c_path(&hp(from))?, c_path(&hp(to))?);
+            // SAFETY: two NUL-terminated paths that live across the call.
+            let rc = unsafe {
+                libc::renameat2(libc::AT_FDCWD, f.as_ptr(), libc::AT_FDCWD, t.as_ptr(), how.flag())
+            };
+            check_rc(rc, &hp(from))
+        }
+        Op::Chmod { path, mode } => {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(hp(path), std::fs::Permissions::from_mode(*mode))
+                .map_err(io(&hp(path)))
+        }
+        Op::Chown { path, uid, gid } => {
+            std::os::unix::fs::lchown(hp(path), Some(*uid), Some(*gid)).map_err(io(&hp(path)))
+        }
+        Op::Utimes { path, mtime } => {
+            let p = c_path(&hp(path))?;
+            let t = libc::timespec { tv_sec: *mtime as libc::time_t, tv_nsec: 0 };
+            let times = [t, t];
+            // SAFETY: a NUL-terminated path and two timespecs that live across the call.
+            let rc = unsafe {
+                libc::utimensat(libc::AT_FDCWD, p.as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW)
+            };
+            check_rc(rc, &hp(path))
+        }
+        Op::TmpfileLink { path, len } => {
+            let p = hp(path);
+            let dir = p.parent().unwrap_or(root).to_path_buf();
+            let f = OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_TMPFILE)
+                .mode(0o644)
+                .open(&dir)
+                .map_err(io(&dir))?;
+            f.write_all_at(&stamped(0, *len), 0).map_err(io(&p))?;
+            let name = c_path(&p)?;
+            let empty = c"";
+            // SAFETY: a valid descriptor, an empty path (AT_EMPTY_PATH: the descriptor
+            // itself) and a NUL-terminated target, all alive across the call.
+            let rc = unsafe {
+                libc::linkat(
+                    std::os::fd::AsRawFd::as_raw_fd(&f),
+                    empty.as_ptr(),
+                    libc::AT_FDCWD,
+                    name.as_ptr(),
+                    libc::AT_EMPTY_PATH,
+                )
+            };
+            check_rc(rc, &p)
+        }
+        Op::Clone { from, to }
+        | Op::CloneRange { from, to, .. }
+        | Op::CopyRange { from, to, .. }
+        | Op::DedupeRange { from, to, .. } => {
+            let src = File::open(hp(from)).map_err(io(&hp(from)))?;
+            let dst = OpenOptions::new().read(true).write(true).open(hp(to)).map_err(io(&hp(to)))?;
+            remap(op, &src, &dst).map_err(|e| RunError::Io(hp(to), e))
+        }
         Op::WritebackStart { path } => {
             // Starts writeback of the whole file and returns without waiting for it or
             // for any metadata: the `writeback-commit` drain schedule's first step.
@@ -413,4 +475,114 @@ fn mmap_write(f: &File, offset: u64, data: &[u8]) -> std::io::Result<()> {
     // SAFETY: the mapping made above, unmapped once.
     unsafe { libc::munmap(addr, map_len) };
     err.map_or(Ok(()), Err)
+}
+
+/// A path as the C string the raw calls take.
+fn c_path(p: &Path) -> Result<std::ffi::CString, RunError> {
+    std::ffi::CString::new(std::os::unix::ffi::OsStrExt::as_bytes(p.as_os_str())).map_err(|_| {
+        RunError::Io(p.to_path_buf(), std::io::Error::from(std::io::ErrorKind::InvalidInput))
+    })
+}
+
+/// A raw call's return code as a result, naming `p`.
+fn check_rc(rc: libc::c_int, p: &Path) -> Result<(), RunError> {
+    if rc != 0 {
+        return Err(RunError::Io(p.to_path_buf(), std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// linux/fs.h's `_IOW(0x94, 9, int)`; the libc crate does not export it.
+const FICLONE: libc::c_ulong = 0x4004_9409;
+/// `_IOW(0x94, 13, struct file_clone_range)`.
+const FICLONERANGE: libc::c_ulong = 0x4020_940d;
+/// `_IOWR(0x94, 54, struct file_dedupe_range)`.
+const FIDEDUPERANGE: libc::c_ulong = 0xc018_9436;
+/// `file_dedupe_range_info.status` when the two ranges' bytes differ (nothing shared).
+const FILE_DEDUPE_RANGE_DIFFERS: i32 = 1;
+
+/// struct file_clone_range.
+#[repr(C)]
+struct FileCloneRange {
+    src_fd: i64,
+    src_offset: u64,
+    src_length: u64,
+    dest_offset: u64,
+}
+
+/// struct file_dedupe_range with one struct file_dedupe_range_info after it.
+#[repr(C)]
+struct FileDedupeRange {
+    src_offset: u64,
+    src_length: u64,
+    dest_count: u16,
+    reserved1: u16,
+    reserved2: u32,
+    dest_fd: i64,
+    dest_offset: u64,
+    bytes_deduped: u64,
+    status: i32,
+    reserved: u32,
+}
+
+/// The clone, copy or dedupe `op` from `src` into `dst` (same offsets).
+fn remap(op: &Op, src: &File, dst: &File) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let (s, d) = (src.as_raw_fd(), dst.as_raw_fd());
+    let rc = match op {
+        // SAFETY: two valid descriptors; FICLONE takes the source descriptor by value.
+        Op::Clone { .. } => unsafe { libc::ioctl(d, FICLONE as _, s) },
+        Op::CloneRange { offset, len, .. } => {
+            let arg = FileCloneRange {
+                src_fd: i64::from(s),
+                src_offset: *offset,
+                src_length: *len,
+                dest_offset: *offset,
+            };
+            // SAFETY: a valid descriptor and a struct of the layout the ioctl reads.
+            unsafe { libc::ioctl(d, FICLONERANGE as _, &arg) }
+        }
+        Op::CopyRange { offset, len, .. } => {
+            let (mut off_in, mut off_out) = (*offset as i64, *offset as i64);
+            let mut left = *len as usize;
+            while left > 0 {
+                // SAFETY: valid descriptors and offsets owned by this frame.
+                let n = unsafe { libc::copy_file_range(s, &mut off_in, d, &mut off_out, left, 0) };
+                match n {
+                    n if n < 0 => return Err(std::io::Error::last_os_error()),
+                    0 => break, // the source's end
+                    n => left -= n as usize,
+                }
+            }
+            0
+        }
+        Op::DedupeRange { offset, len, .. } => {
+            let mut arg = FileDedupeRange {
+                src_offset: *offset,
+                src_length: *len,
+                dest_count: 1,
+                reserved1: 0,
+                reserved2: 0,
+                dest_fd: i64::from(d),
+                dest_offset: *offset,
+                bytes_deduped: 0,
+                status: 0,
+                reserved: 0,
+            };
+            // SAFETY: a valid descriptor and a struct of the layout the ioctl reads and
+            // writes (one destination).
+            let rc = unsafe { libc::ioctl(s, FIDEDUPERANGE as _, &mut arg) };
+            if rc == 0 && arg.status < 0 {
+                return Err(std::io::Error::from_raw_os_error(-arg.status));
+            }
+            // Differing bytes are not an error: nothing is shared, nothing changes.
+            debug_assert!(rc != 0 || arg.status == 0 || arg.status == FILE_DEDUPE_RANGE_DIFFERS);
+            rc
+        }
+        _ => 0,
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }

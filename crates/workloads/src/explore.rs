@@ -19,7 +19,7 @@
 //! first files with one attribute name, [`XATTR_NAME`]; a setxattr's value names its op
 //! (`op3`), the setup's is `setup`, so a crash state tells which op's value persisted.
 
-use crate::op::{FallocMode, Op};
+use crate::op::{FallocMode, Op, RenameHow};
 use crate::rng::SplitMix64;
 use crate::tree::NodeKind;
 use crate::workload::{drain_ops, Guarantee, Params, Workload, DRAIN_FILE};
@@ -55,7 +55,27 @@ pub enum CoreOp {
     Truncate,
     Setxattr,
     Removexattr,
+    RenameExchange,
+    RenameNoreplace,
+    RenameWhiteout,
+    Chmod,
+    Chown,
+    Utimes,
+    Tmpfile,
+    Clone,
+    CloneRange,
+    CopyRange,
+    DedupeRange,
 }
+
+/// The mode chmod sets (files are made 0644).
+pub const CHMOD_MODE: u32 = 0o600;
+/// The owner chown sets (files are made by root).
+pub const CHOWN_TO: (u32, u32) = (1001, 1002);
+/// The time utimensat sets: 2001-09-09, far from any clock a workload runs under.
+pub const UTIMES_TO: i64 = 1_000_000_000;
+/// The bytes an O_TMPFILE file gets before it is linked: one block.
+pub const TMPFILE_BYTES: u64 = 4096;
 
 impl CoreOp {
     /// Ace's operation set, in its order (without remove: see the module doc).
@@ -75,6 +95,52 @@ impl CoreOp {
         CoreOp::Removexattr,
     ];
 
+    /// The operations beyond Ace's, where crash bugs of the last decade cluster: reflink,
+    /// copy and dedupe, renameat2's flags, O_TMPFILE + linkat, and metadata-only changes.
+    /// (fallocate's collapse, insert and unshare are modes of [`CoreOp::Falloc`]:
+    /// [`FallocMode::BEYOND_ACE`].)
+    pub const BEYOND_ACE: &'static [CoreOp] = &[
+        CoreOp::Clone,
+        CoreOp::CloneRange,
+        CoreOp::CopyRange,
+        CoreOp::DedupeRange,
+        CoreOp::RenameExchange,
+        CoreOp::RenameNoreplace,
+        CoreOp::RenameWhiteout,
+        CoreOp::Tmpfile,
+        CoreOp::Chmod,
+        CoreOp::Chown,
+        CoreOp::Utimes,
+    ];
+
+    /// Ace's operations, then those beyond them.
+    pub const ALL: &'static [CoreOp] = &[
+        CoreOp::Creat,
+        CoreOp::Mkdir,
+        CoreOp::Falloc,
+        CoreOp::Write,
+        CoreOp::Dwrite,
+        CoreOp::Mmapwrite,
+        CoreOp::Link,
+        CoreOp::Symlink,
+        CoreOp::Unlink,
+        CoreOp::Rename,
+        CoreOp::Truncate,
+        CoreOp::Setxattr,
+        CoreOp::Removexattr,
+        CoreOp::Clone,
+        CoreOp::CloneRange,
+        CoreOp::CopyRange,
+        CoreOp::DedupeRange,
+        CoreOp::RenameExchange,
+        CoreOp::RenameNoreplace,
+        CoreOp::RenameWhiteout,
+        CoreOp::Tmpfile,
+        CoreOp::Chmod,
+        CoreOp::Chown,
+        CoreOp::Utimes,
+    ];
+
     /// The core operation kind `op` is an instance of (setup ops included: the setup's
     /// writes are writes, its setxattr a setxattr), if it is one.
     pub fn of(op: &Op) -> Option<CoreOp> {
@@ -92,6 +158,17 @@ impl CoreOp {
             Op::Truncate { .. } => CoreOp::Truncate,
             Op::Setxattr { .. } => CoreOp::Setxattr,
             Op::Removexattr { .. } => CoreOp::Removexattr,
+            Op::Rename2 { how: RenameHow::Exchange, .. } => CoreOp::RenameExchange,
+            Op::Rename2 { how: RenameHow::Noreplace, .. } => CoreOp::RenameNoreplace,
+            Op::Rename2 { how: RenameHow::Whiteout, .. } => CoreOp::RenameWhiteout,
+            Op::Chmod { .. } => CoreOp::Chmod,
+            Op::Chown { .. } => CoreOp::Chown,
+            Op::Utimes { .. } => CoreOp::Utimes,
+            Op::TmpfileLink { .. } => CoreOp::Tmpfile,
+            Op::Clone { .. } => CoreOp::Clone,
+            Op::CloneRange { .. } => CoreOp::CloneRange,
+            Op::CopyRange { .. } => CoreOp::CopyRange,
+            Op::DedupeRange { .. } => CoreOp::DedupeRange,
             _ => return None,
         })
     }
@@ -112,6 +189,17 @@ impl CoreOp {
             CoreOp::Truncate => "truncate",
             CoreOp::Setxattr => "setxattr",
             CoreOp::Removexattr => "removexattr",
+            CoreOp::RenameExchange => "rename-exchange",
+            CoreOp::RenameNoreplace => "rename-noreplace",
+            CoreOp::RenameWhiteout => "rename-whiteout",
+            CoreOp::Chmod => "chmod",
+            CoreOp::Chown => "chown",
+            CoreOp::Utimes => "utimes",
+            CoreOp::Tmpfile => "tmpfile",
+            CoreOp::Clone => "clone",
+            CoreOp::CloneRange => "clone-range",
+            CoreOp::CopyRange => "copy-range",
+            CoreOp::DedupeRange => "dedupe-range",
         }
     }
 }
@@ -228,7 +316,7 @@ macro_rules! from_name {
         }
     };
 }
-from_name!(CoreOp, CoreOp::ACE, "operation");
+from_name!(CoreOp, CoreOp::ALL, "operation");
 from_name!(Persist, Persist::ALL, "persistence point");
 from_name!(Range, Range::ALL, "write range");
 from_name!(TruncateTo, TruncateTo::ALL, "truncate size");
@@ -261,6 +349,9 @@ pub struct Bounds {
     pub truncate: Vec<TruncateTo>,
     /// Promises beyond POSIX the oracle holds every workload to.
     pub guarantees: Vec<Guarantee>,
+    /// What workload names start with (`ace`, `beyond`, `all`): the operation set the
+    /// index counts in, so that two sets' workloads of one index never share a name.
+    pub name_prefix: &'static str,
 }
 
 impl Bounds {
@@ -277,10 +368,51 @@ impl Bounds {
             second_dirs: s(&["/B"]),
             ranges: vec![Range::Append, Range::OverlapUnaligned, Range::OverlapExtend],
             direct_ranges: vec![Range::Append, Range::OverlapAligned],
-            falloc_modes: FallocMode::ALL.to_vec(),
+            falloc_modes: FallocMode::ACE.to_vec(),
             truncate: TruncateTo::ALL.to_vec(),
             guarantees: Vec::new(),
+            name_prefix: "ace",
         }
+    }
+
+    /// The operations beyond Ace's ([`CoreOp::BEYOND_ACE`], and fallocate with only its
+    /// modes beyond Ace's) over Ace's files, ranges and persistence points.
+    pub fn beyond_ace(seq: usize) -> Bounds {
+        let mut b = Bounds::ace(seq);
+        b.ops = CoreOp::BEYOND_ACE.to_vec();
+        b.ops.push(CoreOp::Falloc);
+        b.falloc_modes = FallocMode::BEYOND_ACE.to_vec();
+        b.name_prefix = "beyond";
+        b
+    }
+
+    /// Ace's operations and those beyond them, every fallocate mode.
+    pub fn all_ops(seq: usize) -> Bounds {
+        let mut b = Bounds::ace(seq);
+        b.ops = CoreOp::ALL.to_vec();
+        b.falloc_modes = FallocMode::ALL.to_vec();
+        b.name_prefix = "all";
+        b
+    }
+
+    /// The ranges of `self.ranges` and `self.direct_ranges` that start inside a file of
+    /// [`FILE_BYTES`] (and, with `aligned`, are block-aligned and end before its end): what
+    /// copies, clones, dedupes and fallocate's shifts can act on.
+    fn inside_ranges(&self, aligned: bool) -> Vec<Range> {
+        let mut out: Vec<Range> = self
+            .ranges
+            .iter()
+            .chain(&self.direct_ranges)
+            .copied()
+            .filter(|r| {
+                let (offset, len) = r.bytes();
+                offset < FILE_BYTES
+                    && (!aligned || (offset % 4096 == 0 && len % 4096 == 0 && offset + len < FILE_BYTES))
+            })
+            .collect();
+        out.sort();
+        out.dedup();
+        out
     }
 
     /// Ace's nested file set (`-n True`): a directory `A/C` with files `A/C/foo` and
@@ -306,7 +438,9 @@ impl Bounds {
                 CoreOp::Falloc => {
                     for p in &self.files {
                         for &mode in &self.falloc_modes {
-                            for r in &self.ranges {
+                            let ranges =
+                                if mode.shifts() { self.inside_ranges(true) } else { self.ranges.clone() };
+                            for r in &ranges {
                                 let (offset, len) = r.bytes();
                                 out.push(Op::Falloc { path: s(p), mode, offset, len });
                             }
@@ -370,6 +504,60 @@ impl Bounds {
                     // Replaced by the op's own index in `workload_at`.
                     value: String::new(),
                 })),
+                CoreOp::Clone | CoreOp::CloneRange | CoreOp::CopyRange | CoreOp::DedupeRange => {
+                    let ranges = match kind {
+                        CoreOp::Clone => vec![None],
+                        CoreOp::CopyRange => self.inside_ranges(false).into_iter().map(Some).collect(),
+                        _ => self.inside_ranges(true).into_iter().map(Some).collect(),
+                    };
+                    for from in &self.files {
+                        for to in &self.second_files {
+                            for r in &ranges {
+                                let (from, to) = (s(from), s(to));
+                                let (offset, len) = r.map(Range::bytes).unwrap_or((0, 0));
+                                out.push(match kind {
+                                    CoreOp::Clone => Op::Clone { from, to },
+                                    CoreOp::CloneRange => Op::CloneRange { from, to, offset, len },
+                                    CoreOp::CopyRange => Op::CopyRange { from, to, offset, len },
+                                    _ => Op::DedupeRange { from, to, offset, len },
+                                });
+                            }
+                        }
+                    }
+                }
+                CoreOp::RenameExchange | CoreOp::RenameNoreplace | CoreOp::RenameWhiteout => {
+                    let how = match kind {
+                        CoreOp::RenameExchange => RenameHow::Exchange,
+                        CoreOp::RenameNoreplace => RenameHow::Noreplace,
+                        _ => RenameHow::Whiteout,
+                    };
+                    for from in &both {
+                        for to in self.second_files.iter().filter(|t| t != from) {
+                            out.push(Op::Rename2 { from: s(from), to: s(to), how });
+                        }
+                    }
+                    if how != RenameHow::Whiteout {
+                        for from in self.dirs.iter().chain(&self.second_dirs) {
+                            for to in self.second_dirs.iter().filter(|t| *t != from) {
+                                out.push(Op::Rename2 { from: s(from), to: s(to), how });
+                            }
+                        }
+                    }
+                }
+                CoreOp::Chmod => out.extend(
+                    self.files.iter().map(|p| Op::Chmod { path: s(p), mode: CHMOD_MODE }),
+                ),
+                CoreOp::Chown => out.extend(self.files.iter().map(|p| Op::Chown {
+                    path: s(p),
+                    uid: CHOWN_TO.0,
+                    gid: CHOWN_TO.1,
+                })),
+                CoreOp::Utimes => out.extend(
+                    self.files.iter().map(|p| Op::Utimes { path: s(p), mtime: UTIMES_TO }),
+                ),
+                CoreOp::Tmpfile => out.extend(
+                    self.files.iter().map(|p| Op::TmpfileLink { path: s(p), len: TMPFILE_BYTES }),
+                ),
                 CoreOp::Removexattr => out.extend(
                     self.files
                         .iter()
@@ -501,7 +689,7 @@ impl Generator {
         }
         let params = Params::default();
         let w = Workload {
-            name: format!("ace-s{seq}-{index}"),
+            name: format!("{}-s{seq}-{index}", self.bounds.name_prefix),
             property: None,
             setup,
             ops,
@@ -572,14 +760,27 @@ fn needs(op: &Op) -> Vec<(String, Need)> {
         Op::Link { from, to } => {
             vec![(s(from), Need::File), (parent(to).to_owned(), Need::Dir), (s(to), Need::Absent)]
         }
-        Op::Rename { from, to } => {
+        Op::Rename { from, to } | Op::Rename2 { from, to, .. } => {
             // A directory of the bounds is renamed as one; everything else is a file.
             let dir = !from.contains("foo") && !from.contains("bar");
+            let kind = if dir { Need::Dir } else { Need::File };
+            // An exchange needs both names; the others need the target free.
+            let exchange = matches!(op, Op::Rename2 { how: RenameHow::Exchange, .. });
             vec![
-                (s(from), if dir { Need::Dir } else { Need::File }),
+                (s(from), kind),
                 (parent(to).to_owned(), Need::Dir),
-                (s(to), Need::Absent),
+                (s(to), if exchange { kind } else { Need::Absent }),
             ]
+        }
+        Op::TmpfileLink { path, .. } => {
+            vec![(parent(path).to_owned(), Need::Dir), (s(path), Need::Absent)]
+        }
+        Op::Clone { from, to }
+        | Op::CloneRange { from, to, .. }
+        | Op::CopyRange { from, to, .. }
+        | Op::DedupeRange { from, to, .. } => vec![(s(from), Need::File), (s(to), Need::File)],
+        Op::Chmod { path, .. } | Op::Chown { path, .. } | Op::Utimes { path, .. } => {
+            vec![(s(path), Need::File)]
         }
         Op::Write { path, .. }
         | Op::DirectWrite { path, .. }
@@ -712,7 +913,8 @@ pub fn shrink<E>(
 /// removed before the promise is back), `wrong-size`, `stale-data`, `wrong-inode` (a
 /// promised name holds another inode), `wrong-kind`, `wrong-link-count` (st_nlink is not
 /// the number of names that hold the file), `wrong-xattr` (an extended attribute lost,
-/// stale or back), `read-error`, or `other`.
+/// stale or back), `wrong-attr` (a mode, owner or mtime set and lost), `read-error`, or
+/// `other`.
 pub fn discrepancy_of_story(story: &str) -> &'static str {
     if story.contains(" is not durable after its commit returned") {
         "txn-lost"
@@ -720,6 +922,8 @@ pub fn discrepancy_of_story(story: &str) -> &'static str {
         "txn-not-atomic"
     } else if story.contains(" the attribute ") {
         "wrong-xattr"
+    } else if [" has mode ", " has owner ", " has mtime "].iter().any(|a| story.contains(a)) {
+        "wrong-attr"
     } else if story.contains(" has link count ") {
         "wrong-link-count"
     } else if story.contains("is found under none of its names") || story.contains(" is absent") {
@@ -819,6 +1023,62 @@ mod tests {
         }
     }
 
+    /// The operations beyond Ace's, judged as Ace's are: for every seq-1 workload the
+    /// tree after the ops holds, and every kind that changes what a reader sees can fail
+    /// its promise (the tree before the op, with attributes other than the ones set).
+    #[test]
+    fn every_operation_beyond_ace_can_fail_its_promise() {
+        let mut b = Bounds::beyond_ace(1);
+        b.guarantees = vec![Guarantee::FsyncPersistsName];
+        let g = b.generator();
+        let mut failed_kinds = BTreeSet::new();
+        let mut kinds = BTreeSet::new();
+        for (i, w) in g.iter_from(0) {
+            assert!(w.name.starts_with("beyond-s1-"), "{}", w.name);
+            kinds.insert(w.ops[0].kind().name());
+            let states = crate::model_states(&w);
+            assert_eq!(states.len(), w.ops.len() + 1, "{i}: models");
+            // Every node its own inode number (as `to_snapshot` gives them), so that a
+            // name holding another file is seen to.
+            let last = states.last().unwrap();
+            let observed = crate::Observed {
+                inos: (0..last.next_id).map(|id| (id, 1_000_000 + u64::from(id))).collect(),
+            };
+            let ctx = crate::CrashContext { durable_ops: vec![w.ops.len() - 1] };
+            let after = states.last().unwrap().to_snapshot(&observed);
+            let held = crate::check_all(&w, &observed, &after, &ctx);
+            assert!(held.is_empty(), "{i} {:?}: the tree after the ops fails: {held:?}", w.ops);
+            let mut before = states[0].to_snapshot(&observed);
+            for node in before.entries.values_mut() {
+                node.meta = Some(crate::InodeMeta {
+                    mode: Some(0o644),
+                    owner: Some((0, 0)),
+                    mtime: Some(1_700_000_000),
+                });
+            }
+            if !crate::check_all(&w, &observed, &before, &ctx).is_empty() {
+                failed_kinds.insert(w.ops[0].kind().name());
+            }
+        }
+        for kind in [
+            "clone",
+            "clone-range",
+            "copy-range",
+            "rename-exchange",
+            "rename-noreplace",
+            "rename-whiteout",
+            "tmpfile-link",
+            "chmod",
+            "chown",
+            "utimes",
+            "falloc",
+        ] {
+            assert!(failed_kinds.contains(kind), "no {kind} promise ever failed: {failed_kinds:?}");
+        }
+        // A dedupe changes nothing a reader sees: nothing to fail, but it is generated.
+        assert!(kinds.contains("dedupe-range") && !failed_kinds.contains("dedupe-range"));
+    }
+
     #[test]
     fn stories_classify() {
         let p = "fsync /A/foo (op 1) is durable here, but";
@@ -830,6 +1090,8 @@ mod tests {
             (format!("{p} /A/foo is absent"), "lost-file"),
             (format!("{p} /bar still names inode 13 (gone before the call)"), "stale-name"),
             (format!("{p} /foo has size 16384, not 20480"), "wrong-size"),
+            (format!("{p} /foo has mode 0644, not 0600"), "wrong-attr"),
+            (format!("{p} /foo has mtime 1700000000, not 1000000000"), "wrong-attr"),
             (format!("{p} /foo @16384 is zeros, not the data of op 0"), "stale-data"),
             (format!("{p} reading /foo failed: Input/output error"), "read-error"),
             (format!("{p} /A/bar is inode 14, not inode 12"), "wrong-inode"),

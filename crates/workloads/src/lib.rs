@@ -34,12 +34,12 @@ pub use check::{check, check_all, CrashContext, Finding, Judgement, OpPair, Orac
 pub use exec::{execute, ExecError, OpEvent, Phase};
 pub use generate::random_synced;
 pub use model::{model_states, ModelError, ModelNode, ModelState};
-pub use op::{FallocMode, Op, OpKind, OpRef};
+pub use op::{FallocMode, Op, OpKind, OpRef, RenameHow};
 pub use property::{Family, ParsePropertyError, Property};
 pub use schedule::{ParseScheduleError, Schedule};
 pub use snapshot::{take_snapshot, take_snapshot_with};
 pub use stamp::SectorClass;
-pub use tree::{Content, Node, NodeKind, Observed, Snapshot};
+pub use tree::{Content, InodeMeta, Node, NodeKind, Observed, Snapshot};
 pub use workload::{
     detection_scenario, workload_for, Guarantee, Params, Workload, DETECTION_SCENARIOS, DRAIN_FILE,
 };

@@ -6,7 +6,8 @@
 use crate::op::Op;
 use crate::stamp::SectorClass;
 use crate::stamp::{DRAIN_OP, SETUP_OP};
-use crate::tree::{Content, Node, NodeKind, Observed, Snapshot};
+use crate::op::{FallocMode, RenameHow};
+use crate::tree::{Content, InodeMeta, Node, NodeKind, Observed, Snapshot};
 use crate::workload::Workload;
 use crate::SECTOR;
 use serde::{Deserialize, Serialize};
@@ -28,6 +29,27 @@ pub struct ModelNode {
     /// Extended attributes (name to value) the workload set on it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub xattrs: BTreeMap<String, String>,
+    /// The attributes the workload set on it (mode, owner, mtime); a data change forgets
+    /// a set mtime, as the kernel sets the clock's.
+    #[serde(default, skip_serializing_if = "is_unset")]
+    pub meta: InodeMeta,
+}
+
+fn is_unset(m: &InodeMeta) -> bool {
+    *m == InodeMeta::default()
+}
+
+impl ModelNode {
+    fn new(kind: NodeKind, size: u64) -> ModelNode {
+        ModelNode {
+            kind,
+            size,
+            nlink: 1,
+            content: Content::new(),
+            xattrs: BTreeMap::new(),
+            meta: InodeMeta::default(),
+        }
+    }
 }
 
 /// The model's state at one point of program order.
@@ -75,13 +97,7 @@ impl Default for ModelState {
 impl ModelState {
     /// An empty file system: just the root directory.
     pub fn new() -> ModelState {
-        let root = ModelNode {
-            kind: NodeKind::Dir,
-            size: 0,
-            nlink: 1,
-            content: Content::new(),
-            xattrs: BTreeMap::new(),
-        };
+        let root = ModelNode::new(NodeKind::Dir, 0);
         ModelState {
             after_op: None,
             names: BTreeMap::from([("/".to_string(), ROOT_ID)]),
@@ -109,6 +125,83 @@ impl ModelState {
     /// SETUP_OP/DRAIN_OP). Returns the id of the node the op acts on (the new node for
     /// creat/mkdir, the source for link/rename), `None` for sync.
     pub fn apply(&mut self, op: &Op, stamp_op: u32) -> Result<Option<u32>, ModelError> {
+        let id = self.apply_op(op, stamp_op)?;
+        // A change of the data sets the modification time from the clock: a time the
+        // workload set is no longer what the file shows.
+        if let (true, Some(id)) = (op.changes_data(), id) {
+            if let Some(node) = self.nodes.get_mut(&id) {
+                node.meta.mtime = None;
+            }
+        }
+        Ok(id)
+    }
+
+    /// Adds a node named `path` and returns its id.
+    fn add_node(&mut self, path: &str, node: ModelNode) -> u32 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.nodes.insert(id, node);
+        self.names.insert(path.to_owned(), id);
+        id
+    }
+
+    /// Every name at or below `path`, with the node it names.
+    fn subtree(&self, path: &str) -> Vec<(String, u32)> {
+        let prefix = format!("{path}/");
+        self.names
+            .range(path.to_owned()..)
+            .take_while(|(p, _)| *p == path || p.starts_with(&prefix))
+            .map(|(p, &i)| (p.clone(), i))
+            .collect()
+    }
+
+    /// renameat2 with `how`: the moved node's id.
+    fn rename2(&mut self, op: &Op, from: &str, to: &str, how: RenameHow) -> Result<u32, ModelError> {
+        let err = |reason: String| ModelError { op: op.to_string(), reason };
+        let id = self.id(from).ok_or_else(|| err(format!("{from} does not exist")))?;
+        if self.node(parent(to)).map(|n| n.kind) != Some(NodeKind::Dir) {
+            return Err(err(format!("{} is not a directory", parent(to))));
+        }
+        if to.starts_with(&format!("{from}/")) || from.starts_with(&format!("{to}/")) {
+            return Err(err(format!("{to} and {from} are one inside the other")));
+        }
+        let a = self.subtree(from);
+        match how {
+            RenameHow::Exchange => {
+                if self.id(to).is_none() {
+                    return Err(err(format!("{to} does not exist")));
+                }
+                let b = self.subtree(to);
+                for (p, _) in a.iter().chain(&b) {
+                    self.names.remove(p);
+                }
+                for (p, i) in a {
+                    self.names.insert(format!("{to}{}", &p[from.len()..]), i);
+                }
+                for (p, i) in b {
+                    self.names.insert(format!("{from}{}", &p[to.len()..]), i);
+                }
+            }
+            RenameHow::Noreplace | RenameHow::Whiteout => {
+                if self.id(to).is_some() {
+                    return Err(err(format!("{to} exists")));
+                }
+                if how == RenameHow::Whiteout && self.nodes[&id].kind != NodeKind::File {
+                    return Err(err(format!("{from}: whiteouts are made for files here")));
+                }
+                for (p, i) in a {
+                    self.names.remove(&p);
+                    self.names.insert(format!("{to}{}", &p[from.len()..]), i);
+                }
+                if how == RenameHow::Whiteout {
+                    self.add_node(from, ModelNode::new(NodeKind::Whiteout, 0));
+                }
+            }
+        }
+        Ok(id)
+    }
+
+    fn apply_op(&mut self, op: &Op, stamp_op: u32) -> Result<Option<u32>, ModelError> {
         let err = |reason: String| ModelError { op: op.to_string(), reason };
         for p in op.paths() {
             // The root may be fsynced (its entries' promise), never created or moved.
@@ -136,20 +229,7 @@ impl ModelState {
                 need_absent_in_dir(self, path)?;
                 let kind =
                     if matches!(op, Op::Mkdir { .. }) { NodeKind::Dir } else { NodeKind::File };
-                let id = self.next_id;
-                self.next_id += 1;
-                self.nodes.insert(
-                    id,
-                    ModelNode {
-                        kind,
-                        size: 0,
-                        nlink: 1,
-                        content: Content::new(),
-                        xattrs: BTreeMap::new(),
-                    },
-                );
-                self.names.insert(path.clone(), id);
-                Ok(Some(id))
+                Ok(Some(self.add_node(path, ModelNode::new(kind, 0))))
             }
             Op::Rmdir { path } => {
                 let id = need(self, path, Some(NodeKind::Dir))?;
@@ -263,6 +343,9 @@ impl ModelState {
                 }
                 let node = self.nodes.get_mut(&id).unwrap();
                 let end = offset + len;
+                if mode.shifts() {
+                    return shift(node, *mode, *offset, *len).map(|()| Some(id)).map_err(err);
+                }
                 // What a reader sees: zeroing modes zero the range (within the size when
                 // the size is kept); allocation past the end reads as zeros once the size
                 // covers it; a kept size hides whatever lies beyond it.
@@ -297,20 +380,49 @@ impl ModelState {
                 }
                 Ok(Some(id))
             }
+            Op::Rename2 { from, to, how } => self.rename2(op, from, to, *how).map(Some),
+            Op::Chmod { path, mode } => {
+                let id = need(self, path, Some(NodeKind::File))?;
+                self.nodes.get_mut(&id).unwrap().meta.mode = Some(*mode & 0o7777);
+                Ok(Some(id))
+            }
+            Op::Chown { path, uid, gid } => {
+                let id = need(self, path, Some(NodeKind::File))?;
+                self.nodes.get_mut(&id).unwrap().meta.owner = Some((*uid, *gid));
+                Ok(Some(id))
+            }
+            Op::Utimes { path, mtime } => {
+                let id = need(self, path, Some(NodeKind::File))?;
+                self.nodes.get_mut(&id).unwrap().meta.mtime = Some(*mtime);
+                Ok(Some(id))
+            }
+            Op::TmpfileLink { path, len } => {
+                need_absent_in_dir(self, path)?;
+                if !aligned(*len) {
+                    return Err(err("the length must be a multiple of 512".into()));
+                }
+                let id = self.next_id;
+                let mut node = ModelNode::new(NodeKind::File, *len);
+                node.content = Content::filled(data_class(id, stamp_op), len / SECTOR);
+                Ok(Some(self.add_node(path, node)))
+            }
+            Op::Clone { from, to }
+            | Op::CloneRange { from, to, .. }
+            | Op::CopyRange { from, to, .. }
+            | Op::DedupeRange { from, to, .. } => {
+                let src = need(self, from, Some(NodeKind::File))?;
+                let dst = need(self, to, Some(NodeKind::File))?;
+                if src == dst {
+                    return Err(err(format!("{from} and {to} are one file")));
+                }
+                let source = self.nodes[&src].clone();
+                let node = self.nodes.get_mut(&dst).unwrap();
+                copy_between(op, &source, node).map_err(err)?;
+                Ok(Some(dst))
+            }
             Op::Symlink { target, path } => {
                 need_absent_in_dir(self, path)?;
-                let id = self.next_id;
-                self.next_id += 1;
-                let node = ModelNode {
-                    kind: NodeKind::Symlink,
-                    size: target.len() as u64,
-                    nlink: 1,
-                    content: Content::new(),
-                    xattrs: BTreeMap::new(),
-                };
-                self.nodes.insert(id, node);
-                self.names.insert(path.clone(), id);
-                Ok(Some(id))
+                Ok(Some(self.add_node(path, ModelNode::new(NodeKind::Symlink, target.len() as u64))))
             }
         }
     }
@@ -334,21 +446,113 @@ impl ModelState {
                         content: None,
                         read_error: None,
                         xattrs: n.xattrs.clone(),
+                        meta: (!is_unset(&n.meta)).then_some(n.meta),
                     },
                     k => Node {
                         ino,
                         kind: k,
                         nlink: n.nlink,
                         size: n.size,
-                        content: Some(n.content.clone()),
+                        content: (k != NodeKind::Whiteout).then(|| n.content.clone()),
                         read_error: None,
                         xattrs: n.xattrs.clone(),
+                        meta: (!is_unset(&n.meta)).then_some(n.meta),
                     },
                 };
                 (p.clone(), node)
             })
             .collect();
         Snapshot { entries }
+    }
+}
+
+/// What a sector of file `id` moved from `from` to another offset reads as: a stamp
+/// names the offset it was written for, so moved data classifies as data that belongs
+/// elsewhere (zeros stay zeros).
+fn moved(class: SectorClass, from: u64) -> SectorClass {
+    match class {
+        SectorClass::Data { file, .. } => SectorClass::Foreign { file, offset: from * SECTOR },
+        other => other,
+    }
+}
+
+/// fallocate's collapse (the range removed, what follows moved down) and insert (a hole
+/// opened, what follows moved up) on `node`.
+fn shift(node: &mut ModelNode, mode: FallocMode, offset: u64, len: u64) -> Result<(), String> {
+    let block = 4096;
+    if offset % block != 0 || len % block != 0 {
+        return Err("collapse and insert need a block-aligned range".into());
+    }
+    let (first, n) = (offset / SECTOR, len / SECTOR);
+    let total = node.size / SECTOR;
+    let classes: Vec<SectorClass> = node.content.iter().collect();
+    let at = |i: u64| moved(classes.get(i as usize).copied().unwrap_or(SectorClass::Zero), i);
+    let mut out = Content::new();
+    for i in 0..first {
+        out.push(classes.get(i as usize).copied().unwrap_or(SectorClass::Zero), 1);
+    }
+    if mode == FallocMode::CollapseRange {
+        if offset + len >= node.size {
+            return Err("a collapse must end before the end of the file".into());
+        }
+        for i in first + n..total {
+            out.push(at(i), 1);
+        }
+        node.size -= len;
+    } else {
+        if offset >= node.size {
+            return Err("an insert must start before the end of the file".into());
+        }
+        out.push(SectorClass::Zero, n);
+        for i in first..total {
+            out.push(at(i), 1);
+        }
+        node.size += len;
+    }
+    node.content = out;
+    Ok(())
+}
+
+/// The effect of a clone, copy or dedupe from `source` on `node`: same offsets, so the
+/// copied sectors keep the classes (and stamps) they had.
+fn copy_between(op: &Op, source: &ModelNode, node: &mut ModelNode) -> Result<(), String> {
+    let aligned = |v: u64| v % SECTOR == 0;
+    let (offset, len) = match op {
+        Op::Clone { .. } => {
+            node.content = source.content.clone();
+            node.size = source.size;
+            return Ok(());
+        }
+        Op::CloneRange { offset, len, .. }
+        | Op::CopyRange { offset, len, .. }
+        | Op::DedupeRange { offset, len, .. } => (*offset, *len),
+        _ => return Ok(()),
+    };
+    if !aligned(offset) || !aligned(len) || !aligned(source.size) || !aligned(node.size) {
+        return Err("offsets, lengths and sizes must be multiples of 512".into());
+    }
+    match op {
+        Op::CloneRange { .. } | Op::DedupeRange { .. } if offset + len > source.size => {
+            Err(format!("{len}@{offset} reaches past the source's end ({})", source.size))
+        }
+        Op::DedupeRange { .. } if offset + len > node.size => {
+            Err(format!("{len}@{offset} reaches past the target's end ({})", node.size))
+        }
+        // What a reader sees does not change: equal bytes are shared or nothing is done.
+        Op::DedupeRange { .. } => Ok(()),
+        _ => {
+            let n = len.min(source.size.saturating_sub(offset));
+            let classes = source.content.range(offset / SECTOR, n / SECTOR);
+            let mut content = node.content.clone();
+            for (i, class) in classes.into_iter().enumerate() {
+                content.set(offset / SECTOR + i as u64, 1, class);
+            }
+            node.content = content;
+            if n > 0 {
+                node.size = node.size.max(offset + n);
+            }
+            Ok(())
+        }
     }
 }
 
@@ -468,6 +672,85 @@ mod tests {
             assert!(h.error.is_none(), "{p}: {:?}", h.error);
             assert_eq!(h.states.len(), w.ops.len() + 1);
         }
+    }
+
+    fn file_with_old_data(s: &mut ModelState, path: &str) -> u32 {
+        let id = s.apply(&Op::Creat { path: path.into(), sync: false }, SETUP_OP).unwrap().unwrap();
+        s.apply(&Op::Write { path: path.into(), offset: 0, len: 16384 }, SETUP_OP).unwrap();
+        id
+    }
+
+    #[test]
+    fn collapse_and_insert_move_data_as_stamps_read_it() {
+        let mut s = ModelState::new();
+        let f = file_with_old_data(&mut s, "/f");
+        let mode = FallocMode::CollapseRange;
+        s.apply(&Op::Falloc { path: "/f".into(), mode, offset: 8192, len: 4096 }, 0).unwrap();
+        let n = s.node("/f").unwrap();
+        assert_eq!(n.size, 12288);
+        // Sector 16 (byte 8192) now holds what was at 12288: data stamped for elsewhere.
+        assert_eq!(n.content.class_at(15), Some(data_class(f, SETUP_OP)));
+        assert_eq!(n.content.class_at(16), Some(SectorClass::Foreign { file: f, offset: 12288 }));
+        let mode = FallocMode::InsertRange;
+        s.apply(&Op::Falloc { path: "/f".into(), mode, offset: 4096, len: 4096 }, 1).unwrap();
+        let n = s.node("/f").unwrap();
+        assert_eq!(n.size, 16384);
+        assert_eq!(n.content.class_at(8), Some(SectorClass::Zero));
+        assert_eq!(n.content.class_at(16), Some(SectorClass::Foreign { file: f, offset: 4096 }));
+        // Unaligned, or reaching the end: refused, as the kernel does (EINVAL).
+        let bad = |offset, len| Op::Falloc { path: "/f".into(), mode, offset, len };
+        assert!(s.clone().apply(&bad(512, 4096), 2).is_err());
+        let collapse = FallocMode::CollapseRange;
+        let to_end = Op::Falloc { path: "/f".into(), mode: collapse, offset: 12288, len: 4096 };
+        assert!(s.clone().apply(&to_end, 2).is_err());
+    }
+
+    #[test]
+    fn clones_and_copies_carry_the_source_data_and_dedupes_nothing_visible() {
+        let mut s = ModelState::new();
+        let a = file_with_old_data(&mut s, "/a");
+        let b = file_with_old_data(&mut s, "/b");
+        s.apply(&Op::Write { path: "/a".into(), offset: 8192, len: 4096 }, 0).unwrap();
+        let before = s.clone();
+        let dedupe = Op::DedupeRange { from: "/a".into(), to: "/b".into(), offset: 0, len: 4096 };
+        assert_eq!(s.apply(&dedupe, 1).unwrap(), Some(b));
+        assert_eq!(s, before, "a dedupe changes nothing a reader sees");
+        let copy = Op::CopyRange { from: "/a".into(), to: "/b".into(), offset: 14848, len: 4096 };
+        s.apply(&copy, 2).unwrap();
+        let n = s.node("/b").unwrap();
+        assert_eq!(n.size, 16384, "the copy stops at the source's end");
+        assert_eq!(n.content.class_at(28), Some(data_class(b, SETUP_OP)));
+        assert_eq!(n.content.class_at(29), Some(data_class(a, SETUP_OP)));
+        s.apply(&Op::Utimes { path: "/b".into(), mtime: 5 }, 3).unwrap();
+        assert_eq!(s.node("/b").unwrap().meta.mtime, Some(5));
+        s.apply(&Op::Clone { from: "/a".into(), to: "/b".into() }, 4).unwrap();
+        let n = s.node("/b").unwrap();
+        assert_eq!(n.content, s.node("/a").unwrap().content);
+        assert_eq!(n.content.class_at(16), Some(data_class(a, 0)));
+        assert_eq!(n.meta.mtime, None, "a data change forgets the time set");
+        let past = Op::CloneRange { from: "/a".into(), to: "/b".into(), offset: 16384, len: 4096 };
+        assert!(s.apply(&past, 5).is_err(), "a clone past the source's end");
+    }
+
+    #[test]
+    fn renameat2_flags() {
+        let mut s = ModelState::new();
+        let a = file_with_old_data(&mut s, "/a");
+        s.apply(&Op::Mkdir { path: "/D".into() }, SETUP_OP).unwrap();
+        let b = file_with_old_data(&mut s, "/D/b");
+        let how = RenameHow::Exchange;
+        s.apply(&Op::Rename2 { from: "/a".into(), to: "/D".into(), how }, 0).unwrap();
+        assert_eq!(s.id("/D"), Some(a));
+        assert_eq!(s.id("/a/b"), Some(b), "the directory moved whole");
+        let how = RenameHow::Noreplace;
+        assert!(s.clone().apply(&Op::Rename2 { from: "/D".into(), to: "/a".into(), how }, 1).is_err());
+        let how = RenameHow::Whiteout;
+        s.apply(&Op::Rename2 { from: "/D".into(), to: "/c".into(), how }, 1).unwrap();
+        assert_eq!(s.id("/c"), Some(a));
+        assert_eq!(s.node("/D").unwrap().kind, NodeKind::Whiteout);
+        let t = Op::TmpfileLink { path: "/a/t".into(), len: 4096 };
+        let id = s.apply(&t, 2).unwrap().unwrap();
+        assert_eq!(s.node("/a/t").unwrap().content, Content::filled(data_class(id, 2), 8));
     }
 
     #[test]

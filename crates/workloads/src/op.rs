@@ -80,6 +80,30 @@ pub enum Op {
     Setxattr { path: String, name: String, value: String },
     /// lremovexattr(path, name).
     Removexattr { path: String, name: String },
+    /// renameat2(from, to, flags) with one of its flags (see [`RenameHow`]).
+    Rename2 { from: String, to: String, how: RenameHow },
+    /// chmod(path, mode): the permission bits only (a metadata-only change).
+    Chmod { path: String, mode: u32 },
+    /// lchown(path, uid, gid) (a metadata-only change).
+    Chown { path: String, uid: u32, gid: u32 },
+    /// utimensat(path, {mtime, mtime}): access and modification time set to `mtime`
+    /// seconds (a metadata-only change; the time is chosen, not the clock's).
+    Utimes { path: String, mtime: i64 },
+    /// open(parent(path), O_TMPFILE|O_WRONLY), one pwrite of `len` bytes of stamped data
+    /// at 0, then linkat(fd, "", path, AT_EMPTY_PATH): a file born with its data and
+    /// given its name last.
+    TmpfileLink { path: String, len: u64 },
+    /// ioctl(FICLONE): `to` becomes a reflinked copy of all of `from` (data and size).
+    Clone { from: String, to: String },
+    /// ioctl(FICLONERANGE): `from`'s bytes `offset..offset + len` reflinked into `to` at
+    /// the same offset (block-aligned; inside `from`).
+    CloneRange { from: String, to: String, offset: u64, len: u64 },
+    /// copy_file_range(from, offset, to, offset, len): the bytes copied (a reflink where
+    /// the file system shares extents) to the same offset; fewer past `from`'s end.
+    CopyRange { from: String, to: String, offset: u64, len: u64 },
+    /// ioctl(FIDEDUPERANGE): `from`'s bytes `offset..offset + len` shared with `to`'s at
+    /// the same offset where the two are equal; either way nothing a reader sees changes.
+    DedupeRange { from: String, to: String, offset: u64, len: u64 },
     /// Valor's `Log Begin`: begins a transaction; the writes until its commit or abort
     /// are part of it. Reached by writing `begin` to the control file
     /// [`crate::TXN_CONTROL`] at the mount's root; only configurations with transactions
@@ -111,16 +135,41 @@ pub enum FallocMode {
     ZeroRangeKeepSize,
     /// FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE.
     PunchHole,
+    /// FALLOC_FL_COLLAPSE_RANGE: the range is removed and what follows moves down
+    /// (block-aligned, ending before the end of the file).
+    CollapseRange,
+    /// FALLOC_FL_INSERT_RANGE: a hole is inserted and what follows moves up
+    /// (block-aligned, starting before the end of the file).
+    InsertRange,
+    /// FALLOC_FL_UNSHARE_RANGE: shared (reflinked) blocks of the range get copies of
+    /// their own; allocates like mode 0 otherwise.
+    UnshareRange,
 }
 
 impl FallocMode {
-    /// Every mode, in Ace's order.
+    /// Ace's modes, in Ace's order.
+    pub const ACE: &'static [FallocMode] = &[
+        FallocMode::ZeroRange,
+        FallocMode::ZeroRangeKeepSize,
+        FallocMode::PunchHole,
+        FallocMode::KeepSize,
+        FallocMode::Default,
+    ];
+
+    /// The modes beyond Ace's: they move data or unshare it.
+    pub const BEYOND_ACE: &'static [FallocMode] =
+        &[FallocMode::CollapseRange, FallocMode::InsertRange, FallocMode::UnshareRange];
+
+    /// Every mode: Ace's, then the others.
     pub const ALL: &'static [FallocMode] = &[
         FallocMode::ZeroRange,
         FallocMode::ZeroRangeKeepSize,
         FallocMode::PunchHole,
         FallocMode::KeepSize,
         FallocMode::Default,
+        FallocMode::CollapseRange,
+        FallocMode::InsertRange,
+        FallocMode::UnshareRange,
     ];
 
     /// The kebab-case name.
@@ -131,6 +180,9 @@ impl FallocMode {
             FallocMode::ZeroRange => "zero-range",
             FallocMode::ZeroRangeKeepSize => "zero-range-keep-size",
             FallocMode::PunchHole => "punch-hole",
+            FallocMode::CollapseRange => "collapse-range",
+            FallocMode::InsertRange => "insert-range",
+            FallocMode::UnshareRange => "unshare-range",
         }
     }
 
@@ -142,7 +194,16 @@ impl FallocMode {
             FallocMode::ZeroRange => libc::FALLOC_FL_ZERO_RANGE,
             FallocMode::ZeroRangeKeepSize => libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE,
             FallocMode::PunchHole => libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            FallocMode::CollapseRange => libc::FALLOC_FL_COLLAPSE_RANGE,
+            FallocMode::InsertRange => libc::FALLOC_FL_INSERT_RANGE,
+            FallocMode::UnshareRange => libc::FALLOC_FL_UNSHARE_RANGE,
         }
+    }
+
+    /// Whether the mode moves data within the file (collapse and insert): such a mode
+    /// needs a block-aligned range inside the file.
+    pub fn shifts(self) -> bool {
+        matches!(self, FallocMode::CollapseRange | FallocMode::InsertRange)
     }
 
     /// Whether the mode leaves the file's size alone.
@@ -166,6 +227,43 @@ impl std::str::FromStr for FallocMode {
             let names: Vec<&str> = FallocMode::ALL.iter().map(|m| m.name()).collect();
             format!("unknown fallocate mode {s:?} (known: {})", names.join(", "))
         })
+    }
+}
+
+/// renameat2(2)'s flags, one at a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RenameHow {
+    /// RENAME_EXCHANGE: both names exist and swap what they name, atomically.
+    Exchange,
+    /// RENAME_NOREPLACE: a rename that fails if the target exists.
+    Noreplace,
+    /// RENAME_WHITEOUT: a rename that leaves a whiteout (a character device 0:0, as
+    /// overlayfs uses) at the source name.
+    Whiteout,
+}
+
+impl RenameHow {
+    /// Every flag.
+    pub const ALL: &'static [RenameHow] =
+        &[RenameHow::Exchange, RenameHow::Noreplace, RenameHow::Whiteout];
+
+    /// The kebab-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            RenameHow::Exchange => "exchange",
+            RenameHow::Noreplace => "noreplace",
+            RenameHow::Whiteout => "whiteout",
+        }
+    }
+
+    /// The flag renameat2(2) takes.
+    pub fn flag(self) -> libc::c_uint {
+        match self {
+            RenameHow::Exchange => libc::RENAME_EXCHANGE,
+            RenameHow::Noreplace => libc::RENAME_NOREPLACE,
+            RenameHow::Whiteout => libc::RENAME_WHITEOUT,
+        }
     }
 }
 
@@ -229,6 +327,28 @@ pub enum OpKind {
     Setxattr,
     /// removexattr(2).
     Removexattr,
+    /// renameat2(RENAME_EXCHANGE).
+    RenameExchange,
+    /// renameat2(RENAME_NOREPLACE).
+    RenameNoreplace,
+    /// renameat2(RENAME_WHITEOUT).
+    RenameWhiteout,
+    /// chmod(2).
+    Chmod,
+    /// chown(2).
+    Chown,
+    /// utimensat(2).
+    Utimes,
+    /// open(O_TMPFILE), a write, linkat(2).
+    TmpfileLink,
+    /// ioctl(FICLONE).
+    Clone,
+    /// ioctl(FICLONERANGE).
+    CloneRange,
+    /// copy_file_range(2).
+    CopyRange,
+    /// ioctl(FIDEDUPERANGE).
+    DedupeRange,
 }
 
 impl OpKind {
@@ -262,6 +382,17 @@ impl OpKind {
             OpKind::Symlink => "symlink",
             OpKind::Setxattr => "setxattr",
             OpKind::Removexattr => "removexattr",
+            OpKind::RenameExchange => "rename-exchange",
+            OpKind::RenameNoreplace => "rename-noreplace",
+            OpKind::RenameWhiteout => "rename-whiteout",
+            OpKind::Chmod => "chmod",
+            OpKind::Chown => "chown",
+            OpKind::Utimes => "utimes",
+            OpKind::TmpfileLink => "tmpfile-link",
+            OpKind::Clone => "clone",
+            OpKind::CloneRange => "clone-range",
+            OpKind::CopyRange => "copy-range",
+            OpKind::DedupeRange => "dedupe-range",
         }
     }
 
@@ -295,7 +426,16 @@ impl OpKind {
                 | OpKind::Mkdir
                 | OpKind::Rmdir
                 | OpKind::Symlink
+                | OpKind::RenameExchange
+                | OpKind::RenameNoreplace
+                | OpKind::RenameWhiteout
+                | OpKind::TmpfileLink
         )
+    }
+
+    /// Whether ops of this kind change only an inode's attributes (mode, owner, times).
+    pub fn is_attr_op(self) -> bool {
+        matches!(self, OpKind::Chmod | OpKind::Chown | OpKind::Utimes)
     }
 }
 
@@ -343,6 +483,17 @@ impl Op {
             Op::Truncate { .. } => OpKind::Truncate,
             Op::Setxattr { .. } => OpKind::Setxattr,
             Op::Removexattr { .. } => OpKind::Removexattr,
+            Op::Rename2 { how: RenameHow::Exchange, .. } => OpKind::RenameExchange,
+            Op::Rename2 { how: RenameHow::Noreplace, .. } => OpKind::RenameNoreplace,
+            Op::Rename2 { how: RenameHow::Whiteout, .. } => OpKind::RenameWhiteout,
+            Op::Chmod { .. } => OpKind::Chmod,
+            Op::Chown { .. } => OpKind::Chown,
+            Op::Utimes { .. } => OpKind::Utimes,
+            Op::TmpfileLink { .. } => OpKind::TmpfileLink,
+            Op::Clone { .. } => OpKind::Clone,
+            Op::CloneRange { .. } => OpKind::CloneRange,
+            Op::CopyRange { .. } => OpKind::CopyRange,
+            Op::DedupeRange { .. } => OpKind::DedupeRange,
         }
     }
 
@@ -408,8 +559,18 @@ impl Op {
             | Op::MmapWrite { path, .. }
             | Op::Truncate { path, .. }
             | Op::Setxattr { path, .. }
-            | Op::Removexattr { path, .. } => vec![path],
-            Op::Link { from, to } | Op::Rename { from, to } => vec![from, to],
+            | Op::Removexattr { path, .. }
+            | Op::Chmod { path, .. }
+            | Op::Chown { path, .. }
+            | Op::Utimes { path, .. }
+            | Op::TmpfileLink { path, .. } => vec![path],
+            Op::Link { from, to }
+            | Op::Rename { from, to }
+            | Op::Rename2 { from, to, .. }
+            | Op::Clone { from, to }
+            | Op::CloneRange { from, to, .. }
+            | Op::CopyRange { from, to, .. }
+            | Op::DedupeRange { from, to, .. } => vec![from, to],
             // The target is a string stored in the link, not a name the op touches.
             Op::Symlink { path, .. } => vec![path],
             Op::Sync | Op::Syncfs | Op::Osync | Op::Dsync | Op::Output => vec![],
@@ -424,7 +585,7 @@ impl Op {
             | Op::Append { offset, len, .. }
             | Op::DirectWrite { offset, len, .. }
             | Op::MmapWrite { offset, len, .. } => Some((*offset, *len)),
-            Op::OtruncWrite { len, .. } => Some((0, *len)),
+            Op::OtruncWrite { len, .. } | Op::TmpfileLink { len, .. } => Some((0, *len)),
             _ => None,
         }
     }
@@ -434,9 +595,28 @@ impl Op {
         matches!(self, Op::Setxattr { .. } | Op::Removexattr { .. })
     }
 
-    /// Whether the op changes a file's size or bytes (data ops, truncate, fallocate).
+    /// Whether the op changes a file's size, bytes or where they live (data ops,
+    /// truncate, fallocate, clones, copies and dedupes into it).
     pub fn changes_data(&self) -> bool {
-        self.data_range().is_some() || matches!(self, Op::Truncate { .. } | Op::Falloc { .. })
+        self.data_range().is_some()
+            || matches!(
+                self,
+                Op::Truncate { .. }
+                    | Op::Falloc { .. }
+                    | Op::Clone { .. }
+                    | Op::CloneRange { .. }
+                    | Op::CopyRange { .. }
+                    | Op::DedupeRange { .. }
+            )
+    }
+
+    /// Whether the op may leave its file shorter or with zeros where data was: a later
+    /// such op excuses a shorter size or zeros in what an earlier point promised.
+    pub fn may_cut(&self) -> bool {
+        matches!(
+            self,
+            Op::OtruncWrite { .. } | Op::Truncate { .. } | Op::Falloc { .. } | Op::Clone { .. }
+        )
     }
 }
 
@@ -474,6 +654,21 @@ impl fmt::Display for Op {
             Op::Truncate { path, size } => write!(f, "truncate {path} {size}"),
             Op::Setxattr { path, name, value } => write!(f, "setxattr {path} {name}={value}"),
             Op::Removexattr { path, name } => write!(f, "removexattr {path} {name}"),
+            Op::Rename2 { from, to, how } => write!(f, "rename-{} {from} {to}", how.name()),
+            Op::Chmod { path, mode } => write!(f, "chmod {path} {mode:04o}"),
+            Op::Chown { path, uid, gid } => write!(f, "chown {path} {uid}:{gid}"),
+            Op::Utimes { path, mtime } => write!(f, "utimes {path} {mtime}"),
+            Op::TmpfileLink { path, len } => write!(f, "tmpfile-link {path} {len}"),
+            Op::Clone { from, to } => write!(f, "clone {from} {to}"),
+            Op::CloneRange { from, to, offset, len } => {
+                write!(f, "clone-range {from} {to} {len}@{offset}")
+            }
+            Op::CopyRange { from, to, offset, len } => {
+                write!(f, "copy-range {from} {to} {len}@{offset}")
+            }
+            Op::DedupeRange { from, to, offset, len } => {
+                write!(f, "dedupe-range {from} {to} {len}@{offset}")
+            }
             Op::TxnBegin => write!(f, "txn-begin"),
             Op::TxnCommit { durable: false } => write!(f, "txn-commit"),
             Op::TxnCommit { durable: true } => write!(f, "txn-commit-durable"),

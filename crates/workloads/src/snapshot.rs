@@ -44,10 +44,12 @@ pub fn take_snapshot_with(root: &Path, w: &Workload, detects: bool) -> std::io::
         content: None,
         read_error: Some(e.to_string()),
         xattrs: Default::default(),
+        meta: None,
     };
     // Reading extended attributes costs a listxattr per name: only when the workload
     // sets or removes any.
     let with_xattrs = w.setup.iter().chain(&w.ops).any(|o| o.is_xattr());
+    let with_meta = w.setup.iter().chain(&w.ops).any(|o| o.kind().is_attr_op());
     let mut snap = Snapshot::default();
     let mut stack = vec![String::from("/")];
     while let Some(path) = stack.pop() {
@@ -67,6 +69,8 @@ pub fn take_snapshot_with(root: &Path, w: &Workload, detects: bool) -> std::io::
             NodeKind::Dir
         } else if ft.is_symlink() {
             NodeKind::Symlink
+        } else if std::os::unix::fs::FileTypeExt::is_char_device(&ft) && md.rdev() == 0 {
+            NodeKind::Whiteout
         } else {
             NodeKind::Other
         };
@@ -78,6 +82,11 @@ pub fn take_snapshot_with(root: &Path, w: &Workload, detects: bool) -> std::io::
             content: None,
             read_error: None,
             xattrs: Default::default(),
+            meta: with_meta.then_some(crate::tree::InodeMeta {
+                mode: Some(md.mode() & 0o7777),
+                owner: Some((md.uid(), md.gid())),
+                mtime: Some(md.mtime()),
+            }),
         };
         if with_xattrs && matches!(kind, NodeKind::File | NodeKind::Dir) {
             match read_user_xattrs(&fs_path) {

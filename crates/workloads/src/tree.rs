@@ -139,6 +139,8 @@ pub enum NodeKind {
     File,
     Dir,
     Symlink,
+    /// A whiteout: a character device 0:0 (what renameat2's RENAME_WHITEOUT leaves).
+    Whiteout,
     Other,
 }
 
@@ -161,6 +163,26 @@ pub struct Node {
     /// removes any.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub xattrs: BTreeMap<String, String>,
+    /// Its mode, owner and modification time, read when the workload changes any
+    /// (chmod, chown, utimensat).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<InodeMeta>,
+}
+
+/// The attributes of an inode the attribute ops set: permission bits, owner, and the
+/// modification time in whole seconds. In the model, `None` is "not set by the workload,
+/// nothing promised".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InodeMeta {
+    /// Permission bits (st_mode & 0o7777).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<u32>,
+    /// (st_uid, st_gid).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<(u32, u32)>,
+    /// st_mtime (seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtime: Option<i64>,
 }
 
 impl Node {

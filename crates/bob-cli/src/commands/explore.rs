@@ -8,7 +8,7 @@ use bob_core::run::explore::{self, ExploreOptions, RecoveryCrashes};
 use workloads::explore::Bounds;
 use workloads::Guarantee;
 
-use crate::cli::ExploreCmdArgs;
+use crate::cli::{ExploreCmdArgs, OpSet};
 use crate::error::{usage, CliError};
 use crate::exit::Conclusion;
 use crate::options;
@@ -21,7 +21,11 @@ fn bounds(args: &ExploreCmdArgs) -> Result<(Bounds, bool), CliError> {
     if args.seq == 0 {
         return Err(usage("bob explore --seq: at least 1"));
     }
-    let mut b = Bounds::ace(args.seq);
+    let mut b = match args.op_set {
+        OpSet::Ace => Bounds::ace(args.seq),
+        OpSet::BeyondAce => Bounds::beyond_ace(args.seq),
+        OpSet::All => Bounds::all_ops(args.seq),
+    };
     if args.nested {
         b = b.nested();
     }

@@ -464,15 +464,92 @@ const RESEARCH_IMAGE_BYTES: u64 = 16 * MIB;
 /// default `bob table`; named with `--fs`): `ext4-nobarrier`, ext4 data=ordered with
 /// barriers off (`barrier=0`: jbd2 issues no flush and no FUA), the OptFS thesis'
 /// "ext4 without flushes" (ch. 3 and Table 6.9).
+///
+/// And the options where crash bugs of the last decade cluster: ext4's fast commits
+/// (`ext4-fast-commit`) and asynchronous, checksummed commits (`ext4-async-commit`: jbd2
+/// writes the commit block without waiting for the transaction's blocks, trusting the
+/// checksum; the kernel allows it only with data=writeback), btrfs without copy-on-write
+/// of data (`btrfs-nodatacow`) and with zstd compression (`btrfs-zstd`), and xfs with the
+/// smallest log mkfs makes (`xfs-minlog`).
 pub fn extra() -> Vec<FsConfig> {
-    vec![ext(
-        "ext4-nobarrier",
-        "ext4 data=ordered with barrier=0 (no flushes, no FUA)",
-        "ext4",
-        MKFS_EXT4,
-        "data=ordered,barrier=0",
-    )]
+    let mut v = vec![
+        ext(
+            "ext4-nobarrier",
+            "ext4 data=ordered with barrier=0 (no flushes, no FUA)",
+            "ext4",
+            MKFS_EXT4,
+            "data=ordered,barrier=0",
+        ),
+        ext(
+            "ext4-fast-commit",
+            "ext4 data=ordered with fast commits (mkfs -O fast_commit)",
+            "ext4",
+            MKFS_EXT4_FAST_COMMIT,
+            "data=ordered",
+        ),
+        ext(
+            "ext4-async-commit",
+            "ext4 data=writeback,journal_checksum,journal_async_commit",
+            "ext4",
+            MKFS_EXT4,
+            "data=writeback,journal_checksum,journal_async_commit",
+        ),
+    ];
+    let b = btrfs();
+    v.push(FsConfig {
+        name: "btrfs-nodatacow",
+        description: "btrfs mounted -o nodatacow (data overwritten in place, no data checksums)",
+        mount_options: "nodatacow",
+        ..b.clone()
+    });
+    v.push(FsConfig {
+        name: "btrfs-zstd",
+        description: "btrfs mounted -o compress=zstd",
+        mount_options: "compress=zstd",
+        ..b
+    });
+    let x = xfs_family().remove(0);
+    v.push(FsConfig {
+        name: "xfs-minlog",
+        description: "xfs with the smallest log mkfs.xfs makes here (1368 blocks, 5.3 MiB)",
+        mkfs: MKFS_XFS_MINLOG,
+        ..x
+    });
+    v
 }
+
+/// ext4 with the fast-commit area in its journal.
+const MKFS_EXT4_FAST_COMMIT: &[&str] = &[
+    "mke2fs",
+    "-q",
+    "-F",
+    "-t",
+    "ext4",
+    "-b",
+    "4096",
+    "-J",
+    "size=4",
+    "-O",
+    "fast_commit",
+    "-E",
+    "nodiscard,lazy_itable_init=0,lazy_journal_init=0",
+];
+
+/// mkfs.xfs refuses logs under 64 MiB (and file systems under 300 MB) unless it runs
+/// under fstests, which it knows by these three variables; 1368 blocks is the smallest
+/// log it then makes for bob's 320 MiB image.
+const MKFS_XFS_MINLOG: &[&str] = &[
+    "env",
+    "TEST_DIR=/nonexistent",
+    "TEST_DEV=/nonexistent",
+    "QA_CHECK_FS=1",
+    "mkfs.xfs",
+    "-q",
+    "-f",
+    "-K",
+    "-l",
+    "size=1368b",
+];
 
 /// Every configuration: [`all`], [`extra`], then [`research`].
 pub fn every() -> Vec<FsConfig> {
@@ -798,7 +875,12 @@ impl FsConfig {
         if self.design().is_some() {
             return Vec::new();
         }
-        let mut p = vec![self.mkfs[0]];
+        // Past `env` and its assignments (`xfs-minlog`), the program itself.
+        let mkfs = match self.mkfs {
+            ["env", rest @ ..] => rest.iter().find(|a| !a.contains('=')).copied(),
+            argv => argv.first().copied(),
+        };
+        let mut p: Vec<&'static str> = mkfs.into_iter().collect();
         p.extend(self.fsck.first().copied());
         if let Recovery::FsckThenMount(cmd) = self.recovery {
             p.push(cmd[0]);

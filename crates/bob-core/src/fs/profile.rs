@@ -209,6 +209,9 @@ fn research(design: Design) -> Profile {
     // The core has regular files and directories only: no symbolic links, no extended
     // attributes, no fallocate (the FUSE glue answers EOPNOTSUPP).
     p.unsupported = vec![CoreOp::Symlink, CoreOp::Setxattr, CoreOp::Removexattr, CoreOp::Falloc];
+    // Nor modes, owners and times (the FUSE glue accepts and drops them), reflinks,
+    // renameat2's flags or O_TMPFILE: none of the operations beyond Ace's.
+    p.unsupported.extend_from_slice(CoreOp::BEYOND_ACE);
     if design.has_osync() {
         p.osync = Ordered;
         p.dsync = Durable;

@@ -135,6 +135,9 @@ fn xfstests_op(op: &Op, fill: &str) -> Option<XfsIo> {
                 workloads::FallocMode::ZeroRange => format!("fzero {offset} {len}"),
                 workloads::FallocMode::ZeroRangeKeepSize => format!("fzero -k {offset} {len}"),
                 workloads::FallocMode::PunchHole => format!("fpunch {offset} {len}"),
+                workloads::FallocMode::CollapseRange => format!("fcollapse {offset} {len}"),
+                workloads::FallocMode::InsertRange => format!("finsert {offset} {len}"),
+                workloads::FallocMode::UnshareRange => format!("funshare {offset} {len}"),
             };
             io(path, false, vec![cmd])
         }
@@ -148,6 +151,37 @@ fn xfstests_op(op: &Op, fill: &str) -> Option<XfsIo> {
         }
         Op::Removexattr { path, name } => {
             XfsIo::Shell(format!("$SETFATTR_PROG -x {name} {}", m(path)))
+        }
+        Op::Rename2 { from, to, how } => {
+            let flag = match how {
+                workloads::RenameHow::Exchange => "-x",
+                workloads::RenameHow::Noreplace => "-n",
+                workloads::RenameHow::Whiteout => "-w",
+            };
+            XfsIo::Shell(format!("$here/src/renameat2 {} {} {flag}", m(from), m(to)))
+        }
+        Op::Chmod { path, mode } => XfsIo::Shell(format!("chmod {mode:04o} {}", m(path))),
+        Op::Chown { path, uid, gid } => XfsIo::Shell(format!("chown -h {uid}:{gid} {}", m(path))),
+        Op::Utimes { path, mtime } => XfsIo::Shell(format!("touch -h -d @{mtime} {}", m(path))),
+        Op::TmpfileLink { path, len } => {
+            let dir = Path::new(path).parent().and_then(Path::to_str).unwrap_or("/");
+            XfsIo::Shell(format!(
+                "$XFS_IO_PROG -T -c \"pwrite -S {fill} 0 {len}\" -c \"flink {}\" {} >> $seqres.full",
+                m(path),
+                m(dir).trim_end_matches('/')
+            ))
+        }
+        Op::Clone { from, to } => io(to, false, vec![format!("reflink {}", m(from))]),
+        Op::CloneRange { from, to, offset, len } => {
+            io(to, false, vec![format!("reflink {} {offset} {offset} {len}", m(from))])
+        }
+        Op::CopyRange { from, to, offset, len } => io(
+            to,
+            false,
+            vec![format!("copy_range -s {offset} -d {offset} -l {len} {}", m(from))],
+        ),
+        Op::DedupeRange { from, to, offset, len } => {
+            io(to, false, vec![format!("dedupe {} {offset} {offset} {len}", m(from))])
         }
         Op::Fsync { path } => io(path, false, vec!["fsync".into()]),
         Op::Fdatasync { path } => io(path, false, vec!["fdatasync".into()]),
@@ -183,6 +217,7 @@ impl OpLines {
                 | Op::DirectWrite { .. }
                 | Op::MmapWrite { .. }
                 | Op::OtruncWrite { .. }
+                | Op::TmpfileLink { .. }
         ) {
             self.writes += 1;
         }
@@ -264,22 +299,74 @@ fn xfstests_preamble(s: &mut String, seq: &str, config: &FsConfig, w: &Workload,
     let _ = writeln!(s);
     let _ = writeln!(s, ". ./common/filter");
     let _ = writeln!(s, ". ./common/dmlogwrites");
-    if w.setup.iter().chain(&w.ops).any(|o| o.is_xattr()) {
-        let _ = writeln!(s, ". ./common/attr");
+    let (sources, requires) = xfstests_requirements(w);
+    for source in sources {
+        let _ = writeln!(s, ". ./common/{source}");
     }
     let _ = writeln!(s);
     let _ = writeln!(s, "_require_scratch");
     let _ = writeln!(s, "_require_log_writes");
-    let _ = writeln!(s, "_require_xfs_io_command \"falloc\"");
-    if w.setup.iter().chain(&w.ops).any(|o| o.is_xattr()) {
-        // xfstests' common/attr: setfattr/getfattr and user xattrs on the scratch fs.
-        let _ = writeln!(s, "_require_attrs");
+    for line in requires {
+        let _ = writeln!(s, "{line}");
     }
     let _ = writeln!(s);
     let _ = writeln!(s, "_log_writes_init $SCRATCH_DEV");
     let _ = writeln!(s, "_log_writes_mkfs >> $seqres.full 2>&1");
     let _ = writeln!(s, "_log_writes_mount");
     let _ = writeln!(s);
+}
+
+/// The `common/` files a test sources beyond filter and dmlogwrites, and its
+/// `_require_*` lines beyond the scratch device and log-writes: what its ops need, so a
+/// machine without them says `notrun`, never a failure.
+fn xfstests_requirements(w: &Workload) -> (Vec<&'static str>, Vec<String>) {
+    let mut sources = Vec::new();
+    let mut requires = vec!["_require_xfs_io_command \"falloc\"".to_string()];
+    let mut need = |source: Option<&'static str>, line: String| {
+        if let Some(src) = source {
+            if !sources.contains(&src) {
+                sources.push(src);
+            }
+        }
+        if !requires.contains(&line) {
+            requires.push(line);
+        }
+    };
+    for op in w.setup.iter().chain(&w.ops) {
+        match op {
+            // xfstests' common/attr: setfattr/getfattr and user xattrs on the scratch fs.
+            Op::Setxattr { .. } | Op::Removexattr { .. } => {
+                need(Some("attr"), "_require_attrs".into())
+            }
+            Op::Rename2 { how, .. } => {
+                need(Some("renameat2"), format!("_require_renameat2 {}", how.name()))
+            }
+            Op::Clone { .. } | Op::CloneRange { .. } => {
+                need(Some("reflink"), "_require_scratch_reflink".into())
+            }
+            Op::DedupeRange { .. } => need(Some("reflink"), "_require_scratch_dedupe".into()),
+            Op::CopyRange { .. } => need(None, "_require_xfs_io_command \"copy_range\"".into()),
+            Op::TmpfileLink { .. } => {
+                need(None, "_require_xfs_io_command \"-T\"".into());
+                need(None, "_require_xfs_io_command \"flink\"".into());
+            }
+            Op::Falloc { mode, .. } => {
+                let cmd = match mode {
+                    workloads::FallocMode::CollapseRange => "fcollapse",
+                    workloads::FallocMode::InsertRange => "finsert",
+                    workloads::FallocMode::UnshareRange => "funshare",
+                    workloads::FallocMode::ZeroRange | workloads::FallocMode::ZeroRangeKeepSize => {
+                        "fzero"
+                    }
+                    workloads::FallocMode::PunchHole => "fpunch",
+                    _ => continue,
+                };
+                need(None, format!("_require_xfs_io_command \"{cmd}\""));
+            }
+            _ => {}
+        }
+    }
+    (sources, requires)
 }
 
 /// The setup, then the ops with a mark after each persistence point; returns each mark
@@ -399,6 +486,21 @@ fn promise_checks(
                     checks.push(format!(
                         "{absent_ok}[ \"$(md5sum < $SCRATCH_MNT{p} 2>/dev/null | cut -d' ' -f1)\" = \"${var}\" ] || echo \"{p}: data differs from what it read when the call of {mark} returned\""
                     ));
+                    // The attributes the workload set, which fsync and sync promise
+                    // (fdatasync does not).
+                    let attrs = [
+                        ("%a", n.meta.mode.map(|m| format!("{m:o}")), "mode"),
+                        ("%u:%g", n.meta.owner.map(|(u, g)| format!("{u}:{g}")), "owner"),
+                        ("%Y", n.meta.mtime.map(|t| t.to_string()), "mtime"),
+                    ];
+                    for (format, want, what) in attrs {
+                        let Some(want) = want.filter(|_| !matches!(op, Op::Fdatasync { .. })) else {
+                            continue;
+                        };
+                        checks.push(format!(
+                            "{absent_ok}[ \"$(stat -c {format} $SCRATCH_MNT{p} 2>/dev/null)\" = \"{want}\" ] || echo \"{p}: {what} $(stat -c {format} $SCRATCH_MNT{p} 2>&1), expected {want}\""
+                        ));
+                    }
                 }
                 Some(_) => checks.push(format!(
                     "[ -e $SCRATCH_MNT{p} -o -L $SCRATCH_MNT{p} ] || echo \"{p}: missing\""

@@ -36,10 +36,10 @@ mod txn;
 pub use detect::ScenarioMark;
 
 use crate::model::{parent, History, ModelNode, ModelState};
-use crate::op::{Op, OpKind, OpRef};
+use crate::op::{Op, OpKind, OpRef, RenameHow};
 use crate::property::{Family, Property};
 use crate::stamp::SectorClass;
-use crate::tree::{Node, NodeKind, Observed, Snapshot};
+use crate::tree::{Content, InodeMeta, Node, NodeKind, Observed, Snapshot};
 use crate::workload::{Guarantee, Workload, DRAIN_FILE};
 use crate::SECTOR;
 use serde::{Deserialize, Serialize};
@@ -524,6 +524,39 @@ impl View<'_> {
                     },
                 })
             }
+            Op::TmpfileLink { path, len } => {
+                if !self.entry_is(path, id) {
+                    return Some(Err(self.name_desc(path, id)));
+                }
+                self.data_effect(k, id, 0, *len, false)
+            }
+            Op::Rename2 { from, to, how } => Some(if !self.entry_is(to, id) {
+                Err(self.name_desc(to, id))
+            } else if *how == RenameHow::Exchange {
+                // The other node now named `from`.
+                match self.states()[k + 1].id(from) {
+                    Some(other) if !self.entry_is(from, other) => Err(self.name_desc(from, other)),
+                    _ => Ok(()),
+                }
+            } else if self.entry_is(from, id) {
+                Err(format!("{from} still names {} too", self.ino_text(id)))
+            } else {
+                Ok(())
+            }),
+            Op::Chmod { .. } | Op::Chown { .. } | Op::Utimes { .. } => {
+                let want = self.states()[k + 1].nodes.get(&id)?.meta;
+                Some(match self.find_file(id) {
+                    None => Err(format!(
+                        "{} ({}) is not found under any of its names",
+                        self.first_name(id),
+                        self.ino_text(id)
+                    )),
+                    Some((p, n)) => match meta_mismatch(p, &want, n, op.kind()) {
+                        Some(why) => Err(why),
+                        None => Ok(()),
+                    },
+                })
+            }
             Op::Fsync { .. }
             | Op::Fdatasync { .. }
             | Op::Sync
@@ -533,6 +566,10 @@ impl View<'_> {
             | Op::Output
             | Op::WritebackStart { .. }
             | Op::Falloc { .. }
+            | Op::Clone { .. }
+            | Op::CloneRange { .. }
+            | Op::CopyRange { .. }
+            | Op::DedupeRange { .. }
             | Op::TxnBegin
             | Op::TxnCommit { .. }
             | Op::TxnAbort => None,
@@ -893,6 +930,9 @@ impl View<'_> {
                 if let Some(why) = metadata.then(|| self.xattr_promise(d, id, s)).flatten() {
                     return fail(why);
                 }
+                if let Some(why) = metadata.then(|| self.meta_promise(d, id, s)).flatten() {
+                    return fail(why);
+                }
                 // Under fsync-persists-name, a fsync promises every name the file has at
                 // the call (its own and other hard links), unless a later op moves it.
                 let names = matches!(op, Op::Fsync { .. })
@@ -917,7 +957,7 @@ impl View<'_> {
                     let n = &s.nodes[&id];
                     let why = if n.kind == NodeKind::Dir {
                         self.dir_promise(d, p, &touched, durable)
-                    } else if n.kind == NodeKind::Symlink {
+                    } else if matches!(n.kind, NodeKind::Symlink | NodeKind::Whiteout) {
                         // Its name is its parent directory's promise.
                         None
                     } else {
@@ -928,6 +968,7 @@ impl View<'_> {
                             .then(|| self.xattr_promise(d, id, s))
                             .flatten()
                     });
+                    let why = why.or_else(|| self.meta_promise(d, id, s));
                     if let Some(why) = why {
                         return fail(why);
                     }
@@ -986,9 +1027,14 @@ impl View<'_> {
             })
             .collect();
         // A later truncate or fallocate may cut, grow or zero what was promised.
-        let truncated_later = later.iter().any(|(_, o)| {
-            matches!(o, Op::OtruncWrite { .. } | Op::Truncate { .. } | Op::Falloc { .. })
-        });
+        let truncated_later = later.iter().any(|(_, o)| o.may_cut());
+        // What each later op left the file holding: a sector may show any of these (a
+        // later clone, copy or shift brings data an earlier point did not promise).
+        let later_contents: Vec<&Content> = later
+            .iter()
+            .filter_map(|(j, _)| self.states().get(j + 1)?.nodes.get(&id))
+            .map(|n| &n.content)
+            .collect();
         let Some((name, node)) = self.find_file(id) else {
             // Later unlinks or renames over it may remove it legally.
             let removed_later = self.w().ops[d + 1..].iter().enumerate().any(|(k, o)| {
@@ -1025,7 +1071,8 @@ impl View<'_> {
         for (i, expect) in want.content.iter().take(sectors as usize).enumerate() {
             let got = found.next().unwrap_or(SectorClass::Zero);
             let later_ok = matches!(got, SectorClass::Data { file, op: Some(o) } if file == id && later_ops.contains(&o))
-                || (truncated_later && got == SectorClass::Zero);
+                || (truncated_later && got == SectorClass::Zero)
+                || later_contents.iter().any(|c| c.class_at(i as u64) == Some(got));
             if got != expect && !later_ok {
                 let what = match expect {
                     SectorClass::Data { op: Some(o), .. } => format!("the data of op {o}"),
@@ -1100,6 +1147,62 @@ impl View<'_> {
         }
         None
     }
+
+    /// The attributes (mode, owner, mtime) the workload set on node `id`, as of op `d`
+    /// (fsync and sync promise them, fdatasync does not): each one the model holds is
+    /// what the file shows, unless a later op sets the same attribute (or, for the
+    /// mtime, changes the data) and the file shows what that op left.
+    fn meta_promise(&self, d: usize, id: u32, s: &ModelState) -> Option<String> {
+        let mut want = s.nodes.get(&id)?.meta;
+        if want == InodeMeta::default() {
+            return None;
+        }
+        let (name, node) = self.find_file(id)?;
+        if node.read_error.is_some() || node.meta.is_none() {
+            return None;
+        }
+        let got = node.meta.unwrap_or_default();
+        for (j, o) in self.w().ops.iter().enumerate().skip(d + 1) {
+            if self.o.h.op_ids.get(j).copied().flatten() != Some(id) {
+                continue;
+            }
+            let after = self.states().get(j + 1).and_then(|t| t.nodes.get(&id));
+            let later = after.map(|n| n.meta).unwrap_or_default();
+            match o {
+                Op::Chmod { .. } if got.mode == later.mode => want.mode = None,
+                Op::Chown { .. } if got.owner == later.owner => want.owner = None,
+                Op::Utimes { .. } if got.mtime == later.mtime => want.mtime = None,
+                // The clock's time, whatever it was.
+                o if o.changes_data() => want.mtime = None,
+                _ => {}
+            }
+        }
+        meta_mismatch(name, &want, node, OpKind::Sync)
+    }
+}
+
+/// How file `n` (found as `path`) differs from the attributes `want` the model holds
+/// (only those the workload set; `kind` narrows to one attribute op's), if it does.
+fn meta_mismatch(path: &str, want: &InodeMeta, n: &Node, kind: OpKind) -> Option<String> {
+    let got = n.meta.unwrap_or_default();
+    let check = |k: OpKind| kind == k || !kind.is_attr_op();
+    if let (true, Some(w)) = (check(OpKind::Chmod), want.mode) {
+        if got.mode != Some(w) {
+            return Some(format!("{path} has mode {:04o}, not {w:04o}", got.mode.unwrap_or(0)));
+        }
+    }
+    if let (true, Some((u, g))) = (check(OpKind::Chown), want.owner) {
+        if got.owner != Some((u, g)) {
+            let (gu, gg) = got.owner.unwrap_or_default();
+            return Some(format!("{path} has owner {gu}:{gg}, not {u}:{g}"));
+        }
+    }
+    if let (true, Some(t)) = (check(OpKind::Utimes), want.mtime) {
+        if got.mtime != Some(t) {
+            return Some(format!("{path} has mtime {}, not {t}", got.mtime.unwrap_or(0)));
+        }
+    }
+    None
 }
 
 /// "/foo has the attribute user.a=op2, not op4" and the like: what a crash state shows of
