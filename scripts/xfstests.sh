@@ -7,7 +7,8 @@
 #
 #   scripts/xfstests.sh build
 #   scripts/xfstests.sh run [--kernel debian:6.12|debian:6.1|IMAGE] [--fs xfs|ext4]
-#        [--add FILE]... [--modules-from DIR] [--results DIR] [--freeze-clock] TEST...
+#        [--add FILE]... [--modules-from DIR] [--results DIR] [--freeze-clock]
+#        [--mount-options OPTS] [--mkfs-options OPTS] TEST...
 #
 # `--add FILE` copies a test (e.g. one `bob explore --export-xfstests` wrote, with its
 # .out beside it) into the guest's copy of the suite as tests/generic/NAME before
@@ -16,6 +17,9 @@
 # --freeze-clock keeps setting the guest's wall clock back to one instant while check
 # runs, so that every file timestamp is that instant: a finding that needs two writes in
 # one tick of the coarse clock then needs no luck (the guest only; its clock is its own).
+# `--mount-options OPTS` sets xfstests' MOUNT_OPTIONS ("-o OPTS") for every mount of the
+# test and scratch file systems (e.g. ext4's journal_async_commit), `--mkfs-options OPTS`
+# its MKFS_OPTIONS for the scratch file system (e.g. "-O ^metadata_csum").
 # The results (check's output, .full and .out.bad files) are written below --results
 # (default /var/tmp/bob-xfstests-results/KERNEL-FS, created), which the guest shares.
 #
@@ -89,7 +93,7 @@ kernel_image() {
 }
 
 run() {
-  local spec=debian:6.12 fs=xfs results="" mods="" freeze="" adds=() tests=()
+  local spec=debian:6.12 fs=xfs results="" mods="" freeze="" mopts="" kopts="" adds=() tests=()
   while [ $# -gt 0 ]; do
     case "$1" in
       --kernel) spec=$2; shift 2 ;;
@@ -98,6 +102,8 @@ run() {
       --results) results=$2; shift 2 ;;
       --modules-from) mods=$(realpath "$2"); shift 2 ;;
       --freeze-clock) freeze=1; shift ;;
+      --mount-options) mopts=$2; shift 2 ;;
+      --mkfs-options) kopts=$2; shift 2 ;;
       -*) die "unknown option $1" ;;
       *) tests+=("$1"); shift ;;
     esac
@@ -154,6 +160,8 @@ export SCRATCH_DEV=\$SD
 export SCRATCH_MNT=\$W/scratch
 export LOGWRITES_DEV=\$LD
 export RESULT_BASE=$results/results
+${mopts:+export MOUNT_OPTIONS=\"-o $mopts\"}
+${kopts:+export MKFS_OPTIONS=\"$kopts\"}
 EOF"
     [ -n "$freeze" ] && echo "$results/freeze-clock & FREEZE=\$!"
     echo "cd \$W/suite && ./check ${tests[*]}"

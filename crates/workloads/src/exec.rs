@@ -348,7 +348,12 @@ fn run_op(
             let times = [t, t];
             // SAFETY: a NUL-terminated path and two timespecs that live across the call.
             let rc = unsafe {
-                libc::utimensat(libc::AT_FDCWD, p.as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW)
+                libc::utimensat(
+                    libc::AT_FDCWD,
+                    p.as_ptr(),
+                    times.as_ptr(),
+                    libc::AT_SYMLINK_NOFOLLOW,
+                )
             };
             check_rc(rc, &hp(path))
         }
@@ -382,7 +387,8 @@ fn run_op(
         | Op::CopyRange { from, to, .. }
         | Op::DedupeRange { from, to, .. } => {
             let src = File::open(hp(from)).map_err(io(&hp(from)))?;
-            let dst = OpenOptions::new().read(true).write(true).open(hp(to)).map_err(io(&hp(to)))?;
+            let dst =
+                OpenOptions::new().read(true).write(true).open(hp(to)).map_err(io(&hp(to)))?;
             remap(op, &src, &dst).map_err(|e| RunError::Io(hp(to), e))
         }
         Op::WritebackStart { path } => {

@@ -407,7 +407,8 @@ impl Bounds {
             .filter(|r| {
                 let (offset, len) = r.bytes();
                 offset < FILE_BYTES
-                    && (!aligned || (offset % 4096 == 0 && len % 4096 == 0 && offset + len < FILE_BYTES))
+                    && (!aligned
+                        || (offset % 4096 == 0 && len % 4096 == 0 && offset + len < FILE_BYTES))
             })
             .collect();
         out.sort();
@@ -438,8 +439,11 @@ impl Bounds {
                 CoreOp::Falloc => {
                     for p in &self.files {
                         for &mode in &self.falloc_modes {
-                            let ranges =
-                                if mode.shifts() { self.inside_ranges(true) } else { self.ranges.clone() };
+                            let ranges = if mode.shifts() {
+                                self.inside_ranges(true)
+                            } else {
+                                self.ranges.clone()
+                            };
                             for r in &ranges {
                                 let (offset, len) = r.bytes();
                                 out.push(Op::Falloc { path: s(p), mode, offset, len });
@@ -507,7 +511,9 @@ impl Bounds {
                 CoreOp::Clone | CoreOp::CloneRange | CoreOp::CopyRange | CoreOp::DedupeRange => {
                     let ranges = match kind {
                         CoreOp::Clone => vec![None],
-                        CoreOp::CopyRange => self.inside_ranges(false).into_iter().map(Some).collect(),
+                        CoreOp::CopyRange => {
+                            self.inside_ranges(false).into_iter().map(Some).collect()
+                        }
                         _ => self.inside_ranges(true).into_iter().map(Some).collect(),
                     };
                     for from in &self.files {
@@ -544,17 +550,15 @@ impl Bounds {
                         }
                     }
                 }
-                CoreOp::Chmod => out.extend(
-                    self.files.iter().map(|p| Op::Chmod { path: s(p), mode: CHMOD_MODE }),
-                ),
+                CoreOp::Chmod => out
+                    .extend(self.files.iter().map(|p| Op::Chmod { path: s(p), mode: CHMOD_MODE })),
                 CoreOp::Chown => out.extend(self.files.iter().map(|p| Op::Chown {
                     path: s(p),
                     uid: CHOWN_TO.0,
                     gid: CHOWN_TO.1,
                 })),
-                CoreOp::Utimes => out.extend(
-                    self.files.iter().map(|p| Op::Utimes { path: s(p), mtime: UTIMES_TO }),
-                ),
+                CoreOp::Utimes => out
+                    .extend(self.files.iter().map(|p| Op::Utimes { path: s(p), mtime: UTIMES_TO })),
                 CoreOp::Tmpfile => out.extend(
                     self.files.iter().map(|p| Op::TmpfileLink { path: s(p), len: TMPFILE_BYTES }),
                 ),

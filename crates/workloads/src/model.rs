@@ -4,9 +4,9 @@
 //! involved, so the model is what the checks trust.
 
 use crate::op::Op;
+use crate::op::{FallocMode, RenameHow};
 use crate::stamp::SectorClass;
 use crate::stamp::{DRAIN_OP, SETUP_OP};
-use crate::op::{FallocMode, RenameHow};
 use crate::tree::{Content, InodeMeta, Node, NodeKind, Observed, Snapshot};
 use crate::workload::Workload;
 use crate::SECTOR;
@@ -156,7 +156,13 @@ impl ModelState {
     }
 
     /// renameat2 with `how`: the moved node's id.
-    fn rename2(&mut self, op: &Op, from: &str, to: &str, how: RenameHow) -> Result<u32, ModelError> {
+    fn rename2(
+        &mut self,
+        op: &Op,
+        from: &str,
+        to: &str,
+        how: RenameHow,
+    ) -> Result<u32, ModelError> {
         let err = |reason: String| ModelError { op: op.to_string(), reason };
         let id = self.id(from).ok_or_else(|| err(format!("{from} does not exist")))?;
         if self.node(parent(to)).map(|n| n.kind) != Some(NodeKind::Dir) {
@@ -422,7 +428,9 @@ impl ModelState {
             }
             Op::Symlink { target, path } => {
                 need_absent_in_dir(self, path)?;
-                Ok(Some(self.add_node(path, ModelNode::new(NodeKind::Symlink, target.len() as u64))))
+                Ok(Some(
+                    self.add_node(path, ModelNode::new(NodeKind::Symlink, target.len() as u64)),
+                ))
             }
         }
     }
@@ -743,7 +751,10 @@ mod tests {
         assert_eq!(s.id("/D"), Some(a));
         assert_eq!(s.id("/a/b"), Some(b), "the directory moved whole");
         let how = RenameHow::Noreplace;
-        assert!(s.clone().apply(&Op::Rename2 { from: "/D".into(), to: "/a".into(), how }, 1).is_err());
+        assert!(s
+            .clone()
+            .apply(&Op::Rename2 { from: "/D".into(), to: "/a".into(), how }, 1)
+            .is_err());
         let how = RenameHow::Whiteout;
         s.apply(&Op::Rename2 { from: "/D".into(), to: "/c".into(), how }, 1).unwrap();
         assert_eq!(s.id("/c"), Some(a));

@@ -175,11 +175,9 @@ fn xfstests_op(op: &Op, fill: &str) -> Option<XfsIo> {
         Op::CloneRange { from, to, offset, len } => {
             io(to, false, vec![format!("reflink {} {offset} {offset} {len}", m(from))])
         }
-        Op::CopyRange { from, to, offset, len } => io(
-            to,
-            false,
-            vec![format!("copy_range -s {offset} -d {offset} -l {len} {}", m(from))],
-        ),
+        Op::CopyRange { from, to, offset, len } => {
+            io(to, false, vec![format!("copy_range -s {offset} -d {offset} -l {len} {}", m(from))])
+        }
         Op::DedupeRange { from, to, offset, len } => {
             io(to, false, vec![format!("dedupe {} {offset} {offset} {len}", m(from))])
         }
@@ -494,7 +492,8 @@ fn promise_checks(
                         ("%Y", n.meta.mtime.map(|t| t.to_string()), "mtime"),
                     ];
                     for (format, want, what) in attrs {
-                        let Some(want) = want.filter(|_| !matches!(op, Op::Fdatasync { .. })) else {
+                        let Some(want) = want.filter(|_| !matches!(op, Op::Fdatasync { .. }))
+                        else {
                             continue;
                         };
                         checks.push(format!(
