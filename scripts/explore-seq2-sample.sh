@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# The seq-2 sample of docs/explore.md: 3,334 workloads drawn from seq-2 (seed 0), each on
+# The seq-2 samples of docs/explore.md: 3,334 workloads drawn from seq-2 (seed 0), each on
 # ext4-ordered, xfs and btrfs, in three shards, in sittings of at most BUDGET each.
 #
 #   sudo scripts/explore-seq2-sample.sh WORK_DIR [BUDGET]      # BUDGET: 90m by default
+#
+# OP_SET=beyond-ace (default ace) samples the operations beyond Ace's instead; its copies
+# go to docs/explore/seq2-beyond-ace-sample. SEQ and SAMPLE change the sequence length
+# and the sample's size (a seq-3 sample: SEQ=3 SAMPLE=1000), and the copies' directory
+# is then named after them (docs/explore/seq3-...-sample).
 #
 # Each shard's run lives in WORK_DIR/shard-I (witnesses included); after each sitting
 # its journal, header, report and signatures (small: no traces) are copied into
@@ -14,7 +19,12 @@ work=${1:?usage: explore-seq2-sample.sh WORK_DIR [BUDGET]}
 budget=${2:-90m}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 bob=${BOB:-$repo/target/release/bob}
-kept=$repo/docs/explore/seq2-sample
+op_set=${OP_SET:-ace}
+seq=${SEQ:-2}
+sample=${SAMPLE:-3334}
+name=seq$seq${op_set/#ace/}
+name=${name/beyond-ace/-beyond-ace}-sample
+kept=$repo/docs/explore/$name
 mkdir -p "$work"
 for i in 1 2 3; do
   out=$work/shard-$i
@@ -30,7 +40,8 @@ for i in 1 2 3; do
   resume=()
   [ -f "$out/explore.json" ] && resume=(--resume)
   set +e
-  "$bob" explore --fs ext4-ordered,xfs,btrfs --seq 2 --sample 3334 --seed 0 --shard "$i/3" \
+  nice "$bob" explore --fs ext4-ordered,xfs,btrfs --op-set "$op_set" --seq "$seq" \
+    --sample "$sample" --seed 0 --shard "$i/3" \
     --budget "$budget" --out "$out" --format json "${resume[@]}" > "$work/shard-$i.json"
   code=$?
   set -e

@@ -104,7 +104,7 @@ pub fn execute(
         // Every node the op brought into being (a new name's file, directory or symlink,
         // a whiteout left behind): its inode number, while it is there to see.
         for path in op.paths() {
-            let Some(new) = next.id(path).filter(|i| model.nodes.get(i).is_none()) else {
+            let Some(new) = next.id(path).filter(|i| !model.nodes.contains_key(i)) else {
                 continue;
             };
             let p = host_path(root, path);
