@@ -52,7 +52,7 @@ cleanup() {
   rm -rf "$W"
 }
 trap cleanup EXIT
-modprobe dm-log-writes 2>/dev/null || true
+for m in loop dm-mod dm-log-writes ext4; do modprobe "$m" 2>/dev/null || true; done
 mkdir -p "$W/mnt"
 for f in data log replay; do truncate -s 256M "$W/$f.img"; done
 DATA=$(losetup -f --show "$W/data.img")
