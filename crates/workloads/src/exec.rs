@@ -326,6 +326,51 @@ fn run_op(
             xattr::set(hp(path), name, value.as_bytes()).map_err(io(&hp(path)))
         }
         Op::Removexattr { path, name } => xattr::remove(hp(path), name).map_err(io(&hp(path))),
+        Op::Rename2 { .. }
+        | Op::Chmod { .. }
+        | Op::Chown { .. }
+        | Op::Utimes { .. }
+        | Op::TmpfileLink { .. }
+        | Op::Clone { .. }
+        | Op::CloneRange { .. }
+        | Op::CopyRange { .. }
+        | Op::DedupeRange { .. } => run_beyond_ace(op, root, id, stamp_op, gen),
+        Op::WritebackStart { path } => {
+            // Starts writeback of the whole file and returns without waiting for it or
+            // for any metadata: the `writeback-commit` drain schedule's first step.
+            let p = hp(path);
+            let f = File::open(&p).map_err(io(&p))?;
+            // SAFETY: a valid open descriptor; offset 0 and length 0 mean the whole file.
+            let rc = unsafe {
+                libc::sync_file_range(
+                    std::os::fd::AsRawFd::as_raw_fd(&f),
+                    0,
+                    0,
+                    libc::SYNC_FILE_RANGE_WRITE,
+                )
+            };
+            if rc != 0 {
+                return Err(RunError::Io(p, std::io::Error::last_os_error()));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The operations beyond Ace's (renameat2's flags, attribute changes, O_TMPFILE + linkat,
+/// reflinks, copies and dedupes), as [`run_op`] runs the others.
+fn run_beyond_ace(op: &Op, root: &Path, id: u32, stamp_op: u32, gen: u32) -> Result<(), RunError> {
+    let hp = |p: &str| host_path(root, p);
+    let io = |p: &Path| {
+        let p = p.to_path_buf();
+        move |e| RunError::Io(p, e)
+    };
+    let stamped = |offset: u64, len: u64| {
+        let mut buf = vec![0u8; len as usize];
+        stamp::fill(&mut buf, id, offset, stamp_op, gen);
+        buf
+    };
+    match op {
         Op::Rename2 { from, to, how } => {
             let (f, t) = (c_path(&hp(from))?, c_path(&hp(to))?);
             // SAFETY: two NUL-terminated paths that live across the call.
@@ -391,25 +436,7 @@ fn run_op(
                 OpenOptions::new().read(true).write(true).open(hp(to)).map_err(io(&hp(to)))?;
             remap(op, &src, &dst).map_err(|e| RunError::Io(hp(to), e))
         }
-        Op::WritebackStart { path } => {
-            // Starts writeback of the whole file and returns without waiting for it or
-            // for any metadata: the `writeback-commit` drain schedule's first step.
-            let p = hp(path);
-            let f = File::open(&p).map_err(io(&p))?;
-            // SAFETY: a valid open descriptor; offset 0 and length 0 mean the whole file.
-            let rc = unsafe {
-                libc::sync_file_range(
-                    std::os::fd::AsRawFd::as_raw_fd(&f),
-                    0,
-                    0,
-                    libc::SYNC_FILE_RANGE_WRITE,
-                )
-            };
-            if rc != 0 {
-                return Err(RunError::Io(p, std::io::Error::last_os_error()));
-            }
-            Ok(())
-        }
+        _ => Ok(()),
     }
 }
 

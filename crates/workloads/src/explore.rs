@@ -508,60 +508,17 @@ impl Bounds {
                     // Replaced by the op's own index in `workload_at`.
                     value: String::new(),
                 })),
-                CoreOp::Clone | CoreOp::CloneRange | CoreOp::CopyRange | CoreOp::DedupeRange => {
-                    let ranges = match kind {
-                        CoreOp::Clone => vec![None],
-                        CoreOp::CopyRange => {
-                            self.inside_ranges(false).into_iter().map(Some).collect()
-                        }
-                        _ => self.inside_ranges(true).into_iter().map(Some).collect(),
-                    };
-                    for from in &self.files {
-                        for to in &self.second_files {
-                            for r in &ranges {
-                                let (from, to) = (s(from), s(to));
-                                let (offset, len) = r.map(Range::bytes).unwrap_or((0, 0));
-                                out.push(match kind {
-                                    CoreOp::Clone => Op::Clone { from, to },
-                                    CoreOp::CloneRange => Op::CloneRange { from, to, offset, len },
-                                    CoreOp::CopyRange => Op::CopyRange { from, to, offset, len },
-                                    _ => Op::DedupeRange { from, to, offset, len },
-                                });
-                            }
-                        }
-                    }
-                }
-                CoreOp::RenameExchange | CoreOp::RenameNoreplace | CoreOp::RenameWhiteout => {
-                    let how = match kind {
-                        CoreOp::RenameExchange => RenameHow::Exchange,
-                        CoreOp::RenameNoreplace => RenameHow::Noreplace,
-                        _ => RenameHow::Whiteout,
-                    };
-                    for from in &both {
-                        for to in self.second_files.iter().filter(|t| t != from) {
-                            out.push(Op::Rename2 { from: s(from), to: s(to), how });
-                        }
-                    }
-                    if how != RenameHow::Whiteout {
-                        for from in self.dirs.iter().chain(&self.second_dirs) {
-                            for to in self.second_dirs.iter().filter(|t| *t != from) {
-                                out.push(Op::Rename2 { from: s(from), to: s(to), how });
-                            }
-                        }
-                    }
-                }
-                CoreOp::Chmod => out
-                    .extend(self.files.iter().map(|p| Op::Chmod { path: s(p), mode: CHMOD_MODE })),
-                CoreOp::Chown => out.extend(self.files.iter().map(|p| Op::Chown {
-                    path: s(p),
-                    uid: CHOWN_TO.0,
-                    gid: CHOWN_TO.1,
-                })),
-                CoreOp::Utimes => out
-                    .extend(self.files.iter().map(|p| Op::Utimes { path: s(p), mtime: UTIMES_TO })),
-                CoreOp::Tmpfile => out.extend(
-                    self.files.iter().map(|p| Op::TmpfileLink { path: s(p), len: TMPFILE_BYTES }),
-                ),
+                CoreOp::Clone
+                | CoreOp::CloneRange
+                | CoreOp::CopyRange
+                | CoreOp::DedupeRange
+                | CoreOp::RenameExchange
+                | CoreOp::RenameNoreplace
+                | CoreOp::RenameWhiteout
+                | CoreOp::Chmod
+                | CoreOp::Chown
+                | CoreOp::Utimes
+                | CoreOp::Tmpfile => self.beyond_ace_ops(kind, &mut out),
                 CoreOp::Removexattr => out.extend(
                     self.files
                         .iter()
@@ -570,6 +527,69 @@ impl Bounds {
             }
         }
         out
+    }
+
+    /// The concrete ops of an operation beyond Ace's, appended to `out`.
+    fn beyond_ace_ops(&self, kind: CoreOp, out: &mut Vec<Op>) {
+        let s = |p: &String| p.clone();
+        let both: Vec<&String> = self.files.iter().chain(&self.second_files).collect();
+        match kind {
+            CoreOp::Clone | CoreOp::CloneRange | CoreOp::CopyRange | CoreOp::DedupeRange => {
+                let ranges = match kind {
+                    CoreOp::Clone => vec![None],
+                    CoreOp::CopyRange => self.inside_ranges(false).into_iter().map(Some).collect(),
+                    _ => self.inside_ranges(true).into_iter().map(Some).collect(),
+                };
+                for from in &self.files {
+                    for to in &self.second_files {
+                        for r in &ranges {
+                            let (from, to) = (s(from), s(to));
+                            let (offset, len) = r.map(Range::bytes).unwrap_or((0, 0));
+                            out.push(match kind {
+                                CoreOp::Clone => Op::Clone { from, to },
+                                CoreOp::CloneRange => Op::CloneRange { from, to, offset, len },
+                                CoreOp::CopyRange => Op::CopyRange { from, to, offset, len },
+                                _ => Op::DedupeRange { from, to, offset, len },
+                            });
+                        }
+                    }
+                }
+            }
+            CoreOp::RenameExchange | CoreOp::RenameNoreplace | CoreOp::RenameWhiteout => {
+                let how = match kind {
+                    CoreOp::RenameExchange => RenameHow::Exchange,
+                    CoreOp::RenameNoreplace => RenameHow::Noreplace,
+                    _ => RenameHow::Whiteout,
+                };
+                for from in &both {
+                    for to in self.second_files.iter().filter(|t| t != from) {
+                        out.push(Op::Rename2 { from: s(from), to: s(to), how });
+                    }
+                }
+                if how != RenameHow::Whiteout {
+                    for from in self.dirs.iter().chain(&self.second_dirs) {
+                        for to in self.second_dirs.iter().filter(|t| *t != from) {
+                            out.push(Op::Rename2 { from: s(from), to: s(to), how });
+                        }
+                    }
+                }
+            }
+            CoreOp::Chmod => {
+                out.extend(self.files.iter().map(|p| Op::Chmod { path: s(p), mode: CHMOD_MODE }))
+            }
+            CoreOp::Chown => out.extend(self.files.iter().map(|p| Op::Chown {
+                path: s(p),
+                uid: CHOWN_TO.0,
+                gid: CHOWN_TO.1,
+            })),
+            CoreOp::Utimes => {
+                out.extend(self.files.iter().map(|p| Op::Utimes { path: s(p), mtime: UTIMES_TO }))
+            }
+            CoreOp::Tmpfile => out.extend(
+                self.files.iter().map(|p| Op::TmpfileLink { path: s(p), len: TMPFILE_BYTES }),
+            ),
+            _ => {}
+        }
     }
 
     /// A generator over these bounds (the core ops computed once).

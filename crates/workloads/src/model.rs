@@ -207,6 +207,68 @@ impl ModelState {
         Ok(id)
     }
 
+    /// The operations beyond Ace's, as [`ModelState::apply_op`] applies the others.
+    fn apply_beyond_ace(&mut self, op: &Op, stamp_op: u32) -> Result<Option<u32>, ModelError> {
+        let err = |reason: String| ModelError { op: op.to_string(), reason };
+        let need = |s: &ModelState, p: &str, kind: Option<NodeKind>| -> Result<u32, ModelError> {
+            let id = s.id(p).ok_or_else(|| err(format!("{p} does not exist")))?;
+            match kind {
+                Some(k) if s.nodes[&id].kind != k => Err(err(format!("{p} is not a {k:?}"))),
+                _ => Ok(id),
+            }
+        };
+        let need_absent_in_dir = |s: &ModelState, p: &str| -> Result<(), ModelError> {
+            if s.id(p).is_some() {
+                return Err(err(format!("{p} exists")));
+            }
+            need(s, parent(p), Some(NodeKind::Dir)).map(|_| ())
+        };
+        let aligned = |v: u64| v % SECTOR == 0;
+        match op {
+            Op::Rename2 { from, to, how } => self.rename2(op, from, to, *how).map(Some),
+            Op::Chmod { path, mode } => {
+                let id = need(self, path, Some(NodeKind::File))?;
+                self.nodes.get_mut(&id).unwrap().meta.mode = Some(*mode & 0o7777);
+                Ok(Some(id))
+            }
+            Op::Chown { path, uid, gid } => {
+                let id = need(self, path, Some(NodeKind::File))?;
+                self.nodes.get_mut(&id).unwrap().meta.owner = Some((*uid, *gid));
+                Ok(Some(id))
+            }
+            Op::Utimes { path, mtime } => {
+                let id = need(self, path, Some(NodeKind::File))?;
+                self.nodes.get_mut(&id).unwrap().meta.mtime = Some(*mtime);
+                Ok(Some(id))
+            }
+            Op::TmpfileLink { path, len } => {
+                need_absent_in_dir(self, path)?;
+                if !aligned(*len) {
+                    return Err(err("the length must be a multiple of 512".into()));
+                }
+                let id = self.next_id;
+                let mut node = ModelNode::new(NodeKind::File, *len);
+                node.content = Content::filled(data_class(id, stamp_op), len / SECTOR);
+                Ok(Some(self.add_node(path, node)))
+            }
+            Op::Clone { from, to }
+            | Op::CloneRange { from, to, .. }
+            | Op::CopyRange { from, to, .. }
+            | Op::DedupeRange { from, to, .. } => {
+                let src = need(self, from, Some(NodeKind::File))?;
+                let dst = need(self, to, Some(NodeKind::File))?;
+                if src == dst {
+                    return Err(err(format!("{from} and {to} are one file")));
+                }
+                let source = self.nodes[&src].clone();
+                let node = self.nodes.get_mut(&dst).unwrap();
+                copy_between(op, &source, node).map_err(err)?;
+                Ok(Some(dst))
+            }
+            _ => Ok(None),
+        }
+    }
+
     fn apply_op(&mut self, op: &Op, stamp_op: u32) -> Result<Option<u32>, ModelError> {
         let err = |reason: String| ModelError { op: op.to_string(), reason };
         for p in op.paths() {
@@ -386,46 +448,15 @@ impl ModelState {
                 }
                 Ok(Some(id))
             }
-            Op::Rename2 { from, to, how } => self.rename2(op, from, to, *how).map(Some),
-            Op::Chmod { path, mode } => {
-                let id = need(self, path, Some(NodeKind::File))?;
-                self.nodes.get_mut(&id).unwrap().meta.mode = Some(*mode & 0o7777);
-                Ok(Some(id))
-            }
-            Op::Chown { path, uid, gid } => {
-                let id = need(self, path, Some(NodeKind::File))?;
-                self.nodes.get_mut(&id).unwrap().meta.owner = Some((*uid, *gid));
-                Ok(Some(id))
-            }
-            Op::Utimes { path, mtime } => {
-                let id = need(self, path, Some(NodeKind::File))?;
-                self.nodes.get_mut(&id).unwrap().meta.mtime = Some(*mtime);
-                Ok(Some(id))
-            }
-            Op::TmpfileLink { path, len } => {
-                need_absent_in_dir(self, path)?;
-                if !aligned(*len) {
-                    return Err(err("the length must be a multiple of 512".into()));
-                }
-                let id = self.next_id;
-                let mut node = ModelNode::new(NodeKind::File, *len);
-                node.content = Content::filled(data_class(id, stamp_op), len / SECTOR);
-                Ok(Some(self.add_node(path, node)))
-            }
-            Op::Clone { from, to }
-            | Op::CloneRange { from, to, .. }
-            | Op::CopyRange { from, to, .. }
-            | Op::DedupeRange { from, to, .. } => {
-                let src = need(self, from, Some(NodeKind::File))?;
-                let dst = need(self, to, Some(NodeKind::File))?;
-                if src == dst {
-                    return Err(err(format!("{from} and {to} are one file")));
-                }
-                let source = self.nodes[&src].clone();
-                let node = self.nodes.get_mut(&dst).unwrap();
-                copy_between(op, &source, node).map_err(err)?;
-                Ok(Some(dst))
-            }
+            Op::Rename2 { .. }
+            | Op::Chmod { .. }
+            | Op::Chown { .. }
+            | Op::Utimes { .. }
+            | Op::TmpfileLink { .. }
+            | Op::Clone { .. }
+            | Op::CloneRange { .. }
+            | Op::CopyRange { .. }
+            | Op::DedupeRange { .. } => self.apply_beyond_ace(op, stamp_op),
             Op::Symlink { target, path } => {
                 need_absent_in_dir(self, path)?;
                 Ok(Some(
