@@ -1210,7 +1210,13 @@ pub fn export_xfstests(
         };
         let seq = format!("{:03}", first + k as u32);
         let test = tests.join(&seq);
-        let body = super::reproducer::xfstests(&seq, config, &w, &sig.witness.story);
+        // A signature about recovery gets the lost-write states too: the state that
+        // failed may be a reordering inside one flush interval.
+        let recovery = matches!(
+            sig.key.discrepancy.as_str(),
+            "unmountable" | "needs-repair" | "fsck-complaint"
+        );
+        let body = super::reproducer::xfstests(&seq, config, &w, &sig.witness.story, recovery);
         std::fs::write(&test, body).map_err(io(&test))?;
         let out = tests.join(format!("{seq}.out"));
         std::fs::write(&out, super::reproducer::xfstests_out(&seq)).map_err(io(&out))?;

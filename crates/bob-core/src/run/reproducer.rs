@@ -254,13 +254,70 @@ impl OpLines {
 /// the log up to it onto the scratch device (`_log_writes_replay_log`), mount, and check
 /// what was promised there (the files and directories the call persisted exist, with
 /// the size they had), as Ace's adapter checks at its checkpoints.
-pub fn xfstests(seq: &str, config: &FsConfig, w: &Workload, story: &str) -> String {
+///
+/// With `lost_writes` (a signature about recovery: a state that does not mount, needs
+/// repair or fails fsck), the test also builds, for each write of the workload, the crash
+/// state a volatile cache may leave without that one write (the log replayed up to the
+/// next flush, the write's sectors given back what they held before it), and requires
+/// each to mount: a reordering inside one flush interval, which no prefix up to a mark
+/// shows.
+pub fn xfstests(
+    seq: &str,
+    config: &FsConfig,
+    w: &Workload,
+    story: &str,
+    lost_writes: bool,
+) -> String {
     let mut s = String::new();
     xfstests_preamble(&mut s, seq, config, w, story);
     let marks = xfstests_workload(&mut s, w);
     xfstests_replays(&mut s, &marks);
+    if let (true, Some((last, _))) = (lost_writes, marks.last()) {
+        s.push_str(&LOST_WRITES.replace("END_MARK", last));
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "echo \"Silence is golden\"");
+    let _ = writeln!(s, "status=0");
+    let _ = writeln!(s, "exit");
     s
 }
+
+/// The lost-write states of [`xfstests`] between the marks `bob_begin` (before the first
+/// op) and END_MARK (the last persistence point's).
+const LOST_WRITES: &str = r#"
+# each write of the workload lost, everything else up to the next flush written:
+# a crash state a volatile write cache may leave; recovery must mount it
+replay=$here/src/log-writes/replay-log
+start=$(_log_writes_mark_to_entry_number bob_begin)
+end=$(_log_writes_mark_to_entry_number END_MARK)
+[ -z "$start" -o -z "$end" ] && _fail "the marks are not in the log"
+$replay -v --log $LOGWRITES_DEV --start-entry $start --limit $((end - start)) \
+	--replay /dev/null --no-discard | \
+	sed -n 's/^replaying \([0-9]*\)@[0-9]*: sector \([0-9]*\), size \([0-9]*\), flags 0x[0-9a-f]*(\(.*\))$/   /p' \
+	> $tmp.entries
+cat $tmp.entries >> $seqres.full
+while read entry sector bytes flags; do
+	[ "$bytes" -eq 0 ] && continue
+	echo "$flags" | grep -q FLUSH && continue
+	stop=$(awk -v after=$entry -v end=$end \
+		'$1 > after && $4 ~ /FLUSH/ { print $1; f = 1; exit } END { if (!f) print end }' \
+		$tmp.entries)
+	$replay --log $LOGWRITES_DEV --replay $SCRATCH_DEV --limit $entry \
+		>> $seqres.full 2>&1 || _fail "replay to entry $entry failed"
+	dd if=$SCRATCH_DEV of=$tmp.before bs=512 skip=$sector count=$((bytes / 512)) \
+		status=none || _fail "reading sectors at $sector failed"
+	$replay --log $LOGWRITES_DEV --replay $SCRATCH_DEV --start-entry $entry \
+		--limit $((stop - entry)) >> $seqres.full 2>&1 || _fail "replay failed"
+	dd if=$tmp.before of=$SCRATCH_DEV bs=512 seek=$sector conv=notrunc \
+		status=none || _fail "writing sectors at $sector failed"
+	if ! _try_scratch_mount >> $seqres.full 2>&1; then
+		echo "entries up to $((stop - 1)) without entry $entry" \
+			"(sector $sector, $bytes bytes, $flags): mount failed"
+		continue
+	fi
+	_scratch_unmount
+done < $tmp.entries
+"#;
 
 /// The test's header, cleanup, requirements, and the scratch device's log-writes setup.
 fn xfstests_preamble(s: &mut String, seq: &str, config: &FsConfig, w: &Workload, story: &str) {
@@ -379,6 +436,7 @@ fn xfstests_workload(s: &mut String, w: &Workload) -> Vec<(String, Vec<String>)>
         let _ = writeln!(s, "{l}");
     }
     let _ = writeln!(s, "sync");
+    let _ = writeln!(s, "_log_writes_mark bob_begin");
     let _ = writeln!(s);
     let _ = writeln!(
         s,
@@ -527,10 +585,6 @@ fn xfstests_replays(s: &mut String, marks: &[(String, Vec<String>)]) {
         let _ = writeln!(s, "_scratch_unmount");
         let _ = writeln!(s, "_check_scratch_fs");
     }
-    let _ = writeln!(s);
-    let _ = writeln!(s, "echo \"Silence is golden\"");
-    let _ = writeln!(s, "status=0");
-    let _ = writeln!(s, "exit");
 }
 
 /// The golden output (`NNN.out`) of [`xfstests`].
@@ -571,7 +625,7 @@ mod tests {
     #[test]
     fn xfstests_export_has_the_form_of_a_generic_test() {
         let config = crate::fs::by_name("ext4-ordered").unwrap();
-        let t = xfstests("999", &config, &workload(), "lost");
+        let t = xfstests("999", &config, &workload(), "lost", false);
         for needle in [
             "#! /bin/bash",
             ". ./common/preamble",
@@ -599,8 +653,20 @@ mod tests {
         // Under fsync-persists-name the name is promised too.
         let mut strict = workload();
         strict.guarantees = vec![workloads::Guarantee::FsyncPersistsName];
-        let t = xfstests("998", &config, &strict, "lost");
+        assert!(!t.contains("without entry"), "no lost-write states unless asked: {t}");
+        let t = xfstests("998", &config, &strict, "lost", true);
         assert!(t.contains("\n[ \"$(stat -c %s $SCRATCH_MNT/A/foo"), "{t}");
+        // A signature about recovery: each write between the first op and the last
+        // mark lost in turn, and the state must mount.
+        for needle in [
+            "sync\n_log_writes_mark bob_begin\n",
+            "end=$(_log_writes_mark_to_entry_number bob_op1)",
+            "_try_scratch_mount",
+            "without entry $entry",
+        ] {
+            assert!(t.contains(needle), "missing {needle:?} in\n{t}");
+        }
+        assert!(t.trim_end().ends_with("status=0\nexit"), "{t}");
         assert_eq!(xfstests_out("999"), "QA output created by 999\nSilence is golden\n");
         // It parses as shell.
         let dir = tempfile::tempdir().unwrap();
@@ -635,7 +701,7 @@ mod tests {
             guarantees: vec![],
         };
         let config = crate::fs::by_name("xfs").unwrap();
-        let t = xfstests("997", &config, &w, "stale data");
+        let t = xfstests("997", &config, &w, "stale data", false);
         let m = "$SCRATCH_MNT/A/foo";
         let io = format!(
             "$XFS_IO_PROG -c \"open -d {m}\" -c \"pwrite -S 0x42 8192 4096\" -c \"open {m}\" -c \"fsync\" >> $seqres.full\n_log_writes_mark bob_op1\n"
