@@ -186,6 +186,7 @@ impl Cmd {
             // Its own process group, so a timeout kills helpers it forked too, and a
             // Ctrl-C meant for bob reaches bob, which then cleans up in order.
             .process_group(0);
+        default_signals(&mut self.command);
         let mut child = self.command.spawn().map_err(|source| not_started(&program, source))?;
         let pid = child.id() as i32;
         if let (Some(text), Some(mut pipe)) = (self.input, child.stdin.take()) {
@@ -244,6 +245,7 @@ impl Cmd {
             std::fs::OpenOptions::new().create(true).append(true).open(log).map_err(spawn_error)?;
         let err = file.try_clone().map_err(spawn_error)?;
         self.command.stdin(Stdio::null()).stdout(file).stderr(err).process_group(0);
+        default_signals(&mut self.command);
         let child = self.command.spawn().map_err(|source| not_started(&program, source))?;
         Ok(Background { child, program })
     }
@@ -258,6 +260,7 @@ impl Cmd {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
+        default_signals(&mut self.command);
         let child = self.command.spawn().map_err(|source| not_started(&program, source))?;
         Ok(Background { child, program })
     }
@@ -415,6 +418,22 @@ pub fn call_within<T: Send + 'static>(
         let _ = tx.send(call());
     });
     rx.recv_timeout(timeout).ok()
+}
+
+/// Gives the program the default actions for SIGINT and SIGTERM. A process started in
+/// the background by a non-interactive shell (`bob ... &`, nohup) has SIGINT ignored, and
+/// an ignored signal stays ignored across exec: without this, `Background::interrupt`
+/// would not end a program bob started there.
+fn default_signals(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: signal(2) is async-signal-safe, which is all a pre_exec hook may call.
+    unsafe {
+        command.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGTERM, libc::SIG_DFL);
+            Ok(())
+        });
+    }
 }
 
 #[cfg(test)]

@@ -153,8 +153,19 @@ impl Profile {
             out.push("a read error is its detection".into());
         }
         if !self.unsupported.is_empty() {
-            let ops: Vec<&str> = self.unsupported.iter().map(|o| o.name()).collect();
-            out.push(format!("no {}", ops.join(",")));
+            // Lacking every operation beyond Ace's is said once, not as eleven names.
+            let beyond = CoreOp::BEYOND_ACE.iter().all(|o| self.unsupported.contains(o));
+            let ops: Vec<&str> = self
+                .unsupported
+                .iter()
+                .filter(|o| !(beyond && CoreOp::BEYOND_ACE.contains(o)))
+                .map(|o| o.name())
+                .collect();
+            out.push(match (beyond, ops.is_empty()) {
+                (true, true) => "no operation beyond Ace's".to_owned(),
+                (true, false) => format!("no {}, nor any operation beyond Ace's", ops.join(",")),
+                (false, _) => format!("no {}", ops.join(",")),
+            });
         }
         out
     }
@@ -317,7 +328,7 @@ mod tests {
                 "fsync, fdatasync, dir fsync, sync, syncfs: nothing",
                 "fsck accepts BD,HL,GD,TP",
                 "a read error is its detection",
-                "no symlink,setxattr,removexattr,falloc",
+                "no symlink,setxattr,removexattr,falloc, nor any operation beyond Ace's",
             ]
         );
         assert!(jf.departures().iter().all(|d| !d.contains("nothing")));
