@@ -270,10 +270,10 @@ pub fn xfstests(
 ) -> String {
     let mut s = String::new();
     xfstests_preamble(&mut s, seq, config, w, story);
-    let marks = xfstests_workload(&mut s, w);
+    let marks = xfstests_workload(&mut s, w, lost_writes);
     xfstests_replays(&mut s, &marks);
-    if let (true, Some((last, _))) = (lost_writes, marks.last()) {
-        s.push_str(&LOST_WRITES.replace("END_MARK", last));
+    if lost_writes {
+        s.push_str(&LOST_WRITES.replace("END_MARK", "bob_end"));
     }
     let _ = writeln!(s);
     let _ = writeln!(s, "echo \"Silence is golden\"");
@@ -283,7 +283,7 @@ pub fn xfstests(
 }
 
 /// The lost-write states of [`xfstests`] between the marks `bob_begin` (before the first
-/// op) and END_MARK (the last persistence point's).
+/// op) and END_MARK (after bob's drain).
 const LOST_WRITES: &str = r#"
 # each write of the workload lost, everything else up to the next flush written:
 # a crash state a volatile write cache may leave; recovery must mount it
@@ -426,7 +426,7 @@ fn xfstests_requirements(w: &Workload) -> (Vec<&'static str>, Vec<String>) {
 
 /// The setup, then the ops with a mark after each persistence point; returns each mark
 /// with the checks of what its persistence point promised.
-fn xfstests_workload(s: &mut String, w: &Workload) -> Vec<(String, Vec<String>)> {
+fn xfstests_workload(s: &mut String, w: &Workload, drain: bool) -> Vec<(String, Vec<String>)> {
     let _ = writeln!(s, "# setup");
     let mut lines = OpLines::default();
     for op in &w.setup {
@@ -460,10 +460,21 @@ fn xfstests_workload(s: &mut String, w: &Workload) -> Vec<(String, Vec<String>)>
             marks.push((mark, promised.checks));
         }
     }
-    // The ops after the last persistence point run too (the drain's sync is not part of
-    // the test): they are what a crash after the mark may or may not keep.
+    // The ops after the last persistence point run too: they are what a crash after the
+    // mark may or may not keep.
+    if drain {
+        // With the lost-write states, bob's drain runs too, as in bob's recording: the
+        // state that failed recovery may be one of the drain's commits.
+        let _ = writeln!(s, "# bob's drain: the rest of the recording");
+        for op in &w.drain {
+            lines.push(op);
+        }
+    }
     for l in lines.take() {
         let _ = writeln!(s, "{l}");
+    }
+    if drain {
+        let _ = writeln!(s, "_log_writes_mark bob_end");
     }
     marks
 }
@@ -656,11 +667,12 @@ mod tests {
         assert!(!t.contains("without entry"), "no lost-write states unless asked: {t}");
         let t = xfstests("998", &config, &strict, "lost", true);
         assert!(t.contains("\n[ \"$(stat -c %s $SCRATCH_MNT/A/foo"), "{t}");
-        // A signature about recovery: each write between the first op and the last
-        // mark lost in turn, and the state must mount.
+        // A signature about recovery: bob's drain runs too, then each write between the
+        // first op and the drain's end is lost in turn, and the state must mount.
         for needle in [
             "sync\n_log_writes_mark bob_begin\n",
-            "end=$(_log_writes_mark_to_entry_number bob_op1)",
+            "-c \"sync\" >> $seqres.full\n_log_writes_mark bob_end\n",
+            "end=$(_log_writes_mark_to_entry_number bob_end)",
             "_try_scratch_mount",
             "without entry $entry",
         ] {
