@@ -133,6 +133,19 @@ fn fill_observed(model: &ModelState, root: &Path, observed: &mut Observed) {
     }
 }
 
+/// An I/O error's conversion into a [`RunError`] naming `p`.
+fn io(p: &Path) -> impl FnOnce(std::io::Error) -> RunError {
+    let p = p.to_path_buf();
+    move |e| RunError::Io(p, e)
+}
+
+/// `len` bytes of data stamped for file `id` at `offset` by op `stamp_op`.
+fn stamped(id: u32, offset: u64, len: u64, stamp_op: u32, gen: u32) -> Vec<u8> {
+    let mut buf = vec![0u8; len as usize];
+    stamp::fill(&mut buf, id, offset, stamp_op, gen);
+    buf
+}
+
 /// The host path of a model path; model paths are validated (absolute, no "." or "..")
 /// before any op runs, so the result stays inside `root`.
 fn host_path(root: &Path, path: &str) -> PathBuf {
@@ -157,15 +170,7 @@ fn run_op(
     commit_midway: bool,
 ) -> Result<(), RunError> {
     let hp = |p: &str| host_path(root, p);
-    let io = |p: &Path| {
-        let p = p.to_path_buf();
-        move |e| RunError::Io(p, e)
-    };
-    let stamped = |offset: u64, len: u64| {
-        let mut buf = vec![0u8; len as usize];
-        stamp::fill(&mut buf, id, offset, stamp_op, gen);
-        buf
-    };
+    let stamped = |offset: u64, len: u64| stamped(id, offset, len, stamp_op, gen);
     match op {
         Op::Mkdir { path } => std::fs::create_dir(hp(path)).map_err(io(&hp(path))),
         Op::Rmdir { path } => std::fs::remove_dir(hp(path)).map_err(io(&hp(path))),
@@ -361,15 +366,7 @@ fn run_op(
 /// reflinks, copies and dedupes), as [`run_op`] runs the others.
 fn run_beyond_ace(op: &Op, root: &Path, id: u32, stamp_op: u32, gen: u32) -> Result<(), RunError> {
     let hp = |p: &str| host_path(root, p);
-    let io = |p: &Path| {
-        let p = p.to_path_buf();
-        move |e| RunError::Io(p, e)
-    };
-    let stamped = |offset: u64, len: u64| {
-        let mut buf = vec![0u8; len as usize];
-        stamp::fill(&mut buf, id, offset, stamp_op, gen);
-        buf
-    };
+    let stamped = |offset: u64, len: u64| stamped(id, offset, len, stamp_op, gen);
     match op {
         Op::Rename2 { from, to, how } => {
             let (f, t) = (c_path(&hp(from))?, c_path(&hp(to))?);

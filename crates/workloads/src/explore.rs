@@ -114,32 +114,9 @@ impl CoreOp {
     ];
 
     /// Ace's operations, then those beyond them.
-    pub const ALL: &'static [CoreOp] = &[
-        CoreOp::Creat,
-        CoreOp::Mkdir,
-        CoreOp::Falloc,
-        CoreOp::Write,
-        CoreOp::Dwrite,
-        CoreOp::Mmapwrite,
-        CoreOp::Link,
-        CoreOp::Symlink,
-        CoreOp::Unlink,
-        CoreOp::Rename,
-        CoreOp::Truncate,
-        CoreOp::Setxattr,
-        CoreOp::Removexattr,
-        CoreOp::Clone,
-        CoreOp::CloneRange,
-        CoreOp::CopyRange,
-        CoreOp::DedupeRange,
-        CoreOp::RenameExchange,
-        CoreOp::RenameNoreplace,
-        CoreOp::RenameWhiteout,
-        CoreOp::Tmpfile,
-        CoreOp::Chmod,
-        CoreOp::Chown,
-        CoreOp::Utimes,
-    ];
+    pub fn all() -> Vec<CoreOp> {
+        [CoreOp::ACE, CoreOp::BEYOND_ACE].concat()
+    }
 
     /// The core operation kind `op` is an instance of (setup ops included: the setup's
     /// writes are writes, its setxattr a setxattr), if it is one.
@@ -316,7 +293,7 @@ macro_rules! from_name {
         }
     };
 }
-from_name!(CoreOp, CoreOp::ALL, "operation");
+from_name!(CoreOp, CoreOp::all(), "operation");
 from_name!(Persist, Persist::ALL, "persistence point");
 from_name!(Range, Range::ALL, "write range");
 from_name!(TruncateTo, TruncateTo::ALL, "truncate size");
@@ -389,8 +366,8 @@ impl Bounds {
     /// Ace's operations and those beyond them, every fallocate mode.
     pub fn all_ops(seq: usize) -> Bounds {
         let mut b = Bounds::ace(seq);
-        b.ops = CoreOp::ALL.to_vec();
-        b.falloc_modes = FallocMode::ALL.to_vec();
+        b.ops = CoreOp::all();
+        b.falloc_modes = FallocMode::all();
         b.name_prefix = "all";
         b
     }

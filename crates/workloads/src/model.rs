@@ -136,6 +136,24 @@ impl ModelState {
         Ok(id)
     }
 
+    /// The node `p` names (of `kind`, if given), or why `op` cannot apply.
+    fn need(&self, op: &Op, p: &str, kind: Option<NodeKind>) -> Result<u32, ModelError> {
+        let err = |reason: String| ModelError { op: op.to_string(), reason };
+        let id = self.id(p).ok_or_else(|| err(format!("{p} does not exist")))?;
+        match kind {
+            Some(k) if self.nodes[&id].kind != k => Err(err(format!("{p} is not a {k:?}"))),
+            _ => Ok(id),
+        }
+    }
+
+    /// Whether `p` is free in an existing directory, or why `op` cannot apply.
+    fn need_absent_in_dir(&self, op: &Op, p: &str) -> Result<(), ModelError> {
+        if self.id(p).is_some() {
+            return Err(ModelError { op: op.to_string(), reason: format!("{p} exists") });
+        }
+        self.need(op, parent(p), Some(NodeKind::Dir)).map(|_| ())
+    }
+
     /// Adds a node named `path` and returns its id.
     fn add_node(&mut self, path: &str, node: ModelNode) -> u32 {
         let id = self.next_id;
@@ -210,19 +228,8 @@ impl ModelState {
     /// The operations beyond Ace's, as [`ModelState::apply_op`] applies the others.
     fn apply_beyond_ace(&mut self, op: &Op, stamp_op: u32) -> Result<Option<u32>, ModelError> {
         let err = |reason: String| ModelError { op: op.to_string(), reason };
-        let need = |s: &ModelState, p: &str, kind: Option<NodeKind>| -> Result<u32, ModelError> {
-            let id = s.id(p).ok_or_else(|| err(format!("{p} does not exist")))?;
-            match kind {
-                Some(k) if s.nodes[&id].kind != k => Err(err(format!("{p} is not a {k:?}"))),
-                _ => Ok(id),
-            }
-        };
-        let need_absent_in_dir = |s: &ModelState, p: &str| -> Result<(), ModelError> {
-            if s.id(p).is_some() {
-                return Err(err(format!("{p} exists")));
-            }
-            need(s, parent(p), Some(NodeKind::Dir)).map(|_| ())
-        };
+        let need = |s: &ModelState, p: &str, kind| s.need(op, p, kind);
+        let need_absent_in_dir = |s: &ModelState, p: &str| s.need_absent_in_dir(op, p);
         let aligned = |v: u64| v % SECTOR == 0;
         match op {
             Op::Rename2 { from, to, how } => self.rename2(op, from, to, *how).map(Some),
@@ -278,19 +285,8 @@ impl ModelState {
                 return Err(err(format!("{p}: not an absolute normal path below the root")));
             }
         }
-        let need = |s: &ModelState, p: &str, kind: Option<NodeKind>| -> Result<u32, ModelError> {
-            let id = s.id(p).ok_or_else(|| err(format!("{p} does not exist")))?;
-            match kind {
-                Some(k) if s.nodes[&id].kind != k => Err(err(format!("{p} is not a {k:?}"))),
-                _ => Ok(id),
-            }
-        };
-        let need_absent_in_dir = |s: &ModelState, p: &str| -> Result<(), ModelError> {
-            if s.id(p).is_some() {
-                return Err(err(format!("{p} exists")));
-            }
-            need(s, parent(p), Some(NodeKind::Dir)).map(|_| ())
-        };
+        let need = |s: &ModelState, p: &str, kind| s.need(op, p, kind);
+        let need_absent_in_dir = |s: &ModelState, p: &str| s.need_absent_in_dir(op, p);
         let aligned = |v: u64| v % SECTOR == 0;
         match op {
             Op::Mkdir { path } | Op::Creat { path, .. } => {

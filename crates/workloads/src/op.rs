@@ -161,16 +161,9 @@ impl FallocMode {
         &[FallocMode::CollapseRange, FallocMode::InsertRange, FallocMode::UnshareRange];
 
     /// Every mode: Ace's, then the others.
-    pub const ALL: &'static [FallocMode] = &[
-        FallocMode::ZeroRange,
-        FallocMode::ZeroRangeKeepSize,
-        FallocMode::PunchHole,
-        FallocMode::KeepSize,
-        FallocMode::Default,
-        FallocMode::CollapseRange,
-        FallocMode::InsertRange,
-        FallocMode::UnshareRange,
-    ];
+    pub fn all() -> Vec<FallocMode> {
+        [FallocMode::ACE, FallocMode::BEYOND_ACE].concat()
+    }
 
     /// The kebab-case name.
     pub fn name(self) -> &'static str {
@@ -223,8 +216,9 @@ impl FallocMode {
 impl std::str::FromStr for FallocMode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        FallocMode::ALL.iter().copied().find(|m| m.name() == s).ok_or_else(|| {
-            let names: Vec<&str> = FallocMode::ALL.iter().map(|m| m.name()).collect();
+        let all = FallocMode::all();
+        all.iter().copied().find(|m| m.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = all.iter().map(|m| m.name()).collect();
             format!("unknown fallocate mode {s:?} (known: {})", names.join(", "))
         })
     }
