@@ -293,7 +293,7 @@ end=$(_log_writes_mark_to_entry_number END_MARK)
 [ -z "$start" -o -z "$end" ] && _fail "the marks are not in the log"
 $replay -v --log $LOGWRITES_DEV --start-entry $start --limit $((end - start)) \
 	--replay /dev/null --no-discard | \
-	sed -n 's/^replaying \([0-9]*\)@[0-9]*: sector \([0-9]*\), size \([0-9]*\), flags 0x[0-9a-f]*(\(.*\))$/   /p' \
+	sed -n 's/^replaying \([0-9]*\)@[0-9]*: sector \([0-9]*\), size \([0-9]*\), flags 0x[0-9a-f]*(\(.*\))$/\1 \2 \3 \4/p' \
 	> $tmp.entries
 cat $tmp.entries >> $seqres.full
 while read entry sector bytes flags; do
@@ -679,6 +679,15 @@ mod tests {
             assert!(t.contains(needle), "missing {needle:?} in\n{t}");
         }
         assert!(t.trim_end().ends_with("status=0\nexit"), "{t}");
+        // Its sed reads replay-log's verbose lines into "entry sector bytes flags".
+        let script = t.split("sed -n '").nth(1).and_then(|r| r.split('\'').next()).unwrap();
+        let line = "replaying 12@3400: sector 56, size 4096, flags 0x12(FUA|METADATA)\n";
+        let out = crate::device::cmd::Cmd::new("sed", std::time::Duration::from_secs(30))
+            .args(&["-n", script])
+            .stdin(line)
+            .run()
+            .unwrap();
+        assert_eq!(out.stdout, "12 56 4096 FUA|METADATA\n", "{script}");
         assert_eq!(xfstests_out("999"), "QA output created by 999\nSilence is golden\n");
         // It parses as shell.
         let dir = tempfile::tempdir().unwrap();
