@@ -501,13 +501,20 @@ impl ModelState {
     }
 }
 
-/// What a sector of file `id` moved from `from` to another offset reads as: a stamp
+/// What the sector found at sector `from` reads as once moved to sector `to`: a stamp
 /// names the offset it was written for, so moved data classifies as data that belongs
-/// elsewhere (zeros stay zeros).
-fn moved(class: SectorClass, from: u64) -> SectorClass {
-    match class {
-        SectorClass::Data { file, .. } => SectorClass::Foreign { file, offset: from * SECTOR },
-        other => other,
+/// elsewhere, and as its own file's data again where a later shift brings it back (zeros
+/// stay zeros).
+fn moved(class: SectorClass, from: u64, to: u64) -> SectorClass {
+    let (file, written_at, op) = match class {
+        SectorClass::Data { file, op } => (file, from * SECTOR, op),
+        SectorClass::Foreign { file, offset, op } => (file, offset, op),
+        other => return other,
+    };
+    if written_at == to * SECTOR {
+        SectorClass::Data { file, op }
+    } else {
+        SectorClass::Foreign { file, offset: written_at, op }
     }
 }
 
@@ -521,7 +528,9 @@ fn shift(node: &mut ModelNode, mode: FallocMode, offset: u64, len: u64) -> Resul
     let (first, n) = (offset / SECTOR, len / SECTOR);
     let total = node.size / SECTOR;
     let classes: Vec<SectorClass> = node.content.iter().collect();
-    let at = |i: u64| moved(classes.get(i as usize).copied().unwrap_or(SectorClass::Zero), i);
+    let at = |i: u64, to: u64| {
+        moved(classes.get(i as usize).copied().unwrap_or(SectorClass::Zero), i, to)
+    };
     let mut out = Content::new();
     for i in 0..first {
         out.push(classes.get(i as usize).copied().unwrap_or(SectorClass::Zero), 1);
@@ -531,7 +540,7 @@ fn shift(node: &mut ModelNode, mode: FallocMode, offset: u64, len: u64) -> Resul
             return Err("a collapse must end before the end of the file".into());
         }
         for i in first + n..total {
-            out.push(at(i), 1);
+            out.push(at(i, i - n), 1);
         }
         node.size -= len;
     } else {
@@ -540,7 +549,7 @@ fn shift(node: &mut ModelNode, mode: FallocMode, offset: u64, len: u64) -> Resul
         }
         out.push(SectorClass::Zero, n);
         for i in first..total {
-            out.push(at(i), 1);
+            out.push(at(i, i + n), 1);
         }
         node.size += len;
     }
@@ -553,11 +562,9 @@ fn shift(node: &mut ModelNode, mode: FallocMode, offset: u64, len: u64) -> Resul
 fn copy_between(op: &Op, source: &ModelNode, node: &mut ModelNode) -> Result<(), String> {
     let aligned = |v: u64| v % SECTOR == 0;
     let (offset, len) = match op {
-        Op::Clone { .. } => {
-            node.content = source.content.clone();
-            node.size = source.size;
-            return Ok(());
-        }
+        // The whole source over the start of the target, which keeps what lies beyond
+        // (FICLONE remaps the source's length and never shrinks the target).
+        Op::Clone { .. } => (0, source.size),
         Op::CloneRange { offset, len, .. }
         | Op::CopyRange { offset, len, .. }
         | Op::DedupeRange { offset, len, .. } => (*offset, *len),
@@ -567,6 +574,9 @@ fn copy_between(op: &Op, source: &ModelNode, node: &mut ModelNode) -> Result<(),
         return Err("offsets, lengths and sizes must be multiples of 512".into());
     }
     match op {
+        Op::Clone { .. } if !aligned(source.size) => {
+            Err(format!("the source's size {} is not a multiple of 512", source.size))
+        }
         Op::CloneRange { .. } | Op::DedupeRange { .. } if offset + len > source.size => {
             Err(format!("{len}@{offset} reaches past the source's end ({})", source.size))
         }
@@ -725,13 +735,33 @@ mod tests {
         assert_eq!(n.size, 12288);
         // Sector 16 (byte 8192) now holds what was at 12288: data stamped for elsewhere.
         assert_eq!(n.content.class_at(15), Some(data_class(f, SETUP_OP)));
-        assert_eq!(n.content.class_at(16), Some(SectorClass::Foreign { file: f, offset: 12288 }));
+        assert_eq!(
+            n.content.class_at(16),
+            Some(SectorClass::Foreign { file: f, offset: 12288, op: None })
+        );
         let mode = FallocMode::InsertRange;
         s.apply(&Op::Falloc { path: "/f".into(), mode, offset: 4096, len: 4096 }, 1).unwrap();
         let n = s.node("/f").unwrap();
         assert_eq!(n.size, 16384);
         assert_eq!(n.content.class_at(8), Some(SectorClass::Zero));
-        assert_eq!(n.content.class_at(16), Some(SectorClass::Foreign { file: f, offset: 4096 }));
+        assert_eq!(
+            n.content.class_at(16),
+            Some(SectorClass::Foreign { file: f, offset: 4096, op: None })
+        );
+        // Collapsing the inserted hole moves every sector back where it was written:
+        // its own data again (the sample's false positive on ext4 and xfs).
+        let before_insert = {
+            let mut t = ModelState::new();
+            let f2 = file_with_old_data(&mut t, "/f");
+            assert_eq!(f2, f);
+            let mode = FallocMode::CollapseRange;
+            t.apply(&Op::Falloc { path: "/f".into(), mode, offset: 8192, len: 4096 }, 0).unwrap();
+            t.node("/f").unwrap().content.clone()
+        };
+        let back = FallocMode::CollapseRange;
+        let mut u = s.clone();
+        u.apply(&Op::Falloc { path: "/f".into(), mode: back, offset: 4096, len: 4096 }, 2).unwrap();
+        assert_eq!(u.node("/f").unwrap().content, before_insert);
         // Unaligned, or reaching the end: refused, as the kernel does (EINVAL).
         let bad = |offset, len| Op::Falloc { path: "/f".into(), mode, offset, len };
         assert!(s.clone().apply(&bad(512, 4096), 2).is_err());
@@ -763,6 +793,15 @@ mod tests {
         assert_eq!(n.content, s.node("/a").unwrap().content);
         assert_eq!(n.content.class_at(16), Some(data_class(a, 0)));
         assert_eq!(n.meta.mtime, None, "a data change forgets the time set");
+        // A clone of a shorter file over a longer one keeps the rest (the sample's
+        // false positive on xfs and btrfs: the model had shrunk the target).
+        let t = Op::TmpfileLink { path: "/short".into(), len: 4096 };
+        let short = s.apply(&t, 5).unwrap().unwrap();
+        s.apply(&Op::Clone { from: "/short".into(), to: "/b".into() }, 6).unwrap();
+        let n = s.node("/b").unwrap();
+        assert_eq!(n.size, 16384);
+        assert_eq!(n.content.class_at(7), Some(data_class(short, 5)));
+        assert_eq!(n.content.class_at(8), Some(data_class(a, SETUP_OP)));
         let past = Op::CloneRange { from: "/a".into(), to: "/b".into(), offset: 16384, len: 4096 };
         assert!(s.apply(&past, 5).is_err(), "a clone past the source's end");
     }

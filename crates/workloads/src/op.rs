@@ -607,10 +607,7 @@ impl Op {
     /// Whether the op may leave its file shorter or with zeros where data was: a later
     /// such op excuses a shorter size or zeros in what an earlier point promised.
     pub fn may_cut(&self) -> bool {
-        matches!(
-            self,
-            Op::OtruncWrite { .. } | Op::Truncate { .. } | Op::Falloc { .. } | Op::Clone { .. }
-        )
+        matches!(self, Op::OtruncWrite { .. } | Op::Truncate { .. } | Op::Falloc { .. })
     }
 }
 

@@ -31,8 +31,14 @@ pub enum SectorClass {
     /// (`None`: setup or drain data, i.e. "old" data). When `file` is not the file it
     /// was found in, the checks treat it as foreign data.
     Data { file: u32, op: Option<u32> },
-    /// A valid stamp for another offset (of `file`): data that belongs elsewhere.
-    Foreign { file: u32, offset: u64 },
+    /// A valid stamp for another offset (of `file`, written by `op` as in `Data`): data
+    /// that belongs elsewhere. (Moved by fallocate's collapse or insert, it may move back.)
+    Foreign {
+        file: u32,
+        offset: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        op: Option<u32>,
+    },
     /// Anything else.
     Garbage,
 }
@@ -44,7 +50,7 @@ impl SectorClass {
             SectorClass::Zero => "zeros".into(),
             SectorClass::Data { file, op: None } => format!("old data of file {file}"),
             SectorClass::Data { file, op: Some(op) } => format!("data of file {file} from op {op}"),
-            SectorClass::Foreign { file, offset } => {
+            SectorClass::Foreign { file, offset, .. } => {
                 format!("foreign data (file {file} @{offset})")
             }
             SectorClass::Garbage => "garbage".into(),
@@ -176,11 +182,14 @@ pub fn classify(bytes: &[u8], offset: u64) -> SectorClass {
         return SectorClass::Zero;
     }
     match Stamp::decode(bytes) {
-        Some(s) if s.offset == offset => SectorClass::Data {
-            file: s.file,
-            op: (s.op != SETUP_OP && s.op != DRAIN_OP).then_some(s.op),
-        },
-        Some(s) => SectorClass::Foreign { file: s.file, offset: s.offset },
+        Some(s) => {
+            let op = (s.op != SETUP_OP && s.op != DRAIN_OP).then_some(s.op);
+            if s.offset == offset {
+                SectorClass::Data { file: s.file, op }
+            } else {
+                SectorClass::Foreign { file: s.file, offset: s.offset, op }
+            }
+        }
         None => SectorClass::Garbage,
     }
 }
@@ -200,7 +209,10 @@ mod tests {
             let want_op = (op != SETUP_OP && op != DRAIN_OP).then_some(op);
             prop_assert_eq!(classify(&bytes, offset), SectorClass::Data { file, op: want_op });
             // Found elsewhere: foreign.
-            prop_assert_eq!(classify(&bytes, offset + 512), SectorClass::Foreign { file, offset });
+            prop_assert_eq!(
+                classify(&bytes, offset + 512),
+                SectorClass::Foreign { file, offset, op: (op != SETUP_OP && op != DRAIN_OP).then_some(op) }
+            );
             // A partial tail sector still classifies.
             prop_assert_eq!(classify(&bytes[..100], offset), SectorClass::Data { file, op: want_op });
         }

@@ -69,7 +69,7 @@ fn single_sector_overwrite() {
     set(&mut snap, "/big0", s, 1, SectorClass::Garbage);
     violated(verdict(&w, &obs, &snap, vec![]), &["garbage"]);
     let big0 = states[0].id("/big0").unwrap();
-    set(&mut snap, "/big0", s, 1, SectorClass::Foreign { file: big0, offset: 0 });
+    set(&mut snap, "/big0", s, 1, SectorClass::Foreign { file: big0, offset: 0, op: None });
     violated(verdict(&w, &obs, &snap, vec![]), &["foreign"]);
     // Damage elsewhere in the file is not "before or after" either.
     let mut snap = states[1].to_snapshot(&obs);

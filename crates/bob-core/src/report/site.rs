@@ -457,7 +457,7 @@ fn class_words(
     match class {
         SectorClass::Zero => ("c-zero", "zeros".into()),
         SectorClass::Garbage => ("c-garbage", "garbage".into()),
-        SectorClass::Foreign { file, offset } => {
+        SectorClass::Foreign { file, offset, .. } => {
             ("c-foreign", format!("data of {} at byte {offset} (misplaced)", names(file)))
         }
         SectorClass::Data { file, .. } if own.is_some_and(|o| o != file) => {

@@ -1074,9 +1074,16 @@ impl View<'_> {
                 || (truncated_later && got == SectorClass::Zero)
                 || later_contents.iter().any(|c| c.class_at(i as u64) == Some(got));
             if got != expect && !later_ok {
+                // Data a clone or copy brought from another file says which file.
                 let what = match expect {
-                    SectorClass::Data { op: Some(o), .. } => format!("the data of op {o}"),
-                    SectorClass::Data { op: None, .. } => "the old data".into(),
+                    SectorClass::Data { file, op: Some(o) } if file == id => {
+                        format!("the data of op {o}")
+                    }
+                    SectorClass::Data { file, op: None } if file == id => "the old data".into(),
+                    SectorClass::Data { file, op: Some(o) } => {
+                        format!("the data of op {o} (of file {file})")
+                    }
+                    SectorClass::Data { file, op: None } => format!("the old data of file {file}"),
                     other => other.describe(),
                 };
                 let got = match got {

@@ -1,0 +1,26 @@
+#!/bin/sh
+# bob explore reproducer: beyond-s2-360798-min3 on ext4-ordered
+# expected: durability: sync (op 2) is durable here, but /A/foo @8192 is the old data, not foreign data (file 3 @8192) (state sync/e1:0)
+# mkfs: mke2fs -q -F -t ext4 -b 4096 -J size=4 -E nodiscard,lazy_itable_init=0,lazy_journal_init=0 DEVICE
+# the workload (setup in the base image, then recorded):
+#   setup: creat /drain
+#   setup: mkdir /A
+#   setup: creat /A/foo
+#   setup: write /A/foo 16384@0
+#   op:    falloc /A/foo insert-range 4096@8192
+#   op:    falloc /A/foo collapse-range 4096@8192
+#   op:    sync
+# the crash image found first: bob replay /work/samples/beyond/shard-1/runs/ext4-ordered/beyond-s2-360798-min3 --state sync/e1:0 --to crash.img --check
+# Run as root: BOB=/path/to/bob sh reproduce.sh
+set -u
+BOB=${BOB:-bob}
+HERE=$(cd "$(dirname "$0")" && pwd)
+WORKLOAD=${WORKLOAD:-$HERE/workload.json}
+OUT=${OUT:-$(mktemp -d)}
+# 1. mkfs, the workload and its crash states, recorded and checked afresh.
+"$BOB" run --fs ext4-ordered --workload "$WORKLOAD" --schedules sync --atomic-write-unit 4096 --fua real --out "$OUT"
+status=$?
+if [ "$status" -eq 0 ]; then echo "not reproduced: every state held"; exit 0; fi
+if [ "$status" -ne 1 ]; then exit "$status"; fi
+# 2. The failing crash image, rebuilt from the trace, recovered and checked.
+"$BOB" replay "$OUT"/ext4-ordered/'beyond-s2-360798-min3' --to "$OUT/crash.img" --check
