@@ -86,7 +86,9 @@ fn a_table_interrupted_while_recording_ahead_leaves_nothing_behind() {
 /// verdicts do not depend on a recording's timing.
 #[test]
 fn recording_ahead_changes_no_verdict() {
-    let args = ["--schedules", "sync", "--max-states", "12"];
+    // Every state (39 for append-then-append): a cap of 12 once missed ext2's reordering
+    // in a recording made under a load of 12, where writeback came at other times.
+    let args = ["--schedules", "sync"];
     let properties = "single-block-append,append-then-append";
     let verdicts = |grid: &serde_json::Value| -> Vec<(String, String)> {
         setups(grid).into_iter().map(|c| (c.0, c.1)).collect()
