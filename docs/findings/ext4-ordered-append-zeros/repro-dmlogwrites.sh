@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # ext4 data=ordered: an append that a crash exposes as a grown size over zeros.
-# dm-log-writes records, on a fresh ext4, for each of four 40 KiB files (synced): an
+# dm-log-writes records, on a fresh ext4, for each of N 40 KiB files (synced; --files N,
+# default 16): an
 # append of 4 KiB (0x62), a write + fsync of another file, syncfs(2). xfstests'
 # replay-log then replays the log up to every FUA write (every jbd2 commit) onto a second
 # device, which is mounted: each file must be 40 KiB, or 44 KiB ending in the appended
 # bytes. Prints each state's files, and "ZEROS" where a grown file's last 4 KiB are not
 # the appended bytes.
 #
-#   repro-dmlogwrites.sh [--fs ext4|xfs] [--options MOUNT_OPTIONS]
+#   repro-dmlogwrites.sh [--fs ext4|xfs] [--options MOUNT_OPTIONS] [--files N]
 #       as root where dm-log-writes exists; replay-log from $REPLAY_LOG, else
 #       /opt/xfstests/xfstests-dev/src/log-writes/replay-log (xfstests' src/log-writes)
 #   repro-dmlogwrites.sh --vm KERNEL_IMAGE [--out DIR] [same options]
@@ -18,11 +19,12 @@
 # commit is a race, so a run may show none.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
-FS=ext4 OPTS="" VM="" OUT=/var/tmp/ext4-zeros-repro-out
+FS=ext4 OPTS="" VM="" OUT=/var/tmp/ext4-zeros-repro-out NFILES=16
 while [ $# -gt 0 ]; do
   case "$1" in
     --fs) FS=$2; shift 2 ;;
     --options) OPTS=$2; shift 2 ;;
+    --files) NFILES=$2; shift 2 ;;
     --vm) VM=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
@@ -38,7 +40,7 @@ if [ -n "$VM" ]; then
   VNG=${BOB_VNG:-/opt/bob-vm-venv/bin/vng}
   PATH=$(dirname "$VNG"):$PATH "$VNG" --run "$VM" "${accel[@]}" --cpus 2 --memory 2G \
     --rwdir="$OUT" --append oops=panic --exec "REPLAY_LOG=$REPLAY_LOG bash $HERE/repro-dmlogwrites.sh \
-    --fs $FS --options '$OPTS' > $OUT/log 2>&1; echo \$? > $OUT/rc" > "$OUT/console.log" 2>&1 || true
+    --fs $FS --options '$OPTS' --files $NFILES > $OUT/log 2>&1; echo \$? > $OUT/rc" > "$OUT/console.log" 2>&1 || true
   cat "$OUT/log"
   [ -f "$OUT/rc" ] || { echo "the guest ended early (console: $OUT/console.log)" >&2; exit 2; }
   exit "$(cat "$OUT/rc")"
@@ -66,7 +68,7 @@ case "$FS" in
   xfs) mkfs.xfs -q -f "$DEV" ;;
 esac
 mount ${OPTS:+-o "$OPTS"} "$DEV" "$W/mnt"
-files="f0 f1 f2 f3"
+files=$(seq -f "f%g" 0 $((NFILES - 1)) | tr '\n' ' ')
 for f in $files; do xfs_io -f -c "pwrite -S 0x61 0 40960" -c fsync "$W/mnt/$f" >/dev/null; done
 xfs_io -f -c "pwrite -S 0x63 0 4096" -c fsync "$W/mnt/other" >/dev/null
 sync
