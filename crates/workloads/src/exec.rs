@@ -250,10 +250,7 @@ fn run_op(
             // syncfs(2) on the mount: this file system only (the `syncfs` drain schedule).
             let f = File::open(root).map_err(io(root))?;
             // SAFETY: a valid open descriptor, owned by `f` for the call.
-            if unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&f)) } != 0 {
-                return Err(RunError::Io(root.to_path_buf(), std::io::Error::last_os_error()));
-            }
-            Ok(())
+            check_rc(unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&f)) }, root)
         }
         Op::Osync | Op::Dsync => {
             // The file system's control file: one write of the call's name.
@@ -292,10 +289,7 @@ fn run_op(
                     *len as libc::off_t,
                 )
             };
-            if rc != 0 {
-                return Err(RunError::Io(p, std::io::Error::last_os_error()));
-            }
-            Ok(())
+            check_rc(rc, &p)
         }
         Op::DirectWrite { path, offset, len } => {
             let p = hp(path);
@@ -354,10 +348,7 @@ fn run_op(
                     libc::SYNC_FILE_RANGE_WRITE,
                 )
             };
-            if rc != 0 {
-                return Err(RunError::Io(p, std::io::Error::last_os_error()));
-            }
-            Ok(())
+            check_rc(rc, &p)
         }
     }
 }
