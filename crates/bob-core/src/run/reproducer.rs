@@ -129,17 +129,8 @@ fn xfstests_op(op: &Op, fill: &str) -> Option<XfsIo> {
             m(path)
         )),
         Op::Falloc { path, mode, offset, len } => {
-            let cmd = match mode {
-                workloads::FallocMode::Default => format!("falloc {offset} {len}"),
-                workloads::FallocMode::KeepSize => format!("falloc -k {offset} {len}"),
-                workloads::FallocMode::ZeroRange => format!("fzero {offset} {len}"),
-                workloads::FallocMode::ZeroRangeKeepSize => format!("fzero -k {offset} {len}"),
-                workloads::FallocMode::PunchHole => format!("fpunch {offset} {len}"),
-                workloads::FallocMode::CollapseRange => format!("fcollapse {offset} {len}"),
-                workloads::FallocMode::InsertRange => format!("finsert {offset} {len}"),
-                workloads::FallocMode::UnshareRange => format!("funshare {offset} {len}"),
-            };
-            io(path, false, vec![cmd])
+            let (cmd, keep) = falloc_command(*mode);
+            io(path, false, vec![format!("{cmd} {keep}{offset} {len}")])
         }
         Op::Truncate { path, size } => io(path, false, vec![format!("truncate {size}")]),
         Op::Link { from, to } => XfsIo::Shell(format!("ln {} {}", m(from), m(to))),
@@ -192,6 +183,22 @@ fn xfstests_op(op: &Op, fill: &str) -> Option<XfsIo> {
             return None
         }
     })
+}
+
+/// The xfs_io command that runs fallocate in `mode`, and its keep-size flag (`-k `, or
+/// nothing), for a test's ops and for its `_require_xfs_io_command` lines.
+fn falloc_command(mode: workloads::FallocMode) -> (&'static str, &'static str) {
+    use workloads::FallocMode as M;
+    match mode {
+        M::Default => ("falloc", ""),
+        M::KeepSize => ("falloc", "-k "),
+        M::ZeroRange => ("fzero", ""),
+        M::ZeroRangeKeepSize => ("fzero", "-k "),
+        M::PunchHole => ("fpunch", ""),
+        M::CollapseRange => ("fcollapse", ""),
+        M::InsertRange => ("finsert", ""),
+        M::UnshareRange => ("funshare", ""),
+    }
 }
 
 /// Shell lines for a run of ops: consecutive `xfs_io` commands share one process, so
@@ -405,18 +412,9 @@ fn xfstests_requirements(w: &Workload) -> (Vec<&'static str>, Vec<String>) {
                 need(None, "_require_xfs_io_command \"-T\"".into());
                 need(None, "_require_xfs_io_command \"flink\"".into());
             }
+            // Mode 0 and keep-size are the "falloc" every test requires already.
             Op::Falloc { mode, .. } => {
-                let cmd = match mode {
-                    workloads::FallocMode::CollapseRange => "fcollapse",
-                    workloads::FallocMode::InsertRange => "finsert",
-                    workloads::FallocMode::UnshareRange => "funshare",
-                    workloads::FallocMode::ZeroRange | workloads::FallocMode::ZeroRangeKeepSize => {
-                        "fzero"
-                    }
-                    workloads::FallocMode::PunchHole => "fpunch",
-                    _ => continue,
-                };
-                need(None, format!("_require_xfs_io_command \"{cmd}\""));
+                need(None, format!("_require_xfs_io_command \"{}\"", falloc_command(*mode).0))
             }
             _ => {}
         }
