@@ -135,7 +135,7 @@ fn default_config() -> Result<bob_core::fs::FsConfig, CliError> {
 /// `bob bench --table`: the table of `--fs` x `--property` (default: all of each), every
 /// drain schedule, the default disk model and strategies, timed both ways.
 fn run_table(args: BenchArgs) -> Result<Conclusion, CliError> {
-    let configs = if args.fs.is_empty() { bob_core::fs::all() } else { args.fs };
+    let configs = if args.fs.is_empty() { bob_core::fs::all() } else { args.fs.clone() };
     let properties = if args.property.is_empty() { Property::ALL.to_vec() } else { args.property };
     let Some(first) = configs.first().cloned() else {
         return Err(usage("bob bench --table: no configuration"));
@@ -162,10 +162,46 @@ fn run_table(args: BenchArgs) -> Result<Conclusion, CliError> {
         fua: explore.fua.into(),
         traces: None,
     };
+    if args.full {
+        return run_full_table(table, args.sample_every as usize, args.format);
+    }
     let bars = Bars::phases(Bars::stderr_is_terminal());
     let report = bench::run_table_bench(&table, &bars, &CANCEL);
     bars.finish();
     let report = report?;
     print::render(&report, args.format)?;
+    Ok(Conclusion::Done)
+}
+
+/// `bob bench --table --full`: the table `bob table --atomic-write-unit 512,4096` makes
+/// (narrowed by `--fs` and `--property` if given), less the configurations this kernel
+/// cannot run, which are named in the report.
+fn run_full_table(
+    mut table: TableOptions,
+    sample_every: usize,
+    format: bob_core::output::Format,
+) -> Result<Conclusion, CliError> {
+    let mut skipped = Vec::new();
+    table.configs.retain(|c| match environment::unavailable_here(c) {
+        Some(why) => {
+            skipped.push(format!("{}: {why}", c.name));
+            false
+        }
+        None => true,
+    });
+    let Some(first) = table.configs.first() else {
+        return Err(usage(format!(
+            "bob bench --table --full: no configuration runs on this kernel ({})",
+            skipped.join("; ")
+        )));
+    };
+    table.cell.config = first.clone();
+    table.atomic_write_unit = "512,4096".parse().map_err(usage)?;
+    let opts = bench::FullTableOptions { table, skipped, sample_every };
+    let bars = Bars::phases(Bars::stderr_is_terminal());
+    let report = bench::run_full_table_bench(&opts, &bars, &CANCEL);
+    bars.finish();
+    let report = report?;
+    print::render(&report, format)?;
     Ok(Conclusion::Done)
 }

@@ -63,13 +63,17 @@ pub use metabench::{
 pub use naive::write_overlay;
 pub use report::*;
 pub use stream::{run_stream_bench, StreamOptions, STREAM_DISK};
-pub use table::{run_table_bench, TableBenchReport, TableRun};
+pub use table::{
+    run_full_table_bench, run_table_bench, FullTableOptions, FullTableReport, RecordingRun,
+    SampleRun, TableBenchReport, TableRun, FULL_TABLE_TARGET_SECONDS,
+};
 pub use valorbench::{run_valor_bench, ValorBenchReport, ValorRun, TXN_PAGES, VALOR_PAGES};
 
 // Each report prints as text or JSON (`bob bench --format`).
 crate::output::text_and_json!(
     BenchReport: "a benchmark",
     TableBenchReport: "a table benchmark",
+    FullTableReport: "a whole-table benchmark",
     FsBenchReport: "a file-system benchmark",
     MetaBenchReport: "a metadata benchmark",
     ValorBenchReport: "a transaction benchmark",

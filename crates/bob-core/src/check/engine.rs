@@ -184,6 +184,9 @@ struct Attempts<'a> {
     cached_views: bool,
     /// Whether views log their first reads (for reuse by reads).
     track_reads: bool,
+    /// Where an ext3/ext4 base image keeps its journal, when reuse by reads leaves out
+    /// what jbd2 read ahead and did not use (`check::recovery_used`).
+    journal: Option<super::recovery_used::JournalLayout>,
     injected: &'a InjectedFailure,
     cancel: &'a AtomicBool,
 }
@@ -241,6 +244,7 @@ impl Attempts<'_> {
                         cache: self.recovered,
                         speed: self.options.speed,
                         stamps: &self.stamps,
+                        journal: self.journal.as_ref(),
                     }),
                 ),
             };
@@ -407,6 +411,16 @@ impl<'a> Run<'a> {
             stamps: subject.config.mount_stamps(),
             cached_views: options.speed.cached_views && subject.config.prefers_cached_views(),
             track_reads: reads_memo.is_some(),
+            // The journal's place is the base image's, read once per run. Only where the
+            // kernel's mount is the recovery and the views are not cached (a cached view's
+            // page cache would answer reads after recovery the view never logs).
+            journal: (reads_memo.is_some()
+                && options.speed.recovery_used
+                && matches!(subject.config.fstype, "ext3" | "ext4")
+                && matches!(subject.config.recovery, crate::fs::Recovery::Mount)
+                && !(options.speed.cached_views && subject.config.prefers_cached_views()))
+            .then(|| super::recovery_used::JournalLayout::of_image(subject.base.path()))
+            .flatten(),
             injected,
             cancel: options.cancel,
         };

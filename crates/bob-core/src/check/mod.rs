@@ -24,6 +24,7 @@ mod engine;
 mod journal;
 pub mod outcome;
 mod reads;
+mod recovery_used;
 mod speed;
 mod state;
 mod subject;

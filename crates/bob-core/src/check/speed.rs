@@ -42,6 +42,12 @@ pub struct Speedups {
     /// older documents: off.
     #[serde(default)]
     pub fsck_by_reads: bool,
+    /// Reuse by reads counts, of the journal blocks ext3/ext4 recovery read, only those
+    /// on jbd2's path from the journal's start to the end of its scan, not those it read
+    /// ahead past it (`check::recovery_used`; `--no-recovery-used` turns it off). Absent
+    /// in older documents: off.
+    #[serde(default)]
+    pub recovery_used: bool,
 }
 
 impl Default for Speedups {
@@ -55,6 +61,7 @@ impl Default for Speedups {
             flushless_views: true,
             reuse_by_reads: true,
             fsck_by_reads: true,
+            recovery_used: true,
         }
     }
 }
@@ -70,6 +77,7 @@ impl Speedups {
         flushless_views: false,
         reuse_by_reads: false,
         fsck_by_reads: false,
+        recovery_used: false,
     };
 }
 

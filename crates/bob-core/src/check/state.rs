@@ -112,6 +112,9 @@ pub struct AfterRecovery<'a> {
     /// The configuration's [`crate::fs::FsConfig::mount_stamps`], computed once per run
     /// rather than per state.
     pub stamps: &'a [std::ops::Range<u64>],
+    /// Where the base image keeps its jbd2 journal, when what recovery read ahead of it
+    /// and did not use is left out of the view's reads (`check::recovery_used`).
+    pub(crate) journal: Option<&'a super::recovery_used::JournalLayout>,
 }
 
 /// One crash state to check, as a worker (or [`check_image`]) hands it over.
@@ -177,6 +180,20 @@ fn check_kernel(
         // unbind it (autoclear) once that mount lets go.
         RecoveryEnd::Failed(check) => return Ok(*check),
     };
+    // What recovery read of the journal past the end of its scan did not decide the
+    // state: left out of its reads (only after a plain mount; a repair reads its own way).
+    if let (Some(a), None) = (after, &repair) {
+        if let Some(layout) = a.journal {
+            let unused = layout
+                .unused_sectors(&|at, buf| a.view.read_state(at, buf), &|at, buf| {
+                    a.view.read_base(at, buf)
+                })
+                .map_err(|source| Error::Io { path: state.disk_file.to_owned(), source })?;
+            if let Some(unused) = unused {
+                a.view.mark_recovered(unused);
+            }
+        }
+    }
     if let Judge::Checker(checker) = judge {
         let run = run_checker(checker, state.mnt, state.acked_marks);
         fs_mount.unmount()?;
@@ -186,7 +203,8 @@ fn check_kernel(
             .and_then(|c| loopdev.detach().map(|()| c).map_err(Error::from));
     }
     clock.steps.recover_ms = clock.laps.lap();
-    let mounted = MountedState { subject, state, timeouts, loopdev, repair };
+    let marked = after.is_some_and(|a| a.view.recovery_marked());
+    let mounted = MountedState { subject, state, timeouts, loopdev, repair, marked };
     mounted.check(fs_mount, after, clock)
 }
 
@@ -288,6 +306,8 @@ struct MountedState<'a> {
     timeouts: &'a Timeouts,
     loopdev: LoopDevice,
     repair: Option<Repair>,
+    /// Whether the view was told what recovery read and did not use.
+    marked: bool,
 }
 
 impl MountedState<'_> {
@@ -424,6 +444,10 @@ impl MountedState<'_> {
             // Every sector fsck reads must reach the view and its log.
             self.loopdev.drop_cache()?;
             a.view.log_reads();
+        } else if self.marked {
+            // What recovery read and did not use must reach the view if fsck reads it,
+            // so that the view counts it as read after all.
+            self.loopdev.drop_cache()?;
         }
         let fsck = match config.fsck_on(self.loopdev.path(), self.timeouts.fsck) {
             Ok(complaint) => complaint,

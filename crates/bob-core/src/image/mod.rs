@@ -112,6 +112,20 @@ pub struct CrashView {
     first_reads: Option<Mutex<SectorSet>>,
     /// Every sector read since [`CrashView::log_reads`], written or not, until taken.
     read_log: Mutex<Option<SectorSet>>,
+    /// Set once recovery has mounted the state, when part of what it read was read
+    /// ahead and not used (see [`CrashView::mark_recovered`]).
+    recovered: Mutex<Option<RecoveredMark>>,
+}
+
+/// What recovery read and did not use, and what was read first after it.
+#[derive(Debug)]
+struct RecoveredMark {
+    /// Sectors recovery read that its result does not depend on.
+    unused: SectorSet,
+    /// The first reads up to the end of recovery.
+    during: SectorSet,
+    /// The first reads since.
+    after: SectorSet,
 }
 
 impl CrashView {
@@ -125,6 +139,7 @@ impl CrashView {
             cached: true,
             first_reads: None,
             read_log: Mutex::new(None),
+            recovered: Mutex::new(None),
         }
     }
 
@@ -233,10 +248,65 @@ impl CrashView {
         Ok(())
     }
 
-    /// Sectors read before this view wrote them, when [`CrashView::track_reads`] is on.
+    /// Sectors read before this view wrote them, when [`CrashView::track_reads`] is on:
+    /// what the state's check depended on. Sectors recovery read without using them
+    /// (named by [`CrashView::mark_recovered`]) are left out unless read again after it.
     pub fn first_reads(&self) -> Option<SectorSet> {
         let reads = self.first_reads.as_ref()?;
-        Some(reads.lock().unwrap_or_else(|p| p.into_inner()).clone())
+        let mut reads = reads.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(mark) = self.recovered.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            for unused in mark.unused.iter() {
+                for read in mark.during.overlapping(unused) {
+                    let both = read.start.max(unused.start)..read.end.min(unused.end);
+                    let mut from = both.start;
+                    for again in mark.after.overlapping(&both) {
+                        if from < again.start {
+                            reads.remove(from..again.start);
+                        }
+                        from = from.max(again.end);
+                    }
+                    if from < both.end {
+                        reads.remove(from..both.end);
+                    }
+                }
+            }
+        }
+        Some(reads)
+    }
+
+    /// Marks the end of recovery: of what was read so far, the sectors of `unused` did
+    /// not decide anything (jbd2's readahead past the end of its scan,
+    /// `check::recovery_used`); [`CrashView::first_reads`] leaves them out unless they
+    /// are read again from now on. Returns how many sectors that leaves out now; nothing
+    /// is marked when none (without [`CrashView::track_reads`], nothing ever).
+    pub fn mark_recovered(&self, unused: SectorSet) -> u64 {
+        let Some(reads) = &self.first_reads else { return 0 };
+        let during = reads.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let left_out: u64 = unused
+            .iter()
+            .flat_map(|u| during.overlapping(u).map(|r| r.end.min(u.end) - r.start.max(u.start)))
+            .sum();
+        if left_out > 0 {
+            *self.recovered.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(RecoveredMark { unused, during, after: SectorSet::new() });
+        }
+        left_out
+    }
+
+    /// Whether [`CrashView::mark_recovered`] left something out.
+    pub fn recovery_marked(&self) -> bool {
+        self.recovered.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+    }
+
+    /// The state's own bytes at `offset` (base image and crash state), without what
+    /// recovery wrote since, and without logging a read.
+    pub fn read_state(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.overlay.read_over(&self.trace, offset, buf, |at, part| self.base.read_at(at, part))
+    }
+
+    /// The base image's bytes at `offset`.
+    pub fn read_base(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.base.read_at(offset, buf)
     }
 
     /// Sectors recovery wrote to this view.
@@ -273,6 +343,18 @@ impl Disk for CrashView {
             }
             if from < end {
                 reads.insert(from..end);
+            }
+            if let Some(mark) = self.recovered.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+                let mut from = first;
+                for &written in private.sectors.range(first..end).map(|(s, _)| s) {
+                    if from < written {
+                        mark.after.insert(from..written);
+                    }
+                    from = written + 1;
+                }
+                if from < end {
+                    mark.after.insert(from..end);
+                }
             }
         }
         Ok(())
