@@ -33,6 +33,12 @@ bench:
 bench-table:
     cargo run --release -p bob-cli -- bench --table --fs ext4-ordered
 
+# The whole default table (both disk models, every schedule) timed four ways against the
+# 30-minute target: recording, checking saved recordings, a shortcuts-off sample, and the
+# table recording as it checks (hours on 2 cores: docs/performance.md).
+bench-table-full:
+    cargo run --release -p bob-cli -- bench --table --full
+
 # researchfs: NoFS vs orderless vs ordered-core over FUSE on an image file (docs/researchfs.md).
 bench-researchfs scale="1":
     cargo run --release -p researchfs --example bench -- --scale {{scale}}

@@ -342,6 +342,7 @@ impl Measured {
             ratio_covered: ratio(figures.covered, figures.sparse),
             ratio_mounted: ratio(figures.mounted, figures.sparse),
             cost_vs_floor: ratio(figures.ms_per_mounted, figures.floor_ms),
+            cost_vs_fuse_floor: ratio(figures.ms_per_mounted, floor.fuse_mount_umount_ms_median),
             recorder_overhead: recorder
                 .as_ref()
                 .map_or(0.0, |r| ratio(r.recording_seconds, r.plain_seconds)),
