@@ -316,7 +316,8 @@ pub struct ExploreArgs {
     #[arg(long)]
     pub no_reuse_by_reads: bool,
     /// Run the read-only fsck of every distinct recovered image, even one whose bytes
-    /// equal an earlier image's on every sector that image's fsck read.
+    /// equal an earlier image's on every sector that image's fsck read; and the routine
+    /// fsck before mounting (ext2's e2fsck -y) of every distinct state, likewise.
     #[arg(long)]
     pub no_fsck_by_reads: bool,
     /// Count every journal block ext3/ext4 recovery read as read by it, even those jbd2

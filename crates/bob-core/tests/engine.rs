@@ -716,6 +716,25 @@ fn what_recovery_used_gives_every_state_the_outcome_of_its_own_mount_and_saves_m
     }
 }
 
+/// Issue 30: ext2's routine `e2fsck -y` before mounting, reused by what it read (with the
+/// fsck by reads), gives every state the outcome and fsck result of a run with every
+/// shortcut off, and is reused for some: states that differ only in a block the fsck
+/// never reads (file data) share one run and its writes.
+#[test]
+fn the_routine_fsck_by_reads_gives_every_ext2_state_the_outcome_of_its_own_run() {
+    require_root();
+    let r = record("ext2", Property::SingleBlockAppend);
+    let speed = check::Speedups {
+        fsck: check::FsckPolicy::Once,
+        fsck_by_reads: true,
+        ..check::Speedups::NONE
+    };
+    let pairs = r.against_full(speed);
+    let reused = pairs.iter().filter(|(a, _, checked)| *checked && a.check.routine_fsck_reused);
+    assert!(reused.count() > 0, "some ext2 state took an earlier state's e2fsck -y");
+    assert!(pairs.iter().all(|(_, b, _)| !b.check.routine_fsck_reused));
+}
+
 /// Issue 13: reuse of the fsck by what it read gives every ext4 state the fsck result
 /// and outcome of a run with every shortcut off, and takes it for states whose
 /// recovered images differ from every other (so no dedup after recovery gave it).

@@ -161,6 +161,10 @@ pub struct StateCheck {
     /// the verdict was judged again.
     #[serde(default, skip_serializing_if = "is_false")]
     pub reads_reused: bool,
+    /// The routine fsck before mounting (ext2's `e2fsck -y`) was not run: an earlier
+    /// state's, whose reads this state's bytes equal, gave its answer and its writes.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub routine_fsck_reused: bool,
     /// The sectors read by the check that this one's snapshot or fsck result came from
     /// (dedup after recovery), which reuse by reads must count as this check's reads.
     #[serde(skip)]
@@ -264,6 +268,7 @@ impl StateCheck {
             snapshot_reused: false,
             fsck_reused: false,
             reads_reused: false,
+            routine_fsck_reused: false,
             reads_behind: None,
             infra_retries: 0,
             steps: None,

@@ -254,16 +254,25 @@ impl Reusable {
 /// sector fsck reads reaches the view's log. A walk reads file data that fsck never
 /// reads, so states whose recovered images differ only in file contents share one fsck
 /// run (check mounts are `noatime`, so reading a file does not stamp its inode).
-#[derive(Debug, Default)]
-pub struct FsckMemo {
-    inner: RwLock<FsckInner>,
+#[derive(Debug)]
+pub struct FsckMemo<R = Option<String>> {
+    inner: RwLock<FsckInner<R>>,
     base: BaseHashes,
 }
 
-#[derive(Debug, Default)]
-struct FsckInner {
+impl<R> Default for FsckMemo<R> {
+    fn default() -> Self {
+        FsckMemo {
+            inner: RwLock::new(FsckInner { sets: Vec::new(), union: Vec::new(), kept: 0 }),
+            base: BaseHashes::default(),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct FsckInner<R> {
     /// The distinct sets of sectors an fsck read, most recent last.
-    sets: Vec<FsckReadSet>,
+    sets: Vec<FsckReadSet<R>>,
     /// Every sector of every set, as runs: what a state hashes to look itself up.
     union: Vec<(u64, u64)>,
     kept: usize,
@@ -273,10 +282,10 @@ struct FsckInner {
 type BaseHashes = std::sync::Mutex<HashMap<u64, Sum>>;
 
 #[derive(Debug)]
-struct FsckReadSet {
+struct FsckReadSet<R> {
     runs: Arc<SectorRuns>,
     /// Fsck results by the digest of the image on `runs`.
-    results: HashMap<[u8; 32], Option<String>>,
+    results: HashMap<[u8; 32], R>,
 }
 
 /// Distinct read sets kept (fsck reads the same metadata of most states of a run).
@@ -285,39 +294,44 @@ const FSCK_READ_SETS: usize = 16;
 const FSCK_RESULTS_KEPT: usize = 8192;
 
 /// An fsck result an earlier state's fsck gave, and the sectors that fsck read.
-pub(crate) struct FsckHit {
-    pub(crate) fsck: Option<String>,
+pub(crate) struct FsckHit<R = Option<String>> {
+    pub(crate) fsck: R,
     pub(crate) reads: Arc<SectorRuns>,
 }
 
-impl FsckMemo {
-    /// The result of an earlier fsck whose reads `view` (unmounted) agrees with.
+impl<R: Clone> FsckMemo<R> {
+    /// The result of an earlier fsck whose reads `view` (unmounted) agrees with: on the
+    /// view's bytes as they are now, or with `own`, on the state's own bytes (what a
+    /// program run before anything wrote the view saw).
     pub(crate) fn find(
         &self,
         view: &crate::image::CrashView,
         stamps: &[std::ops::Range<u64>],
-    ) -> std::io::Result<Option<FsckHit>> {
+        own: bool,
+    ) -> std::io::Result<Option<FsckHit<R>>> {
         let inner = self.inner.read().unwrap_or_else(|p| p.into_inner());
         if inner.sets.is_empty() {
             return Ok(None);
         }
-        let hashes = view.sector_hashes(&inner.union, stamps, &self.base)?;
+        let hashes = view.sector_hashes(&inner.union, stamps, &self.base, own)?;
         Ok(inner.sets.iter().rev().find_map(|set| {
             let fsck = set.results.get(&set_digest(&set.runs, &hashes)?)?;
             Some(FsckHit { fsck: fsck.clone(), reads: set.runs.clone() })
         }))
     }
 
-    /// Remembers the result of an fsck of `view` that read `read`.
+    /// Remembers the result of an fsck of `view` that read `read` (`own`: as for
+    /// [`FsckMemo::find`]).
     pub(crate) fn add(
         &self,
         view: &crate::image::CrashView,
         stamps: &[std::ops::Range<u64>],
         read: &SectorSet,
-        fsck: &Option<String>,
+        fsck: &R,
+        own: bool,
     ) -> std::io::Result<()> {
         let runs = SectorRuns::of(read);
-        let hashes = view.sector_hashes(&runs.0, stamps, &self.base)?;
+        let hashes = view.sector_hashes(&runs.0, stamps, &self.base, own)?;
         let Some(digest) = set_digest(&runs, &hashes) else { return Ok(()) };
         let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
         if inner.kept >= FSCK_RESULTS_KEPT {
@@ -338,6 +352,15 @@ impl FsckMemo {
         inner.union = SectorRuns::of(&every).0;
         Ok(())
     }
+}
+
+/// What a configuration's routine fsck before mounting (ext2's `e2fsck -y`) gave a
+/// state: its answer and every sector it wrote. A state that agrees with it on every
+/// sector it read, before anything wrote them, gets the same (`FsckMemo::<Arc<_>>`).
+#[derive(Debug)]
+pub(crate) struct RoutineFsck {
+    pub(crate) output: crate::device::cmd::Output,
+    pub(crate) writes: Vec<(u64, Box<[u8; 512]>)>,
 }
 
 /// The digest of an image on `runs`, from its sectors' `hashes` (sorted by sector;

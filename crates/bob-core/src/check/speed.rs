@@ -38,8 +38,10 @@ pub struct Speedups {
     pub reuse_by_reads: bool,
     /// A mounted state whose image after unmount equals an earlier state's on every
     /// sector that state's read-only fsck read takes its fsck result (`check::reads`;
-    /// with [`FsckPolicy::Once`] only; `--no-fsck-by-reads` turns it off). Absent in
-    /// older documents: off.
+    /// with [`FsckPolicy::Once`] only); and a state whose own bytes equal an earlier
+    /// state's on every sector that state's routine fsck before mounting (ext2's
+    /// `e2fsck -y`) read takes its answer and its writes instead of running it
+    /// (`--no-fsck-by-reads` turns both off). Absent in older documents: off.
     #[serde(default)]
     pub fsck_by_reads: bool,
     /// Reuse by reads counts, of the journal blocks ext3/ext4 recovery read, only those

@@ -82,6 +82,9 @@ pub struct RecoveredCache {
     sector_hashes: crate::crash::overlay::RecoveryHashes,
     /// Fsck results by what each fsck read (reuse of the fsck by reads).
     fsck_memo: super::reads::FsckMemo,
+    /// The routine fsck's answers and writes by what it read, on the states' own bytes
+    /// (ext2's `e2fsck -y` before mounting; with the fsck by reads).
+    routine_memo: super::reads::FsckMemo<Arc<super::reads::RoutineFsck>>,
 }
 
 /// Images kept at most (each with its snapshot): past that, new images are checked but
@@ -174,11 +177,18 @@ fn check_kernel(
     let loopdev = LoopDevice::attach_free(state.disk_file)?;
     clock.steps.attach_ms = clock.laps.lap();
     let dev = loopdev.path().to_owned();
-    let (fs_mount, repair) = match recover(&subject.config, &dev, state.mnt, timeouts)? {
+    let routine =
+        after.filter(|a| a.speed.fsck_by_reads && !crate::device::fusedisk::Disk::cached(a.view));
+    let (end, routine_reused) = recover(&subject.config, &dev, state.mnt, timeouts, routine)?;
+    let reused = |mut c: StateCheck| {
+        c.routine_fsck_reused = routine_reused;
+        c
+    };
+    let (fs_mount, repair) = match end {
         RecoveryEnd::Mounted(m, repair) => (m, repair),
         // A hung mount still holds the device; dropping our handle asks the kernel to
         // unbind it (autoclear) once that mount lets go.
-        RecoveryEnd::Failed(check) => return Ok(*check),
+        RecoveryEnd::Failed(check) => return Ok(reused(*check)),
     };
     // What recovery read of the journal past the end of its scan did not decide the
     // state: left out of its reads (only after a plain mount; a repair reads its own way).
@@ -199,22 +209,76 @@ fn check_kernel(
         fs_mount.unmount()?;
         let dev_str = dev.to_string_lossy().into_owned();
         return finish_checked(subject, &dev_str, run?, checker, timeouts)
-            .map(|c| c.after_repair(repair))
+            .map(|c| reused(c.after_repair(repair)))
             .and_then(|c| loopdev.detach().map(|()| c).map_err(Error::from));
     }
     clock.steps.recover_ms = clock.laps.lap();
     let marked = after.is_some_and(|a| a.view.recovery_marked());
     let mounted = MountedState { subject, state, timeouts, loopdev, repair, marked };
-    mounted.check(fs_mount, after, clock)
+    mounted.check(fs_mount, after, clock).map(reused)
 }
 
-/// Recovers the state on `dev`: the configuration's routine fsck before mounting, the
-/// mount, and when the kernel will not mount it, the repair ladder.
+/// Recovers the state on `dev`: the configuration's routine fsck before mounting (or,
+/// with `memo`, an earlier state's, by what it read), the mount, and when the kernel
+/// will not mount it, the repair ladder. Also says whether the routine fsck was reused.
 fn recover(
     config: &crate::fs::FsConfig,
     dev: &Path,
     mnt: &Path,
     timeouts: &Timeouts,
+    memo: Option<&AfterRecovery<'_>>,
+) -> Result<(RecoveryEnd<mount::Mount>, bool), Error> {
+    let mut routine_reused = false;
+    let end = recover_with(config, dev, mnt, timeouts, memo, &mut routine_reused)?;
+    Ok((end, routine_reused))
+}
+
+/// The routine fsck before mounting, by what it reads: taken from an earlier state that
+/// agrees with this one on every sector that state's run read (on the states' own
+/// bytes: the view is fresh, nothing has written it), its writes applied to this view;
+/// else run with its reads logged and remembered. Exact as the read-only fsck by reads
+/// is: the loop device was attached for this state, so its cache is empty and every
+/// sector the fsck reads reaches the view's log.
+fn routine_fsck(
+    fsck: &[&str],
+    dev: &Path,
+    timeouts: &Timeouts,
+    memo: Option<&AfterRecovery<'_>>,
+    reused: &mut bool,
+) -> Result<Result<cmd::Output, cmd::CmdError>, Error> {
+    let io_err = |source| Error::Io { path: dev.to_owned(), source };
+    if let Some(a) = memo {
+        if let Some(hit) = a.cache.routine_memo.find(a.view, &[], true).map_err(io_err)? {
+            let mut reads = crate::image::SectorSet::new();
+            hit.reads.add_to(&mut reads);
+            a.view.write_as_read(&hit.fsck.writes, &reads);
+            *reused = true;
+            return Ok(Ok(hit.fsck.output.clone()));
+        }
+        a.view.log_reads();
+    }
+    let ran = crate::fs::run_tool(fsck, dev, timeouts.recovery);
+    if let Some(a) = memo {
+        let read = a.view.take_read_log();
+        if let (Ok(out), Some(read)) = (&ran, read) {
+            let routine =
+                super::reads::RoutineFsck { output: out.clone(), writes: a.view.written_sectors() };
+            a.cache
+                .routine_memo
+                .add(a.view, &[], &read, &Arc::new(routine), true)
+                .map_err(io_err)?;
+        }
+    }
+    Ok(ran)
+}
+
+fn recover_with(
+    config: &crate::fs::FsConfig,
+    dev: &Path,
+    mnt: &Path,
+    timeouts: &Timeouts,
+    memo: Option<&AfterRecovery<'_>>,
+    routine_reused: &mut bool,
 ) -> Result<RecoveryEnd<mount::Mount>, Error> {
     let done = |outcome| Ok(RecoveryEnd::Failed(Box::new(StateCheck::failed(outcome))));
     // The routine fsck before mounting (ext2's e2fsck -y, jfs' log replay), when the
@@ -224,7 +288,7 @@ fn recover(
     let mut recovery_failed: Option<String> = None;
     let mut ladder: Vec<RepairStep> = config.repair.to_vec();
     if let Recovery::FsckThenMount(fsck) = config.recovery {
-        match crate::fs::run_tool(fsck, dev, timeouts.recovery) {
+        match routine_fsck(fsck, dev, timeouts, memo, routine_reused)? {
             // e2fsck and fsck.jfs alike: 0 clean, 1 fixed, 2 fixed + reboot; 4 and up:
             // errors left.
             Ok(out) if out.code.is_some_and(|c| c < 4) => {}
@@ -390,7 +454,7 @@ impl MountedState<'_> {
         let io_err = |source| Error::Io { path: self.state.disk_file.to_owned(), source };
         let found = match by_reads {
             Some(a) => {
-                let found = a.cache.fsck_memo.find(a.view, a.stamps).map_err(io_err)?;
+                let found = a.cache.fsck_memo.find(a.view, a.stamps, false).map_err(io_err)?;
                 // The lookup is a key's work, as the recovered image's.
                 clock.steps.key_ms += clock.laps.lap();
                 found
@@ -464,7 +528,7 @@ impl MountedState<'_> {
         clock.steps.fsck_ms = clock.laps.lap();
         if let Some((a, read)) = by_reads.and_then(|a| Some((a, a.view.take_read_log()?))) {
             let io_err = |source| Error::Io { path: self.state.disk_file.to_owned(), source };
-            a.cache.fsck_memo.add(a.view, a.stamps, &read, &fsck).map_err(io_err)?;
+            a.cache.fsck_memo.add(a.view, a.stamps, &read, &fsck, false).map_err(io_err)?;
         }
         Ok(Ok(fsck))
     }

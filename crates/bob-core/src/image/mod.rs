@@ -207,15 +207,20 @@ impl CrashView {
     /// nothing into the view's logs. A sector the view takes from the base image is hashed
     /// once per `base` (shared by the views of one run), as most of what fsck reads is
     /// metadata no state changed.
+    /// With `own`, the state's own bytes, without what the check wrote since.
     pub(crate) fn sector_hashes(
         &self,
         runs: &[(u64, u64)],
         stamps: &[std::ops::Range<u64>],
         base: &Mutex<HashMap<u64, Sum>>,
+        own: bool,
     ) -> std::io::Result<Vec<(u64, Sum)>> {
-        let written: BTreeSet<u64> = {
-            let private = self.private.lock().unwrap_or_else(|p| p.into_inner());
-            private.sectors.keys().copied().collect()
+        let written: BTreeSet<u64> = match own {
+            true => BTreeSet::new(),
+            false => {
+                let private = self.private.lock().unwrap_or_else(|p| p.into_inner());
+                private.sectors.keys().copied().collect()
+            }
         };
         let mut hashes = Vec::with_capacity(runs.iter().map(|&(a, b)| (b - a) as usize).sum());
         let mut content = [0u8; SECTOR];
@@ -229,7 +234,10 @@ impl CrashView {
                     continue;
                 }
             }
-            self.read_content(s * SECTOR_SIZE, &mut content)?;
+            match own {
+                true => self.read_state(s * SECTOR_SIZE, &mut content)?,
+                false => self.read_content(s * SECTOR_SIZE, &mut content)?,
+            }
             mask(s, &mut content, stamps);
             let h = content_hash(s, &content);
             if from_base {
@@ -307,6 +315,39 @@ impl CrashView {
     /// The base image's bytes at `offset`.
     pub fn read_base(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
         self.base.read_at(offset, buf)
+    }
+
+    /// Every sector the check wrote to this view so far, with its bytes.
+    pub fn written_sectors(&self) -> Vec<(u64, Box<[u8; SECTOR]>)> {
+        let private = self.private.lock().unwrap_or_else(|p| p.into_inner());
+        private.sectors.iter().map(|(&s, d)| (s, d.clone())).collect()
+    }
+
+    /// Takes `sectors` as written by the check, as if a program run on the view had
+    /// written them (an earlier state's routine fsck, reused by what it read), and
+    /// `reads` as read first: that program's reads, which this view never served.
+    pub fn write_as_read(&self, sectors: &[(u64, Box<[u8; SECTOR]>)], reads: &SectorSet) {
+        if let Some(first) = &self.first_reads {
+            let written = self.private.lock().unwrap_or_else(|p| p.into_inner());
+            let mut first = first.lock().unwrap_or_else(|p| p.into_inner());
+            for r in reads.iter() {
+                // Only sectors nothing has written yet are the state's own.
+                let mut from = r.start;
+                for (&w, _) in written.sectors.range(r.start..r.end) {
+                    if from < w {
+                        first.insert(from..w);
+                    }
+                    from = w + 1;
+                }
+                if from < r.end {
+                    first.insert(from..r.end);
+                }
+            }
+        }
+        let mut private = self.private.lock().unwrap_or_else(|p| p.into_inner());
+        for (s, data) in sectors {
+            private.sectors.insert(*s, data.clone());
+        }
     }
 
     /// Sectors recovery wrote to this view.
