@@ -179,7 +179,8 @@ fn check_kernel(
     let dev = loopdev.path().to_owned();
     let routine =
         after.filter(|a| a.speed.fsck_by_reads && !crate::device::fusedisk::Disk::cached(a.view));
-    let (end, routine_reused) = recover(&subject.config, &dev, state.mnt, timeouts, routine)?;
+    let mut routine_reused = false;
+    let end = recover(&subject.config, &dev, state.mnt, timeouts, routine, &mut routine_reused)?;
     let reused = |mut c: StateCheck| {
         c.routine_fsck_reused = routine_reused;
         c
@@ -216,21 +217,6 @@ fn check_kernel(
     let marked = after.is_some_and(|a| a.view.recovery_marked());
     let mounted = MountedState { subject, state, timeouts, loopdev, repair, marked };
     mounted.check(fs_mount, after, clock).map(reused)
-}
-
-/// Recovers the state on `dev`: the configuration's routine fsck before mounting (or,
-/// with `memo`, an earlier state's, by what it read), the mount, and when the kernel
-/// will not mount it, the repair ladder. Also says whether the routine fsck was reused.
-fn recover(
-    config: &crate::fs::FsConfig,
-    dev: &Path,
-    mnt: &Path,
-    timeouts: &Timeouts,
-    memo: Option<&AfterRecovery<'_>>,
-) -> Result<(RecoveryEnd<mount::Mount>, bool), Error> {
-    let mut routine_reused = false;
-    let end = recover_with(config, dev, mnt, timeouts, memo, &mut routine_reused)?;
-    Ok((end, routine_reused))
 }
 
 /// The routine fsck before mounting, by what it reads: taken from an earlier state that
@@ -272,7 +258,10 @@ fn routine_fsck(
     Ok(ran)
 }
 
-fn recover_with(
+/// Recovers the state on `dev`: the configuration's routine fsck before mounting (or,
+/// with `memo`, an earlier state's, by what it read, which sets `routine_reused`), the
+/// mount, and when the kernel will not mount it, the repair ladder.
+fn recover(
     config: &crate::fs::FsConfig,
     dev: &Path,
     mnt: &Path,
