@@ -41,7 +41,6 @@ const COMMIT_BLOCK: u32 = 2;
 const SUPERBLOCK_V1: u32 = 3;
 const SUPERBLOCK_V2: u32 = 4;
 const REVOKE_BLOCK: u32 = 5;
-const COMPAT_CHECKSUM: u32 = 0x1;
 const INCOMPAT_64BIT: u32 = 0x2;
 const INCOMPAT_CSUM_V2: u32 = 0x8;
 const INCOMPAT_CSUM_V3: u32 = 0x10;
@@ -228,8 +227,9 @@ impl Journal {
             SUPERBLOCK_V2 => true,
             _ => return None,
         };
-        let (compat, incompat) = if v2 { (be32(jsb, 36), be32(jsb, 40)) } else { (0, 0) };
-        let _ = compat & COMPAT_CHECKSUM; // v1 checksums read data blocks inside the used range
+        // The compat features need no reading: v1 checksums (`calc_chksums`) read a
+        // descriptor's blocks, which the walk counts as used anyway.
+        let incompat = if v2 { be32(jsb, 40) } else { 0 };
         if incompat & INCOMPAT_FAST_COMMIT != 0 || u64::from(be32(jsb, 12)) != block_bytes {
             return None;
         }
