@@ -305,7 +305,9 @@ impl Journal {
         let ring = self.maxlen - self.first;
         let (mut pos, mut sequence) = (self.start, self.sequence);
         loop {
-            if used.len() as u64 >= ring {
+            // Past the journal's end the kernel's read fails and so does the mount, after
+            // which nothing is refined: a successful mount never got here.
+            if used.len() as u64 >= ring || !(self.first..self.maxlen).contains(&pos) {
                 break;
             }
             used.insert(pos);
