@@ -82,6 +82,38 @@ pub struct TableRun {
     pub setup_reused: usize,
 }
 
+/// A scratch directory for a table benchmark's runs, in the table's `--scratch`.
+fn bench_work_dir(table: &TableOptions) -> Result<WorkDir, Error> {
+    let scratch = table.cell.explore.scratch.clone();
+    WorkDir::new(scratch.as_deref())
+        .map_err(io_err(&scratch.clone().unwrap_or_else(std::env::temp_dir)))
+}
+
+/// `table` as one timed run of a benchmark takes it: with `speedups`, writing into its
+/// own directory `name` of `work`, from scratch (no resume, no setup cache of its own).
+fn run_options(
+    table: &TableOptions,
+    work: &WorkDir,
+    name: &str,
+    speedups: Speedups,
+) -> TableOptions {
+    let mut opts = table.clone();
+    opts.cell.explore.speed = speedups;
+    opts.cell.explore.out_dir = work.path().join(name);
+    opts.cell.resume = false;
+    opts.cell.setup_cache = None;
+    opts
+}
+
+/// A table's failure as the benchmark's: an interrupt stays one.
+fn table_failed(e: crate::run::Error) -> Error {
+    if e.is_interrupted() {
+        Error::Interrupted
+    } else {
+        Error::Table(Box::new(e))
+    }
+}
+
 /// Runs `table` twice, with its shortcuts on and all off (its own `speed` is ignored),
 /// each writing its tables into a scratch directory of its own.
 pub fn run_table_bench(
@@ -90,23 +122,12 @@ pub fn run_table_bench(
     cancel: &AtomicBool,
 ) -> Result<TableBenchReport, Error> {
     let load_start = load_average();
-    let scratch = table.cell.explore.scratch.clone();
-    let work = WorkDir::new(scratch.as_deref())
-        .map_err(io_err(&scratch.clone().unwrap_or_else(std::env::temp_dir)))?;
+    let work = bench_work_dir(table)?;
     let run_with = |name: &'static str, speedups: Speedups| -> Result<_, Error> {
-        let mut opts = table.clone();
-        opts.cell.explore.speed = speedups;
-        opts.cell.explore.out_dir = work.path().join(name);
-        opts.cell.resume = false;
-        opts.cell.setup_cache = None;
+        let opts = run_options(table, &work, name, speedups);
         let started = Instant::now();
-        let grid = run::run_table(&opts, &Phases { progress, name }, cancel).map_err(|e| {
-            if e.is_interrupted() {
-                Error::Interrupted
-            } else {
-                Error::Table(Box::new(e))
-            }
-        })?;
+        let grid =
+            run::run_table(&opts, &Phases { progress, name }, cancel).map_err(table_failed)?;
         let seconds = started.elapsed().as_secs_f64();
         Ok((TableRun::of(&grid, speedups, seconds), grid))
     };
@@ -213,25 +234,9 @@ pub fn run_full_table_bench(
     cancel: &AtomicBool,
 ) -> Result<FullTableReport, Error> {
     let table = &opts.table;
-    let scratch = table.cell.explore.scratch.clone();
-    let work = WorkDir::new(scratch.as_deref())
-        .map_err(io_err(&scratch.clone().unwrap_or_else(std::env::temp_dir)))?;
-    let failed = |e: crate::run::Error| {
-        if e.is_interrupted() {
-            Error::Interrupted
-        } else {
-            Error::Table(Box::new(e))
-        }
-    };
+    let work = bench_work_dir(table)?;
     let mut loads = Vec::new();
-    let base = |name: &str, speedups: Speedups| {
-        let mut o = table.clone();
-        o.cell.explore.speed = speedups;
-        o.cell.explore.out_dir = work.path().join(name);
-        o.cell.resume = false;
-        o.cell.setup_cache = None;
-        o
-    };
+    let base = |name: &str, speedups: Speedups| run_options(table, &work, name, speedups);
 
     let recordings = work.path().join("recordings");
     let load = load_average();
@@ -242,7 +247,7 @@ pub fn run_full_table_bench(
         &Phases { progress, name: "recording" },
         cancel,
     )
-    .map_err(failed)?;
+    .map_err(table_failed)?;
     let recording = RecordingRun {
         seconds: started.elapsed().as_secs_f64(),
         recordings: set.cells.iter().map(|c| c.schedules.len()).sum(),
@@ -252,7 +257,7 @@ pub fn run_full_table_bench(
     let timed = |name: &'static str, o: TableOptions, loads: &mut Vec<[f64; 2]>| {
         let load = load_average();
         let started = Instant::now();
-        let grid = run::run_table(&o, &Phases { progress, name }, cancel).map_err(failed)?;
+        let grid = run::run_table(&o, &Phases { progress, name }, cancel).map_err(table_failed)?;
         let seconds = started.elapsed().as_secs_f64();
         loads.push([load, load_average()]);
         Ok::<_, Error>((TableRun::of(&grid, o.cell.explore.speed, seconds), grid))
@@ -267,19 +272,21 @@ pub fn run_full_table_bench(
     off.traces = Some(recordings);
     off.properties = sampled.clone();
     let (_, off_grid) = timed("sample, shortcuts off", off, &mut loads)?;
-    let key = |c: &Cell| (c.config.clone(), c.property.clone(), c.disk_model);
-    let on_cells: Vec<&Cell> =
-        checked.cells.iter().filter(|c| off_grid.cells.iter().any(|o| key(o) == key(c))).collect();
+    let on_cells: Vec<Cell> = checked
+        .cells
+        .iter()
+        .filter(|c| off_grid.cells.iter().any(|o| cell_key(o) == cell_key(c)))
+        .cloned()
+        .collect();
     let shortcuts_on_seconds = on_cells.iter().map(|c| c.seconds).sum();
     let shortcuts_off_seconds = off_grid.cells.iter().map(|c| c.seconds).sum();
-    let on_owned: Vec<Cell> = on_cells.into_iter().cloned().collect();
     let sample = SampleRun {
         properties: sampled.iter().map(|p| p.name().to_owned()).collect(),
         cells: off_grid.cells.len(),
         shortcuts_on_seconds,
         shortcuts_off_seconds,
         speedup: ratio(shortcuts_off_seconds, shortcuts_on_seconds),
-        differing_cells: differing_verdicts(&on_owned, &off_grid.cells),
+        differing_cells: differing_verdicts(&on_cells, &off_grid.cells),
     };
 
     let (with_recording, grid) =
@@ -388,12 +395,16 @@ impl TableRun {
     }
 }
 
+/// What matches a cell of one run of a table with the same cell of another.
+fn cell_key(c: &Cell) -> (&str, &str, crate::crash::DiskModel) {
+    (&c.config, &c.property, c.disk_model)
+}
+
 /// The cells, matched by configuration, property and disk model, whose verdicts differ.
 fn differing_verdicts(a: &[Cell], b: &[Cell]) -> Vec<String> {
-    let key = |c: &Cell| (c.config.clone(), c.property.clone(), c.disk_model);
     let mut out = Vec::new();
     for x in a {
-        let y = b.iter().find(|y| key(y) == key(x));
+        let y = b.iter().find(|y| cell_key(y) == cell_key(x));
         let other = y.map_or("missing", |y| y.verdict.name());
         if other != x.verdict.name() {
             out.push(format!(
