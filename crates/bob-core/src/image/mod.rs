@@ -90,6 +90,23 @@ impl PrivateOverlay {
                 .copy_from_slice(&data[(from - s_start) as usize..(to - s_start) as usize]);
         }
     }
+    /// The runs of `range` (sectors) this overlay has not written: what a read of it
+    /// took from the state's own bytes.
+    fn unwritten(&self, range: std::ops::Range<u64>) -> Vec<std::ops::Range<u64>> {
+        let mut runs = Vec::new();
+        let mut from = range.start;
+        for &written in self.sectors.range(range.clone()).map(|(s, _)| s) {
+            if from < written {
+                runs.push(from..written);
+            }
+            from = written + 1;
+        }
+        if from < range.end {
+            runs.push(from..range.end);
+        }
+        runs
+    }
+
     /// Number of sectors written.
     pub fn len(&self) -> usize {
         self.sectors.len()
@@ -266,15 +283,9 @@ impl CrashView {
             for unused in mark.unused.iter() {
                 for read in mark.during.overlapping(unused) {
                     let both = read.start.max(unused.start)..read.end.min(unused.end);
-                    let mut from = both.start;
-                    for again in mark.after.overlapping(&both) {
-                        if from < again.start {
-                            reads.remove(from..again.start);
-                        }
-                        from = from.max(again.end);
-                    }
-                    if from < both.end {
-                        reads.remove(from..both.end);
+                    // What was not read again after recovery.
+                    for gap in mark.after.gaps(&both) {
+                        reads.remove(gap);
                     }
                 }
             }
@@ -285,20 +296,15 @@ impl CrashView {
     /// Marks the end of recovery: of what was read so far, the sectors of `unused` did
     /// not decide anything (jbd2's readahead past the end of its scan,
     /// `check::recovery_used`); [`CrashView::first_reads`] leaves them out unless they
-    /// are read again from now on. Returns how many sectors that leaves out now; nothing
-    /// is marked when none (without [`CrashView::track_reads`], nothing ever).
-    pub fn mark_recovered(&self, unused: SectorSet) -> u64 {
-        let Some(reads) = &self.first_reads else { return 0 };
+    /// are read again from now on. Nothing is marked when recovery read none of them
+    /// (without [`CrashView::track_reads`], nothing ever).
+    pub fn mark_recovered(&self, unused: SectorSet) {
+        let Some(reads) = &self.first_reads else { return };
         let during = reads.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let left_out: u64 = unused
-            .iter()
-            .flat_map(|u| during.overlapping(u).map(|r| r.end.min(u.end) - r.start.max(u.start)))
-            .sum();
-        if left_out > 0 {
+        if unused.iter().any(|u| during.overlaps(u)) {
             *self.recovered.lock().unwrap_or_else(|p| p.into_inner()) =
                 Some(RecoveredMark { unused, during, after: SectorSet::new() });
         }
-        left_out
     }
 
     /// Whether [`CrashView::mark_recovered`] left something out.
@@ -327,24 +333,14 @@ impl CrashView {
     /// written them (an earlier state's routine fsck, reused by what it read), and
     /// `reads` as read first: that program's reads, which this view never served.
     pub fn write_as_read(&self, sectors: &[(u64, Box<[u8; SECTOR]>)], reads: &SectorSet) {
+        let mut private = self.private.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(first) = &self.first_reads {
-            let written = self.private.lock().unwrap_or_else(|p| p.into_inner());
             let mut first = first.lock().unwrap_or_else(|p| p.into_inner());
-            for r in reads.iter() {
-                // Only sectors nothing has written yet are the state's own.
-                let mut from = r.start;
-                for (&w, _) in written.sectors.range(r.start..r.end) {
-                    if from < w {
-                        first.insert(from..w);
-                    }
-                    from = w + 1;
-                }
-                if from < r.end {
-                    first.insert(from..r.end);
-                }
+            // Only sectors nothing has written yet are the state's own.
+            for run in reads.iter().flat_map(|r| private.unwritten(r.clone())) {
+                first.insert(run);
             }
         }
-        let mut private = self.private.lock().unwrap_or_else(|p| p.into_inner());
         for (s, data) in sectors {
             private.sectors.insert(*s, data.clone());
         }
@@ -372,30 +368,15 @@ impl Disk for CrashView {
             log.insert(first..end);
         }
         if let Some(reads) = &self.first_reads {
-            let private = self.private.lock().unwrap_or_else(|p| p.into_inner());
-            let mut reads = reads.lock().unwrap_or_else(|p| p.into_inner());
             // The runs between the sectors recovery wrote before this read.
-            let mut from = first;
-            for &written in private.sectors.range(first..end).map(|(s, _)| s) {
-                if from < written {
-                    reads.insert(from..written);
+            let own = self.private.lock().unwrap_or_else(|p| p.into_inner()).unwritten(first..end);
+            let mut reads = reads.lock().unwrap_or_else(|p| p.into_inner());
+            let mut mark = self.recovered.lock().unwrap_or_else(|p| p.into_inner());
+            for run in own {
+                if let Some(mark) = mark.as_mut() {
+                    mark.after.insert(run.clone());
                 }
-                from = written + 1;
-            }
-            if from < end {
-                reads.insert(from..end);
-            }
-            if let Some(mark) = self.recovered.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
-                let mut from = first;
-                for &written in private.sectors.range(first..end).map(|(s, _)| s) {
-                    if from < written {
-                        mark.after.insert(from..written);
-                    }
-                    from = written + 1;
-                }
-                if from < end {
-                    mark.after.insert(from..end);
-                }
+                reads.insert(run);
             }
         }
         Ok(())
