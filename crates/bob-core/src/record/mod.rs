@@ -493,11 +493,17 @@ pub fn dm_log_writes_available() -> Result<(), String> {
     }
 }
 
-/// The running kernel's release (`uname -r`).
+/// The running kernel's release (`uname -r`), with " (user-mode Linux)" after it when
+/// the kernel is a UML program: every table, cell and report that names the kernel then
+/// says what ran it.
 pub fn kernel_release() -> String {
-    nix::sys::utsname::uname()
+    let release = nix::sys::utsname::uname()
         .map(|u| u.release().to_string_lossy().into_owned())
-        .unwrap_or_else(|_| "unknown".into())
+        .unwrap_or_else(|_| "unknown".into());
+    match crate::vm::uml::running_in_uml() {
+        true => format!("{release} {}", crate::vm::uml::RELEASE_MARK),
+        false => release,
+    }
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {

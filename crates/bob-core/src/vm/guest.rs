@@ -13,7 +13,6 @@
 //! in early boot); emulation (TCG) makes kernel work 20-35x slower.
 
 use std::ffi::OsString;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -99,8 +98,8 @@ pub struct GuestRun {
     pub stderr: Vec<u8>,
     /// The guest's `uname -r`, once it reached user space.
     pub release: Option<String>,
-    /// The acceleration used.
-    pub accel: Accel,
+    /// The acceleration used (`None`: no virtual machine, a user-mode Linux kernel).
+    pub accel: Option<Accel>,
     /// Why that acceleration (one line, for the user).
     pub accel_reason: String,
     /// Time from start to the command starting.
@@ -172,24 +171,35 @@ pub fn run(
     cancel: &std::sync::atomic::AtomicBool,
     mut progress: impl FnMut(&Progress),
 ) -> Result<GuestRun, Error> {
-    check_tools()?;
-    let vng = vng()?;
-    let (accel, accel_reason) = choose_accel(&vng, kernel, options)?;
     let control = control_dir()?;
     let ctl = control.path().to_owned();
-    write_script(&ctl, command, accel)?;
     let known_path = ctl.join(super::crash_log::KNOWN_FILE);
     std::fs::write(&known_path, serde_json::to_vec(known).unwrap_or_default())
         .map_err(|source| Error::Io { path: known_path, source })?;
-    let mut vm = boot(
-        &vng,
-        kernel,
-        options,
-        accel,
-        &ctl,
-        command,
-        &format!("sh {}", ctl.join("run.sh").display()),
-    )?;
+    let (mut vm, accel, accel_reason) = match &kernel.machine {
+        super::BootMachine::Qemu => {
+            check_tools()?;
+            let vng = vng()?;
+            let (accel, accel_reason) = choose_accel(&vng, kernel, options)?;
+            let factor = (accel == Accel::Tcg).then_some(super::EMULATION_TIME_FACTOR);
+            let script = format!("#!/bin/sh\n{}", command_script(&ctl, command, factor, None));
+            let path = ctl.join("run.sh");
+            std::fs::write(&path, script).map_err(|source| Error::Io { path, source })?;
+            let exec = format!("sh {}", ctl.join("run.sh").display());
+            (boot(&vng, kernel, options, accel, &ctl, command, &exec)?, Some(accel), accel_reason)
+        }
+        super::BootMachine::Uml { .. } => {
+            let bin = super::uml::guest_bin(&ctl, kernel);
+            let body = command_script(&ctl, command, Some(super::UML_TIME_FACTOR), bin.as_deref());
+            super::uml::write_init(&ctl, command, kernel, &body)?;
+            let line = super::uml::command_line(&options.memory, &ctl, &options.append);
+            let vm = cmd::Cmd::new(&kernel.image.to_string_lossy(), Duration::MAX)
+                .args(&line)
+                .spawn_logged(&ctl.join("console.log"))?;
+            let reason = "user-mode Linux (the kernel as a program of this machine: no virtualisation, one CPU)";
+            (vm, None, reason.to_owned())
+        }
+    };
     let started = Instant::now();
     let mut boot_time = None;
     let mut watch = Watch::new(&ctl);
@@ -314,18 +324,22 @@ fn boot(
         .spawn_logged(&ctl.join("console.log"))?)
 }
 
-/// The shell script the guest runs: modules bob needs, the command with its streams and
-/// exit code in the control directory. Arguments are single-quoted (a quote inside one is
-/// closed, escaped and reopened), the one quoting rule sh has no exception to.
-fn write_script(ctl: &Path, command: &GuestCommand, accel: Accel) -> Result<(), Error> {
-    let q = |s: &std::ffi::OsStr| {
-        let text = String::from_utf8_lossy(s.as_bytes());
-        format!("'{}'", text.replace('\'', r"'\''"))
-    };
+/// The shell commands the guest runs once its system is up: modules bob needs, the
+/// command with its streams and exit code in the control directory, and the step-time
+/// factor the command is to allow ([`super::step_time_factor`]). Arguments are
+/// single-quoted (a quote inside one is closed, escaped and reopened), the one quoting
+/// rule sh has no exception to.
+fn command_script(
+    ctl: &Path,
+    command: &GuestCommand,
+    time_factor: Option<u32>,
+    bin: Option<&Path>,
+) -> String {
+    let q = super::uml::quote;
     let c = |name: &str| q(ctl.join(name).as_os_str());
     let mut line = format!("env {}={}", GUEST_ENV, q(ctl.as_os_str()));
-    if accel == Accel::Tcg {
-        line.push_str(&format!(" {}=1", super::EMULATED_ENV));
+    if let Some(factor) = time_factor {
+        line.push_str(&format!(" {}={factor}", super::TIME_FACTOR_ENV));
     }
     for (key, value) in &command.env {
         line.push_str(&format!(" {key}={}", q(value)));
@@ -336,23 +350,21 @@ fn write_script(ctl: &Path, command: &GuestCommand, accel: Accel) -> Result<(), 
         line.push(' ');
         line.push_str(&q(arg));
     }
-    let script = format!(
-        "#!/bin/sh\n\
-         export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root\n\
+    format!(
+        "export PATH={bin}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root\n\
          for m in loop fuse; do modprobe -q $m 2>/dev/null; done\n\
          uname -r > {uname}.part && mv {uname}.part {uname}\n\
          cd {cwd} || {{ echo 'cannot enter the working directory in the guest' > {stderr}; echo 2 > {exit}; exit 0; }}\n\
          {line} > {stdout} 2> {stderr}\n\
          echo $? > {exit}.part && mv {exit}.part {exit}\n\
          sync\n",
+        bin = bin.map(|b| format!("{}:", q(b.as_os_str()))).unwrap_or_default(),
         uname = c("uname"),
         cwd = q(command.cwd.as_os_str()),
         stdout = c("stdout"),
         stderr = c("stderr"),
         exit = c("exit"),
-    );
-    let path = ctl.join("run.sh");
-    std::fs::write(&path, script).map_err(|source| Error::Io { path, source })
+    )
 }
 
 /// Drops directories below another one in the list (a share inside a share).
@@ -566,8 +578,8 @@ mod tests {
             writable: Vec::new(),
             env: vec![("A".into(), "b c".into())],
         };
-        write_script(dir.path(), &command, Accel::Tcg).unwrap();
-        let script = std::fs::read_to_string(dir.path().join("run.sh")).unwrap();
+        let script = command_script(dir.path(), &command, Some(20), None);
+        std::fs::write(dir.path().join("run.sh"), &script).unwrap();
         assert!(script.contains(r"'/usr/bin/bob' 'run' 'it'\''s a $name'"), "{script}");
         assert!(script.contains("cd '/work dir'"), "{script}");
         assert!(script.contains(" A='b c' "), "{script}");

@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::uml::{self, UmlSeries};
 use super::Error;
 use crate::device::cmd;
 
@@ -20,9 +21,13 @@ pub enum KernelSpec {
     Host,
     /// A Debian kernel series by its version (`6.1`, `6.12`), from Debian's packages.
     Debian(DebianSeries),
-    /// A kernel image of the user's (a bzImage), with its modules directory, if any.
+    /// Debian's user-mode Linux of a suite (`uml:6.1`, `uml:6.12`, `uml:7.2`).
+    Uml(UmlSeries),
+    /// A kernel of the user's: a bzImage (booted under qemu) or a user-mode Linux
+    /// `linux` binary (run as a program), told apart by their bytes, with its modules
+    /// directory, if any.
     Image {
-        /// The kernel image.
+        /// The kernel image or binary.
         image: PathBuf,
         /// Its modules (`lib/modules/RELEASE` of `make modules_install`), or `None` for a
         /// kernel with everything it needs built in.
@@ -67,8 +72,9 @@ impl DebianSeries {
 }
 
 impl KernelSpec {
-    /// Parses one `--kernel` value: `host`, `debian:6.1`, `debian:6.12`, or a path to a
-    /// kernel image (given its modules directory separately).
+    /// Parses one `--kernel` value: `host`, `debian:6.1`, `debian:6.12`, `uml:6.1`,
+    /// `uml:6.12`, `uml:7.2`, or a path to a kernel image or UML binary (given its
+    /// modules directory separately).
     pub fn parse(text: &str, modules: Option<&Path>) -> Result<KernelSpec, String> {
         match text {
             "host" => Ok(KernelSpec::Host),
@@ -77,11 +83,16 @@ impl KernelSpec {
             other if other.starts_with("debian:") => {
                 Err(format!("unknown Debian kernel {other:?}; known: debian:6.1, debian:6.12"))
             }
+            other if other.starts_with("uml:") => UmlSeries::parse(&other[4..])
+                .map(KernelSpec::Uml)
+                .ok_or_else(|| {
+                    format!("unknown user-mode Linux kernel {other:?}; known: uml:6.1, uml:6.12, uml:7.2")
+                }),
             path => {
                 let image = PathBuf::from(path);
                 if !image.is_file() {
                     return Err(format!(
-                        "{path}: not host, debian:6.1, debian:6.12 or a kernel image file"
+                        "{path}: not host, debian:6.1, debian:6.12, uml:6.1, uml:6.12, uml:7.2 or a kernel image file"
                     ));
                 }
                 Ok(KernelSpec::Image { image, modules: modules.map(Path::to_owned) })
@@ -100,6 +111,7 @@ impl KernelSpec {
         match self {
             KernelSpec::Host => "host".into(),
             KernelSpec::Debian(series) => format!("debian-{}", series.version()),
+            KernelSpec::Uml(series) => format!("uml-{}", series.version()),
             KernelSpec::Image { image, .. } => image
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -113,20 +125,47 @@ impl std::fmt::Display for KernelSpec {
         match self {
             KernelSpec::Host => f.write_str("host"),
             KernelSpec::Debian(series) => write!(f, "debian:{}", series.version()),
+            KernelSpec::Uml(series) => write!(f, "uml:{}", series.version()),
             KernelSpec::Image { image, .. } => write!(f, "{}", image.display()),
         }
     }
 }
 
-/// A kernel ready to boot: its image in a directory laid out as virtme-ng expects.
+/// A kernel ready to boot: its image in a directory laid out as virtme-ng expects, or a
+/// user-mode Linux binary with its modules.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BootKernel {
     /// What the user asked for.
     pub spec: KernelSpec,
-    /// The kernel image to boot.
+    /// The kernel image to boot (a UML kernel's binary).
     pub image: PathBuf,
     /// Its release (`uname -r` once booted), read from the image or the package.
     pub release: String,
+    /// What runs it.
+    pub machine: BootMachine,
+}
+
+/// What runs a kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BootMachine {
+    /// qemu, through virtme-ng.
+    Qemu,
+    /// The kernel itself, a user-mode Linux program.
+    Uml {
+        /// The directory `modprobe -d` reads its modules from (`DIR/lib/modules/RELEASE`),
+        /// `None` for a kernel with everything built in.
+        modules: Option<PathBuf>,
+    },
+}
+
+impl BootMachine {
+    /// How the kernel runs, in words for a report.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            BootMachine::Qemu => "a virtual machine (qemu)",
+            BootMachine::Uml { .. } => "user-mode Linux",
+        }
+    }
 }
 
 /// The kernel cache: `$BOB_KERNEL_CACHE`, else `$XDG_CACHE_HOME/bob/kernels`, else
@@ -166,6 +205,10 @@ pub fn resolve(spec: &KernelSpec, cache: &Path) -> Result<BootKernel, Error> {
     match spec {
         KernelSpec::Host => Err(Error::HostKernel),
         KernelSpec::Debian(series) => debian(*series, cache),
+        KernelSpec::Uml(series) => uml::debian(*series, cache),
+        KernelSpec::Image { image, modules } if uml::is_uml_binary(image) => {
+            uml::own_build(spec, image, modules.as_deref(), cache)
+        }
         KernelSpec::Image { image, modules } => own_build(spec, image, modules.as_deref(), cache),
     }
 }
@@ -270,7 +313,7 @@ fn unpacked(spec: KernelSpec, dir: &Path) -> Result<BootKernel, Error> {
         .and_then(|n| n.strip_prefix("vmlinuz-"))
         .unwrap_or_default()
         .to_owned();
-    Ok(BootKernel { spec, image, release })
+    Ok(BootKernel { spec, image, release, machine: BootMachine::Qemu })
 }
 
 /// A developer's kernel: a copy of the image in a cache directory named after its
@@ -290,18 +333,25 @@ fn own_build(
     let boot_image = dir.join("boot").join(format!("vmlinuz-{release}"));
     std::fs::copy(image, &boot_image).map_err(|e| cache_error(e.to_string()))?;
     if let Some(modules) = modules {
-        let modules = std::path::absolute(modules).map_err(|e| cache_error(e.to_string()))?;
-        if !modules.join("modules.order").exists() && !modules.join("modules.dep").exists() {
-            return Err(Error::Cache {
-                path: modules,
-                reason: "not a modules directory (no modules.order or modules.dep): give lib/modules/RELEASE of `make modules_install`".into(),
-            });
-        }
+        let modules = modules_dir(modules)?;
         std::fs::create_dir_all(dir.join("lib/modules")).map_err(|e| cache_error(e.to_string()))?;
         std::os::unix::fs::symlink(&modules, dir.join("lib/modules").join(&release))
             .map_err(|e| cache_error(e.to_string()))?;
     }
-    Ok(BootKernel { spec: spec.clone(), image: boot_image, release })
+    Ok(BootKernel { spec: spec.clone(), image: boot_image, release, machine: BootMachine::Qemu })
+}
+
+/// `--modules DIR` made absolute, once checked to be a modules directory.
+pub(super) fn modules_dir(modules: &Path) -> Result<PathBuf, Error> {
+    let modules = std::path::absolute(modules)
+        .map_err(|e| Error::Cache { path: modules.to_owned(), reason: e.to_string() })?;
+    if !modules.join("modules.order").exists() && !modules.join("modules.dep").exists() {
+        return Err(Error::Cache {
+            path: modules,
+            reason: "not a modules directory (no modules.order or modules.dep): give lib/modules/RELEASE of `make modules_install`".into(),
+        });
+    }
+    Ok(modules)
 }
 
 /// The release string an x86 bzImage carries: the boot protocol's `kernel_version` field
@@ -334,6 +384,10 @@ mod tests {
         assert_eq!((d.to_string(), d.label()), ("debian:6.12".into(), "debian-6.12".into()));
         let err = KernelSpec::parse("debian:5.10", None).unwrap_err();
         assert!(err.contains("known: debian:6.1, debian:6.12"), "{err}");
+        let u = KernelSpec::parse("uml:7.2", None).unwrap();
+        assert_eq!((u.to_string(), u.label()), ("uml:7.2".into(), "uml-7.2".into()));
+        let err = KernelSpec::parse("uml:5.10", None).unwrap_err();
+        assert!(err.contains("known: uml:6.1, uml:6.12, uml:7.2"), "{err}");
         let err = KernelSpec::parse("/no/such/bzImage", None).unwrap_err();
         assert!(err.starts_with("/no/such/bzImage: not host"), "{err}");
     }

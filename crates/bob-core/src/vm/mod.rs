@@ -17,36 +17,43 @@
 pub mod crash_log;
 pub mod guest;
 pub mod kernel;
+pub mod uml;
 
 use std::path::{Path, PathBuf};
 
 pub use guest::{Accel, GuestCommand, GuestEnd, GuestRun, Progress, VmOptions};
-pub use kernel::{BootKernel, DebianSeries, KernelSpec};
+pub use kernel::{BootKernel, BootMachine, DebianSeries, KernelSpec};
+pub use uml::UmlSeries;
 
 /// The environment variable that tells bob it runs inside a guest bob booted (its value:
 /// the guest's control directory), so it never boots another and records the states it
 /// recovers for [`crash_log`].
 pub const GUEST_ENV: &str = "BOB_VM_CONTROL";
 
-/// Set (to 1) in a guest booted under emulation (TCG), where kernel work runs 20-35x
-/// slower than on a host: see [`step_time_factor`].
-pub const EMULATED_ENV: &str = "BOB_VM_EMULATED";
+/// Set in a guest whose steps run slower than on a host: how many times longer a step
+/// may take there ([`step_time_factor`]).
+pub const TIME_FACTOR_ENV: &str = "BOB_VM_TIME_FACTOR";
 
 /// How many times longer a step (mkfs, a recovery mount, an fsck) may take here before
-/// bob calls it hung: 1 on a host or under KVM, [`EMULATION_TIME_FACTOR`] in a guest under
-/// emulation, so that a mount that takes 40 s there is a slow mount, not a `timeout`.
+/// bob calls it hung: 1 on a host or under KVM, what the host set in a slower guest
+/// ([`EMULATION_TIME_FACTOR`] under emulation, [`UML_TIME_FACTOR`] under user-mode
+/// Linux), so that a mount that takes 40 s there is a slow mount, not a `timeout`.
 pub fn step_time_factor() -> u32 {
-    if std::env::var_os(GUEST_ENV).is_some() && std::env::var_os(EMULATED_ENV).is_some() {
-        EMULATION_TIME_FACTOR
-    } else {
-        1
+    if std::env::var_os(GUEST_ENV).is_none() {
+        return 1;
     }
+    std::env::var(TIME_FACTOR_ENV).ok().and_then(|v| v.parse().ok()).unwrap_or(1).max(1)
 }
 
 /// The step-time factor under emulation, for the 20-35x slowdown of kernel work under TCG:
 /// a 30 s recovery limit becomes 10 minutes, still short of the 15 minutes without
 /// progress after which the host stops a guest as hung.
 pub const EMULATION_TIME_FACTOR: u32 = 20;
+
+/// The step-time factor under user-mode Linux: its kernel work runs at the host's speed,
+/// but every process start and system call of its user space costs several times the
+/// host's (mkfs, fsck and mount(8) are processes), and it has one CPU.
+pub const UML_TIME_FACTOR: u32 = 5;
 
 /// Why a virtual machine could not run bob's command.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,715 @@
+//! User-mode Linux guests: the kernel built as a program of this machine (`ARCH=um`),
+//! booted with no virtualisation at all, so its kernel work runs at the host's speed where
+//! qemu's emulation costs 20-35x.
+//!
+//! * The kernel: Debian's `user-mode-linux` package of a suite (`uml:6.1` is bookworm's,
+//!   `uml:6.12` trixie's, `uml:7.2` sid's), fetched through a private apt configuration
+//!   in bob's kernel cache (the machine's own sources are left alone: they may not name
+//!   those suites), unpacked there, and made to start on this machine: a binary linked
+//!   against a newer glibc than the machine's gets its suite's `libc6` beside it, its
+//!   interpreter and library path pointed there (`patchelf`). A binary of the user's own
+//!   (`--kernel PATH`, a `linux` built with `ARCH=um`) is taken as it is.
+//! * The boot: the host's root shared read-only through hostfs
+//!   (`rootfstype=hostfs rootflags=/ ro`), bob's init script ([`write_init`]) as PID 1,
+//!   tmpfs for scratch (`/tmp`, `/run`), and the directories bob writes into mounted
+//!   read-write through hostfs at their own paths. The kernel's console goes to the
+//!   control directory's `console.log`, where [`super::guest`] finds panics and oopses
+//!   as it does for qemu.
+//!
+//! A UML guest has one CPU.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::guest::GuestCommand;
+use super::{BootKernel, Error};
+use crate::device::cmd;
+
+/// The user-mode Linux kernels Debian ships, by suite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum UmlSeries {
+    /// bookworm's `user-mode-linux`: 6.1, the last series with reiserfs in every suite.
+    V6_1,
+    /// trixie's: 6.12.
+    V6_12,
+    /// sid's: 7.2, the newest kernel Debian ships.
+    V7_2,
+}
+
+impl UmlSeries {
+    /// Every series, oldest first.
+    pub const ALL: [UmlSeries; 3] = [UmlSeries::V6_1, UmlSeries::V6_12, UmlSeries::V7_2];
+
+    /// The series' version as `--kernel uml:VERSION` says it.
+    pub fn version(self) -> &'static str {
+        match self {
+            UmlSeries::V6_1 => "6.1",
+            UmlSeries::V6_12 => "6.12",
+            UmlSeries::V7_2 => "7.2",
+        }
+    }
+
+    /// The Debian suite whose `user-mode-linux` package is this series.
+    pub fn suite(self) -> &'static str {
+        match self {
+            UmlSeries::V6_1 => "bookworm",
+            UmlSeries::V6_12 => "trixie",
+            UmlSeries::V7_2 => "sid",
+        }
+    }
+
+    /// Parses the `VERSION` of `uml:VERSION`.
+    pub fn parse(version: &str) -> Option<UmlSeries> {
+        UmlSeries::ALL.into_iter().find(|s| s.version() == version)
+    }
+
+    /// Whether a package version (`7.2um1`, `6.12um1+b22`) belongs to the series.
+    fn owns(self, package_version: &str) -> bool {
+        package_version
+            .strip_prefix(self.version())
+            .is_some_and(|rest| rest.starts_with("um") || rest.starts_with('.'))
+    }
+}
+
+/// The name of a fetched package's directory in the kernel cache.
+fn cache_name(package_version: &str) -> String {
+    format!("user-mode-linux-{package_version}")
+}
+
+/// Finds (or fetches into `cache`) Debian's user-mode Linux of `series`. When apt cannot
+/// fetch (no network, no Debian sources), the newest package of the series already in the
+/// cache serves.
+pub fn debian(series: UmlSeries, cache: &Path) -> Result<BootKernel, Error> {
+    let apt = Apt::for_suite(series.suite(), cache);
+    let fetched = apt.and_then(|apt| {
+        let version = apt.candidate("user-mode-linux")?;
+        if !series.owns(&version) {
+            return Err(Error::Fetch {
+                package: "user-mode-linux".into(),
+                line: format!(
+                    "{} now serves user-mode-linux {version}, not {}: the series moved on",
+                    series.suite(),
+                    series.version()
+                ),
+            });
+        }
+        let dir = cache.join(cache_name(&version));
+        if !dir.join(BINARY).is_file() {
+            unpack_package(&apt, &version, &dir, cache)?;
+        }
+        Ok(dir)
+    });
+    let dir = match fetched {
+        Ok(dir) => dir,
+        Err(apt_error) => match cached_packages(series, cache).pop() {
+            Some(dir) => dir,
+            None => return Err(apt_error),
+        },
+    };
+    let release = binary_release(&dir.join(BINARY))?;
+    Ok(BootKernel {
+        spec: super::KernelSpec::Uml(series),
+        image: dir.join(BINARY),
+        release,
+        machine: super::BootMachine::Uml { modules: Some(dir) },
+    })
+}
+
+/// Where the kernel binary lies in an unpacked package.
+const BINARY: &str = "usr/bin/linux.uml";
+
+/// Packages of `series` unpacked in the cache, oldest first (by name; a fallback only).
+fn cached_packages(series: UmlSeries, cache: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(cache)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().join(BINARY).is_file())
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| n.strip_prefix("user-mode-linux-"))
+                .is_some_and(|v| series.owns(v))
+        })
+        .map(|e| e.path())
+        .collect();
+    found.sort();
+    found
+}
+
+/// Downloads `user-mode-linux=VERSION`, unpacks it into `dir` (atomically: a half-made
+/// directory is never taken for a kernel), lays its modules out where `modprobe -d`
+/// looks, and makes the binary start here.
+fn unpack_package(apt: &Apt, version: &str, dir: &Path, cache: &Path) -> Result<(), Error> {
+    let cache_error = |reason: String| Error::Cache { path: cache.to_owned(), reason };
+    let work = tempfile::Builder::new()
+        .prefix(".download-")
+        .tempdir_in(cache)
+        .map_err(|e| cache_error(e.to_string()))?;
+    let partial = work.path().join("unpacked");
+    let deb = apt.download(&format!("user-mode-linux={version}"), work.path())?;
+    dpkg_extract(&deb, &partial, "user-mode-linux")?;
+    // `modprobe -d ROOT` reads ROOT/lib/modules/RELEASE; the package keeps them in
+    // usr/lib/uml/modules/RELEASE.
+    std::fs::create_dir_all(partial.join("lib")).map_err(|e| cache_error(e.to_string()))?;
+    std::os::unix::fs::symlink("../usr/lib/uml/modules", partial.join("lib/modules"))
+        .map_err(|e| cache_error(e.to_string()))?;
+    let binary = partial.join(BINARY);
+    let Err(first) = binary_release(&binary) else {
+        return std::fs::rename(&partial, dir).map_err(|e| cache_error(e.to_string()));
+    };
+    if !first.to_string().contains("GLIBC_") {
+        return Err(first);
+    }
+    // The interpreter is named by its final path, so the binary starts only once moved.
+    with_suite_libc(apt, &binary, &partial, dir, work.path())?;
+    std::fs::rename(&partial, dir).map_err(|e| cache_error(e.to_string()))?;
+    binary_release(&dir.join(BINARY)).inspect_err(|_| {
+        let _ = std::fs::remove_dir_all(dir);
+    })?;
+    Ok(())
+}
+
+/// Puts the suite's own glibc in `root/libc` and points `binary`'s interpreter and
+/// library path at it, as they will be once `root` is moved to `last`: a UML binary
+/// re-executes itself (`/proc/self/exe`) at start, so running it through another loader
+/// does not work, but a patched interpreter does.
+fn with_suite_libc(
+    apt: &Apt,
+    binary: &Path,
+    root: &Path,
+    last: &Path,
+    work: &Path,
+) -> Result<(), Error> {
+    if !cmd::available("patchelf") {
+        return Err(Error::Missing {
+            program: "patchelf".into(),
+            hint: format!(
+                "{} needs a newer glibc than this machine's, which bob puts beside it with patchelf: apt-get install patchelf (or run scripts/setup-vm.sh)",
+                binary.display()
+            ),
+        });
+    }
+    let deb = apt.download("libc6", work)?;
+    let libc6 = work.join("libc6");
+    dpkg_extract(&deb, &libc6, "libc6")?;
+    let libs = root.join("libc");
+    let from = libc6.join("usr/lib/x86_64-linux-gnu");
+    let copy_error = |e: std::io::Error| Error::Cache { path: libs.clone(), reason: e.to_string() };
+    std::fs::create_dir_all(&libs).map_err(copy_error)?;
+    for entry in std::fs::read_dir(&from).map_err(copy_error)?.flatten() {
+        let path = entry.path();
+        if path.is_file() {
+            std::fs::copy(&path, libs.join(entry.file_name())).map_err(copy_error)?;
+        }
+    }
+    let last_libs = last.join("libc");
+    let interpreter = last_libs.join("ld-linux-x86-64.so.2");
+    let out = cmd::Cmd::new("patchelf", Duration::from_secs(60))
+        .args(&[
+            OsStr::new("--set-interpreter"),
+            interpreter.as_os_str(),
+            OsStr::new("--set-rpath"),
+            last_libs.as_os_str(),
+            binary.as_os_str(),
+        ])
+        .run()?;
+    if out.code != Some(0) {
+        return Err(Error::Fetch { package: "libc6".into(), line: out.last_line() });
+    }
+    Ok(())
+}
+
+/// `dpkg-deb -x deb dir`.
+fn dpkg_extract(deb: &Path, dir: &Path, package: &str) -> Result<(), Error> {
+    let out = cmd::run(
+        "dpkg-deb",
+        &["-x", &deb.to_string_lossy(), &dir.to_string_lossy()],
+        Duration::from_secs(600),
+    )?;
+    if out.code != Some(0) {
+        return Err(Error::Fetch { package: package.to_owned(), line: out.last_line() });
+    }
+    Ok(())
+}
+
+/// The release a UML binary says it is (`linux --version`): whether it starts here, too.
+pub fn binary_release(binary: &Path) -> Result<String, Error> {
+    let bad = |reason: String| Error::Image { path: binary.to_owned(), reason };
+    let out = cmd::run(&binary.to_string_lossy(), &["--version"], Duration::from_secs(30))?;
+    let release = out.stdout.trim();
+    if out.code != Some(0) || release.is_empty() || release.contains(char::is_whitespace) {
+        return Err(bad(format!(
+            "not a user-mode Linux binary that starts here (`--version`: {})",
+            out.last_line()
+        )));
+    }
+    Ok(release.to_owned())
+}
+
+/// Whether `image` is an ELF program (a UML `linux`), not an x86 boot image.
+pub fn is_uml_binary(image: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    std::fs::File::open(image).and_then(|mut f| f.read_exact(&mut magic)).is_ok()
+        && &magic == b"\x7fELF"
+}
+
+/// apt, pointed at one Debian suite through a configuration of bob's own in the kernel
+/// cache (`apt/SUITE/`): its own sources list, package lists and downloads, so nothing of
+/// the machine's apt changes and a suite the machine does not use can still be fetched.
+struct Apt {
+    suite: String,
+    dir: PathBuf,
+}
+
+impl Apt {
+    /// The suite's configuration, its lists brought up to date once per process.
+    fn for_suite(suite: &str, cache: &Path) -> Result<Apt, Error> {
+        let dir = cache.join("apt").join(suite);
+        let apt = Apt { suite: suite.to_owned(), dir };
+        let cache_error =
+            |e: std::io::Error| Error::Cache { path: apt.dir.clone(), reason: e.to_string() };
+        for sub in ["lists/partial", "archives/partial"] {
+            std::fs::create_dir_all(apt.dir.join(sub)).map_err(cache_error)?;
+        }
+        let source = debian_source()?;
+        let line = format!("deb [signed-by={KEYRING}] {source} {suite} main\n");
+        std::fs::write(apt.dir.join("sources.list"), line).map_err(cache_error)?;
+        if !apt.lists_fresh() {
+            let out = apt.run("apt-get", &["update", "-qq"], Duration::from_secs(600))?;
+            if out.code != Some(0) {
+                return Err(Error::Fetch {
+                    package: format!("the package lists of {suite}"),
+                    line: out.last_line(),
+                });
+            }
+        }
+        Ok(apt)
+    }
+
+    /// Whether the suite's package lists were fetched less than a day ago: a kernel
+    /// already in the cache then costs no download of the lists (about 30 MB).
+    fn lists_fresh(&self) -> bool {
+        let day = Duration::from_secs(24 * 3600);
+        std::fs::read_dir(self.dir.join("lists"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with("_InRelease"))
+            .filter_map(|e| e.metadata().and_then(|m| m.modified()).ok())
+            .any(|t| t.elapsed().is_ok_and(|age| age < day))
+    }
+
+    /// Runs an apt program with this configuration, in `dir` if given.
+    fn run_in(
+        &self,
+        program: &str,
+        args: &[&str],
+        dir: Option<&Path>,
+        timeout: Duration,
+    ) -> Result<cmd::Output, Error> {
+        let d = |p: &str| self.dir.join(p).to_string_lossy().into_owned();
+        let options = [
+            format!("Dir::Etc::SourceList={}", d("sources.list")),
+            "Dir::Etc::SourceParts=/nonexistent".to_owned(),
+            format!("Dir::State::Lists={}", d("lists")),
+            format!("Dir::Cache={}", self.dir.display()),
+            format!("Dir::Cache::Archives={}", d("archives")),
+            // The downloads land in bob's cache, which apt's unprivileged user may not
+            // enter.
+            "APT::Sandbox::User=root".to_owned(),
+        ];
+        let mut all: Vec<&str> = Vec::new();
+        for option in &options {
+            all.extend(["-o", option]);
+        }
+        all.extend(args);
+        let mut apt =
+            cmd::Cmd::new(program, timeout).args(&all).env("DEBIAN_FRONTEND", "noninteractive");
+        if let Some(dir) = dir {
+            apt = apt.current_dir(dir);
+        }
+        Ok(apt.run()?)
+    }
+
+    fn run(&self, program: &str, args: &[&str], timeout: Duration) -> Result<cmd::Output, Error> {
+        self.run_in(program, args, None, timeout)
+    }
+
+    /// The version of `package` the suite serves.
+    fn candidate(&self, package: &str) -> Result<String, Error> {
+        let out = self.run("apt-cache", &["policy", package], Duration::from_secs(60))?;
+        out.stdout
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("Candidate:"))
+            .map(str::trim)
+            .filter(|v| !v.is_empty() && *v != "(none)")
+            .map(str::to_owned)
+            .ok_or_else(|| Error::NoPackage {
+                package: format!("{package} in {}", self.suite),
+                line: out.last_line(),
+            })
+    }
+
+    /// Downloads `package` (`name` or `name=version`) into `dir`; the `.deb`'s path.
+    fn download(&self, package: &str, dir: &Path) -> Result<PathBuf, Error> {
+        let name = package.split('=').next().unwrap_or(package);
+        let out = self.run_in(
+            "apt-get",
+            &["download", "-qq", package],
+            Some(dir),
+            Duration::from_secs(900),
+        )?;
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.extension().is_some_and(|x| x == "deb")
+                    && p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with(&format!("{name}_")))
+            })
+            .ok_or_else(|| Error::Fetch { package: package.to_owned(), line: out.last_line() })
+    }
+}
+
+/// Debian's archive keyring, which signs every suite.
+const KEYRING: &str = "/usr/share/keyrings/debian-archive-keyring.gpg";
+
+/// The Debian archive this machine's apt already uses (its first `deb` source that is not
+/// a security or updates suite): bob fetches other suites from the same place.
+fn debian_source() -> Result<String, Error> {
+    let mut texts = Vec::new();
+    for path in ["/etc/apt/sources.list".into()].into_iter().chain(
+        std::fs::read_dir("/etc/apt/sources.list.d")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            // apt reads these two kinds only (`*.list.disabled` and the like are off).
+            .filter(|p| p.extension().is_some_and(|x| x == "list" || x == "sources")),
+    ) {
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            texts.push(text);
+        }
+    }
+    texts
+        .iter()
+        .find_map(|t| archive_uri(t))
+        .ok_or_else(|| Error::Missing {
+            program: "a Debian archive in /etc/apt".into(),
+            hint: "bob fetches user-mode Linux from the Debian archive the machine's apt uses; none is configured".into(),
+        })
+}
+
+/// The main archive's URI in a sources file, one-line (`deb URI SUITE ...`) or deb822
+/// (`URIs:` and `Suites:` in one stanza).
+fn archive_uri(text: &str) -> Option<String> {
+    // A Debian suite by its code name or alias: other archives (a vendor's, a
+    // language's) name suites of their own.
+    const DEBIAN: [&str; 12] = [
+        "buster",
+        "bullseye",
+        "bookworm",
+        "trixie",
+        "forky",
+        "duke",
+        "sid",
+        "oldoldstable",
+        "oldstable",
+        "stable",
+        "testing",
+        "unstable",
+    ];
+    let main_suite = |suite: &str| DEBIAN.contains(&suite);
+    for line in text.lines() {
+        let words: Vec<&str> = line.split_whitespace().filter(|w| !w.starts_with('[')).collect();
+        if let ["deb", uri, suite, ..] = words.as_slice() {
+            if main_suite(suite) && !uri.contains(']') {
+                return Some((*uri).to_owned());
+            }
+        }
+    }
+    for stanza in text.split("\n\n") {
+        let field = |name: &str| {
+            stanza.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.trim().to_owned())
+        };
+        let (Some(types), Some(uris), Some(suites)) =
+            (field("Types:"), field("URIs:"), field("Suites:"))
+        else {
+            continue;
+        };
+        if types.split_whitespace().any(|t| t == "deb") && suites.split_whitespace().any(main_suite)
+        {
+            return uris.split_whitespace().next().map(str::to_owned);
+        }
+    }
+    None
+}
+
+/// A user's own UML binary (`--kernel PATH`): copied into the cache beside a link to its
+/// modules directory, laid out as a package's (`lib/modules/RELEASE`).
+pub fn own_build(
+    spec: &super::KernelSpec,
+    image: &Path,
+    modules: Option<&Path>,
+    cache: &Path,
+) -> Result<BootKernel, Error> {
+    let release = binary_release(image)?;
+    let dir = cache.join(format!("own-uml-{release}"));
+    let cache_error = |reason: String| Error::Cache { path: dir.clone(), reason };
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("usr/bin")).map_err(|e| cache_error(e.to_string()))?;
+    let binary = dir.join(BINARY);
+    std::fs::copy(image, &binary).map_err(|e| cache_error(e.to_string()))?;
+    let machine = match modules {
+        None => super::BootMachine::Uml { modules: None },
+        Some(modules) => {
+            let modules = super::kernel::modules_dir(modules)?;
+            std::fs::create_dir_all(dir.join("lib/modules"))
+                .map_err(|e| cache_error(e.to_string()))?;
+            std::os::unix::fs::symlink(&modules, dir.join("lib/modules").join(&release))
+                .map_err(|e| cache_error(e.to_string()))?;
+            super::BootMachine::Uml { modules: Some(dir.clone()) }
+        }
+    };
+    Ok(BootKernel { spec: spec.clone(), image: binary, release, machine })
+}
+
+/// The kernel command line of a UML boot: the host's root read-only through hostfs, bob's
+/// init, the console into the control directory (UML's standard output), no other
+/// consoles or serial lines, UML's own files (`uml_dir`) in the control directory, and an
+/// oops made a panic as in a qemu guest.
+pub fn command_line(memory: &str, ctl: &Path, append: &[String]) -> Vec<String> {
+    let mut line = vec![
+        format!("mem={}", uml_memory(memory)),
+        "rootfstype=hostfs".into(),
+        "rootflags=/".into(),
+        "ro".into(),
+        format!("init={}", ctl.join("init.sh").display()),
+        "con=null".into(),
+        "con0=null,fd:1".into(),
+        "ssl=null".into(),
+        format!("uml_dir={}", ctl.display()),
+        "oops=panic".into(),
+        "panic=-1".into(),
+    ];
+    line.extend(append.iter().cloned());
+    line
+}
+
+/// qemu's memory size (`4G`, `2048M`, `4096`) as UML's `mem=` takes it (a number with a
+/// K, M or G suffix; qemu's bare number is MiB).
+fn uml_memory(memory: &str) -> String {
+    let memory = memory.trim();
+    match memory.chars().last() {
+        Some(c) if c.is_ascii_digit() => format!("{memory}M"),
+        _ => memory.to_uppercase(),
+    }
+}
+
+/// bob's init for a UML guest (PID 1): the mounts a system has (proc, sys, dev, tmpfs
+/// for scratch), the host directories the command writes into (and the control
+/// directory) mounted read-write over the read-only root, modules from the kernel's own
+/// directory (a `modprobe` on PATH that adds `-d`), then the command as in a qemu guest,
+/// and a power-off.
+pub fn write_init(
+    ctl: &Path,
+    command: &GuestCommand,
+    kernel: &BootKernel,
+    body: &str,
+) -> Result<(), Error> {
+    let q = quote;
+    let modules = match &kernel.machine {
+        super::BootMachine::Uml { modules: Some(root) } => Some(root.clone()),
+        _ => None,
+    };
+    let mut script = String::from(
+        "#!/bin/sh\n\
+         # bob's init in a user-mode Linux guest.\n\
+         export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root\n\
+         mount -t proc proc /proc\n\
+         mount -t sysfs sysfs /sys\n\
+         mount -t devtmpfs devtmpfs /dev\n\
+         mkdir -p /dev/pts /dev/shm\n\
+         mount -t devpts devpts /dev/pts\n\
+         mount -t tmpfs tmpfs /dev/shm\n\
+         mount -t tmpfs -o mode=0755 tmpfs /run\n\
+         mount -t tmpfs -o mode=1777 tmpfs /tmp\n\
+         mount -t tmpfs -o mode=1777 tmpfs /var/tmp\n",
+    );
+    // What the guest must see of the host below the fresh tmpfs directories, and where it
+    // writes: each at its own path, shallowest first.
+    let mut shares: Vec<(PathBuf, bool)> = vec![(ctl.to_owned(), true)];
+    shares.extend(command.writable.iter().map(|d| (d.clone(), true)));
+    shares.push((command.cwd.clone(), false));
+    shares.push((command.program.parent().unwrap_or(Path::new("/")).to_owned(), false));
+    if let Some(root) = &modules {
+        shares.push((root.clone(), false));
+    }
+    for (dir, writable) in hostfs_mounts(&shares) {
+        let mode = if writable { "" } else { "ro," };
+        script.push_str(&format!(
+            "mkdir -p {d} 2>/dev/null; mount -t hostfs -o {mode}{d} none {d}\n",
+            d = q(dir.as_os_str())
+        ));
+    }
+    if let Some(root) = &modules {
+        write_modprobe(ctl, root)?;
+    }
+    script.push_str(body);
+    script.push_str("poweroff -f 2>/dev/null || halt -f\n");
+    let path = ctl.join("init.sh");
+    std::fs::write(&path, script).map_err(|source| Error::Io { path: path.clone(), source })?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+        .map_err(|source| Error::Io { path, source })
+}
+
+/// The host directories to mount in the guest: what is needed below a guest tmpfs
+/// (`/tmp`, `/run`, `/var/tmp`) or written, with nested ones dropped (a read-only
+/// directory inside a shared one is already there; a writable one inside a read-only
+/// share is mounted after it).
+fn hostfs_mounts(shares: &[(PathBuf, bool)]) -> Vec<(PathBuf, bool)> {
+    const TMPFS: [&str; 4] = ["/tmp", "/run", "/var/tmp", "/dev/shm"];
+    let needed: Vec<(PathBuf, bool)> = shares
+        .iter()
+        .filter(|(d, writable)| *writable || TMPFS.iter().any(|t| d.starts_with(t)))
+        .cloned()
+        .collect();
+    let mut sorted = needed;
+    sorted.sort_by_key(|(d, w)| (d.components().count(), !*w));
+    let mut kept: Vec<(PathBuf, bool)> = Vec::new();
+    for (dir, writable) in sorted {
+        let covered = kept.iter().any(|(k, kw)| dir.starts_with(k) && (*kw || !writable));
+        if !covered {
+            kept.push((dir, writable));
+        }
+    }
+    kept
+}
+
+/// The directory of programs bob puts first on the guest's PATH ([`write_modprobe`]),
+/// for a kernel with modules.
+pub fn guest_bin(ctl: &Path, kernel: &BootKernel) -> Option<PathBuf> {
+    matches!(&kernel.machine, super::BootMachine::Uml { modules: Some(_) }).then(|| ctl.join("bin"))
+}
+
+/// A `modprobe` for the guest's PATH that reads the kernel's own modules (`-d ROOT`, for
+/// `ROOT/lib/modules/RELEASE`): the host's root, which the guest sees, has none of them,
+/// and bob (and the tools it runs) load modules by name.
+fn write_modprobe(ctl: &Path, root: &Path) -> Result<(), Error> {
+    let Some(real) = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .chain(["/usr/sbin".into(), "/sbin".into()])
+            .map(|d| d.join("modprobe"))
+            .find(|p| p.is_file())
+    }) else {
+        return Err(Error::Missing {
+            program: "modprobe".into(),
+            hint: "apt-get install kmod (or run scripts/setup-vm.sh): the guest loads its kernel's modules with it".into(),
+        });
+    };
+    let bin = ctl.join("bin");
+    std::fs::create_dir_all(&bin).map_err(|source| Error::Io { path: bin.clone(), source })?;
+    let path = bin.join("modprobe");
+    let text = format!(
+        "#!/bin/sh\nexec {} -d {} \"$@\"\n",
+        quote(real.as_os_str()),
+        quote(root.as_os_str())
+    );
+    std::fs::write(&path, text).map_err(|source| Error::Io { path: path.clone(), source })?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+        .map_err(|source| Error::Io { path, source })
+}
+
+/// What bob writes after a UML kernel's release wherever it names the kernel.
+pub const RELEASE_MARK: &str = "(user-mode Linux)";
+
+/// Whether this process runs on a user-mode Linux kernel (its /proc/cpuinfo says so:
+/// `vendor_id : User Mode Linux`).
+pub fn running_in_uml() -> bool {
+    std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|c| {
+        c.lines().any(|l| {
+            l.split_once(':')
+                .is_some_and(|(k, v)| k.trim() == "vendor_id" && v.trim() == "User Mode Linux")
+        })
+    })
+}
+
+/// Single-quotes a word for sh (a quote inside is closed, escaped and reopened).
+pub fn quote(s: &OsStr) -> String {
+    let text = String::from_utf8_lossy(s.as_bytes());
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn series_own_their_package_versions_only() {
+        assert!(UmlSeries::V6_1.owns("6.1um4+b13"));
+        assert!(UmlSeries::V6_12.owns("6.12um1+b22"));
+        assert!(!UmlSeries::V6_1.owns("6.12um1+b22"));
+        assert!(UmlSeries::V7_2.owns("7.2um1"));
+        assert!(!UmlSeries::V7_2.owns("7.20um1"));
+        assert_eq!(UmlSeries::parse("6.12"), Some(UmlSeries::V6_12));
+        assert_eq!(UmlSeries::parse("5.10"), None);
+    }
+
+    #[test]
+    fn the_archive_is_read_from_either_sources_format() {
+        let one_line = "# c\ndeb http://a.example/debian-security bookworm-security main\n\
+                        deb https://vendor.example/node nodistro main\n\
+                        deb [arch=amd64] http://a.example/debian bookworm main\n";
+        assert_eq!(archive_uri(one_line).as_deref(), Some("http://a.example/debian"));
+        let deb822 = "Types: deb\nURIs: http://m.example/debian\nSuites: bookworm bookworm-updates\n\
+                      Components: main\n\nTypes: deb\nURIs: http://m.example/sec\nSuites: bookworm-security\n";
+        assert_eq!(archive_uri(deb822).as_deref(), Some("http://m.example/debian"));
+        assert_eq!(archive_uri("Types: deb-src\nURIs: x\nSuites: sid\n"), None);
+    }
+
+    #[test]
+    fn memory_is_said_as_uml_takes_it() {
+        assert_eq!(uml_memory("4G"), "4G");
+        assert_eq!(uml_memory("2048"), "2048M");
+        assert_eq!(uml_memory("512m"), "512M");
+    }
+
+    #[test]
+    fn only_what_tmpfs_hides_or_the_command_writes_is_mounted_from_the_host() {
+        let shares = [
+            (PathBuf::from("/tmp/bob-vm-1"), true),
+            (PathBuf::from("/work/out"), true),
+            (PathBuf::from("/work"), false),
+            (PathBuf::from("/tmp/t/cwd"), false),
+            (PathBuf::from("/tmp/t"), true),
+            (PathBuf::from("/tmp/t/cwd/sub"), false),
+        ];
+        let got = hostfs_mounts(&shares);
+        let want = [
+            (PathBuf::from("/tmp/t"), true),
+            (PathBuf::from("/work/out"), true),
+            (PathBuf::from("/tmp/bob-vm-1"), true),
+        ];
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn an_elf_program_is_told_from_a_bzimage() {
+        let dir = tempfile::tempdir().unwrap();
+        let elf = dir.path().join("linux");
+        std::fs::write(&elf, b"\x7fELF\x02\x01\x01").unwrap();
+        assert!(is_uml_binary(&elf));
+        let bz = dir.path().join("bzImage");
+        std::fs::write(&bz, vec![0u8; 64]).unwrap();
+        assert!(!is_uml_binary(&bz));
+    }
+}
