@@ -187,8 +187,10 @@ impl Command {
 #[derive(Debug, Default, Args)]
 pub struct VmArgs {
     /// The kernel to check on: host (this machine's, the default), debian:6.1 or
-    /// debian:6.12 (Debian's kernel packages, fetched into bob's kernel cache on first
-    /// use), or the path of a kernel image (bzImage) with --modules. Several,
+    /// debian:6.12 (Debian's kernel packages, booted under qemu), uml:6.1, uml:6.12 or
+    /// uml:7.2 (Debian's user-mode Linux kernels, run as programs: no virtualisation),
+    /// all fetched into bob's kernel cache on first use, or the path of a kernel image
+    /// (a bzImage, or a user-mode Linux `linux` binary) with --modules. Several,
     /// comma-separated, run in turn, each with its own --out below the given one.
     #[arg(long, value_delimiter = ',', default_value = "host", value_name = "SPEC[,SPEC]")]
     pub kernel: Vec<String>,
@@ -206,6 +208,10 @@ pub struct VmArgs {
     /// emulation), kvm, or tcg (emulation: works everywhere, kernel work 20-35x slower).
     #[arg(long, value_enum, default_value_t = AccelArg::Auto)]
     pub vm_accel: AccelArg,
+    /// Extra options for the guest kernel's command line (repeat for several), after
+    /// bob's own: `--vm-append seccomp=off` on a user-mode Linux kernel, for example.
+    #[arg(long, value_name = "OPTION")]
+    pub vm_append: Vec<String>,
 }
 
 impl VmArgs {
@@ -238,7 +244,8 @@ impl From<AccelArg> for bob_core::vm::Accel {
 }
 
 /// The command-line flags of [`VmArgs`], which the guest's command line leaves out.
-pub const VM_FLAGS: [&str; 5] = ["--kernel", "--modules", "--vm-cpus", "--vm-memory", "--vm-accel"];
+pub const VM_FLAGS: [&str; 6] =
+    ["--kernel", "--modules", "--vm-cpus", "--vm-memory", "--vm-accel", "--vm-append"];
 
 /// `--format`'s parser: offers `formats` (what the command's documents render,
 /// `Render::FORMATS`) and no other, so that clap refuses the rest as a usage error.

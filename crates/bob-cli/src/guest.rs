@@ -229,6 +229,7 @@ fn in_guest(
         cpus: vm.vm_cpus,
         memory: vm.vm_memory.clone(),
         accel: vm.vm_accel.into(),
+        append: vm.vm_append.clone(),
         ..VmOptions::default()
     };
     let bar = indicatif::ProgressBar::new_spinner();

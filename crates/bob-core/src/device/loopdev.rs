@@ -1,4 +1,5 @@
-//! Loop devices through the kernel's ioctls (`/dev/loop-control`, `LOOP_CONFIGURE`).
+//! Loop devices through the kernel's ioctls (`/dev/loop-control`, `LOOP_CONFIGURE`, or
+//! on a kernel before 5.8, which lacks it, `LOOP_SET_FD` then `LOOP_SET_STATUS64`).
 //!
 //! Written here rather than taken from the `loopdev` crate because that crate generates
 //! its bindings with bindgen at build time (a libclang dependency on every build machine)
@@ -16,7 +17,9 @@ use std::path::{Path, PathBuf};
 use super::{Error, Result};
 
 const LOOP_MAJOR: u64 = 7;
+const LOOP_SET_FD: libc::c_ulong = 0x4C00;
 const LOOP_CLR_FD: libc::c_ulong = 0x4C01;
+const LOOP_SET_STATUS64: libc::c_ulong = 0x4C04;
 const LOOP_GET_STATUS64: libc::c_ulong = 0x4C05;
 const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
 const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
@@ -177,6 +180,12 @@ impl LoopDevice {
 
     /// Binds the loop device at `path` to `backing` (read-write, 512-byte logical blocks).
     pub fn attach(path: &Path, backing: &Path) -> Result<LoopDevice> {
+        Self::attach_with(path, backing, false)
+    }
+
+    /// [`Self::attach`], with the pre-5.8 binding forced when `two_steps` (for its test on
+    /// a kernel that has LOOP_CONFIGURE).
+    fn attach_with(path: &Path, backing: &Path, two_steps: bool) -> Result<LoopDevice> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -196,14 +205,49 @@ impl LoopDevice {
         let config =
             LoopConfig { fd: file.as_raw_fd() as u32, block_size: 512, info, reserved: [0; 8] };
         // SAFETY: LOOP_CONFIGURE reads one loop_config from memory we own; the fd is open.
-        let rc =
-            unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_CONFIGURE, &config as *const LoopConfig) };
+        let rc = match two_steps {
+            true => -1,
+            false => unsafe {
+                libc::ioctl(dev.as_raw_fd(), LOOP_CONFIGURE, &config as *const LoopConfig)
+            },
+        };
         if rc != 0 {
-            return Err(loop_err(path, "bind", std::io::Error::last_os_error()));
+            let err = match two_steps {
+                true => std::io::Error::from_raw_os_error(libc::EINVAL),
+                false => std::io::Error::last_os_error(),
+            };
+            // A kernel before 5.8 does not know LOOP_CONFIGURE (EINVAL or ENOTTY): bind
+            // in two steps, as losetup did then.
+            if !matches!(err.raw_os_error(), Some(libc::EINVAL | libc::ENOTTY)) {
+                return Err(loop_err(path, "bind", err));
+            }
+            Self::bind_in_two_steps(&dev, &file, &config.info)
+                .map_err(|e| loop_err(path, "bind", e))?;
         }
         // The kernel holds its own reference to the backing file now.
         drop(file);
         Ok(LoopDevice { path: path.to_owned(), dev, cleared: false, restore_write_cache: None })
+    }
+
+    /// `LOOP_SET_FD`, then `LOOP_SET_STATUS64` for the flags and name (autoclear): the
+    /// binding of kernels before 5.8. The device is unbound again if the second step
+    /// fails, so no half-made binding is left.
+    fn bind_in_two_steps(dev: &File, file: &File, info: &LoopInfo64) -> std::io::Result<()> {
+        // SAFETY: LOOP_SET_FD takes the backing file's descriptor, which is open.
+        let rc = unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_SET_FD, file.as_raw_fd()) };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: LOOP_SET_STATUS64 reads one loop_info64 from memory we own.
+        let rc =
+            unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_SET_STATUS64, info as *const LoopInfo64) };
+        if rc != 0 {
+            let err = std::io::Error::last_os_error();
+            // SAFETY: LOOP_CLR_FD takes no argument.
+            unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_CLR_FD, 0) };
+            return Err(err);
+        }
+        Ok(())
     }
 
     /// The device node, e.g. `/dev/loop3`.
@@ -278,5 +322,41 @@ impl Drop for LoopDevice {
         if !self.cleared {
             let _ = self.clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The binding of kernels before 5.8, forced here: the device is bound to the file,
+    /// with autoclear, and unbound by drop.
+    #[test]
+    fn the_two_step_binding_of_old_kernels_binds_with_autoclear() {
+        if !nix::unistd::geteuid().is_root() {
+            panic!("binding a loop device needs root (scripts/test.sh runs the tests as root)");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let image = dir.path().join("disk.img");
+        std::fs::write(&image, vec![7u8; 1 << 20]).unwrap();
+        let ctl = File::open("/dev/loop-control").unwrap();
+        // SAFETY: LOOP_CTL_GET_FREE takes no argument.
+        let n = unsafe { libc::ioctl(ctl.as_raw_fd(), LOOP_CTL_GET_FREE) };
+        assert!(n >= 0);
+        let path = PathBuf::from(format!("/dev/loop{n}"));
+        let dev = LoopDevice::attach_with(&path, &image, true).unwrap();
+        assert!(is_bound(&path).unwrap());
+        let mut info = std::mem::MaybeUninit::<LoopInfo64>::uninit();
+        // SAFETY: LOOP_GET_STATUS64 writes one loop_info64 into memory we own.
+        let rc = unsafe { libc::ioctl(dev.dev.as_raw_fd(), LOOP_GET_STATUS64, info.as_mut_ptr()) };
+        assert_eq!(rc, 0);
+        // SAFETY: the ioctl succeeded and filled it.
+        let info = unsafe { info.assume_init() };
+        assert_ne!(info.lo_flags & LO_FLAGS_AUTOCLEAR, 0, "bound with autoclear");
+        let mut first = [0u8; 4];
+        std::io::Read::read_exact(&mut File::open(&path).unwrap(), &mut first).unwrap();
+        assert_eq!(first, [7u8; 4], "the device reads its file");
+        dev.detach().unwrap();
+        assert!(!is_bound(&path).unwrap_or(false), "unbound");
     }
 }
