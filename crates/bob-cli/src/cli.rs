@@ -212,6 +212,12 @@ pub struct VmArgs {
     /// bob's own: `--vm-append seccomp=off` on a user-mode Linux kernel, for example.
     #[arg(long, value_name = "OPTION")]
     pub vm_append: Vec<String>,
+    /// Guests run at once by `bob table` on a kernel other than the host's: the table is
+    /// recorded in one, then each guest checks a shard of every cell's states, and the
+    /// shards are merged. Default: one per core for a user-mode Linux kernel (a UML guest
+    /// has one CPU), one for a qemu guest (which has --vm-cpus).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub vm_guests: Option<u32>,
 }
 
 impl VmArgs {
@@ -244,8 +250,15 @@ impl From<AccelArg> for bob_core::vm::Accel {
 }
 
 /// The command-line flags of [`VmArgs`], which the guest's command line leaves out.
-pub const VM_FLAGS: [&str; 6] =
-    ["--kernel", "--modules", "--vm-cpus", "--vm-memory", "--vm-accel", "--vm-append"];
+pub const VM_FLAGS: [&str; 7] = [
+    "--kernel",
+    "--modules",
+    "--vm-cpus",
+    "--vm-memory",
+    "--vm-accel",
+    "--vm-append",
+    "--vm-guests",
+];
 
 /// `--format`'s parser: offers `formats` (what the command's documents render,
 /// `Render::FORMATS`) and no other, so that clap refuses the rest as a usage error.

@@ -55,9 +55,13 @@ pub fn run(command: &Command, vm: &VmArgs) -> Result<Conclusion, CliError> {
             }
             (_, out) => (base.clone(), out.cloned()),
         };
-        let code = match spec {
-            KernelSpec::Host => here(&args, false)?.0,
-            _ => in_guest(command, spec, vm, args, out.as_deref(), false)?.0,
+        let code = match (spec, fanned_out_table(command, spec, vm)) {
+            (KernelSpec::Host, _) => here(&args, false)?.0,
+            (_, Some((table, guests))) => {
+                let out = out.clone().unwrap_or_else(|| table.explore.out.clone());
+                table_in_guests(command, table, spec, vm, &args, &out, guests)?
+            }
+            _ => in_guest(command, spec, vm, args, out.as_deref(), false, None)?.0,
         };
         if let Some(out) = &out {
             tables.push((spec.to_string(), spec.label(), out.join("table.json")));
@@ -154,7 +158,7 @@ fn bench_on_kernels(
     for spec in &specs {
         let (code, stdout) = match spec {
             KernelSpec::Host => here(&args, true)?,
-            _ => in_guest(command, spec, vm, args.clone(), None, true)?,
+            _ => in_guest(command, spec, vm, args.clone(), None, true, None)?,
         };
         worst = worst.max(code);
         let stdout = stdout.unwrap_or_default();
@@ -183,7 +187,127 @@ fn host_release() -> String {
         .unwrap_or_default()
 }
 
-/// The command in a guest of `spec`; its exit code.
+/// The table `command` is, and how many guests check it at once, when it is to be spread
+/// over several guests of `spec` ([`table_in_guests`]): a whole table (not a recording
+/// alone, not already a shard or a check of saved recordings) on a kernel whose guests
+/// are more than one (`--vm-guests`, by default one per core for user-mode Linux).
+fn fanned_out_table<'a>(
+    command: &'a Command,
+    spec: &KernelSpec,
+    vm: &VmArgs,
+) -> Option<(&'a crate::cli::TableArgs, u32)> {
+    let Command::Table(table) = command else { return None };
+    if table.record_only || table.traces.is_some() || table.cell.shard.is_some() {
+        return None;
+    }
+    let uml = matches!(spec, KernelSpec::Uml(_))
+        || matches!(spec, KernelSpec::Image { image, .. } if vm::uml::is_uml_binary(image));
+    let cores = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
+    let guests = vm.vm_guests.unwrap_or(if uml { cores } else { 1 });
+    (guests > 1).then_some((table, guests))
+}
+
+/// `bob table` on a kernel spread over `guests` guests at once: the table is recorded in
+/// one guest (`--record-only`, into `OUT/guest-traces`), then each of `guests` guests
+/// checks shard I of N of every cell's states from those recordings (`--traces
+/// --shard`, all writing their witnesses below `OUT`, each in its own `shard-I-of-N`
+/// directory), and the shards' tables are merged as `bob merge` merges them, into
+/// `OUT/table.*`, the results document and the table printed. A user-mode Linux guest has
+/// one CPU, so this is how a table uses every core. Its exit code.
+fn table_in_guests(
+    command: &Command,
+    table: &crate::cli::TableArgs,
+    spec: &KernelSpec,
+    vm: &VmArgs,
+    args: &[OsString],
+    out: &Path,
+    guests: u32,
+) -> Result<u8, CliError> {
+    let cwd = std::env::current_dir().map_err(CliError::Output)?;
+    let out = cwd.join(out);
+    let traces = out.join("guest-traces");
+    let base = without_flags(args, &["--out", "--doc", "--html-site", "--format"]);
+    let with = |extra: Vec<OsString>| {
+        let mut args = base.clone();
+        let at = args.iter().position(|a| a == "--").unwrap_or(args.len());
+        args.splice(at..at, extra);
+        args
+    };
+    let resuming = table.cell.resume && traces.join("traces.json").exists();
+    if !resuming {
+        eprintln!("bob: {spec}: recording the table in one guest, then checking it in {guests}");
+        let record = without_flags(
+            &with(vec!["--record-only".into(), "--out".into(), traces.clone().into()]),
+            &["--resume"],
+        );
+        let (code, _) = in_guest(command, spec, vm, record, Some(&traces), true, None)?;
+        if code >= crate::exit::ERROR {
+            eprintln!("bob: error: {spec}: recording the table failed (exit {code})");
+            return Ok(code);
+        }
+    }
+    let bars = indicatif::MultiProgress::new();
+    let shards: Vec<Result<(u8, Captured), CliError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (1..=guests)
+            .map(|i| {
+                let args = with(vec![
+                    "--traces".into(),
+                    traces.clone().into(),
+                    "--shard".into(),
+                    format!("{i}/{guests}").into(),
+                    "--out".into(),
+                    out.clone().into(),
+                    "--format".into(),
+                    "json".into(),
+                ]);
+                let (out, bars) = (&out, &bars);
+                scope.spawn(move || in_guest(command, spec, vm, args, Some(out), true, Some(bars)))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(CliError::Environment("a guest's thread panicked".into()))
+                })
+            })
+            .collect()
+    });
+    let mut worst = 0u8;
+    let mut files = Vec::new();
+    for (i, shard) in shards.into_iter().enumerate() {
+        let (code, stdout) = shard?;
+        worst = worst.max(code);
+        let stdout = stdout.unwrap_or_default();
+        if code >= crate::exit::ERROR || stdout.is_empty() {
+            eprintln!("bob: error: {spec}: shard {}/{guests} gave no table (exit {code})", i + 1);
+            return Ok(worst.max(crate::exit::ERROR));
+        }
+        let file = out.join(format!("guest-shard-{}-of-{guests}.json", i + 1));
+        std::fs::write(&file, &stdout)
+            .map_err(|source| CliError::Io { path: file.clone(), source })?;
+        files.push(file);
+    }
+    let merged = bob_core::run::explore::merge::merge_documents(&files)
+        .map_err(|e| CliError::Environment(format!("merging the guests' shards: {e}")))?;
+    let bob_core::run::explore::merge::Merged::Table(grid) = merged else {
+        return Err(CliError::Environment("the guests' shards are not tables".into()));
+    };
+    bob_core::report::document::write_tables(&out, &grid)
+        .map_err(|source| CliError::Io { path: out.clone(), source })?;
+    // The document named in `args` (with several kernels, this kernel's own).
+    let doc = args.iter().position(|a| a == "--doc").and_then(|i| args.get(i + 1));
+    if let Some(doc) = doc.map(PathBuf::from) {
+        bob_core::report::document::write_document(&doc, &grid)
+            .map_err(|source| CliError::Io { path: doc.clone(), source })?;
+    }
+    crate::print::render(&grid, table.format)?;
+    let verdict = crate::exit::code(&Ok(Conclusion::of_table(&grid)));
+    Ok(worst.max(verdict))
+}
+
+/// The command in a guest of `spec`; its exit code. Its spinner joins `bars` when several
+/// guests run at once.
 fn in_guest(
     command: &Command,
     spec: &KernelSpec,
@@ -191,6 +315,7 @@ fn in_guest(
     args: Vec<OsString>,
     out: Option<&Path>,
     capture: bool,
+    bars: Option<&indicatif::MultiProgress>,
 ) -> Result<(u8, Captured), CliError> {
     let cache = vm::kernel::cache_dir().map_err(environment)?;
     eprintln!("bob: {spec}: finding the kernel (a first use fetches it into {})", cache.display());
@@ -232,7 +357,10 @@ fn in_guest(
         append: vm.vm_append.clone(),
         ..VmOptions::default()
     };
-    let bar = indicatif::ProgressBar::new_spinner();
+    let bar = match bars {
+        Some(bars) => bars.add(indicatif::ProgressBar::new_spinner()),
+        None => indicatif::ProgressBar::new_spinner(),
+    };
     bar.enable_steady_tick(Duration::from_millis(200));
     bar.set_style(
         indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")

@@ -200,3 +200,77 @@ fn an_unknown_uml_series_is_refused_before_anything_is_fetched() {
     assert!(stderr.contains("known: uml:6.1, uml:6.12, uml:7.2"), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
 }
+
+/// `bob table --kernel uml:6.12 --vm-guests 2 ... --format json --out OUT`, then the same
+/// recordings checked whole in one guest (`--traces OUT/guest-traces`): each cell's
+/// states must be the same, split or not.
+#[test]
+fn a_table_spread_over_two_uml_guests_merges_to_the_whole_tables_counts() {
+    if !uml_tools() {
+        return;
+    }
+    let _one = one_guest();
+    let dir = util::Dir::new();
+    let out = dir.out();
+    let doc = dir.path().join("doc.md");
+    let cells = ["--fs", "ext4-ordered", "--property", "single-block-append,append-then-rename"];
+    let mut args = vec!["table", "--kernel", "uml:6.12", "--vm-guests", "2", "--schedules", "sync"];
+    args.extend(cells);
+    args.extend([
+        "--format",
+        "json",
+        "--out",
+        out.to_str().unwrap(),
+        "--doc",
+        doc.to_str().unwrap(),
+    ]);
+    let run = util::run(&args);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(matches!(run.status.code(), Some(0) | Some(1)), "a verdict: {stderr}");
+    assert!(stderr.contains("checking it in 2"), "{stderr}");
+    let split: serde_json::Value = serde_json::from_slice(&run.stdout).expect("the merged table");
+    let on_disk: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("table.json")).unwrap()).unwrap();
+    assert_eq!(split, on_disk, "the printed table is the one written");
+    assert!(split["kernel"].as_str().unwrap().ends_with("(user-mode Linux)"), "{split}");
+    let text = std::fs::read_to_string(&doc).unwrap();
+    assert!(text.contains("(user-mode Linux)"), "the document names the kernel: {text}");
+    for shard in ["shard-1-of-2", "shard-2-of-2"] {
+        assert!(out.join("ext4-ordered/single-block-append").join(shard).is_dir(), "{shard}");
+    }
+    let whole_out = dir.path().join("whole");
+    let traces = out.join("guest-traces");
+    let whole = util::run(&[
+        "table",
+        "--kernel",
+        "uml:6.12",
+        "--traces",
+        traces.to_str().unwrap(),
+        "--format",
+        "json",
+        "--out",
+        whole_out.to_str().unwrap(),
+    ]);
+    let whole: serde_json::Value = serde_json::from_slice(&whole.stdout).expect("the whole table");
+    let cells = |t: &serde_json::Value| {
+        let mut v: Vec<(String, String, u64, u64, String)> = t["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["config"].as_str().unwrap().to_owned(),
+                    c["property"].as_str().unwrap().to_owned(),
+                    c["states_explored"].as_u64().unwrap(),
+                    c["states_unique"].as_u64().unwrap(),
+                    c["verdict"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(cells(&split), cells(&whole), "split and whole check the same states");
+    assert_eq!(cells(&split).len(), 2);
+    assert!(guests_left().is_empty(), "UML kernels left running: {:?}", guests_left());
+}

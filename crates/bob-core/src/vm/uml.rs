@@ -11,8 +11,8 @@
 //!   (`--kernel PATH`, a `linux` built with `ARCH=um`) is taken as it is.
 //! * The boot: the host's root shared read-only through hostfs
 //!   (`rootfstype=hostfs rootflags=/ ro`), bob's init script ([`write_init`]) as PID 1,
-//!   tmpfs for scratch (`/tmp`, `/run`), and the directories bob writes into mounted
-//!   read-write through hostfs at their own paths. The kernel's console goes to the
+//!   tmpfs for scratch (`/run`, with `TMPDIR=/run/tmp`), and the directories bob writes
+//!   into mounted read-write through hostfs at their own paths. The kernel's console goes to the
 //!   control directory's `console.log`, where [`super::guest`] finds panics and oopses
 //!   as it does for qemu.
 //!
@@ -557,11 +557,12 @@ pub fn write_init(
          mount -t devpts devpts /dev/pts\n\
          mount -t tmpfs tmpfs /dev/shm\n\
          mount -t tmpfs -o mode=0755 tmpfs /run\n\
-         mount -t tmpfs -o mode=1777 tmpfs /tmp\n\
-         mount -t tmpfs -o mode=1777 tmpfs /var/tmp\n",
+         mkdir -p -m 1777 /run/tmp\n\
+         export TMPDIR=/run/tmp\n",
     );
-    // What the guest must see of the host below the fresh tmpfs directories, and where it
-    // writes: each at its own path, shallowest first.
+    // Where the command writes, and what the guest must see of the host below its fresh
+    // tmpfs (`/run`): each at its own path, shallowest first. Everything else of the host
+    // (`/tmp` too, where a command's inputs may lie) is seen read-only as it is.
     let mut shares: Vec<(PathBuf, bool)> = vec![(ctl.to_owned(), true)];
     shares.extend(command.writable.iter().map(|d| (d.clone(), true)));
     shares.push((command.cwd.clone(), false));
@@ -589,11 +590,11 @@ pub fn write_init(
 }
 
 /// The host directories to mount in the guest: what is needed below a guest tmpfs
-/// (`/tmp`, `/run`, `/var/tmp`) or written, with nested ones dropped (a read-only
+/// (`/run`, `/dev/shm`) or written, with nested ones dropped (a read-only
 /// directory inside a shared one is already there; a writable one inside a read-only
 /// share is mounted after it).
 fn hostfs_mounts(shares: &[(PathBuf, bool)]) -> Vec<(PathBuf, bool)> {
-    const TMPFS: [&str; 4] = ["/tmp", "/run", "/var/tmp", "/dev/shm"];
+    const TMPFS: [&str; 2] = ["/run", "/dev/shm"];
     let needed: Vec<(PathBuf, bool)> = shares
         .iter()
         .filter(|(d, writable)| *writable || TMPFS.iter().any(|t| d.starts_with(t)))
@@ -706,15 +707,20 @@ mod tests {
             (PathBuf::from("/tmp/bob-vm-1"), true),
             (PathBuf::from("/work/out"), true),
             (PathBuf::from("/work"), false),
-            (PathBuf::from("/tmp/t/cwd"), false),
+            (PathBuf::from("/run/user/cwd"), false),
             (PathBuf::from("/tmp/t"), true),
-            (PathBuf::from("/tmp/t/cwd/sub"), false),
+            (PathBuf::from("/tmp/t/sub"), false),
+            (PathBuf::from("/run/user/cwd/out"), true),
         ];
         let got = hostfs_mounts(&shares);
+        // Shallowest first (a share inside another is mounted after it); /work and
+        // /tmp/t/sub are seen through the read-only root and the share of /tmp/t.
         let want = [
-            (PathBuf::from("/tmp/t"), true),
-            (PathBuf::from("/work/out"), true),
             (PathBuf::from("/tmp/bob-vm-1"), true),
+            (PathBuf::from("/work/out"), true),
+            (PathBuf::from("/tmp/t"), true),
+            (PathBuf::from("/run/user/cwd"), false),
+            (PathBuf::from("/run/user/cwd/out"), true),
         ];
         assert_eq!(got, want);
     }
