@@ -508,6 +508,18 @@ pub fn extra() -> Vec<FsConfig> {
         mount_options: "compress=zstd",
         ..b
     });
+    // The original study's other reiserfs modes, beside the default (`reiserfs`,
+    // data=ordered). `nolog` still journals in memory but writes no journal blocks (its
+    // documentation calls it a work in progress), so a crash leaves what the metadata
+    // writes in place left.
+    let r = reiserfs();
+    for (name, description, mount_options) in [
+        ("reiserfs-nolog", "reiserfs 3.6 mounted -o nolog (no journal writes)", "nolog"),
+        ("reiserfs-writeback", "reiserfs 3.6, data=writeback", "data=writeback"),
+        ("reiserfs-journal", "reiserfs 3.6, data=journal", "data=journal"),
+    ] {
+        v.push(FsConfig { name, description, mount_options, ..r.clone() });
+    }
     let x = xfs_family().remove(0);
     v.push(FsConfig {
         name: "xfs-minlog",
