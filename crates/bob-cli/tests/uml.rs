@@ -284,3 +284,47 @@ fn a_table_spread_over_two_uml_guests_merges_to_the_whole_tables_counts() {
     assert_eq!(cells(&split).len(), 2);
     assert!(guests_left().is_empty(), "UML kernels left running: {:?}", guests_left());
 }
+
+/// A user-mode Linux binary of one's own (`--kernel PATH --modules DIR`): here Debian's
+/// 6.1 binary and modules, taken from bob's kernel cache as a developer would give a
+/// `make ARCH=um` build, are told from a bzImage by their bytes and check a cell.
+#[test]
+fn a_uml_binary_given_by_path_with_its_modules_checks_a_cell() {
+    if !uml_tools() {
+        return;
+    }
+    let _one = one_guest();
+    let dir = util::Dir::new();
+    // The package is fetched (or found) through uml:6.1 first.
+    let list = util::run(&["list", "--kernel", "uml:6.1", "--format", "json"]);
+    assert_eq!(list.status.code(), Some(0), "{}", String::from_utf8_lossy(&list.stderr));
+    let cache =
+        std::env::var_os("BOB_KERNEL_CACHE").map(std::path::PathBuf::from).unwrap_or_else(|| {
+            Path::new(&std::env::var_os("HOME").unwrap()).join(".cache/bob/kernels")
+        });
+    let package = std::fs::read_dir(&cache)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("user-mode-linux-6.1um"))
+        .max()
+        .expect("uml:6.1 in the kernel cache");
+    // A copy elsewhere, as a developer's own build would lie.
+    let binary = dir.path().join("linux");
+    std::fs::copy(package.join("usr/bin/linux.uml"), &binary).unwrap();
+    let modules = std::fs::read_dir(package.join("usr/lib/uml/modules"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .next()
+        .expect("the modules directory");
+    let (code, cell, stderr) = uml_cell(
+        &dir,
+        binary.to_str().unwrap(),
+        "ext4-ordered",
+        "single-block-append",
+        &["--modules", modules.to_str().unwrap(), "--schedules", "sync"],
+        &[],
+    );
+    judged_on("6.1", code, &cell, &stderr);
+}
