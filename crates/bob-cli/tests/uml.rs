@@ -43,10 +43,11 @@ fn uml_tools() -> bool {
     false
 }
 
-/// UML kernels still running for a control directory of bob's (their command line names
-/// its init script, `TMP/bob-vm-*/init.sh`).
-fn guests_left() -> Vec<String> {
-    let control = format!("init={}/bob-vm-", std::env::temp_dir().display());
+/// UML kernels still running for a control directory of this test's bob: their command
+/// line names its init script, `TMPDIR/bob-vm-*/init.sh`, and each test gives its bob a
+/// temp dir of its own ([`tmpdir`]), so other tests' guests (or a user's) do not count.
+fn guests_left(dir: &util::Dir) -> Vec<String> {
+    let control = format!("init={}/bob-vm-", tmpdir(dir).display());
     std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
@@ -54,6 +55,21 @@ fn guests_left() -> Vec<String> {
         .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
         .filter(|c| c.contains(&control))
         .collect()
+}
+
+/// The temp dir of the bob a test runs (where its guests' control directories lie).
+fn tmpdir(dir: &util::Dir) -> std::path::PathBuf {
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    tmp
+}
+
+/// `bob ARGS` with the test's own temp dir, and `env`.
+fn bob(dir: &util::Dir, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let tmp = tmpdir(dir);
+    let mut env = env.to_vec();
+    env.push(("TMPDIR", tmp.to_str().unwrap()));
+    util::run_with_env(args, &env)
 }
 
 /// `bob run --kernel KERNEL --fs FS --property PROPERTY --format json` with output in
@@ -81,7 +97,7 @@ fn uml_cell(
         out.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
-    let run = util::run_with_env(&args, env);
+    let run = bob(dir, &args, env);
     let cell = serde_json::from_slice(&run.stdout).unwrap_or_default();
     (run.status.code(), cell, String::from_utf8_lossy(&run.stderr).into_owned())
 }
@@ -89,7 +105,13 @@ fn uml_cell(
 /// What every cell checked in a UML guest says: the guest's kernel of `series` by its
 /// release and as user-mode Linux, counts that add up, states really recovered, a failure
 /// confirmed by an independent replay, and no kernel left running.
-fn judged_on(series: &str, code: Option<i32>, cell: &serde_json::Value, stderr: &str) {
+fn judged_on(
+    dir: &util::Dir,
+    series: &str,
+    code: Option<i32>,
+    cell: &serde_json::Value,
+    stderr: &str,
+) {
     assert!(matches!(code, Some(0) | Some(1)), "a verdict, not an error: {stderr}");
     let kernel = cell["kernel"].as_str().unwrap_or_default();
     assert!(kernel.starts_with(&format!("{series}.")), "the guest's release: {cell}");
@@ -105,7 +127,7 @@ fn judged_on(series: &str, code: Option<i32>, cell: &serde_json::Value, stderr: 
     if cell["witness"].is_string() {
         assert_eq!(cell["confirmed"], true, "a failure is replayed independently: {cell}");
     }
-    assert!(guests_left().is_empty(), "UML kernels left running: {:?}", guests_left());
+    assert!(guests_left(dir).is_empty(), "UML kernels left running: {:?}", guests_left(dir));
 }
 
 #[test]
@@ -116,7 +138,7 @@ fn a_btrfs_cell_is_judged_on_uml_7_2_the_newest_kernel() {
     let _one = one_guest();
     let dir = util::Dir::new();
     let (code, cell, stderr) = uml_cell(&dir, "uml:7.2", "btrfs", "append-then-rename", &[], &[]);
-    judged_on("7.2", code, &cell, &stderr);
+    judged_on(&dir, "7.2", code, &cell, &stderr);
     assert_eq!(cell["config"], "btrfs");
     // Every drain schedule ran in the guest, each with its own recording.
     assert_eq!(cell["schedules"].as_array().map(Vec::len), Some(3), "{cell}");
@@ -137,7 +159,7 @@ fn an_ext4_cell_is_judged_on_uml_6_12() {
         &["--schedules", "sync"],
         &[],
     );
-    judged_on("6.12", code, &cell, &stderr);
+    judged_on(&dir, "6.12", code, &cell, &stderr);
     assert_eq!(cell["config"], "ext4-ordered");
 }
 
@@ -160,7 +182,7 @@ fn a_reiserfs_cell_is_judged_on_uml_6_1_which_this_host_cannot_mount() {
             &["--schedules", "sync", "--max-states", "6"],
             &[],
         );
-    judged_on("6.1", code, &cell, &stderr);
+    judged_on(&dir, "6.1", code, &cell, &stderr);
     assert_eq!(cell["config"], "reiserfs");
 }
 
@@ -191,7 +213,7 @@ fn a_uml_kernel_crash_is_pinned_on_its_state_and_the_cell_goes_on() {
         .expect("a witness of the crash");
     let console = std::fs::read_to_string(witness.join("console.log")).expect("console log");
     assert!(console.contains("sysrq triggered crash"), "the panic is in the console log");
-    assert!(guests_left().is_empty(), "UML kernels left running: {:?}", guests_left());
+    assert!(guests_left(&dir).is_empty(), "UML kernels left running: {:?}", guests_left(&dir));
 }
 
 #[test]
@@ -234,7 +256,7 @@ fn a_table_spread_over_two_uml_guests_merges_to_the_whole_tables_counts() {
         "--doc",
         doc.to_str().unwrap(),
     ]);
-    let run = util::run(&args);
+    let run = bob(&dir, &args, &[]);
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(matches!(run.status.code(), Some(0) | Some(1)), "a verdict: {stderr}");
     assert!(stderr.contains("checking it in 2"), "{stderr}");
@@ -250,17 +272,21 @@ fn a_table_spread_over_two_uml_guests_merges_to_the_whole_tables_counts() {
     }
     let whole_out = dir.path().join("whole");
     let traces = out.join("guest-traces");
-    let whole = util::run(&[
-        "table",
-        "--kernel",
-        "uml:6.12",
-        "--traces",
-        traces.to_str().unwrap(),
-        "--format",
-        "json",
-        "--out",
-        whole_out.to_str().unwrap(),
-    ]);
+    let whole = bob(
+        &dir,
+        &[
+            "table",
+            "--kernel",
+            "uml:6.12",
+            "--traces",
+            traces.to_str().unwrap(),
+            "--format",
+            "json",
+            "--out",
+            whole_out.to_str().unwrap(),
+        ],
+        &[],
+    );
     let whole: serde_json::Value = serde_json::from_slice(&whole.stdout).expect("the whole table");
     let cells = |t: &serde_json::Value| {
         let mut v: Vec<(String, String, u64, u64, String)> = t["cells"]
@@ -282,7 +308,7 @@ fn a_table_spread_over_two_uml_guests_merges_to_the_whole_tables_counts() {
     };
     assert_eq!(cells(&split), cells(&whole), "split and whole check the same states");
     assert_eq!(cells(&split).len(), 2);
-    assert!(guests_left().is_empty(), "UML kernels left running: {:?}", guests_left());
+    assert!(guests_left(&dir).is_empty(), "UML kernels left running: {:?}", guests_left(&dir));
 }
 
 /// A user-mode Linux binary of one's own (`--kernel PATH --modules DIR`): here Debian's
@@ -296,7 +322,7 @@ fn a_uml_binary_given_by_path_with_its_modules_checks_a_cell() {
     let _one = one_guest();
     let dir = util::Dir::new();
     // The package is fetched (or found) through uml:6.1 first.
-    let list = util::run(&["list", "--kernel", "uml:6.1", "--format", "json"]);
+    let list = bob(&dir, &["list", "--kernel", "uml:6.1", "--format", "json"], &[]);
     assert_eq!(list.status.code(), Some(0), "{}", String::from_utf8_lossy(&list.stderr));
     let cache =
         std::env::var_os("BOB_KERNEL_CACHE").map(std::path::PathBuf::from).unwrap_or_else(|| {
@@ -326,5 +352,5 @@ fn a_uml_binary_given_by_path_with_its_modules_checks_a_cell() {
         &["--modules", modules.to_str().unwrap(), "--schedules", "sync"],
         &[],
     );
-    judged_on("6.1", code, &cell, &stderr);
+    judged_on(&dir, "6.1", code, &cell, &stderr);
 }
