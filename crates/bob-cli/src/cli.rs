@@ -712,9 +712,13 @@ pub enum Backend {
 pub struct ReplayArgs {
     /// Witness directory (as printed by `bob run`).
     pub witness: PathBuf,
-    /// Image file to write the crash state into (created or replaced).
+    /// Image file to write the crash state into (created; an existing file only with
+    /// --force; never a file inside the witness directory).
     #[arg(long, required_unless_present = "recovery_crashes")]
     pub to: Option<PathBuf>,
+    /// Replace the --to file (and its `.pm` beside it) if it exists.
+    #[arg(long, requires = "to")]
+    pub force: bool,
     /// Also recover and check the rebuilt image, confirming the witness independently.
     #[arg(long)]
     pub check: bool,

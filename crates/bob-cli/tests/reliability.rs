@@ -1,0 +1,132 @@
+//! What a careless or hostile user found in bob (issue 41), each case run as the user
+//! ran it: bob never overwrites a file the user did not name as output, never tells an
+//! earlier run's witness as this run's, never turns a mistake into a verdict, and ends
+//! in bounded time with one clear line. docs/reliability.md lists them.
+
+mod util;
+
+use std::path::{Path, PathBuf};
+
+use util::{assert_no_leaks, run, run_cell, Dir};
+
+/// The one line bob printed on stderr for a refused command (exit 2).
+fn refused(out: &std::process::Output) -> String {
+    assert_eq!(out.status.code(), Some(2), "a refusal exits 2");
+    let err = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
+
+fn digest(path: &Path) -> String {
+    bob_core::image::file_digest(path).unwrap()
+}
+
+/// A violated ext2 cell's witness in `dir` (a few seconds).
+fn ext2_witness(dir: &Dir) -> PathBuf {
+    let (code, cell) = run_cell(dir, "ext2", "single-block-append", &[]);
+    assert_eq!(code, 1, "{cell}");
+    PathBuf::from(cell["witness"].as_str().expect("a witness"))
+}
+
+/// `bob replay --to` an existing file needs `--force`; a file inside the witness is
+/// refused whatever the flags and however it is spelled; the witness's files stay as
+/// they were.
+#[test]
+fn replay_never_overwrites_a_file_it_was_not_allowed_to() {
+    let dir = Dir::new();
+    let witness = ext2_witness(&dir);
+    let files = ["trace.log", "trace.json", "base.img", "state.json"];
+    let before: Vec<String> = files.iter().map(|f| digest(&witness.join(f))).collect();
+
+    let existing = dir.path().join("mine.img");
+    std::fs::write(&existing, b"the user's own file").unwrap();
+    let w = witness.to_str().unwrap();
+    let err = refused(&run(&["replay", w, "--to", existing.to_str().unwrap()]));
+    assert!(err.contains(existing.to_str().unwrap()) && err.contains("--force"), "{err}");
+    assert_eq!(std::fs::read(&existing).unwrap(), b"the user's own file");
+
+    let name = witness.file_name().unwrap().to_str().unwrap();
+    let inside = [
+        witness.join("trace.log"),
+        witness.join("base.img"),
+        witness.join("new.img"),
+        witness.join("..").join(name).join(".").join("trace.json"),
+    ];
+    for target in &inside {
+        for force in [false, true] {
+            let mut args = vec!["replay", w, "--to", target.to_str().unwrap()];
+            if force {
+                args.push("--force");
+            }
+            let err = refused(&run(&args));
+            assert!(err.contains("inside the witness directory"), "{err}");
+        }
+    }
+    // A symbolic link outside that points into the witness is the same file.
+    let link = dir.path().join("link.img");
+    std::os::unix::fs::symlink(witness.join("base.img"), &link).unwrap();
+    let err = refused(&run(&["replay", w, "--to", link.to_str().unwrap(), "--force"]));
+    assert!(err.contains("inside the witness directory"), "{err}");
+
+    let after: Vec<String> = files.iter().map(|f| digest(&witness.join(f))).collect();
+    assert_eq!(before, after, "the witness's files are untouched");
+    assert!(!witness.join("new.img").exists());
+
+    // With --force, the user's own file is replaced, and the witness still replays.
+    let out = run(&["replay", w, "--to", existing.to_str().unwrap(), "--force", "--check"]);
+    assert_eq!(out.status.code(), Some(1), "the violation again");
+    assert!(std::fs::metadata(&existing).unwrap().len() > 1 << 20);
+}
+
+/// A witness whose file changed since it was written (the same size, one byte) is
+/// refused by replay and explain, naming the file, instead of replaying another state.
+#[test]
+fn a_witness_file_changed_since_it_was_written_is_named() {
+    let dir = Dir::new();
+    let witness = ext2_witness(&dir);
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(witness.join("state.json")).unwrap()).unwrap();
+    for f in ["trace.log", "trace.json", "base.img"] {
+        assert_eq!(record["files"][f].as_str(), Some(digest(&witness.join(f)).as_str()), "{f}");
+    }
+    let image = dir.path().join("x.img");
+    for file in ["base.img", "trace.log"] {
+        let copy = dir.path().join(format!("w-{file}"));
+        std::fs::create_dir_all(&copy).unwrap();
+        for e in std::fs::read_dir(&witness).unwrap().flatten() {
+            if e.path().is_file() {
+                std::fs::copy(e.path(), copy.join(e.file_name())).unwrap();
+            }
+        }
+        let path = copy.join(file);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = bytes.len() / 2;
+        bytes[at] ^= 0xff;
+        std::fs::write(&path, bytes).unwrap();
+        let c = copy.to_str().unwrap();
+        for args in [vec!["replay", c, "--to", image.to_str().unwrap()], vec!["explain", c]] {
+            let err = refused(&run(&args));
+            assert!(err.contains(path.to_str().unwrap()) && err.contains("changed"), "{err}");
+        }
+        assert!(!image.exists());
+    }
+}
+
+/// A rerun of a cell into the same `--out` that now holds leaves no witness of the
+/// earlier run behind, and `bob explain` says there is none.
+#[test]
+fn a_rerun_that_holds_removes_the_earlier_witness() {
+    let dir = Dir::new();
+    let witness = ext2_witness(&dir);
+    assert!(witness.join("state.json").is_file());
+    // The writeback-commit drain holds on ext2 (one cell, the same directory).
+    let (code, cell) =
+        run_cell(&dir, "ext2", "single-block-append", &["--schedules", "writeback-commit"]);
+    assert_eq!((code, cell["verdict"].as_str()), (0, Some("held")), "{cell}");
+    let left: Vec<_> = std::fs::read_dir(&witness).unwrap().flatten().map(|e| e.path()).collect();
+    assert!(left.is_empty(), "the earlier run's witness is gone: {left:?}");
+    let err = refused(&run(&["explain", witness.to_str().unwrap()]));
+    assert!(err.contains("no witness here"), "{err}");
+    assert_no_leaks(&dir.scratch());
+}
