@@ -130,3 +130,46 @@ fn a_rerun_that_holds_removes_the_earlier_witness() {
     assert!(err.contains("no witness here"), "{err}");
     assert_no_leaks(&dir.scratch());
 }
+
+/// The hint `bob replay` prints to look at an xfs crash image mounts it (a read-only
+/// loop device cannot take log recovery's writes: `norecovery`), and is not ext2's.
+#[test]
+fn the_replay_hint_mounts_an_xfs_image() {
+    let dir = Dir::new();
+    let (code, cell) = run_cell(&dir, "xfs", "append-then-rename", &["--schedules", "sync"]);
+    assert_eq!(code, 1, "{cell}");
+    let witness = cell["witness"].as_str().unwrap();
+    let image = dir.path().join("crash.img");
+    let out = run(&["replay", witness, "--to", image.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("e2fsck"), "no ext2 hint on xfs: {text}");
+    let look = text.lines().find(|l| l.trim_start().starts_with("look:")).expect("a look: line");
+    let command = look.trim_start().trim_start_matches("look:").split("   (").next().unwrap();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let command = command.trim().replace("/mnt", mnt.to_str().unwrap());
+    assert!(command.contains("norecovery"), "{command}");
+    let mounted = util::shown(
+        &command,
+        std::process::Command::new("sh").args(["-c", &command]).output().unwrap(),
+    );
+    assert!(mounted.status.success(), "the hint mounts the image: {command}");
+    let listed = std::fs::read_dir(&mnt).map(|d| d.count());
+    let umount = std::process::Command::new("umount").arg(&mnt).status().unwrap();
+    assert!(umount.success());
+    assert!(listed.is_ok(), "the image's tree reads: {listed:?}");
+    // The hint it replaces does not mount this image: its log is dirty.
+    let old = format!("mount -t xfs -o loop,ro {} {}", image.display(), mnt.display());
+    let old = util::shown(&old, std::process::Command::new("sh").args(["-c", &old]).output().unwrap());
+    if old.status.success() {
+        std::process::Command::new("umount").arg(&mnt).status().unwrap();
+    }
+    assert!(!old.status.success(), "a crash image whose log needs recovery");
+    // The loop device `mount -o loop` made is released with the mount (autoclear).
+    assert!(util::wait_until(
+        std::time::Duration::from_secs(5),
+        std::time::Duration::from_millis(100),
+        || util::leaks_under(dir.path()).is_empty()
+    ));
+}
