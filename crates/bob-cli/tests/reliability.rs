@@ -161,7 +161,8 @@ fn the_replay_hint_mounts_an_xfs_image() {
     assert!(listed.is_ok(), "the image's tree reads: {listed:?}");
     // The hint it replaces does not mount this image: its log is dirty.
     let old = format!("mount -t xfs -o loop,ro {} {}", image.display(), mnt.display());
-    let old = util::shown(&old, std::process::Command::new("sh").args(["-c", &old]).output().unwrap());
+    let old =
+        util::shown(&old, std::process::Command::new("sh").args(["-c", &old]).output().unwrap());
     if old.status.success() {
         std::process::Command::new("umount").arg(&mnt).status().unwrap();
     }

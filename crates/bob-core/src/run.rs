@@ -1028,8 +1028,7 @@ fn stale_model_dirs(cell_dir: &Path, dirs: &[PathBuf]) -> Vec<PathBuf> {
     if let Ok(entries) = std::fs::read_dir(cell_dir) {
         for e in entries.flatten() {
             let name = e.file_name();
-            if name.to_string_lossy().starts_with("awu-") && e.path().join("state.json").is_file()
-            {
+            if name.to_string_lossy().starts_with("awu-") && e.path().join("state.json").is_file() {
                 found.push(e.path());
             }
         }
