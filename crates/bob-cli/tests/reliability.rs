@@ -174,3 +174,68 @@ fn the_replay_hint_mounts_an_xfs_image() {
         || util::leaks_under(dir.path()).is_empty()
     ));
 }
+
+/// Values that would check nothing or fail every state are refused as the command line
+/// is read (exit 2, the flag named), on every command that takes them.
+#[test]
+fn zero_states_workers_or_seconds_are_refused() {
+    let cell = ["--fs", "ext2", "--property", "single-block-append"];
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        ([&["run"][..], &cell, &["--max-states", "0"]].concat(), "--max-states"),
+        ([&["run"][..], &cell, &["--recovery-timeout", "0"]].concat(), "--recovery-timeout"),
+        ([&["run"][..], &cell, &["--jobs", "0"]].concat(), "--jobs"),
+        ([&["table"][..], &cell, &["-j", "0"]].concat(), "--jobs"),
+        (vec!["bench", "--jobs", "0"], "--jobs"),
+        (vec!["bench", "--table", "--max-states", "0"], "--max-states"),
+        (vec!["bench", "--recovery-timeout", "0"], "--recovery-timeout"),
+        (vec!["explore", "--fs", "ext2", "--seq", "1", "--jobs", "0"], "--jobs"),
+        (vec!["check", "/nonexistent", "--timeout", "0"], "--timeout"),
+        (vec!["check", "/nonexistent", "--max-states", "0"], "--max-states"),
+        (vec!["replay", "/nonexistent", "--recovery-crashes", "--max-states", "0"], "--max-states"),
+    ];
+    for (args, flag) in cases {
+        let started = std::time::Instant::now();
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(flag) && err.contains("give 1 or more"), "{args:?}: {err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "{args:?}");
+    }
+}
+
+/// `--jobs` beyond what the open-file limit allows (once its soft limit is raised to the
+/// hard one) is refused before anything starts, saying the limit; within it, the run
+/// goes on with the soft limit raised.
+#[test]
+fn jobs_beyond_the_open_file_limit_are_refused_before_anything_starts() {
+    let dir = Dir::new();
+    let scratch = dir.scratch();
+    let under = |limit: &str, soft_only: bool, jobs: &str| {
+        let ulimit = if soft_only { "ulimit -Sn" } else { "ulimit -n" };
+        let mut cmd = std::process::Command::new("sh");
+        cmd.arg("-c")
+            .arg(format!("{ulimit} {limit} && exec \"$0\" \"$@\""))
+            .arg(env!("CARGO_BIN_EXE_bob"))
+            .args(["run", "--fs", "ext2", "--property", "single-block-append", "--jobs", jobs])
+            .arg("--scratch")
+            .arg(&scratch)
+            .arg("--out")
+            .arg(dir.out());
+        let started = std::time::Instant::now();
+        let out = util::shown(&format!("{ulimit} {limit}; bob run --jobs {jobs}"), {
+            cmd.output().unwrap()
+        });
+        (out, started.elapsed())
+    };
+    // Hard limit 1024: 1100 workers cannot run (the hang).
+    let (out, took) = under("1024", false, "1100");
+    let err = refused(&out);
+    assert!(err.contains("RLIMIT_NOFILE") && err.contains("1024"), "{err}");
+    assert!(took < std::time::Duration::from_secs(5));
+    assert!(!dir.out().exists(), "nothing was started");
+    assert_no_leaks(&scratch);
+    // A soft limit of 64 under a higher hard one is raised: 8 workers run.
+    let (out, _) = under("64", true, "8");
+    assert_eq!(out.status.code(), Some(1), "the cell ran to its verdict");
+    assert_no_leaks(&scratch);
+}

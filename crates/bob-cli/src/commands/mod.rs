@@ -28,6 +28,8 @@ pub fn dispatch(command: Command) -> Result<Conclusion, CliError> {
         return crate::guest::run(&command, vm);
     }
     if command.creates_resources() {
+        // Before anything is started: workers that cannot open their files would hang.
+        crate::limits::open_files_for(crate::options::jobs(command.jobs()))?;
         cleanup::reclaim_quietly();
     }
     match command {
