@@ -239,3 +239,53 @@ fn jobs_beyond_the_open_file_limit_are_refused_before_anything_starts() {
     assert_eq!(out.status.code(), Some(1), "the cell ran to its verdict");
     assert_no_leaks(&scratch);
 }
+
+/// `bob merge` refuses a table given twice (the same file however spelled, or a copy),
+/// which would double every count; a cell no input has shows `?` (with its legend) in
+/// Markdown and HTML, never the blank that means held, and the HTML shows held as the
+/// site does.
+#[test]
+fn merge_refuses_a_table_twice_and_a_missing_cell_looks_missing() {
+    let dir = Dir::new();
+    let (code, grid) = util::run_json(&dir, "table", "ext2", "single-block-append", &[]);
+    assert_eq!(code, 1, "{grid}");
+    let a = dir.path().join("a.json");
+    std::fs::write(&a, serde_json::to_vec_pretty(&grid).unwrap()).unwrap();
+    let copy = dir.path().join("copy.json");
+    std::fs::copy(&a, &copy).unwrap();
+    let spelled = dir.path().join(".").join("a.json");
+    for (second, how) in [(&a, "same file"), (&spelled, "same file"), (&copy, "same content")] {
+        let err = refused(&run(&["merge", a.to_str().unwrap(), second.to_str().unwrap()]));
+        assert!(err.contains(how) && err.contains("twice"), "{err}");
+    }
+    // Another job's table: one cell of another configuration and property.
+    let mut b = grid.clone();
+    b["configs"] = serde_json::json!(["ext3"]);
+    b["properties"] = serde_json::json!(["append-then-rename"]);
+    let cell = &mut b["cells"][0];
+    cell["config"] = "ext3".into();
+    cell["property"] = "append-then-rename".into();
+    cell["verdict"] = "held".into();
+    for k in ["witness", "witness_state", "story"] {
+        cell[k] = serde_json::Value::Null;
+    }
+    let b_path = dir.path().join("b.json");
+    std::fs::write(&b_path, serde_json::to_vec_pretty(&b).unwrap()).unwrap();
+    let (a_s, b_s) = (a.to_str().unwrap(), b_path.to_str().unwrap());
+    let md = run(&["merge", a_s, b_s, "--format", "md"]);
+    assert_eq!(md.status.code(), Some(1), "the worst cell is a cross");
+    let md = String::from_utf8_lossy(&md.stdout);
+    let row = md.lines().find(|l| l.starts_with("| single-block-append |")).unwrap();
+    assert!(row.trim_end().ends_with("| ? |"), "ext3 never ran this row: {row}");
+    assert!(md.contains("? = not run"), "{md}");
+    let html =
+        String::from_utf8_lossy(&run(&["merge", a_s, b_s, "--format", "html"]).stdout).into_owned();
+    assert!(html.contains(r#"<td class="missing""#), "{html}");
+    assert!(html.contains(r#"<td class="held">✓ "#), "held shows the site's mark: {html}");
+    assert!(html.contains("✓ = held") && html.contains("? = not run"), "{html}");
+    // Merged once each, the counts are the inputs'.
+    let merged = run(&["merge", a_s, b_s, "--format", "json"]);
+    let merged: serde_json::Value = serde_json::from_slice(&merged.stdout).unwrap();
+    let one = util::cell(&merged, "ext2", "single-block-append");
+    assert_eq!(one["states_explored"], grid["cells"][0]["states_explored"]);
+}
