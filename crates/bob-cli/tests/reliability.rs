@@ -335,3 +335,32 @@ fn diff_of_different_schedules_says_what_differs_and_reports_no_change() {
         "only in B: single-block-append / ext2 [awu-4096] schedule writeback-commit: held"
     ));
 }
+
+/// `bob log` exits as replay-log does (docs/replay-log.md) on a log it cannot read, with
+/// `--list` and `--compare` too: 1, one line naming the file.
+#[test]
+fn bob_log_exits_as_replay_log_on_a_log_it_cannot_read() {
+    let dir = Dir::new();
+    let good = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/replay-log/logs/synth.log");
+    let cut = dir.path().join("cut.log");
+    let bytes = std::fs::read(&good).unwrap();
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let missing = dir.path().join("missing.log");
+    let (g, c, m) = (good.to_str().unwrap(), cut.to_str().unwrap(), missing.to_str().unwrap());
+    assert_eq!(run(&["log", g, "--list"]).status.code(), Some(0));
+    for args in [
+        vec!["log", m],
+        vec!["log", m, "--list"],
+        vec!["log", c, "--list"],
+        vec!["log", c, "--list", "--format", "json"],
+        vec!["log", m, "--compare", g],
+        vec!["log", g, "--compare", c],
+    ] {
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains("cut.log") || err.contains("missing.log"), "{args:?}: {err}");
+    }
+}
