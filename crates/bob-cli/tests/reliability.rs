@@ -364,3 +364,63 @@ fn bob_log_exits_as_replay_log_on_a_log_it_cannot_read() {
         assert!(err.contains("cut.log") || err.contains("missing.log"), "{args:?}: {err}");
     }
 }
+
+/// `bob explore` says the size of its space before spending it, refuses a space too large
+/// to enumerate in one line at once, streams `--list` and never calls a listing a closed
+/// pipe cut short a total, and an interrupt ends enumeration at once (exit 130), leaving
+/// nothing behind.
+#[test]
+fn explore_says_its_space_refuses_an_absurd_one_and_stops_on_a_signal() {
+    let dir = Dir::new();
+    let started = std::time::Instant::now();
+    let err = refused(&run(&["explore", "--fs", "ext2", "--seq", "9"]));
+    assert!(err.contains("indices") && err.contains("--sample"), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    // --seq 4 of Ace's bounds: 780^4 indices, refused as a whole, drawn from with --sample.
+    refused(&run(&["explore", "--fs", "ext2", "--seq", "4", "--list"]));
+    let drawn = run(&["explore", "--fs", "ext2", "--seq", "4", "--sample", "3", "--list"]);
+    assert_eq!(drawn.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&drawn.stdout).lines().count(), 3);
+
+    // A closed pipe: the first line comes at once, and the last word is no total.
+    let mut child = util::bob()
+        .args(["explore", "--fs", "ext2", "--seq", "3", "--list"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    std::io::BufRead::read_line(&mut stdout, &mut first).unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "{first}");
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.starts_with("bob explore: 474552000 indices to look at"), "{err}");
+    assert!(err.contains("the output was closed (not a total"), "{err}");
+
+    // SIGTERM while listing, and while exploring (the run under way finishes): exit 130.
+    let scratch = dir.scratch();
+    for extra in [&["--list"][..], &["--out", dir.out().to_str().unwrap()]] {
+        let mut child = util::bob()
+            .args(["explore", "--fs", "ext2", "--seq", "3", "--scratch"])
+            .arg(&scratch)
+            .args(extra)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        let signalled = std::time::Instant::now();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        let out = util::shown(&format!("bob explore {extra:?}"), child.wait_with_output().unwrap());
+        assert_eq!(out.status.code(), Some(130), "{extra:?}");
+        assert!(signalled.elapsed() < std::time::Duration::from_secs(20), "{extra:?}");
+        assert_no_leaks(&scratch);
+    }
+}
