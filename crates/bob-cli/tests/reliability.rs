@@ -403,7 +403,7 @@ fn explore_says_its_space_refuses_an_absurd_one_and_stops_on_a_signal() {
     // SIGTERM while listing, and while exploring (the run under way finishes): exit 130.
     let scratch = dir.scratch();
     for extra in [&["--list"][..], &["--out", dir.out().to_str().unwrap()]] {
-        let mut child = util::bob()
+        let child = util::bob()
             .args(["explore", "--fs", "ext2", "--seq", "3", "--scratch"])
             .arg(&scratch)
             .args(extra)
@@ -446,7 +446,7 @@ fn a_second_sigint_waits_for_the_devices_to_be_released() {
     for round in 0..4 {
         let dir = Dir::new();
         let scratch = dir.scratch();
-        let mut child = util::run_command(&dir, "xfs", "append-then-rename", &[], None)
+        let child = util::run_command(&dir, "xfs", "append-then-rename", &[], None)
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
