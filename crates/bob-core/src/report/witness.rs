@@ -191,8 +191,9 @@ pub fn verify(dir: &Path, record: &StateRecord) -> Result<(), Error> {
 
 /// The files of a previous run's witness in a cell's directory, removed when the new run
 /// of the cell has no witness there (a directory's witnesses are its last run's): the
-/// state and its evidence, the trace and base image, a PM region's, the kernel-crash
-/// witness and the other schedules' traces. The cell's journal (`run/`) is not touched.
+/// state and its evidence (with `bob check`'s checker output and acked marks), the trace
+/// and base image, a PM region's, the kernel-crash witness and the other schedules'
+/// traces. The cell's journal (`run/`) is not touched.
 pub fn remove_stale(dir: &Path) -> Result<(), Error> {
     let record = dir.join("state.json");
     if !record.is_file() {
@@ -207,6 +208,8 @@ pub fn remove_stale(dir: &Path) -> Result<(), Error> {
         "model.json",
         "story.txt",
         "console.log",
+        "checker.txt",
+        "acked-marks.txt",
         TraceDir::LOG_FILE,
         TraceDir::SIDECAR_FILE,
         crate::pm::PM_LOG_FILE,
