@@ -180,6 +180,51 @@ impl Command {
             _ => false,
         }
     }
+
+    /// `--jobs` where the command takes it and it was given.
+    pub fn jobs(&self) -> Option<usize> {
+        match self {
+            Command::Run(a) => a.explore.jobs,
+            Command::Table(a) => a.explore.jobs,
+            Command::Explore(a) => a.explore.jobs,
+            Command::Check(a) => a.explore.jobs,
+            Command::Bench(a) => a.jobs,
+            _ => None,
+        }
+    }
+}
+
+/// A count of crash states (`--max-states`): at least 1, as none would check nothing and
+/// still print a verdict.
+fn at_least_one_state(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>().map_err(|e| e.to_string())? {
+        0 => Err("0 crash states would check nothing and still print a verdict; give 1 or more \
+                  (leave the flag out for no bound)"
+            .into()),
+        n => Ok(n),
+    }
+}
+
+/// `--jobs`: at least 1 worker (the limit on open files is checked before the command
+/// starts, `crate::limits`).
+fn at_least_one_job(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>().map_err(|e| e.to_string())? {
+        0 => Err("0 workers would check nothing; give 1 or more (leave the flag out for \
+                  twice the cores)"
+            .into()),
+        n => Ok(n),
+    }
+}
+
+/// A time limit in seconds: at least 1, as 0 kills every step at once and reports a
+/// timeout the file system never had.
+fn at_least_one_second(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>().map_err(|e| e.to_string())? {
+        0 => Err("0 s would kill every step at once and report a timeout the file system \
+                  never had; give 1 or more seconds"
+            .into()),
+        n => Ok(n),
+    }
 }
 
 /// `--kernel` and the virtual machine's options, on every command that mounts or lists
@@ -277,18 +322,19 @@ pub struct ExploreArgs {
     /// `original`, `default`).
     #[arg(long, value_delimiter = ',', default_value = "default")]
     pub strategy: Vec<StrategySet>,
-    /// At most this many crash states per cell and drain schedule (spread over epochs).
-    #[arg(long)]
+    /// At most this many crash states per cell and drain schedule (spread over epochs; at
+    /// least 1).
+    #[arg(long, value_parser = at_least_one_state)]
     pub max_states: Option<usize>,
     /// Seed for sampled strategies.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Parallel workers (default: twice the number of cores; see docs/performance.md).
-    #[arg(long, short = 'j')]
+    #[arg(long, short = 'j', value_parser = at_least_one_job)]
     pub jobs: Option<usize>,
     /// Timeout for each recovery step (mount, repairing fsck), in seconds (a host's: in a
-    /// guest under emulation every step may take 20 times as long).
-    #[arg(long, default_value_t = 30)]
+    /// guest under emulation every step may take 20 times as long; at least 1).
+    #[arg(long, default_value_t = 30, value_parser = at_least_one_second)]
     pub recovery_timeout: u64,
     /// Directory for witnesses.
     #[arg(long, default_value = "bob-out")]
@@ -570,7 +616,7 @@ pub struct ExploreCmdArgs {
     #[arg(long, value_name = "K")]
     pub recovery_crashes: Option<usize>,
     /// At most this many crash states inside each interrupted recovery.
-    #[arg(long, value_name = "N", default_value_t = 8, requires = "recovery_crashes")]
+    #[arg(long, value_name = "N", default_value_t = 8, requires = "recovery_crashes", value_parser = at_least_one_state)]
     pub recovery_max_states: usize,
     /// Print the selected workloads (one line each) and their number; run nothing.
     #[arg(long)]
@@ -732,9 +778,13 @@ pub enum Backend {
 pub struct ReplayArgs {
     /// Witness directory (as printed by `bob run`).
     pub witness: PathBuf,
-    /// Image file to write the crash state into (created or replaced).
+    /// Image file to write the crash state into (created; an existing file only with
+    /// --force; never a file inside the witness directory).
     #[arg(long, required_unless_present = "recovery_crashes")]
     pub to: Option<PathBuf>,
+    /// Replace the --to file (and its `.pm` beside it) if it exists.
+    #[arg(long, requires = "to")]
+    pub force: bool,
     /// Also recover and check the rebuilt image, confirming the witness independently.
     #[arg(long)]
     pub check: bool,
@@ -749,7 +799,7 @@ pub struct ReplayArgs {
     #[arg(long, conflicts_with = "check")]
     pub recovery_crashes: bool,
     /// With --recovery-crashes: at most this many crash states inside recovery.
-    #[arg(long, requires = "recovery_crashes")]
+    #[arg(long, requires = "recovery_crashes", value_parser = at_least_one_state)]
     pub max_states: Option<usize>,
     /// For a design with a persistent-memory region (conquest): also write the state's
     /// PM image here (it is always written beside the disk image as `<IMAGE>.pm`).
@@ -801,7 +851,7 @@ pub struct BenchArgs {
     #[arg(long, requires = "full", default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..))]
     pub sample_every: u64,
     /// With `--table`: at most this many crash states per cell and drain schedule.
-    #[arg(long, requires = "table")]
+    #[arg(long, requires = "table", value_parser = at_least_one_state)]
     pub max_states: Option<usize>,
     /// The file systems' own speed on bob's disk with this latency model (hdd, ssd,
     /// none): a Varmail-like flow, optfs with osync against journal-flush with fsync
@@ -826,8 +876,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = bob_core::bench::DEFAULT_FLOOR_RUNS as u64, value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "table")]
     pub floor_runs: u64,
     /// The engine's parallel workers (default: number of cores).
-    #[arg(long, short = 'j', value_parser = clap::value_parser!(u64).range(1..))]
-    pub jobs: Option<u64>,
+    #[arg(long, short = 'j', value_parser = at_least_one_job)]
+    pub jobs: Option<usize>,
     /// Size of the multi-block workloads (e.g. 256K, 1M, 4M; a multiple of 4 KiB), to
     /// measure how the cost grows with the trace.
     #[arg(long, conflicts_with = "table")]
@@ -839,8 +889,8 @@ pub struct BenchArgs {
     /// MiB the recorder-overhead workload writes (0 skips that measurement).
     #[arg(long, default_value_t = bob_core::bench::DEFAULT_RECORDER_BYTES >> 20, conflicts_with = "table")]
     pub recorder_mib: u64,
-    /// Timeout for each recovery step (mount, repairing fsck), in seconds.
-    #[arg(long, default_value_t = 30)]
+    /// Timeout for each recovery step (mount, repairing fsck), in seconds (at least 1).
+    #[arg(long, default_value_t = 30, value_parser = at_least_one_second)]
     pub recovery_timeout: u64,
     /// Directory for scratch files (default: the system temp dir).
     #[arg(long)]
@@ -1032,8 +1082,8 @@ pub struct CheckArgs {
     /// consistent. Without it, only recovery and the read-only fsck judge.
     #[arg(long)]
     pub checker: Option<String>,
-    /// Seconds before a checker run is killed (a timeout outcome).
-    #[arg(long, default_value_t = 60)]
+    /// Seconds before a checker run is killed (a timeout outcome; at least 1).
+    #[arg(long, default_value_t = 60, value_parser = at_least_one_second)]
     pub timeout: u64,
     /// Output format.
     #[arg(long, default_value_t = Format::Text, value_parser = formats(output::CheckReport::FORMATS))]

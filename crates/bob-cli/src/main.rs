@@ -2,7 +2,7 @@
 //! (and its second stage, bob-core options, in [`options`]), one file per command in
 //! [`commands`], printing in [`print`] and [`progress`], errors in [`error`], and exit
 //! codes in [`exit`]. Imports flow one way: main -> commands -> {options, print,
-//! progress, signals} -> {cli, error, exit} -> bob-core; no module imports a command.
+//! progress, signals, limits} -> {cli, error, exit} -> bob-core; no module imports a command.
 
 mod cli;
 mod color;
@@ -10,6 +10,7 @@ mod commands;
 mod error;
 mod exit;
 mod guest;
+mod limits;
 mod options;
 mod print;
 mod progress;

@@ -128,6 +128,15 @@ impl TableProgress for Bars {
 }
 
 impl ExploreProgress for Bars {
+    fn scanning(&self, scanned: u64, indices: u64) {
+        if let Some(bar) = &*self.phase.lock().unwrap_or_else(|p| p.into_inner()) {
+            bar.set_message(format!(
+                "looking at index {scanned} of {indices} ({:.2}%)",
+                scanned as f64 * 100.0 / indices.max(1) as f64
+            ));
+        }
+    }
+
     fn start(&self, total: Option<u64>) {
         let mut current = self.phase.lock().unwrap_or_else(|p| p.into_inner());
         let bar = match total {

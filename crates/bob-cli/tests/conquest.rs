@@ -36,6 +36,7 @@ fn conquest_holds_dir_op_atomic_where_nofence_breaks_it_and_the_witness_replays_
     let pm = dir.path().join("replayed.pm");
     let out = run(&[
         "replay",
+        "--force",
         witness,
         "--to",
         img.to_str().unwrap(),
@@ -58,7 +59,14 @@ fn conquest_holds_dir_op_atomic_where_nofence_breaks_it_and_the_witness_replays_
     assert_ne!(std::fs::read(&pm).unwrap(), base, "the cut persisted some lines");
 
     // A cut with a line the log never stored is refused, not guessed at.
-    let out =
-        run(&["replay", witness, "--to", img.to_str().unwrap(), "--state", "sync/e0:-+p0:999999"]);
+    let out = run(&[
+        "replay",
+        "--force",
+        witness,
+        "--to",
+        img.to_str().unwrap(),
+        "--state",
+        "sync/e0:-+p0:999999",
+    ]);
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }

@@ -149,7 +149,7 @@ fn a_cell_in_a_container_gives_the_hosts_verdict_and_its_witness_replays() {
     let witness = cell["witness"].as_str().expect("a violated cell has a witness");
     let state = cell["witness_state"].as_str().unwrap();
     let img = dir.path().join("crash.img");
-    let replay = ["replay", witness, "--state", state, "--to", s(&img), "--check"];
+    let replay = ["replay", "--force", witness, "--state", state, "--to", s(&img), "--check"];
     let again = in_container(dir.path(), &replay);
     assert_eq!(again.status.code(), Some(1), "the witness replays as a violation");
     let text = String::from_utf8_lossy(&again.stdout);

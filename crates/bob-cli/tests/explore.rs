@@ -133,6 +133,7 @@ fn a_small_exploration_finds_signatures_whose_witnesses_replay() {
         let img = dir.path().join("crash.img");
         let again = run(&[
             "replay",
+            "--force",
             w["dir"].as_str().unwrap(),
             "--state",
             w["state"].as_str().unwrap(),

@@ -53,6 +53,7 @@ fn reduced_grid_covers_every_configuration_and_every_cross_replays() {
             let image = dir.path().join(format!("{name}.img"));
             let replay = run(&[
                 "replay",
+                "--force",
                 witness,
                 "--to",
                 image.to_str().unwrap(),
@@ -333,7 +334,7 @@ fn the_configurations_where_crash_bugs_live_run_and_their_crosses_replay() {
         assert!(cell["states_explored"].as_u64().unwrap() > 0, "{name} explored nothing");
         if let Some(witness) = cell["witness"].as_str() {
             let image = dir.path().join(format!("{name}.img"));
-            let args = ["replay", witness, "--to", image.to_str().unwrap(), "--check"];
+            let args = ["replay", "--force", witness, "--to", image.to_str().unwrap(), "--check"];
             let replay = run(&[&args[..], &["--format", "json"]].concat());
             let v: serde_json::Value = serde_json::from_slice(&replay.stdout).unwrap();
             assert_eq!(v["reproduced"], true, "{name}: {v}");

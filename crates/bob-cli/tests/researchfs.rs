@@ -117,6 +117,7 @@ fn detection_table_per_scenario_orderless_silent_nofs_never() {
         let img = dir.path().join("replayed.img");
         let replay = run(&[
             "replay",
+            "--force",
             &witness,
             "--state",
             id,

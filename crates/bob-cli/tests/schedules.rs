@@ -62,6 +62,7 @@ fn every_schedule_is_its_own_recording_and_names_its_states() {
             let Some(first) = s["first_state"].as_str() else { continue };
             let out = run(&[
                 "replay",
+                "--force",
                 witness,
                 "--state",
                 first,
@@ -108,8 +109,9 @@ fn a_state_of_a_non_default_schedule_replays_from_its_witness() {
 
     let image = dir.path().join("replayed.img");
     let img = image.to_str().unwrap();
-    let out =
-        run(&["replay", witness, "--state", state, "--to", img, "--check", "--format", "json"]);
+    let out = run(&[
+        "replay", "--force", witness, "--state", state, "--to", img, "--check", "--format", "json",
+    ]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("replay json");
     assert_eq!(v["state"], state, "{v}");
     assert_eq!(v["schedule"], "syncfs", "{v}");
@@ -119,14 +121,15 @@ fn a_state_of_a_non_default_schedule_replays_from_its_witness() {
 
     // The bare id (as witnesses from before schedules have) is the witness's own schedule.
     let bare = state.trim_start_matches("syncfs/");
-    let out = run(&["replay", witness, "--state", bare, "--to", img, "--format", "json"]);
+    let out =
+        run(&["replay", "--force", witness, "--state", bare, "--to", img, "--format", "json"]);
     assert_eq!(out.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["state"], state, "{v}");
 
     // A state of another schedule is another recording: one clear line, exit 2.
     let other = format!("sync/{bare}");
-    let out = run(&["replay", witness, "--state", &other, "--to", img]);
+    let out = run(&["replay", "--force", witness, "--state", &other, "--to", img]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("syncfs") && err.trim().lines().count() == 1, "{err}");

@@ -63,6 +63,7 @@ fn softupdates_leave_only_leaks_where_completion_order_breaks() {
         let img = dir.path().join("scenario.img");
         let out = run(&[
             "replay",
+            "--force",
             witness,
             "--state",
             id,

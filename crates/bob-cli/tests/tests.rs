@@ -9,8 +9,16 @@ use util::{assert_no_leaks, run, run_cell, Dir};
 fn replay_confirms(dir: &Dir, cell: &serde_json::Value) {
     let witness = cell["witness"].as_str().expect("a violated cell names its witness");
     let image = dir.path().join("replayed.img");
-    let out =
-        run(&["replay", witness, "--to", image.to_str().unwrap(), "--check", "--format", "json"]);
+    let out = run(&[
+        "replay",
+        "--force",
+        witness,
+        "--to",
+        image.to_str().unwrap(),
+        "--check",
+        "--format",
+        "json",
+    ]);
     assert_eq!(out.status.code(), Some(1), "the replayed state must show the violation again");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("replay json");
     assert_eq!(v["outcome"], "violated", "{v}");
@@ -453,8 +461,16 @@ fn atomic_write_units_512_and_4096_in_one_run() {
     // The witness replays under its own model.
     let witness = sector["witness"].as_str().unwrap();
     let img = dir.path().join("crash.img");
-    let out =
-        run(&["replay", witness, "--to", img.to_str().unwrap(), "--check", "--format", "json"]);
+    let out = run(&[
+        "replay",
+        "--force",
+        witness,
+        "--to",
+        img.to_str().unwrap(),
+        "--check",
+        "--format",
+        "json",
+    ]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["reproduced"], true, "{v}");
     // A bad unit is a usage error naming the flag.

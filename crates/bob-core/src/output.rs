@@ -337,11 +337,39 @@ impl ReplayReport {
                 self.story.as_deref().unwrap_or("")
             ));
         }
-        s.push_str(&format!(
-            "  look:     mount -t {} -o loop,ro {} /mnt   (ext2: e2fsck -fy first)\n",
-            self.fstype, self.image
-        ));
+        s.push_str(&self.look());
         s
+    }
+
+    /// How to look at the image by hand, by its file system type: a read-only mount
+    /// that works on it (recovery needs write access, so a journaled type is mounted
+    /// without it), and a copy mounted read-write to see it recovered.
+    fn look(&self) -> String {
+        let (fstype, image) = (self.fstype.as_str(), self.image.as_str());
+        if fstype.starts_with("fuse.") {
+            // A research design: served by bob's FUSE file system, not a kernel driver.
+            return format!(
+                "  look:     {image} is a {fstype} image: no kernel driver mounts it; \
+                 --check recovers and checks it\n"
+            );
+        }
+        let copy = format!(
+            "cp --sparse=always {image} /tmp/look.img && mount -t {fstype} -o loop \
+             /tmp/look.img /mnt"
+        );
+        match (fstype, crate::fs::norecovery_option(fstype)) {
+            ("ext2", _) => format!(
+                "  look:     mount -t ext2 -o loop,ro {image} /mnt   (as the crash left it; \
+                 e2fsck -fy a copy first to see it repaired)\n"
+            ),
+            (_, Some(option)) => format!(
+                "  look:     mount -t {fstype} -o loop,ro,{option} {image} /mnt   (as the \
+                 crash left it, {} not replayed)\n  recovered: {copy}   (recovery writes \
+                 into the copy)\n",
+                if matches!(fstype, "xfs" | "btrfs") { "its log" } else { "its journal" }
+            ),
+            (_, None) => format!("  look:     {copy}   (recovery writes into the copy)\n"),
+        }
     }
 }
 

@@ -89,6 +89,15 @@ pub enum Error {
         /// What failed.
         source: Box<Error>,
     },
+    /// `bob replay --to` names a file bob will not write: one that exists (without
+    /// `--force`) or one inside the witness directory.
+    #[error("{}: {why}", path.display())]
+    RefusedTarget {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
     /// bob's scratch directory.
     #[error("{path}: {source}")]
     Io {
@@ -466,6 +475,24 @@ pub(crate) fn check_cell(
     let opts = &opts;
     // A cell's time: the recordings (shared) and its own model's checking.
     let mut cells = Vec::with_capacity(models.len());
+    // A cell directory's witnesses are its last run's: a witness of an earlier run that
+    // this one does not write again (a verdict that now holds, a disk model no longer
+    // asked) is removed, never left for `bob explain` to tell as this run's. A directory
+    // the run reads its trace from is left alone.
+    let own_trace = |dir: &Path| opts.trace.as_deref().is_some_and(|t| same_dir(t, dir));
+    let dirs: Vec<PathBuf> = models
+        .iter()
+        .map(|d| if models.len() > 1 { cell_dir.join(d.slug()) } else { cell_dir.clone() })
+        .collect();
+    for stale in stale_model_dirs(&cell_dir, &dirs) {
+        if !own_trace(&stale) {
+            witness::remove_stale(&stale)?;
+            let _ = std::fs::remove_dir(&stale);
+        }
+    }
+    if models.len() > 1 && !own_trace(&cell_dir) {
+        witness::remove_stale(&cell_dir)?;
+    }
     for &disk in &models {
         let checking = Instant::now();
         let mut parts = Vec::with_capacity(recs.len());
@@ -499,6 +526,9 @@ fn assemble(
     work: &WorkDir,
 ) -> Result<Cell, Error> {
     let cell = Assembly { opts, recs, parts, union: Union::of(parts), dir, work };
+    if !opts.trace.as_deref().is_some_and(|t| same_dir(t, dir)) {
+        witness::remove_stale(dir)?;
+    }
     let (mut c, witness_index) =
         Cell::of_results(opts.config.name, opts.cell_name(), &cell.union.results);
     cell.summarize(&mut c);
@@ -978,6 +1008,33 @@ pub fn exercise_of(
         }
     }
     least
+}
+
+/// Whether two paths name the same directory (both resolved; a path that does not
+/// resolve is compared as written).
+fn same_dir(a: &Path, b: &Path) -> bool {
+    let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
+    real(a) == real(b)
+}
+
+/// The witness directories of disk models (`awu-512`, `awu-4096-fua-barrier`) below
+/// `cell_dir`, and `cell_dir` itself, that hold a witness and are not among `dirs`, the
+/// ones this run writes.
+fn stale_model_dirs(cell_dir: &Path, dirs: &[PathBuf]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    if cell_dir.join("state.json").is_file() {
+        found.push(cell_dir.to_owned());
+    }
+    if let Ok(entries) = std::fs::read_dir(cell_dir) {
+        for e in entries.flatten() {
+            let name = e.file_name();
+            if name.to_string_lossy().starts_with("awu-") && e.path().join("state.json").is_file() {
+                found.push(e.path());
+            }
+        }
+    }
+    found.retain(|d| !dirs.contains(d));
+    found
 }
 
 /// Where a cell's witness and journal live: `<out>/<config>/<property>[/shard-I-of-N]`.

@@ -36,7 +36,7 @@ pub fn run(args: BenchArgs) -> Result<Conclusion, CliError> {
     opts.naive_sample = args.naive_sample.map(|n| n as usize);
     opts.floor_runs = args.floor_runs as usize;
     if let Some(j) = args.jobs {
-        opts.jobs = j as usize;
+        opts.jobs = j;
     }
     opts.recorder_bytes = args
         .recorder_mib
@@ -142,7 +142,7 @@ fn run_table(args: BenchArgs) -> Result<Conclusion, CliError> {
     };
     let explore = crate::cli::ExploreArgs {
         max_states: args.max_states,
-        jobs: args.jobs.map(|j| j as usize),
+        jobs: args.jobs,
         recovery_timeout: args.recovery_timeout,
         scratch: args.scratch,
         ..crate::cli::ExploreArgs::defaults()

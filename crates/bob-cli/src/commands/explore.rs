@@ -69,6 +69,60 @@ fn bounds(args: &ExploreCmdArgs) -> Result<(Bounds, bool), CliError> {
     Ok((b, documented))
 }
 
+/// `bob explore --list`: each selected workload printed as enumeration finds it, progress
+/// on stderr while it skips, SIGINT/SIGTERM honoured between indices, and a last line
+/// that never calls a listing cut short (a closed pipe, an interrupt) a total.
+fn list(g: &workloads::explore::Generator, opts: &ExploreOptions) -> Result<Conclusion, CliError> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::{Duration, Instant};
+    let started = Instant::now();
+    // Progress at most every 2 s, and only after 2 s without a line.
+    let last_report = AtomicU64::new(0);
+    let last_line = AtomicU64::new(0);
+    let report = |scanned: u64, indices: u64| {
+        let now = started.elapsed().as_millis() as u64;
+        let quiet = now.saturating_sub(last_line.load(Ordering::Relaxed));
+        if quiet >= 2000 && now.saturating_sub(last_report.load(Ordering::Relaxed)) >= 2000 {
+            last_report.store(now, Ordering::Relaxed);
+            eprintln!(
+                "bob explore: looked at {scanned} of {indices} indices ({:.2}%), {:.0} s",
+                scanned as f64 * 100.0 / indices.max(1) as f64,
+                Duration::from_millis(now).as_secs_f64()
+            );
+        }
+    };
+    let scan = explore::Scan { cancel: &CANCEL, progress: &report };
+    let mut n = 0u64;
+    let mut closed = false;
+    let mut stdout = std::io::stdout().lock();
+    for line in explore::list(g, opts, scan) {
+        if writeln!(stdout, "{line}").and_then(|_| stdout.flush()).is_err() {
+            closed = true; // a closed pipe (`| head`) ends the listing
+            break;
+        }
+        n += 1;
+        last_line.store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+    if CANCEL.load(Ordering::Relaxed) {
+        eprintln!("bob explore: interrupted after {n} workload(s); the listing is not complete");
+        return Err(CliError::Interrupted);
+    }
+    if closed {
+        eprintln!(
+            "bob explore: stopped after {n} workload(s): the output was closed (not a total; \
+             the space has {} indices)",
+            g.indices()
+        );
+    } else {
+        eprintln!(
+            "{n} workload(s) ({}; {} indices)",
+            explore::describe_bounds(&opts.bounds),
+            g.indices()
+        );
+    }
+    Ok(Conclusion::Done)
+}
+
 /// Runs `bob explore`.
 pub fn run(args: ExploreCmdArgs) -> Result<Conclusion, CliError> {
     let (bounds, documented) = bounds(&args)?;
@@ -108,22 +162,21 @@ pub fn run(args: ExploreCmdArgs) -> Result<Conclusion, CliError> {
         out: args.explore.out.clone(),
         run,
     };
-    if args.list {
-        let g = opts.bounds.generator();
-        let mut n = 0u64;
-        let mut stdout = std::io::stdout().lock();
-        for line in explore::list(&g, &opts) {
-            n += 1;
-            if writeln!(stdout, "{line}").is_err() {
-                break; // a closed pipe (`| head`) ends the listing
-            }
+    let g = opts.bounds.generator();
+    // What a bound means, before any of it is spent: the space's size (and a refusal of
+    // one too large to enumerate).
+    explore::check_space(&g, &opts)?;
+    eprintln!(
+        "bob explore: {} indices to look at ({}); {}",
+        g.indices(),
+        explore::describe_bounds(&opts.bounds),
+        match opts.sample {
+            Some((k, _)) => format!("drawing {k} workload(s) from them"),
+            None => "most make no workload and are skipped".to_owned(),
         }
-        eprintln!(
-            "{n} workload(s) ({}; {} indices)",
-            explore::describe_bounds(&opts.bounds),
-            g.indices()
-        );
-        return Ok(Conclusion::Done);
+    );
+    if args.list {
+        return list(&g, &opts);
     }
     let bars = Bars::states(Bars::stderr_is_terminal());
     let report = explore::explore(&opts, &bars, &CANCEL);

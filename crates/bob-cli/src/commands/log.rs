@@ -33,10 +33,10 @@ pub fn run(args: LogArgs) -> Result {
     let given = args.log.as_deref().or(args.log_file.as_deref()).unwrap_or(Path::new(""));
     let path = log_path(given);
     if args.list {
-        return list_log(&path, args.format);
+        return as_replay_log(list_log(&path, args.format));
     }
     if let Some(other) = &args.compare {
-        return compare_logs(&path, &log_path(other), args.format);
+        return as_replay_log(compare_logs(&path, &log_path(other), args.format));
     }
     let opts = match replay_log::parse_args("bob log", replay_log_argv(&args, &path)) {
         Ok(o) => o,
@@ -49,6 +49,20 @@ pub fn run(args: LogArgs) -> Result {
     let cancel: &AtomicBool = &crate::signals::CANCEL;
     let outcome = replay_log::run(&opts, rule, Some(cancel), &mut std::io::stdout().lock());
     Ok(Conclusion::ReplayLog(print_replay_log("bob log", outcome, args.format)))
+}
+
+/// bob's own `bob log` answers (`--list`, `--compare`) end as replay-log's do: a log
+/// that cannot be read (missing, truncated, malformed) is replay-log's failure, exit 1 in
+/// one line, as docs/replay-log.md promises for every `bob log`; an interrupt stays one.
+fn as_replay_log(end: Result) -> Result {
+    match end {
+        Err(CliError::Interrupted) => Err(CliError::Interrupted),
+        Err(e) => {
+            eprintln!("bob log: {e}");
+            Ok(Conclusion::ReplayLog(replay_log::EXIT_FAILED))
+        }
+        done => done,
+    }
 }
 
 /// bob invoked as `replay-log` (argv[0]): replay-log's command line, output and exit

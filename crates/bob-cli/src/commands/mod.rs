@@ -27,9 +27,22 @@ pub fn dispatch(command: Command) -> Result<Conclusion, CliError> {
     if let Some(vm) = command.vm().filter(|vm| !vm.is_host()) {
         return crate::guest::run(&command, vm);
     }
-    if command.creates_resources() {
+    let holds_devices = command.creates_resources();
+    if holds_devices {
+        // Before anything is started: workers that cannot open their files would hang.
+        crate::limits::open_files_for(crate::options::jobs(command.jobs()))?;
         cleanup::reclaim_quietly();
+        crate::signals::hold_devices();
     }
+    let end = run_command(command);
+    // Every guard of the command has dropped: nothing it served is bound any more.
+    if holds_devices {
+        crate::signals::released();
+    }
+    end
+}
+
+fn run_command(command: Command) -> Result<Conclusion, CliError> {
     match command {
         Command::Run(args) => run::run(args),
         Command::Replay(args) => replay::run(args),

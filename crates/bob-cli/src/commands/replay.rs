@@ -37,6 +37,7 @@ pub fn run(args: ReplayArgs) -> Result<Conclusion, CliError> {
     let report = run::replay_witness(&ReplayOptions {
         witness: args.witness,
         to,
+        force: args.force,
         state: args.state,
         check: args.check,
         scratch: None,

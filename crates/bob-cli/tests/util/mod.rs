@@ -219,6 +219,7 @@ pub fn replays(dir: &Dir, c: &serde_json::Value) -> serde_json::Value {
     let img = dir.path().join("replayed.img");
     let out = run(&[
         "replay",
+        "--force",
         witness,
         "--state",
         state,

@@ -921,6 +921,21 @@ impl FsConfig {
     }
 }
 
+/// The mount option that mounts a crash image of file system type `fstype` read-only
+/// without replaying its journal or log (what the crash left, before recovery), where
+/// the type has one: a read-only loop device cannot take recovery's writes, and xfs,
+/// ext3/ext4 and btrfs refuse to mount a dirty one read-only without it. ext2 has no
+/// journal to replay (`None`), nor do the types without such an option (reiserfs, jfs:
+/// look at a copy mounted read-write).
+pub fn norecovery_option(fstype: &str) -> Option<&'static str> {
+    match fstype {
+        "xfs" | "f2fs" | "nilfs2" => Some("norecovery"),
+        "ext3" | "ext4" => Some("noload"),
+        "btrfs" => Some("rescue=nologreplay"),
+        _ => None,
+    }
+}
+
 /// Whether the running kernel has file system type `fstype` (built in or as a loaded
 /// module), per /proc/filesystems. Read by hand: procfs has no parser for this file, and
 /// its format is one `[nodev]\tNAME` per line.

@@ -75,6 +75,11 @@ pub struct UnmatchedCell {
     pub disk_model: DiskModel,
     /// Its verdict.
     pub verdict: CellVerdict,
+    /// When the cell is in both tables but this drain schedule's share of it in one only:
+    /// the schedule (the cell's verdicts then rest on different recordings and are not
+    /// compared; the schedules both ran are).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
 }
 
 /// `bob diff A.json B.json`.
@@ -97,6 +102,10 @@ pub struct TableDiff {
     pub only_in_a: Vec<UnmatchedCell>,
     /// Cells of the second table the first lacks.
     pub only_in_b: Vec<UnmatchedCell>,
+    /// What differs in the two tables' inputs (kernel, bob's version, disk models, drain
+    /// schedules), each in words: what a change may come from besides the file system.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs_differ: Vec<String>,
 }
 
 fn side(table: &str, g: &Grid) -> DiffSide {
@@ -125,7 +134,36 @@ fn unmatched(c: &Cell) -> UnmatchedCell {
         property: c.property.clone(),
         disk_model: c.disk_model,
         verdict: c.verdict,
+        schedule: None,
     }
+}
+
+/// The drain schedules of a table's cells, in first appearance.
+fn schedules_of(g: &Grid) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for s in g.cells.iter().flat_map(|c| &c.schedules) {
+        if !out.contains(&s.schedule) {
+            out.push(s.schedule.clone());
+        }
+    }
+    out
+}
+
+/// What differs between the inputs of `a` and `b`, in words.
+fn inputs_differ(a: &Grid, b: &Grid) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut differ = |what: &str, x: String, y: String| {
+        if x != y {
+            out.push(format!("{what}: A {x}, B {y}"));
+        }
+    };
+    differ("kernel", a.kernel.clone(), b.kernel.clone());
+    differ("bob", a.tool_version.clone(), b.tool_version.clone());
+    let models = |g: &Grid| g.disk_models().iter().map(|m| m.to_string()).collect::<Vec<_>>();
+    differ("disk models", models(a).join("; "), models(b).join("; "));
+    let none = |v: Vec<String>| if v.is_empty() { "none".to_owned() } else { v.join(",") };
+    differ("drain schedules", none(schedules_of(a)), none(schedules_of(b)));
+    out
 }
 
 impl TableDiff {
@@ -139,6 +177,7 @@ impl TableDiff {
         };
         let mut changes = Vec::new();
         let mut only_in_a = Vec::new();
+        let mut only_in_b = Vec::new();
         let mut matched = 0;
         for ca in &a.cells {
             let Some(cb) = b.cells.iter().find(|cb| key(cb) == key(ca)) else {
@@ -147,7 +186,26 @@ impl TableDiff {
             };
             matched += 1;
             let model = (!compare_models).then_some(ca.disk_model);
-            if ca.verdict != cb.verdict {
+            // A cell's verdict is over its schedules' states: two cells of different
+            // schedules are not like with like, and only their common schedules compare.
+            let names = |c: &Cell| c.schedules.iter().map(|s| s.schedule.clone()).collect();
+            let (na, nb): (Vec<String>, Vec<String>) = (names(ca), names(cb));
+            for (c, theirs, only) in [(ca, &nb, &mut only_in_a), (cb, &na, &mut only_in_b)] {
+                for s in c.schedules.iter().filter(|s| !theirs.contains(&s.schedule)) {
+                    only.push(UnmatchedCell {
+                        verdict: s.verdict,
+                        schedule: Some(s.schedule.clone()),
+                        ..unmatched(c)
+                    });
+                }
+            }
+            let same_schedules = {
+                let (mut x, mut y) = (na.clone(), nb.clone());
+                x.sort();
+                y.sort();
+                x == y
+            };
+            if same_schedules && ca.verdict != cb.verdict {
                 changes.push(CellChange {
                     config: ca.config.clone(),
                     property: ca.property.clone(),
@@ -182,12 +240,9 @@ impl TableDiff {
                 });
             }
         }
-        let only_in_b = b
-            .cells
-            .iter()
-            .filter(|cb| !a.cells.iter().any(|ca| key(ca) == key(cb)))
-            .map(unmatched)
-            .collect();
+        only_in_b.extend(
+            b.cells.iter().filter(|cb| !a.cells.iter().any(|ca| key(ca) == key(cb))).map(unmatched),
+        );
         let mut matched_on = vec!["config".to_owned(), "property".to_owned()];
         if !compare_models {
             matched_on.push("disk_model".into());
@@ -202,7 +257,26 @@ impl TableDiff {
             changes,
             only_in_a,
             only_in_b,
+            inputs_differ: inputs_differ(a, b),
         }
+    }
+
+    /// The inputs' differences, one line each, or nothing.
+    fn inputs_text(&self, bullet: &str) -> String {
+        self.inputs_differ.iter().map(|d| format!("{bullet}inputs differ: {d}\n")).collect()
+    }
+
+    /// An unmatched cell or schedule share, in words.
+    fn unmatched_text(name: &str, u: &UnmatchedCell) -> String {
+        let schedule = u.schedule.as_deref().map(|s| format!(" schedule {s}")).unwrap_or_default();
+        let what = if u.schedule.is_some() { " (not compared)" } else { "" };
+        format!(
+            "only in {name}: {} / {} [{}]{schedule}: {}{what}",
+            u.property,
+            u.config,
+            u.disk_model.slug(),
+            u.verdict.name()
+        )
     }
 
     /// Whether some matched cell's verdict changed (`bob diff` exits 1 then). Cells in
@@ -259,6 +333,7 @@ impl TableDiff {
     /// For the terminal; `paint(verdict, text)` may colour a verdict's name.
     pub fn to_text_with(&self, paint: &dyn Fn(CellVerdict, &str) -> String) -> String {
         let mut s = format!("{}\n", self.header());
+        s.push_str(&self.inputs_text(""));
         if self.changes.is_empty() {
             s.push_str("no verdict changed\n");
         }
@@ -274,13 +349,7 @@ impl TableDiff {
         }
         for (name, cells) in [("A", &self.only_in_a), ("B", &self.only_in_b)] {
             for u in cells {
-                s.push_str(&format!(
-                    "only in {name}: {} / {} [{}]: {}\n",
-                    u.property,
-                    u.config,
-                    u.disk_model.slug(),
-                    u.verdict.name()
-                ));
+                s.push_str(&format!("{}\n", Self::unmatched_text(name, u)));
             }
         }
         s
@@ -294,6 +363,10 @@ impl TableDiff {
     /// Markdown.
     pub fn to_markdown(&self) -> String {
         let mut s = format!("{}.\n\n", self.header());
+        if !self.inputs_differ.is_empty() {
+            s.push_str(&self.inputs_text("- "));
+            s.push('\n');
+        }
         if self.changes.is_empty() {
             s.push_str("No verdict changed.\n");
         } else {
@@ -319,13 +392,7 @@ impl TableDiff {
         }
         for (name, cells) in [("A", &self.only_in_a), ("B", &self.only_in_b)] {
             for u in cells {
-                s.push_str(&format!(
-                    "- only in {name}: {} / {} [{}]: {}\n",
-                    u.property,
-                    u.config,
-                    u.disk_model.slug(),
-                    u.verdict.name()
-                ));
+                s.push_str(&format!("- {}\n", Self::unmatched_text(name, u)));
             }
         }
         s
@@ -357,6 +424,9 @@ impl TableDiff {
         html! {
             h1 { "What changed between two tables" }
             p { (self.header()) "." }
+            @if !self.inputs_differ.is_empty() {
+                ul { @for d in &self.inputs_differ { li { "inputs differ: " (d) } } }
+            }
             @if self.changes.is_empty() {
                 p.held { "No verdict changed." }
             } @else {
@@ -372,11 +442,11 @@ impl TableDiff {
                 }
             }
             @if !self.only_in_a.is_empty() || !self.only_in_b.is_empty() {
-                h2 { "Cells in one table only" }
+                h2 { "Cells and schedules in one table only" }
                 ul {
                     @for (name, cells) in [("A", &self.only_in_a), ("B", &self.only_in_b)] {
                         @for u in cells {
-                            li { "only in " (name) ": " (u.property) " / " (u.config) " [" (u.disk_model.slug()) "]: " (u.verdict.name()) }
+                            li { (Self::unmatched_text(name, u)) }
                         }
                     }
                 }
@@ -477,5 +547,36 @@ mod tests {
         assert_eq!(d.only_in_a.len(), 1);
         assert_eq!(d.only_in_a[0].disk_model.atomic_write_unit, 4096);
         assert!(d.changed());
+    }
+
+    /// Two tables of one cell under different drain schedules (issue 41): the cells'
+    /// verdicts are not compared, only their common schedules, and what differs in the
+    /// inputs is said first; a schedule on one side only is listed, not skipped.
+    #[test]
+    fn cells_of_different_schedules_compare_only_their_common_schedules() {
+        let share = |name: &str, verdict| {
+            let mut s = cell(512, verdict).schedules.remove(0);
+            s.schedule = name.into();
+            s
+        };
+        let mut a = cell(512, CellVerdict::Violated);
+        a.schedules = vec![share("sync", CellVerdict::Violated)];
+        let mut b = cell(512, CellVerdict::Held);
+        b.schedules = vec![share("writeback-commit", CellVerdict::Held)];
+        let d = TableDiff::of("a.json", &grid(vec![a.clone()]), "b.json", &grid(vec![b.clone()]));
+        assert!(!d.changed(), "nothing like with like changed: {d:?}");
+        assert_eq!(d.only_in_a[0].schedule.as_deref(), Some("sync"));
+        assert_eq!(d.only_in_b[0].schedule.as_deref(), Some("writeback-commit"));
+        let text = d.to_text();
+        assert!(!text.contains("violated -> held"), "{text}");
+        let inputs = text.find("inputs differ: drain schedules: A sync, B writeback-commit");
+        assert!(inputs.is_some_and(|i| i < text.find("only in A").unwrap()), "{text}");
+        // With a schedule in common, that schedule's change is the one reported.
+        b.schedules.push(share("sync", CellVerdict::Held));
+        let d = TableDiff::of("a.json", &grid(vec![a]), "b.json", &grid(vec![b]));
+        assert_eq!(d.changes.len(), 1, "{d:?}");
+        assert_eq!(d.changes[0].schedule.as_deref(), Some("sync"));
+        assert_eq!(d.only_in_b.len(), 1);
+        assert!(d.only_in_a.is_empty());
     }
 }

@@ -111,15 +111,9 @@ pub fn witness_page(c: &Cell) -> String {
 }
 
 /// The letter a cell shows (a held cell, whose letter is empty, shows a check mark), so
-/// that colour is never the only sign of a verdict.
+/// that colour is never the only sign of a verdict: the same as the table's HTML.
 fn mark(c: &Cell) -> &'static str {
-    if c.confirmed == Some(false) || c.confirm_error.is_some() {
-        return "x?";
-    }
-    match c.verdict.letter() {
-        "" => "\u{2713}",
-        l => l,
-    }
+    super::table::html_mark(c)
 }
 
 /// The outcome breakdown shown on hover: every state kind with a state.
@@ -137,7 +131,7 @@ table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #bbb;padding
 th.p,td.p{text-align:left;font-family:monospace}td.l{text-align:left}\
 .violated{background:#f4b8b8}.unrecoverable{background:#f8dca0}.needs-repair{background:#fff0c8}\
 .read-error{background:#f6cfb0}.fsck-failed{background:#eeeea0}.timeout{background:#dcc8f0}\
-.infra-error{background:#c8d8f0}.held{background:#d4f0d4}\
+.infra-error{background:#c8d8f0}.held{background:#d4f0d4}.missing{color:#999;font-style:italic}\
 .not-exercised{background:#e4e4e4}.not-applicable{background:#f4f4f4}.unavailable{color:#888}\
 .n{color:#555;font-size:.8em}td a.m{font-weight:bold;font-size:1.1em;text-decoration:none;color:#222;display:block}\
 a{color:#803}code,pre{background:#f4f4f4;padding:.1em .3em}pre{padding:.6em;overflow-x:auto}\
@@ -295,9 +289,13 @@ fn legend() -> Markup {
         table.legend {
             @for k in OutcomeKind::ALL {
                 tr {
-                    td class=(k.name()) { b { (if k.letter().is_empty() { "\u{2713}" } else { k.letter() }) } }
+                    td class=(k.name()) { b { (if k.letter().is_empty() { super::table::HELD_MARK } else { k.letter() }) } }
                     td.l { (k.name()) ": " (k.legend()) }
                 }
+            }
+            tr {
+                td.missing { b { (super::table::MISSING_MARK) } }
+                td.l { (super::table::MISSING_LEGEND) }
             }
         }
     }
@@ -323,7 +321,7 @@ fn index_html(grid: &Grid, loaded: &[Loaded], diff: bool) -> String {
                         td.p { (p) }
                         @for c in &grid.configs {
                             @match find(c, p, m) {
-                                None => td {},
+                                None => td.missing title=(super::table::MISSING_LEGEND) { (super::table::MISSING_MARK) },
                                 Some(l) => td class=(l.cell.verdict.name()) title=(breakdown(l.cell)) {
                                     a.m.cell href=(cell_page(l.cell)) { (mark(l.cell)) }
                                     " "

@@ -117,14 +117,44 @@ fn infra_note(cell: &Cell) -> Option<String> {
     })
 }
 
-/// The legend under a table: every letter that can appear, from the outcome table.
-fn legend() -> String {
+/// What a cell of a table shows when the table has no result for it (a cell that never
+/// ran, a shard or job left out of a merge): never blank, which is held's mark in
+/// Markdown, nor `-`, which is not-applicable's.
+pub const MISSING_MARK: &str = "?";
+
+/// The legend of [`MISSING_MARK`].
+pub const MISSING_LEGEND: &str = "not run: the table has no result for this cell";
+
+/// The mark a held cell shows where marks are not text alone (the HTML table and the
+/// site): a check mark, so that colour is never the only sign of a verdict.
+pub const HELD_MARK: &str = "\u{2713}";
+
+/// The mark a cell shows in HTML (the table's page and the site): its letter, a check
+/// mark for held, `x?` for a cross no independent replay confirmed.
+pub fn html_mark(c: &Cell) -> &'static str {
+    if c.confirmed == Some(false) || c.confirm_error.is_some() {
+        return "x?";
+    }
+    match c.verdict.letter() {
+        "" => HELD_MARK,
+        l => l,
+    }
+}
+
+/// The legend under a table: every letter that can appear, from the outcome table, and
+/// the mark of a missing cell; `held` is what a held cell shows (empty in Markdown).
+fn legend(held: &str) -> String {
     OutcomeKind::ALL
         .into_iter()
         .map(|k| {
-            let letter = if k.letter().is_empty() { "empty" } else { k.letter() };
+            let letter = match k.letter() {
+                "" if held.is_empty() => "empty",
+                "" => held,
+                l => l,
+            };
             format!("{letter} = {}", k.legend())
         })
+        .chain(std::iter::once(format!("{MISSING_MARK} = {MISSING_LEGEND}")))
         .collect::<Vec<_>>()
         .join("; ")
 }
@@ -459,7 +489,7 @@ impl Grid {
             s.push_str(&format!("| {p} |"));
             for c in &self.configs {
                 let text = match self.cell(c, p) {
-                    None => "".to_owned(),
+                    None => MISSING_MARK.to_owned(),
                     Some(cell) if cell.verdict == CellVerdict::Unavailable => "n/a".into(),
                     Some(cell) => {
                         let mark = if cell.confirmed == Some(false) || cell.confirm_error.is_some()
@@ -490,7 +520,7 @@ impl Grid {
         let (e, u, secs) = self.totals();
         s.push_str(&format!(
             "\n{}. {NUMBERS} Totals: {} states mounted, {u} distinct, {e} explored, {secs:.0} s.\n",
-            legend(),
+            legend(""),
             self.total_mounted()
         ));
         s.push_str(&self.capped_note());
@@ -743,15 +773,15 @@ impl Grid {
                         td.p { (p) }
                         @for c in &self.configs {
                             @match self.cell(c, p) {
-                                None => td {},
+                                None => td.missing title=(MISSING_LEGEND) { (MISSING_MARK) },
                                 Some(cell) => td class=(cell.verdict.name()) {
                                     @if let Some(i) = failure_index(cell) {
                                         a href={ "#w" (i + 1) } title=(cell.story.as_deref().unwrap_or("")) {
-                                            (symbol(cell.verdict))
+                                            (html_mark(cell))
                                         }
                                         " "
                                     } @else {
-                                        (symbol(cell.verdict))
+                                        (html_mark(cell)) " "
                                     }
                                     span.n {
                                         (cell.states_mounted) "/" (cell.states_unique) "/"
@@ -765,7 +795,7 @@ impl Grid {
                     }
                 }
             }
-            p.n { (legend()) ". " (NUMBERS) }
+            p.n { (legend(HELD_MARK)) ". " (NUMBERS) }
             @if !failures.is_empty() {
                 h2 { "Witnesses" }
                 ol {
@@ -832,6 +862,7 @@ th.p,td.p{text-align:left;font-family:monospace}\
 .read-error{background:#f8dcc8}.fsck-failed{background:#f0f0b0}.timeout{background:#e0d0f0}\
 .infra-error{background:#d8e4f0}\
 .not-exercised{background:#e4e4e4}.unavailable{color:#999}.n{color:#777;font-size:.8em}\
+.held{background:#d4f0d4}.missing{color:#999;font-style:italic}\
 a{color:#900;font-weight:bold;text-decoration:none}li{margin:.4em 0}code{background:#f4f4f4}";
 
 /// The thesis' errors for every row of table 5.6 with this system call.

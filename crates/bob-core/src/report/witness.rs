@@ -31,6 +31,20 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// A file the witness's replay reads is not the one written with it (its digest in
+    /// `state.json` differs): the crash state it would rebuild is not the one found.
+    #[error(
+        "{path}: changed since the witness was written (blake3 {now:.12}, recorded \
+         {recorded:.12}); the witness no longer rebuilds its crash state: run the cell again"
+    )]
+    Changed {
+        /// The file.
+        path: PathBuf,
+        /// The digest `state.json` recorded.
+        recorded: String,
+        /// Its digest now.
+        now: String,
+    },
 }
 
 /// `state.json`: which state this witness is and what was found in it.
@@ -68,6 +82,13 @@ pub struct StateRecord {
     /// What the repair ladder did, when the kernel would not mount the state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repair: Option<crate::check::Repair>,
+    /// The blake3 digest of each file the witness's replay reads (the trace, its sidecar,
+    /// the base image, a PM region's log and image), by file name, taken when the witness
+    /// was written; [`load`] checks them, so that a file changed since (overwritten by a
+    /// careless `--to`, edited, truncated) is named instead of replayed. Empty in
+    /// witnesses written before digests were recorded (nothing is checked then).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub files: std::collections::BTreeMap<String, String>,
 }
 
 impl StateRecord {
@@ -91,6 +112,7 @@ impl StateRecord {
             earlier_op: result.check.pair.as_ref().map(|p| p.earlier_op.clone()),
             later_op: result.check.pair.as_ref().map(|p| p.later_op.clone()),
             repair: result.check.repair.clone(),
+            files: Default::default(),
         }
     }
 }
@@ -114,6 +136,12 @@ pub fn write(
     check: &StateCheck,
 ) -> Result<(), Error> {
     save_trace(dir, subject, sidecar)?;
+    let mut record = record.clone();
+    for name in replay_inputs(dir, sidecar) {
+        let path = dir.join(&name);
+        record.files.insert(name, crate::image::file_digest(&path).map_err(io(&path))?);
+    }
+    let record = &record;
     write_json(&dir.join("state.json"), record)?;
     std::fs::write(dir.join("state.txt"), format!("{}\n", record.id)).map_err(io(dir))?;
     write_json(&dir.join("snapshot.json"), &check.snapshot)?;
@@ -131,6 +159,83 @@ pub fn write(
     if let crate::check::Outcome::KernelCrash { console, .. } = &check.outcome {
         let kept = dir.join("console.log");
         std::fs::copy(console, &kept).map_err(io(&kept))?;
+    }
+    Ok(())
+}
+
+/// The files of a witness directory that its replay reads (those present of them): the
+/// trace, its sidecar, the base image and a PM region's log and image.
+fn replay_inputs(dir: &Path, sidecar: &Sidecar) -> Vec<String> {
+    let names = [
+        TraceDir::LOG_FILE,
+        TraceDir::SIDECAR_FILE,
+        sidecar.base_image.file.as_str(),
+        crate::pm::PM_LOG_FILE,
+        crate::pm::PM_BASE_FILE,
+    ];
+    names.iter().filter(|n| dir.join(n).is_file()).map(|n| n.to_string()).collect()
+}
+
+/// Checks the files `record` has digests of against their digests now; the first that
+/// differs (or cannot be read) is the error.
+pub fn verify(dir: &Path, record: &StateRecord) -> Result<(), Error> {
+    for (name, recorded) in &record.files {
+        let path = dir.join(name);
+        let now = crate::image::file_digest(&path).map_err(io(&path))?;
+        if now != *recorded {
+            return Err(Error::Changed { path, recorded: recorded.clone(), now });
+        }
+    }
+    Ok(())
+}
+
+/// The files of a previous run's witness in a cell's directory, removed when the new run
+/// of the cell has no witness there (a directory's witnesses are its last run's): the
+/// state and its evidence (with `bob check`'s checker output and acked marks), the trace
+/// and base image, a PM region's, the kernel-crash witness and the other schedules'
+/// traces. The cell's journal (`run/`) is not touched.
+pub fn remove_stale(dir: &Path) -> Result<(), Error> {
+    let record = dir.join("state.json");
+    if !record.is_file() {
+        return Ok(());
+    }
+    // The base image's name is the sidecar's (base.img in every witness bob writes).
+    let base = TraceDir::open(dir).ok().map(|t| t.sidecar.base_image.file);
+    let mut files = vec![
+        "state.json",
+        "state.txt",
+        "snapshot.json",
+        "model.json",
+        "story.txt",
+        "console.log",
+        "checker.txt",
+        "acked-marks.txt",
+        TraceDir::LOG_FILE,
+        TraceDir::SIDECAR_FILE,
+        crate::pm::PM_LOG_FILE,
+        crate::pm::PM_BASE_FILE,
+        "base.img",
+    ];
+    if let Some(b) = base.as_deref() {
+        files.push(b);
+    }
+    for name in files {
+        let path = dir.join(name);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::Io { path, source: e });
+            }
+            _ => {}
+        }
+    }
+    for sub in ["schedules", "kernel-crash"] {
+        let path = dir.join(sub);
+        match std::fs::remove_dir_all(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::Io { path, source: e });
+            }
+            _ => {}
+        }
     }
     Ok(())
 }
@@ -210,15 +315,30 @@ pub fn save_trace(dir: &Path, subject: &Subject, sidecar: &Sidecar) -> Result<()
 /// A witness's `state.json` alone, without its trace or image.
 pub fn load_record(dir: &Path) -> Result<StateRecord, Error> {
     let state_path = dir.join("state.json");
-    let text = std::fs::read_to_string(&state_path).map_err(io(&state_path))?;
+    let text = std::fs::read_to_string(&state_path).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::NotFound && dir.is_dir() {
+            Error::Invalid {
+                path: state_path.clone(),
+                message: "missing: no witness here (a cell whose last run found no failing \
+                          state keeps none)"
+                    .into(),
+            }
+        } else {
+            Error::Io { path: state_path.clone(), source }
+        }
+    })?;
     serde_json::from_str(&text)
         .map_err(|e| Error::Invalid { path: state_path.clone(), message: e.to_string() })
 }
 
 /// Loads a witness (a trace directory with a `state.json`).
+///
+/// The files its replay reads are checked first against the digests `state.json`
+/// recorded ([`verify`]): a changed one is named, never replayed.
 pub fn load(dir: &Path) -> Result<Loaded, Error> {
-    let (mut subject, sidecar) = load_subject(dir)?;
     let record = load_record(dir)?;
+    verify(dir, &record)?;
+    let (mut subject, sidecar) = load_subject(dir)?;
     subject.set_disk(record.disk_model);
     Ok(Loaded { subject, sidecar, record })
 }

@@ -101,9 +101,15 @@ pub fn check_trace(
     (cell.mount_failures, cell.read_errors) =
         report::summarize_causes(&results, &positions, &subject, &regions);
     let mut report = CheckReport { cell, witness_description: None, checker_output: None };
+    let dir = opts.explore.out_dir.join(subject.config.name).join("check");
+    // The directory's witness is this run's (or none): an earlier one is removed, unless
+    // the trace checked is read from there.
+    let real = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
+    if real(&dir) != real(&opts.dir) {
+        witness::remove_stale(&dir)?;
+    }
     if let Some(i) = witness_index {
         let r = &results[i];
-        let dir = opts.explore.out_dir.join(subject.config.name).join("check");
         let record = witness::StateRecord::of(r, &subject, None);
         witness::write(&dir, &subject, &sidecar, &record, &r.check)?;
         let io = |path: PathBuf| move |source| Error::Io { path, source };

@@ -74,6 +74,9 @@ pub struct ExploreOptions {
 pub trait ExploreProgress: Sync {
     /// The number of workload runs to do, if known.
     fn start(&self, total: Option<u64>);
+    /// Enumeration has looked at `scanned` of the space's `indices` (called every
+    /// [`SCAN_STEP`] indices while it skips those that make no workload).
+    fn scanning(&self, _scanned: u64, _indices: u64) {}
     /// One more run done; `signatures` found so far; `last`: its workload and config.
     fn done(&self, done: u64, signatures: usize, last: &str);
 }
@@ -207,24 +210,127 @@ fn selection(opts: &ExploreOptions) -> String {
     s
 }
 
-/// The selected workloads, in order: every valid index (or the sample), this shard's.
+/// Indices enumeration looks at between two checks of the interrupt flag and two
+/// progress reports ([`Scan`]): a few milliseconds' worth.
+pub const SCAN_STEP: u64 = 4096;
+
+/// The most indices a whole enumeration (no `--sample`) may have to look at: beyond it
+/// the bounds are refused ([`check_space`]). Indices are looked at about a million a
+/// second (fewer in a debug build), so this is a few hours of enumeration alone.
+pub const MAX_INDICES: u64 = 10_000_000_000;
+
+/// How enumeration reports and stops: the interrupt flag (checked every [`SCAN_STEP`]
+/// indices, so that SIGINT/SIGTERM end a skip that finds nothing) and a progress report.
+#[derive(Clone, Copy)]
+pub struct Scan<'a> {
+    /// Set by SIGINT/SIGTERM: enumeration ends, as if the space were done.
+    pub cancel: &'a AtomicBool,
+    /// Called with (indices looked at, indices in the space) every [`SCAN_STEP`].
+    pub progress: &'a (dyn Fn(u64, u64) + Sync),
+}
+
+/// Refuses bounds whose whole space is too large to enumerate (more than [`MAX_INDICES`]
+/// indices, with no `--sample` to draw from it), saying how large and what to do.
+pub fn check_space(g: &Generator, opts: &ExploreOptions) -> Result<(), Error> {
+    let indices = g.indices();
+    if opts.sample.is_some() || indices <= MAX_INDICES {
+        return Ok(());
+    }
+    let size = if indices == u64::MAX {
+        format!("more than {} indices", u64::MAX)
+    } else {
+        format!("{indices} indices")
+    };
+    Err(Error::Invalid(format!(
+        "bob explore: the bounds make {size} (seq {}: every op choice at every position), \
+         over the {MAX_INDICES} bob will enumerate (at about a million a second, {}); \
+         narrow them (a smaller --seq, fewer --ops, --files or --persist) or draw from the \
+         space with --sample K",
+        g.bounds().seq,
+        duration_words(indices / 1_000_000)
+    )))
+}
+
+/// About `seconds`, in the largest unit that is at least 1 (`3 days`, `about 10^12
+/// years`).
+fn duration_words(seconds: u64) -> String {
+    let units = [(365 * 86400, "years"), (86400, "days"), (3600, "hours"), (60, "minutes")];
+    for (unit, name) in units {
+        if seconds >= unit {
+            let n = seconds / unit;
+            return if n >= 1_000_000 {
+                format!("about 10^{} {name}", n.ilog10())
+            } else {
+                format!("about {n} {name}")
+            };
+        }
+    }
+    format!("{seconds} s")
+}
+
+/// The selected workloads, in order: every valid index (or the sample), this shard's;
+/// ends early when `scan.cancel` is set.
 fn selected<'g>(
     g: &'g Generator,
     opts: &ExploreOptions,
+    scan: Scan<'g>,
 ) -> Box<dyn Iterator<Item = (u64, Workload)> + Send + 'g> {
-    let shard = opts.shard;
+    select(g, opts.sample, opts.shard, scan)
+}
+
+/// [`selected`] of `--sample` and `--shard` alone.
+fn select<'g>(
+    g: &'g Generator,
+    sample: Option<(usize, u64)>,
+    shard: Option<(usize, usize)>,
+    scan: Scan<'g>,
+) -> Box<dyn Iterator<Item = (u64, Workload)> + Send + 'g> {
     let mine = move |i: &u64| shard.is_none_or(|(k, n)| (*i % n as u64) as usize == k);
-    match opts.sample {
-        Some((k, seed)) => Box::new(g.sample(k, seed).filter(move |(i, _)| mine(i))),
-        None => Box::new(g.iter_from(0).filter(move |(i, _)| mine(i))),
+    let Scan { cancel, progress } = scan;
+    match sample {
+        Some((k, seed)) => Box::new(
+            g.sample(k, seed)
+                .take_while(move |_| !cancel.load(Ordering::Relaxed))
+                .filter(move |(i, _)| mine(i)),
+        ),
+        None => {
+            let indices = g.indices();
+            let mut next = 0u64;
+            Box::new(std::iter::from_fn(move || {
+                while next < indices {
+                    let i = next;
+                    next += 1;
+                    if i % SCAN_STEP == 0 {
+                        if cancel.load(Ordering::Relaxed) {
+                            next = indices;
+                            return None;
+                        }
+                        if i > 0 {
+                            progress(i, indices);
+                        }
+                    }
+                    if !mine(&i) {
+                        continue;
+                    }
+                    if let Some(w) = g.workload_at(i) {
+                        return Some((i, w));
+                    }
+                }
+                None
+            }))
+        }
     }
 }
 
 /// The selected workloads (every valid index, or the sample; this shard's), one line
 /// each (`INDEX<TAB>NAME<TAB>ops`), for `--list`: nothing is run; lazily, as
-/// enumeration is.
-pub fn list<'g>(g: &'g Generator, opts: &ExploreOptions) -> impl Iterator<Item = String> + 'g {
-    selected(g, opts).map(|(i, w)| {
+/// enumeration is, and ending early when `scan.cancel` is set.
+pub fn list<'g>(
+    g: &'g Generator,
+    opts: &ExploreOptions,
+    scan: Scan<'g>,
+) -> impl Iterator<Item = String> + 'g {
+    selected(g, opts, scan).map(|(i, w)| {
         let ops: Vec<String> = w.ops.iter().map(|o| o.to_string()).collect();
         format!("{i}\t{}\t{}", w.name, ops.join("; "))
     })
@@ -244,13 +350,15 @@ pub fn write_reports(report: &ExploreReport, out: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-/// How many workloads [`selected`] gives, where counting is cheap (at most ten million
-/// indices to look at).
-fn count_selected(g: &Generator, opts: &ExploreOptions) -> Option<u64> {
-    if opts.sample.is_none() && g.indices() > 10_000_000 {
+/// How many workloads [`selected`] gives, where counting is cheap (at most a hundred
+/// thousand indices to look at: a fraction of a second); `None` otherwise or when
+/// interrupted.
+fn count_selected(g: &Generator, opts: &ExploreOptions, cancel: &AtomicBool) -> Option<u64> {
+    if opts.sample.is_none() && g.indices() > 100_000 {
         return None;
     }
-    Some(selected(g, opts).count() as u64)
+    let n = selected(g, opts, Scan { cancel, progress: &|_, _| {} }).count() as u64;
+    (!cancel.load(Ordering::Relaxed)).then_some(n)
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
@@ -461,6 +569,7 @@ pub fn explore(
     if opts.configs.is_empty() {
         return Err(Error::Invalid("bob explore: no configuration".into()));
     }
+    check_space(&opts.bounds.generator(), opts)?;
     std::fs::create_dir_all(&opts.out).map_err(io(&opts.out))?;
     let header = Header {
         bounds: describe_bounds(&opts.bounds),
@@ -495,7 +604,7 @@ pub fn explore(
         ..opts.run.clone()
     };
     let generator = opts.bounds.generator();
-    let total = count_selected(&generator, opts).map(|n| n * opts.configs.len() as u64);
+    let total = count_selected(&generator, opts, cancel).map(|n| n * opts.configs.len() as u64);
     progress.start(total);
     let runs_dir = opts.out.join("runs");
     let recorder = Recorder { template: &template, runs_dir: &runs_dir, cancel };
@@ -508,7 +617,9 @@ pub fn explore(
         cancel,
         count: done.len() as u64,
     };
-    let jobs = pending(&generator, opts, &done, work.path());
+    let report_scan = |scanned, indices| progress.scanning(scanned, indices);
+    let scan = Scan { cancel, progress: &report_scan };
+    let jobs = pending(&generator, opts, &done, work.path(), scan);
     // Whether to start another run: not after an interrupt or the budget.
     let go_on =
         || !cancel.load(Ordering::Relaxed) && opts.budget.is_none_or(|b| started.elapsed() < b);
@@ -575,9 +686,10 @@ fn pending<'a>(
     opts: &'a ExploreOptions,
     done: &'a HashSet<(String, u64)>,
     work: &'a Path,
+    scan: Scan<'a>,
 ) -> impl Iterator<Item = Result<Job<'a>, Error>> + Send + 'a {
     let workloads_dir = opts.out.join("workloads");
-    selected(generator, opts).flat_map(move |(index, w)| {
+    selected(generator, opts, scan).flat_map(move |(index, w)| {
         let file = workloads_dir.join(format!("{}.json", w.name));
         let written = match file.exists() {
             true => Ok(()),
@@ -1229,6 +1341,33 @@ pub fn export_xfstests(
 mod tests {
     use super::*;
     use workloads::Op;
+
+    /// Enumeration reports its progress every [`SCAN_STEP`] indices while it skips, and
+    /// ends at once when interrupted (issue 41: `--seq 9` spun with no output and took
+    /// no signal).
+    #[test]
+    fn enumeration_reports_progress_and_stops_when_interrupted() {
+        let mut bounds = Bounds::ace(3);
+        bounds.ops.truncate(2);
+        let g = bounds.generator();
+        let indices = g.indices();
+        assert!(indices > 2 * SCAN_STEP, "{indices}");
+        let reports = std::sync::Mutex::new(Vec::new());
+        let report = |scanned, of| reports.lock().unwrap().push((scanned, of));
+        let cancel = AtomicBool::new(false);
+        let scan = Scan { cancel: &cancel, progress: &report };
+        let all: Vec<u64> = select(&g, None, None, scan).map(|(i, _)| i).collect();
+        assert!(!all.is_empty());
+        let reports = reports.into_inner().unwrap();
+        assert_eq!(reports.len() as u64, (indices - 1) / SCAN_STEP, "{reports:?}");
+        assert!(reports.iter().all(|&(_, of)| of == indices));
+        assert!(reports.windows(2).all(|w| w[0].0 < w[1].0));
+        // Interrupted: nothing more, however much is left.
+        cancel.store(true, Ordering::Relaxed);
+        let scan = Scan { cancel: &cancel, progress: &|_, _| {} };
+        assert_eq!(select(&g, None, None, scan).count(), 0);
+        assert_eq!(select(&g, Some((5, 1)), None, scan).count(), 0);
+    }
 
     fn workload(ops: Vec<Op>) -> Workload {
         Workload {

@@ -15,8 +15,11 @@ use crate::report::witness;
 pub struct ReplayOptions {
     /// The witness directory.
     pub witness: PathBuf,
-    /// The image file to write (created or replaced).
+    /// The image file to write: created; an existing file is replaced only with `force`,
+    /// and a path inside the witness directory is always refused.
     pub to: PathBuf,
+    /// Replace `to` (and the PM image beside it) if it exists.
+    pub force: bool,
     /// Another crash state of the witness's trace than its recorded one.
     pub state: Option<String>,
     /// Also recover and check the rebuilt image.
@@ -28,6 +31,38 @@ pub struct ReplayOptions {
     pub pm_out: Option<PathBuf>,
 }
 
+/// Refuses to write `to` when it lies inside the witness directory (whatever `force`
+/// says: the witness's trace or base image would be gone), or when it exists and `force`
+/// is not given. Both paths are resolved first (symbolic links, `..`), so that no other
+/// spelling of a witness file gets through.
+pub fn vet_target(to: &Path, witness: &Path, force: bool) -> Result<(), Error> {
+    let refused = |why: String| Error::RefusedTarget { path: to.to_owned(), why };
+    let resolved = match std::fs::canonicalize(to) {
+        Ok(p) => Some(p),
+        // A new file: its directory resolved, and its name.
+        Err(_) => match (to.parent(), to.file_name()) {
+            (Some(parent), Some(name)) => {
+                let parent = if parent.as_os_str().is_empty() { Path::new(".") } else { parent };
+                std::fs::canonicalize(parent).ok().map(|p| p.join(name))
+            }
+            _ => None,
+        },
+    };
+    if let (Some(target), Ok(dir)) = (&resolved, std::fs::canonicalize(witness)) {
+        if target.starts_with(&dir) {
+            return Err(refused(format!(
+                "lies inside the witness directory {}; bob replay never writes there \
+                 (name a file outside it)",
+                witness.display()
+            )));
+        }
+    }
+    if !force && std::fs::symlink_metadata(to).is_ok() {
+        return Err(refused("exists; bob replay does not overwrite it without --force".into()));
+    }
+    Ok(())
+}
+
 /// The id of the crash state a witness records, read from the witness without
 /// rebuilding its image.
 pub fn witness_state(witness: &Path) -> Result<String, Error> {
@@ -37,7 +72,14 @@ pub fn witness_state(witness: &Path) -> Result<String, Error> {
 /// Writes the crash state into `opts.to` and, with `opts.check`, checks it; the file holds
 /// the crash state (before recovery) when this returns.
 pub fn replay_witness(opts: &ReplayOptions) -> Result<ReplayReport, Error> {
+    vet_target(&opts.to, &opts.witness, opts.force)?;
     let mut loaded = witness::load_for(&opts.witness, opts.state.as_deref())?;
+    if loaded.subject.pm.is_some() {
+        vet_target(&check::pm_image_path(&opts.to), &opts.witness, opts.force)?;
+        if let Some(out) = &opts.pm_out {
+            vet_target(out, &opts.witness, opts.force)?;
+        }
+    }
     // Ids compare with their schedule prefix (`syncfs/e3:0-4`); a bare id means the
     // witness's own schedule.
     let recorded = loaded.subject.state_id(&loaded.record.id).map(|id| loaded.subject.qualify(&id));

@@ -52,6 +52,20 @@ pub enum MergeError {
     /// The explore reports do not merge.
     #[error("explore reports: {0}")]
     Explore(String),
+    /// A document was given twice (the same file, or two files with the same content):
+    /// merging it with itself would count every state twice.
+    #[error(
+        "{second}: {how} {first}; merging a document with itself would count every state \
+         twice (merge each shard or job once)"
+    )]
+    Twice {
+        /// The first of the two.
+        first: PathBuf,
+        /// The one that repeats it.
+        second: PathBuf,
+        /// `is the same file as` or `has the same content as`.
+        how: &'static str,
+    },
 }
 
 /// A document `bob merge` reads: an explore report (it has `signatures`) or a table.
@@ -98,9 +112,35 @@ pub enum Merged {
     Explore(ExploreReport),
 }
 
+/// Refuses a document given twice: the same file (by device and inode, however it is
+/// spelled) or a copy of one (the same bytes).
+fn refuse_repeats(paths: &[PathBuf]) -> Result<(), MergeError> {
+    use std::os::unix::fs::MetadataExt;
+    let mut seen: Vec<(&PathBuf, (u64, u64), String)> = Vec::new();
+    for path in paths {
+        let io = |source| MergeError::Io { path: path.clone(), source };
+        let meta = std::fs::metadata(path).map_err(io)?;
+        let id = (meta.dev(), meta.ino());
+        let digest = crate::image::file_digest(path).map_err(io)?;
+        for (first, first_id, first_digest) in &seen {
+            let how = if *first_id == id {
+                "is the same file as"
+            } else if *first_digest == digest {
+                "has the same content as"
+            } else {
+                continue;
+            };
+            return Err(MergeError::Twice { first: (*first).clone(), second: path.clone(), how });
+        }
+        seen.push((path, id, digest));
+    }
+    Ok(())
+}
+
 /// Merges the documents in `paths`, all of the first one's kind.
 pub fn merge_documents(paths: &[PathBuf]) -> Result<Merged, MergeError> {
     let first = paths.first().ok_or(MergeError::Empty)?;
+    refuse_repeats(paths)?;
     let docs = paths.iter().map(|p| Document::read(p)).collect::<Result<Vec<_>, _>>()?;
     let expected = docs[0].kind();
     let (mut grids, mut reports) = (Vec::new(), Vec::new());
