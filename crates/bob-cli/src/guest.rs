@@ -301,7 +301,17 @@ fn table_in_guests(
         bob_core::report::document::write_document(&doc, &grid)
             .map_err(|source| CliError::Io { path: doc.clone(), source })?;
     }
+    if let Some(site) = &table.html_site {
+        let report = bob_core::report::site::build(&out, site, None)?;
+        eprint!("bob: {}", report.to_text());
+    }
     crate::print::render(&grid, table.format)?;
+    let (explored, mounted, secs) = grid.totals();
+    eprintln!(
+        "bob: {spec}: {} cells, {explored} states explored, {mounted} mounted, {secs:.0} s of cell time in {guests} guests; tables in {}",
+        grid.cells.len(),
+        out.display()
+    );
     let verdict = crate::exit::code(&Ok(Conclusion::of_table(&grid)));
     Ok(worst.max(verdict))
 }
