@@ -16,6 +16,12 @@ pub const SMALL_FILE_BYTES: u64 = 64 * 1024;
 /// size); such a file gets `read_error` instead.
 pub const MAX_READ_BYTES: u64 = 1 << 30;
 
+/// At most this many names are read from one directory, and this many entries walked in
+/// all: no workload makes more than a few hundred, and a damaged directory whose pages
+/// link in a cycle could list names forever. More is a damaged listing, reported as the
+/// directory's read error rather than walked without end.
+pub const MAX_DIR_ENTRIES: usize = 1 << 16;
+
 /// Walks the tree under `root` (lstat only, never following symlinks, skipping
 /// "/lost+found") and reads and classifies the content of regular files that (a) have a
 /// name the model ever gives to a file whose data an op of `w.ops` writes or syncs, or
@@ -110,7 +116,18 @@ pub fn take_snapshot_with(root: &Path, w: &Workload, detects: bool) -> std::io::
         }
         if kind == NodeKind::Dir {
             let listed = std::fs::read_dir(&fs_path)
-                .and_then(|d| d.map(|e| e.map(|e| e.file_name())).collect::<Result<Vec<_>, _>>());
+                .and_then(|d| {
+                    d.take(MAX_DIR_ENTRIES + 1)
+                        .map(|e| e.map(|e| e.file_name()))
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .and_then(|names| match names.len() + snap.entries.len() > MAX_DIR_ENTRIES {
+                    true => Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("lists more than {MAX_DIR_ENTRIES} names (a damaged listing)"),
+                    )),
+                    false => Ok(names),
+                });
             let listed = match listed {
                 Ok(l) => l,
                 Err(e) if tolerant => {

@@ -421,7 +421,13 @@ fn last_line(path: &Path) -> String {
 
 /// The console's last line that is not qemu's or virtme's chatter, for an error.
 fn last_meaningful_line(console: &Path) -> String {
-    let text = std::fs::read(console).unwrap_or_default();
+    last_console_line(console)
+}
+
+/// The console's last line that says something (its last 64 KiB read: a console a
+/// looping kernel fills can be gigabytes).
+pub fn last_console_line(console: &Path) -> String {
+    let text = read_tail(console, 64 << 10);
     let text = String::from_utf8_lossy(&text);
     text.lines()
         .rev()
@@ -431,32 +437,76 @@ fn last_meaningful_line(console: &Path) -> String {
         .to_owned()
 }
 
-/// Growth of the guest's outputs, to tell a slow guest from a hung one.
+/// The last `bytes` of `path` (all of it when shorter; empty when unreadable).
+fn read_tail(path: &Path, bytes: u64) -> Vec<u8> {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut file) = std::fs::File::open(path) else { return Vec::new() };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = file.seek(SeekFrom::Start(len.saturating_sub(bytes)));
+    let mut out = Vec::new();
+    let _ = file.take(bytes).read_to_end(&mut out);
+    out
+}
+
+/// Growth of the guest's outputs, to tell a slow guest from a hung one. The command's
+/// outputs and crash log growing is progress; the console growing is progress only when
+/// it says something it did not say just before: a kernel that repeats one complaint
+/// forever (a jfs "dtree page corrupt" 27,000 times a second, seen in a UML guest whose
+/// walk of a damaged directory never ended) is not moving.
 struct Watch {
     files: Vec<PathBuf>,
     seen: u64,
+    console: PathBuf,
+    console_len: u64,
+    console_recent: std::collections::HashSet<String>,
     since: Instant,
 }
 
 impl Watch {
     fn new(ctl: &Path) -> Watch {
-        let files = ["console.log", "stderr", "stdout", super::crash_log::FILE, "uname"]
+        let files = ["stderr", "stdout", super::crash_log::FILE, "uname"]
             .iter()
             .map(|f| ctl.join(f))
             .collect();
-        Watch { files, seen: 0, since: Instant::now() }
+        Watch {
+            files,
+            seen: 0,
+            console: ctl.join("console.log"),
+            console_len: 0,
+            console_recent: Default::default(),
+            since: Instant::now(),
+        }
     }
 
     /// Whether anything grew since the last call.
     fn moved(&mut self) -> bool {
         let now: u64 =
             self.files.iter().map(|f| std::fs::metadata(f).map(|m| m.len() + 1).unwrap_or(0)).sum();
-        let moved = now != self.seen;
+        let moved = now != self.seen || self.console_said_something_new();
         if moved {
             self.seen = now;
             self.since = Instant::now();
         }
         moved
+    }
+
+    /// Whether the console grew with a line (timestamp aside) other than the ones it
+    /// showed at the last look (at most its last 256 KiB are read).
+    fn console_said_something_new(&mut self) -> bool {
+        let len = std::fs::metadata(&self.console).map(|m| m.len()).unwrap_or(0);
+        if len <= self.console_len {
+            return false;
+        }
+        let fresh = read_tail(&self.console, (len - self.console_len).min(256 << 10));
+        self.console_len = len;
+        let lines: std::collections::HashSet<String> = String::from_utf8_lossy(&fresh)
+            .lines()
+            .map(|l| strip_timestamp(l).trim().to_owned())
+            .filter(|l| !l.is_empty())
+            .collect();
+        let new = lines.iter().any(|l| !self.console_recent.contains(l));
+        self.console_recent = lines;
+        new
     }
 
     fn still_for(&self) -> Duration {
@@ -591,6 +641,34 @@ mod tests {
         )
         .unwrap();
         assert_eq!(out.code, Some(0), "{}", out.stderr);
+    }
+
+    #[test]
+    fn a_console_repeating_itself_is_not_progress() {
+        let dir = tempfile::tempdir().unwrap();
+        let console = dir.path().join("console.log");
+        let mut watch = Watch::new(dir.path());
+        let say = |text: &str| {
+            use std::io::Write;
+            let mut f =
+                std::fs::OpenOptions::new().create(true).append(true).open(&console).unwrap();
+            f.write_all(text.as_bytes()).unwrap();
+        };
+        say("[ 1.0] booting\n");
+        assert!(watch.moved(), "a first line is progress");
+        say("[ 2.0] ERROR: (device loop1): dtReadFirst: DT_GETPAGE: dtree page corrupt\n");
+        assert!(watch.moved(), "a new complaint is news");
+        for t in 3..50 {
+            say(&format!(
+                "[ {t}.0] ERROR: (device loop1): dtReadFirst: DT_GETPAGE: dtree page corrupt\n"
+            ));
+        }
+        assert!(!watch.moved(), "the same complaint again is not progress");
+        say("[ 51.0] loop0: detected capacity change from 0 to 98304\n");
+        assert!(watch.moved());
+        std::fs::write(dir.path().join("stderr"), "bob: a cell\n").unwrap();
+        assert!(watch.moved(), "the command's output is progress");
+        assert!(!watch.moved(), "nothing since");
     }
 
     #[test]

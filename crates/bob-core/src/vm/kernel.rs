@@ -21,6 +21,10 @@ pub enum KernelSpec {
     Host,
     /// A Debian kernel series by its version (`6.1`, `6.12`), from Debian's packages.
     Debian(DebianSeries),
+    /// One exact Debian kernel by its upstream version (`6.1.174`): the ABI package
+    /// (`linux-image-6.1.0-49-amd64`) whose version is that one, among those the machine's
+    /// apt knows (bullseye's for 5.10).
+    DebianVersion(String),
     /// Debian's user-mode Linux of a suite (`uml:6.1`, `uml:6.12`, `uml:7.2`).
     Uml(UmlSeries),
     /// A kernel of the user's: a bzImage (booted under qemu) or a user-mode Linux
@@ -81,7 +85,14 @@ impl KernelSpec {
             "debian:6.1" => Ok(KernelSpec::Debian(DebianSeries::V6_1)),
             "debian:6.12" => Ok(KernelSpec::Debian(DebianSeries::V6_12)),
             other if other.starts_with("debian:") => {
-                Err(format!("unknown Debian kernel {other:?}; known: debian:6.1, debian:6.12"))
+                let version = &other["debian:".len()..];
+                let parts: Vec<&str> = version.split('.').collect();
+                match parts.len() == 3 && parts.iter().all(|p| p.parse::<u32>().is_ok()) {
+                    true => Ok(KernelSpec::DebianVersion(version.to_owned())),
+                    false => Err(format!(
+                        "unknown Debian kernel {other:?}; known: debian:6.1, debian:6.12, or an exact version such as debian:6.1.174"
+                    )),
+                }
             }
             other if other.starts_with("uml:") => UmlSeries::parse(&other[4..])
                 .map(KernelSpec::Uml)
@@ -112,6 +123,7 @@ impl KernelSpec {
             KernelSpec::Host => "host".into(),
             KernelSpec::Debian(series) => format!("debian-{}", series.version()),
             KernelSpec::Uml(series) => format!("uml-{}", series.version()),
+            KernelSpec::DebianVersion(version) => format!("debian-{version}"),
             KernelSpec::Image { image, .. } => image
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -126,6 +138,7 @@ impl std::fmt::Display for KernelSpec {
             KernelSpec::Host => f.write_str("host"),
             KernelSpec::Debian(series) => write!(f, "debian:{}", series.version()),
             KernelSpec::Uml(series) => write!(f, "uml:{}", series.version()),
+            KernelSpec::DebianVersion(version) => write!(f, "debian:{version}"),
             KernelSpec::Image { image, .. } => write!(f, "{}", image.display()),
         }
     }
@@ -206,6 +219,7 @@ pub fn resolve(spec: &KernelSpec, cache: &Path) -> Result<BootKernel, Error> {
         KernelSpec::Host => Err(Error::HostKernel),
         KernelSpec::Debian(series) => debian(*series, cache),
         KernelSpec::Uml(series) => uml::debian(*series, cache),
+        KernelSpec::DebianVersion(version) => debian_version(version, cache),
         KernelSpec::Image { image, modules } if uml::is_uml_binary(image) => {
             uml::own_build(spec, image, modules.as_deref(), cache)
         }
@@ -230,6 +244,103 @@ fn debian(series: DebianSeries, cache: &Path) -> Result<BootKernel, Error> {
         fetch(&package, cache)?;
     }
     unpacked(KernelSpec::Debian(series), &dir)
+}
+
+/// An exact Debian kernel (`6.1.174`): the package of it in the cache, else the one the
+/// machine's apt (or, for 5.10, bullseye's, through bob's own apt configuration) serves,
+/// fetched into the cache.
+fn debian_version(version: &str, cache: &Path) -> Result<BootKernel, Error> {
+    let spec = KernelSpec::DebianVersion(version.to_owned());
+    let marker = |dir: &Path| dir.join("debian-version");
+    let cached = std::fs::read_dir(cache)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .find(|dir| std::fs::read_to_string(marker(dir)).is_ok_and(|v| v.trim() == version));
+    if let Some(dir) = cached {
+        return unpacked(spec, &dir);
+    }
+    let (package, apt) = match package_of_version(version, None)? {
+        Some(package) => (package, None),
+        None if version.starts_with("5.10.") => {
+            let apt = uml::Apt::for_suite("bullseye", cache)?;
+            match package_of_version(version, Some(&apt))? {
+                Some(package) => (package, Some(apt)),
+                None => return Err(no_version(version)),
+            }
+        }
+        None => return Err(no_version(version)),
+    };
+    let dir = cache.join(&package);
+    if !dir.join("boot").is_dir() {
+        match &apt {
+            None => fetch(&package, cache)?,
+            Some(apt) => {
+                let cache_error = |e: std::io::Error| Error::Cache {
+                    path: cache.to_owned(),
+                    reason: e.to_string(),
+                };
+                let work = tempfile::Builder::new()
+                    .prefix(".download-")
+                    .tempdir_in(cache)
+                    .map_err(cache_error)?;
+                let deb = apt.download(&package, work.path())?;
+                let partial = work.path().join("unpacked");
+                uml::dpkg_extract(&deb, &partial, &package)?;
+                std::fs::rename(&partial, &dir).map_err(cache_error)?;
+            }
+        }
+    }
+    std::fs::write(marker(&dir), version)
+        .map_err(|source| Error::Io { path: marker(&dir), source })?;
+    unpacked(spec, &dir)
+}
+
+fn no_version(version: &str) -> Error {
+    Error::NoPackage {
+        package: format!("a Debian kernel package of version {version}"),
+        line: "apt knows none (`apt-cache search linux-image`); bookworm serves 6.1.x ABI packages, bullseye 5.10.x".into(),
+    }
+}
+
+/// The `linux-image-*-amd64` package whose version is `version` plus a Debian revision
+/// (the highest revision, where several), through the machine's apt or `apt`.
+fn package_of_version(version: &str, apt: Option<&uml::Apt>) -> Result<Option<String>, Error> {
+    let (major_minor, _) = version.rsplit_once('.').unwrap_or((version, ""));
+    let pattern =
+        format!(r"^linux-image-{}\.[0-9]+-[0-9]+-amd64$", major_minor.replace('.', r"\."));
+    let search = ["search", "--names-only", pattern.as_str()];
+    let run = |args: &[&str]| match apt {
+        None => Ok(cmd::run("apt-cache", args, Duration::from_secs(60))?),
+        Some(apt) => apt.run("apt-cache", args, Duration::from_secs(60)),
+    };
+    let found = run(&search)?;
+    let names: Vec<&str> =
+        found.stdout.lines().filter_map(|l| l.split_whitespace().next()).collect();
+    if names.is_empty() {
+        return Ok(None);
+    }
+    let mut show = vec!["show"];
+    show.extend(&names);
+    Ok(matching_package(&run(&show)?.stdout, version))
+}
+
+/// In `apt-cache show` output, the package whose `Version:` is `version-REVISION`, the
+/// highest revision where several.
+fn matching_package(show: &str, version: &str) -> Option<String> {
+    let prefix = format!("{version}-");
+    let mut best: Option<(String, String)> = None;
+    for stanza in show.split("\n\n") {
+        let field = |name: &str| {
+            stanza.lines().find_map(|l| l.strip_prefix(name)).map(|v| v.trim().to_owned())
+        };
+        let (Some(package), Some(v)) = (field("Package:"), field("Version:")) else { continue };
+        if v.starts_with(&prefix) && best.as_ref().is_none_or(|(_, b)| v > *b) {
+            best = Some((package, v));
+        }
+    }
+    best.map(|(package, _)| package)
 }
 
 /// The kernel package `series`' metapackage depends on (`apt-cache depends`).
@@ -384,12 +495,26 @@ mod tests {
         assert_eq!((d.to_string(), d.label()), ("debian:6.12".into(), "debian-6.12".into()));
         let err = KernelSpec::parse("debian:5.10", None).unwrap_err();
         assert!(err.contains("known: debian:6.1, debian:6.12"), "{err}");
+        let v = KernelSpec::parse("debian:6.1.174", None).unwrap();
+        assert_eq!((v.to_string(), v.label()), ("debian:6.1.174".into(), "debian-6.1.174".into()));
+        assert!(KernelSpec::parse("debian:6.1.x", None).is_err());
         let u = KernelSpec::parse("uml:7.2", None).unwrap();
         assert_eq!((u.to_string(), u.label()), ("uml:7.2".into(), "uml-7.2".into()));
         let err = KernelSpec::parse("uml:5.10", None).unwrap_err();
         assert!(err.contains("known: uml:6.1, uml:6.12, uml:7.2"), "{err}");
         let err = KernelSpec::parse("/no/such/bzImage", None).unwrap_err();
         assert!(err.starts_with("/no/such/bzImage: not host"), "{err}");
+    }
+
+    #[test]
+    fn an_exact_version_is_found_among_the_abi_packages() {
+        let show = "Package: linux-image-6.1.0-48-amd64\nVersion: 6.1.172-1\n\n\
+                    Package: linux-image-6.1.0-49-amd64\nVersion: 6.1.174-1\n\n\
+                    Package: linux-image-6.1.0-47-amd64\nVersion: 6.1.170-3\n";
+        let found = matching_package(show, "6.1.174");
+        assert_eq!(found.as_deref(), Some("linux-image-6.1.0-49-amd64"));
+        assert_eq!(matching_package(show, "6.1.17"), None, "6.1.17 is not 6.1.170");
+        assert_eq!(matching_package(show, "6.1.171"), None);
     }
 
     #[test]

@@ -163,9 +163,20 @@ pub fn run_session(
     loop {
         boots += 1;
         let run = guest::run(kernel, &command, options, &known, cancel, &mut progress)?;
-        let GuestEnd::KernelCrash(line) = &run.end else {
-            return Ok(Session { last: run, crashes: known.crashes, boots });
+        // A guest that stopped moving while states were in flight hung on one of them,
+        // as a kernel that crashed did: both are pinned the same way (`kernel-crash`).
+        let line = match &run.end {
+            GuestEnd::KernelCrash(line) => line.clone(),
+            GuestEnd::Hung(after) if !crash_log::in_flight(run.control.path()).is_empty() => {
+                format!(
+                    "the guest made no progress for {}s (hung); its console's last line: {}",
+                    after.as_secs(),
+                    guest::last_console_line(&run.console_log())
+                )
+            }
+            _ => return Ok(Session { last: run, crashes: known.crashes, boots }),
         };
+        let line = &line;
         let open = crash_log::in_flight(run.control.path());
         let can_go_on = resume.is_some() && !open.is_empty() && boots < MAX_BOOTS;
         if !can_go_on {

@@ -235,7 +235,7 @@ fn with_suite_libc(
 }
 
 /// `dpkg-deb -x deb dir`.
-fn dpkg_extract(deb: &Path, dir: &Path, package: &str) -> Result<(), Error> {
+pub(super) fn dpkg_extract(deb: &Path, dir: &Path, package: &str) -> Result<(), Error> {
     let out = cmd::run(
         "dpkg-deb",
         &["-x", &deb.to_string_lossy(), &dir.to_string_lossy()],
@@ -272,14 +272,14 @@ pub fn is_uml_binary(image: &Path) -> bool {
 /// apt, pointed at one Debian suite through a configuration of bob's own in the kernel
 /// cache (`apt/SUITE/`): its own sources list, package lists and downloads, so nothing of
 /// the machine's apt changes and a suite the machine does not use can still be fetched.
-struct Apt {
+pub(super) struct Apt {
     suite: String,
     dir: PathBuf,
 }
 
 impl Apt {
     /// The suite's configuration, its lists brought up to date once per process.
-    fn for_suite(suite: &str, cache: &Path) -> Result<Apt, Error> {
+    pub(super) fn for_suite(suite: &str, cache: &Path) -> Result<Apt, Error> {
         let dir = cache.join("apt").join(suite);
         let apt = Apt { suite: suite.to_owned(), dir };
         let cache_error =
@@ -334,7 +334,12 @@ impl Apt {
         Ok(apt.run()?)
     }
 
-    fn run(&self, program: &str, args: &[&str], timeout: Duration) -> Result<cmd::Output, Error> {
+    pub(super) fn run(
+        &self,
+        program: &str,
+        args: &[&str],
+        timeout: Duration,
+    ) -> Result<cmd::Output, Error> {
         self.run_in(program, args, None, timeout)
     }
 
@@ -354,7 +359,7 @@ impl Apt {
     }
 
     /// Downloads `package` (`name` or `name=version`) into `dir`; the `.deb`'s path.
-    fn download(&self, package: &str, dir: &Path) -> Result<PathBuf, Error> {
+    pub(super) fn download(&self, package: &str, dir: &Path) -> Result<PathBuf, Error> {
         let name = package.split('=').next().unwrap_or(package);
         let out = self.run_in(
             "apt-get",
