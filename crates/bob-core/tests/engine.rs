@@ -566,7 +566,9 @@ fn loop_devices_taken_at_the_same_moment_all_bind() {
             });
         }
     });
-    assert!(loops_below(dir.path()).is_empty(), "every device unbound");
+    // Every device unbound: the kernel finishes an autoclear unbind at the last close,
+    // which on two busy cores can lag (seen once in a full test run beside a UML table).
+    assert_nothing_left(dir.path(), "600 attaches and detaches");
 }
 
 /// A disk in memory that counts its flushes.
