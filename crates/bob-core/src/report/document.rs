@@ -61,7 +61,16 @@ pub fn with_relative_witnesses(grid: &Grid) -> Grid {
     let several_models = grid.disk_models().len() > 1;
     let mut grid = grid.clone();
     for cell in &mut grid.cells {
-        if cell.witness.is_some() {
+        // A witness already below CONFIG/PROPERTY keeps what follows (a merged shard's
+        // `shard-I-of-N` directory, whose cell no longer names its shard).
+        let key = format!("{}/{}", cell.config, cell.property);
+        let kept = cell.witness.as_deref().and_then(|w| match w.starts_with(&key) {
+            true => Some(w.to_owned()),
+            false => w.rfind(&format!("/{key}")).map(|i| w[i + 1..].to_owned()),
+        });
+        if let Some(rel) = kept {
+            cell.witness = Some(rel);
+        } else if cell.witness.is_some() {
             let mut rel = format!("{}/{}", cell.config, cell.property);
             if let Some(shard) = &cell.shard {
                 rel.push_str(&format!("/shard-{}", shard.replace('/', "-of-")));
@@ -162,9 +171,10 @@ pub fn kernels_document(tables: &[KernelTable], command: &str, machine: &Machine
     ));
     s.push_str(&format!(
         "Machine: {} cores, {}. Each kernel's states were checked on that kernel: the \
-         host's directly, the others' in a virtual machine booted from them (one boot per \
-         kernel). Kernels: {}. Witnesses are named relative to each kernel's directory below \
-         `--out` (`OUT/host`, `OUT/debian-6.12`, ...) and replay on that kernel with `bob \
+         host's directly, the others' in a virtual machine booted from them, or run as \
+         user-mode Linux (one boot per kernel, or per guest where a table was spread over \
+         several). Kernels: {}. Witnesses are named relative to each kernel's directory \
+         below `--out` (`OUT/host`, `OUT/uml-7.2`, ...) and replay on that kernel with `bob \
          replay --kernel K OUT/LABEL/WITNESS --to crash.img --check`.\n\n",
         machine.cores,
         machine.memory,
@@ -255,6 +265,21 @@ mod tests {
         let text = document(&grid(), Path::new("docs/results.md"), &machine);
         assert!(!text.contains("/tmp/"), "{text}");
         insta::assert_snapshot!("results_document", text);
+    }
+
+    #[test]
+    fn a_merged_shards_witness_keeps_its_shard_directory() {
+        let mut merged = grid();
+        merged.cells[1].witness =
+            Some("/work/out/uml-7.2/ext4-ordered/rename-atomic/shard-1-of-2".into());
+        merged.cells[1].shard = None;
+        let relative = with_relative_witnesses(&merged);
+        assert_eq!(
+            relative.cells[1].witness.as_deref(),
+            Some("ext4-ordered/rename-atomic/shard-1-of-2")
+        );
+        let plain = with_relative_witnesses(&grid());
+        assert_eq!(plain.cells[1].witness.as_deref(), Some("ext4-ordered/rename-atomic"));
     }
 
     #[test]
