@@ -438,18 +438,35 @@ fn own_build(
 ) -> Result<BootKernel, Error> {
     let release = image_release(image)?;
     let dir = cache.join(format!("own-{release}"));
-    let cache_error = |reason: String| Error::Cache { path: dir.clone(), reason };
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("boot")).map_err(|e| cache_error(e.to_string()))?;
-    let boot_image = dir.join("boot").join(format!("vmlinuz-{release}"));
-    std::fs::copy(image, &boot_image).map_err(|e| cache_error(e.to_string()))?;
+    let boot_image = format!("boot/vmlinuz-{release}");
+    let boot_image = copy_own_build(image, &dir, &boot_image, modules, &release)?;
+    Ok(BootKernel { spec: spec.clone(), image: boot_image, release, machine: BootMachine::Qemu })
+}
+
+/// A kernel of the user's copied into the cache directory `dir` (made anew) at `at`
+/// below it, with `lib/modules/RELEASE` a link to its modules directory if it has one: the
+/// layout of an unpacked package. The copy's path.
+pub(super) fn copy_own_build(
+    image: &Path,
+    dir: &Path,
+    at: &str,
+    modules: Option<&Path>,
+    release: &str,
+) -> Result<PathBuf, Error> {
+    let cache_error = |reason: String| Error::Cache { path: dir.to_owned(), reason };
+    let _ = std::fs::remove_dir_all(dir);
+    let copy = dir.join(at);
+    if let Some(parent) = copy.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| cache_error(e.to_string()))?;
+    }
+    std::fs::copy(image, &copy).map_err(|e| cache_error(e.to_string()))?;
     if let Some(modules) = modules {
         let modules = modules_dir(modules)?;
         std::fs::create_dir_all(dir.join("lib/modules")).map_err(|e| cache_error(e.to_string()))?;
-        std::os::unix::fs::symlink(&modules, dir.join("lib/modules").join(&release))
+        std::os::unix::fs::symlink(&modules, dir.join("lib/modules").join(release))
             .map_err(|e| cache_error(e.to_string()))?;
     }
-    Ok(BootKernel { spec: spec.clone(), image: boot_image, release, machine: BootMachine::Qemu })
+    Ok(copy)
 }
 
 /// `--modules DIR` made absolute, once checked to be a modules directory.

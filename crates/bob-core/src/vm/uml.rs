@@ -479,22 +479,8 @@ pub fn own_build(
 ) -> Result<BootKernel, Error> {
     let release = binary_release(image)?;
     let dir = cache.join(format!("own-uml-{release}"));
-    let cache_error = |reason: String| Error::Cache { path: dir.clone(), reason };
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("usr/bin")).map_err(|e| cache_error(e.to_string()))?;
-    let binary = dir.join(BINARY);
-    std::fs::copy(image, &binary).map_err(|e| cache_error(e.to_string()))?;
-    let machine = match modules {
-        None => super::BootMachine::Uml { modules: None },
-        Some(modules) => {
-            let modules = super::kernel::modules_dir(modules)?;
-            std::fs::create_dir_all(dir.join("lib/modules"))
-                .map_err(|e| cache_error(e.to_string()))?;
-            std::os::unix::fs::symlink(&modules, dir.join("lib/modules").join(&release))
-                .map_err(|e| cache_error(e.to_string()))?;
-            super::BootMachine::Uml { modules: Some(dir.clone()) }
-        }
-    };
+    let binary = super::kernel::copy_own_build(image, &dir, BINARY, modules, &release)?;
+    let machine = super::BootMachine::Uml { modules: modules.is_some().then_some(dir) };
     Ok(BootKernel { spec: spec.clone(), image: binary, release, machine })
 }
 
