@@ -12,9 +12,9 @@
 //! * The boot: the host's root shared read-only through hostfs
 //!   (`rootfstype=hostfs rootflags=/ ro`), bob's init script ([`write_init`]) as PID 1,
 //!   tmpfs for scratch (`/run`, with `TMPDIR=/run/tmp`), and the directories bob writes
-//!   into mounted read-write through hostfs at their own paths. The kernel's console goes to the
-//!   control directory's `console.log`, where [`super::guest`] finds panics and oopses
-//!   as it does for qemu.
+//!   into mounted read-write through hostfs at their own paths. The kernel's console goes
+//!   to the control directory's `console.log`, where [`super::guest`] finds panics and
+//!   oopses as it does for qemu.
 //!
 //! A UML guest has one CPU.
 
@@ -30,9 +30,9 @@ use crate::device::cmd;
 /// The user-mode Linux kernels Debian ships, by suite.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum UmlSeries {
-    /// bookworm's `user-mode-linux`: 6.1, the last series with reiserfs in every suite.
+    /// bookworm's `user-mode-linux`: 6.1.
     V6_1,
-    /// trixie's: 6.12.
+    /// trixie's: 6.12, the last with reiserfs (it left Linux in 6.13).
     V6_12,
     /// sid's: 7.2, the newest kernel Debian ships.
     V7_2,
