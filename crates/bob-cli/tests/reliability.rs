@@ -479,3 +479,26 @@ fn a_second_sigint_waits_for_the_devices_to_be_released() {
     let _ = load.wait();
     assert_no_leaks(&beside.scratch());
 }
+
+/// bob's state directory (`/run/bob`, or `$BOB_STATE_DIR`) that is a file: the error names
+/// it (it said "/tmp: File exists"), and the scratch directory made before it is removed.
+#[test]
+fn a_state_directory_that_is_a_file_is_named_in_the_error() {
+    let dir = Dir::new();
+    let state = dir.path().join("state");
+    std::fs::write(&state, "not a directory").unwrap();
+    let scratch = dir.scratch();
+    let out = util::bob()
+        .env("BOB_STATE_DIR", &state)
+        .args(["run", "--fs", "ext4-ordered", "--property", "single-block-append"])
+        .arg("--scratch")
+        .arg(&scratch)
+        .arg("--out")
+        .arg(dir.out())
+        .output()
+        .unwrap();
+    let err = refused(&out);
+    assert!(err.contains(&format!("{}:", state.display())), "names the state directory: {err}");
+    let left: Vec<_> = std::fs::read_dir(&scratch).unwrap().flatten().map(|e| e.path()).collect();
+    assert!(left.is_empty(), "no scratch directory left: {left:?}");
+}

@@ -270,18 +270,31 @@ pub struct WorkDir {
     dir: Option<PathBuf>,
 }
 
+/// Why a [`WorkDir`] could not be made: the path that failed (the scratch directory's
+/// parent, or bob's state directory where it is registered) and the OS error.
+#[derive(Debug)]
+pub struct WorkDirError {
+    /// The directory that could not be made or written.
+    pub path: PathBuf,
+    /// The OS error.
+    pub source: std::io::Error,
+}
+
 impl WorkDir {
-    /// Creates `bob-XXXX` under `parent` (default: the temp dir) and registers it.
-    pub fn new(parent: Option<&Path>) -> std::io::Result<WorkDir> {
+    /// Creates `bob-XXXX` under `parent` (default: the temp dir) and registers it. A
+    /// directory that cannot be registered is removed again.
+    pub fn new(parent: Option<&Path>) -> Result<WorkDir, WorkDirError> {
+        let parent_path = || parent.map_or_else(std::env::temp_dir, Path::to_owned);
         let mut b = tempfile::Builder::new();
         b.prefix("bob-");
         let dir = match parent {
-            Some(p) => b.tempdir_in(p)?,
-            None => b.tempdir()?,
-        };
-        let path = dir.keep();
-        registry::register(&path)?;
-        Ok(WorkDir { dir: Some(path) })
+            Some(p) => b.tempdir_in(p),
+            None => b.tempdir(),
+        }
+        .map_err(|source| WorkDirError { path: parent_path(), source })?;
+        registry::register(dir.path())
+            .map_err(|source| WorkDirError { path: registry::state_dir(), source })?;
+        Ok(WorkDir { dir: Some(dir.keep()) })
     }
     /// Its path.
     pub fn path(&self) -> &Path {
@@ -307,10 +320,7 @@ impl Drop for WorkDir {
 /// A [`WorkDir`] under `scratch` (default: the temp dir), failing as a run error that
 /// names the directory.
 fn scratch_dir(scratch: Option<&Path>) -> Result<WorkDir, Error> {
-    WorkDir::new(scratch).map_err(|source| Error::Io {
-        path: scratch.map_or_else(std::env::temp_dir, Path::to_owned),
-        source,
-    })
+    WorkDir::new(scratch).map_err(|e| Error::Io { path: e.path, source: e.source })
 }
 
 /// One drain schedule's recording of a cell: its subject (cut under the disk model being

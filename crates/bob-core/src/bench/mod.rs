@@ -222,6 +222,11 @@ fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     move |source| Error::Io { path: path.to_owned(), source }
 }
 
+/// A scratch directory that could not be made, as the error naming the path that failed.
+fn work_dir_err(e: crate::run::WorkDirError) -> Error {
+    Error::Io { path: e.path, source: e.source }
+}
+
 /// What to measure.
 #[derive(Clone, Debug)]
 pub struct BenchOptions {
@@ -276,8 +281,7 @@ pub fn run(
     let params = workload_params(options)?;
     let malloc_pinned = pin_mmap_threshold();
     let load_start = load_average();
-    let scratch_parent = options.scratch.clone().unwrap_or_else(std::env::temp_dir);
-    let work = WorkDir::new(options.scratch.as_deref()).map_err(io_err(&scratch_parent))?;
+    let work = WorkDir::new(options.scratch.as_deref()).map_err(work_dir_err)?;
     let ctx = Phase { options, work: work.path(), progress, cancel };
 
     let recorded = record_states(&ctx, &params)?;

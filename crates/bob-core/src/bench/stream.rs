@@ -22,7 +22,7 @@ use std::time::Instant;
 use workloads::Property;
 
 use super::machine::{load_average, peak_rss_kib, rss_kib};
-use super::{io_err, Error};
+use super::Error;
 use crate::check;
 use crate::crash::{self, DiskModel, FuaModel, Limits, OverlayBuilder, Strategy};
 use crate::fs::{FsConfig, Timeouts};
@@ -62,8 +62,7 @@ pub fn run_stream_bench(
         return Err(Error::Options("--stream-states needs at least one state".into()));
     }
     let load_start = load_average();
-    let scratch_parent = options.scratch.clone().unwrap_or_else(std::env::temp_dir);
-    let work = WorkDir::new(options.scratch.as_deref()).map_err(io_err(&scratch_parent))?;
+    let work = WorkDir::new(options.scratch.as_deref()).map_err(super::work_dir_err)?;
     progress.phase("recording", 0);
     let params = super::params_with_multi_block(&options.config, options.multi_block_bytes)?;
     let (workload, recording) = super::record_property(

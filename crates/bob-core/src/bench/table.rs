@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::machine::{load_average, machine};
 use super::stats::{per_s, ratio};
-use super::{io_err, Error, Machine};
+use super::{Error, Machine};
 use crate::check::Speedups;
 use crate::report::table::Grid;
 use crate::report::Cell;
@@ -85,8 +85,7 @@ pub struct TableRun {
 /// A scratch directory for a table benchmark's runs, in the table's `--scratch`.
 fn bench_work_dir(table: &TableOptions) -> Result<WorkDir, Error> {
     let scratch = table.cell.explore.scratch.clone();
-    WorkDir::new(scratch.as_deref())
-        .map_err(io_err(&scratch.clone().unwrap_or_else(std::env::temp_dir)))
+    WorkDir::new(scratch.as_deref()).map_err(super::work_dir_err)
 }
 
 /// `table` as one timed run of a benchmark takes it: with `speedups`, writing into its
