@@ -236,7 +236,7 @@ pub fn run(
                 None => {
                     return Err(Error::NoStart {
                         kernel: kernel.spec.to_string(),
-                        line: last_meaningful_line(&console),
+                        line: last_console_line(&console),
                         console: keep_console(control)?,
                     })
                 }
@@ -419,13 +419,8 @@ fn last_line(path: &Path) -> String {
     text.split(['\n', '\r']).rev().find(|l| !l.trim().is_empty()).unwrap_or("").to_owned()
 }
 
-/// The console's last line that is not qemu's or virtme's chatter, for an error.
-fn last_meaningful_line(console: &Path) -> String {
-    last_console_line(console)
-}
-
-/// The console's last line that says something (its last 64 KiB read: a console a
-/// looping kernel fills can be gigabytes).
+/// The console's last line that says something, not qemu's or virtme's chatter (its last
+/// 64 KiB read: a console a looping kernel fills can be gigabytes).
 pub fn last_console_line(console: &Path) -> String {
     let text = read_tail(console, 64 << 10);
     let text = String::from_utf8_lossy(&text);

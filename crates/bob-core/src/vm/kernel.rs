@@ -241,7 +241,7 @@ fn debian(series: DebianSeries, cache: &Path) -> Result<BootKernel, Error> {
     };
     let dir = cache.join(&package);
     if !dir.join("boot").is_dir() {
-        fetch(&package, cache)?;
+        fetch(&package, cache, None)?;
     }
     unpacked(KernelSpec::Debian(series), &dir)
 }
@@ -274,23 +274,7 @@ fn debian_version(version: &str, cache: &Path) -> Result<BootKernel, Error> {
     };
     let dir = cache.join(&package);
     if !dir.join("boot").is_dir() {
-        match &apt {
-            None => fetch(&package, cache)?,
-            Some(apt) => {
-                let cache_error = |e: std::io::Error| Error::Cache {
-                    path: cache.to_owned(),
-                    reason: e.to_string(),
-                };
-                let work = tempfile::Builder::new()
-                    .prefix(".download-")
-                    .tempdir_in(cache)
-                    .map_err(cache_error)?;
-                let deb = apt.download(&package, work.path())?;
-                let partial = work.path().join("unpacked");
-                uml::dpkg_extract(&deb, &partial, &package)?;
-                std::fs::rename(&partial, &dir).map_err(cache_error)?;
-            }
-        }
+        fetch(&package, cache, apt.as_ref())?;
     }
     std::fs::write(marker(&dir), version)
         .map_err(|source| Error::Io { path: marker(&dir), source })?;
@@ -371,37 +355,47 @@ fn cached_packages(series: DebianSeries, cache: &Path) -> Vec<String> {
     found
 }
 
-/// Downloads `package` with apt and unpacks it into `cache/package`, atomically (a
-/// half-unpacked directory is never taken for a kernel).
-fn fetch(package: &str, cache: &Path) -> Result<(), Error> {
+/// Downloads `package` with apt (the machine's, or `apt`, bob's own configuration of
+/// another suite) and unpacks it into `cache/package`, atomically (a half-unpacked
+/// directory is never taken for a kernel).
+fn fetch(package: &str, cache: &Path, apt: Option<&uml::Apt>) -> Result<(), Error> {
     let cache_error = |reason: String| Error::Cache { path: cache.to_owned(), reason };
     std::fs::create_dir_all(cache).map_err(|e| cache_error(e.to_string()))?;
     let download = tempfile::Builder::new()
         .prefix(".download-")
         .tempdir_in(cache)
         .map_err(|e| cache_error(e.to_string()))?;
-    let out = cmd::Cmd::new("apt-get", Duration::from_secs(900))
-        .args(&["download", package])
-        .current_dir(download.path())
-        .run()?;
-    let deb = std::fs::read_dir(download.path())
-        .map_err(|e| cache_error(e.to_string()))?
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|x| x == "deb"));
-    let Some(deb) = deb else {
-        return Err(Error::Fetch { package: package.to_owned(), line: out.last_line() });
+    let deb = match apt {
+        Some(apt) => apt.download(package, download.path())?,
+        None => {
+            let out = cmd::Cmd::new("apt-get", Duration::from_secs(900))
+                .args(&["download", package])
+                .current_dir(download.path())
+                .run()?;
+            let deb = std::fs::read_dir(download.path())
+                .map_err(|e| cache_error(e.to_string()))?
+                .flatten()
+                .map(|e| e.path())
+                .find(|p| p.extension().is_some_and(|x| x == "deb"));
+            deb.ok_or_else(|| Error::Fetch { package: package.to_owned(), line: out.last_line() })?
+        }
     };
     let partial = download.path().join("unpacked");
+    dpkg_extract(&deb, &partial, package)?;
+    std::fs::rename(&partial, cache.join(package)).map_err(|e| cache_error(e.to_string()))
+}
+
+/// `dpkg-deb -x deb dir`.
+pub(super) fn dpkg_extract(deb: &Path, dir: &Path, package: &str) -> Result<(), Error> {
     let out = cmd::run(
         "dpkg-deb",
-        &["-x", &deb.to_string_lossy(), &partial.to_string_lossy()],
+        &["-x", &deb.to_string_lossy(), &dir.to_string_lossy()],
         Duration::from_secs(600),
     )?;
     if out.code != Some(0) {
         return Err(Error::Fetch { package: package.to_owned(), line: out.last_line() });
     }
-    std::fs::rename(&partial, cache.join(package)).map_err(|e| cache_error(e.to_string()))
+    Ok(())
 }
 
 /// The kernel unpacked in `dir`: its one `boot/vmlinuz-RELEASE`.

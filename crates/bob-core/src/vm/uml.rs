@@ -162,7 +162,7 @@ fn unpack_package(apt: &Apt, version: &str, dir: &Path, cache: &Path) -> Result<
         .map_err(|e| cache_error(e.to_string()))?;
     let partial = work.path().join("unpacked");
     let deb = apt.download(&format!("user-mode-linux={version}"), work.path())?;
-    dpkg_extract(&deb, &partial, "user-mode-linux")?;
+    super::kernel::dpkg_extract(&deb, &partial, "user-mode-linux")?;
     // `modprobe -d ROOT` reads ROOT/lib/modules/RELEASE; the package keeps them in
     // usr/lib/uml/modules/RELEASE.
     std::fs::create_dir_all(partial.join("lib")).map_err(|e| cache_error(e.to_string()))?;
@@ -206,7 +206,7 @@ fn with_suite_libc(
     }
     let deb = apt.download("libc6", work)?;
     let libc6 = work.join("libc6");
-    dpkg_extract(&deb, &libc6, "libc6")?;
+    super::kernel::dpkg_extract(&deb, &libc6, "libc6")?;
     let libs = root.join("libc");
     let from = libc6.join("usr/lib/x86_64-linux-gnu");
     let copy_error = |e: std::io::Error| Error::Cache { path: libs.clone(), reason: e.to_string() };
@@ -230,19 +230,6 @@ fn with_suite_libc(
         .run()?;
     if out.code != Some(0) {
         return Err(Error::Fetch { package: "libc6".into(), line: out.last_line() });
-    }
-    Ok(())
-}
-
-/// `dpkg-deb -x deb dir`.
-pub(super) fn dpkg_extract(deb: &Path, dir: &Path, package: &str) -> Result<(), Error> {
-    let out = cmd::run(
-        "dpkg-deb",
-        &["-x", &deb.to_string_lossy(), &dir.to_string_lossy()],
-        Duration::from_secs(600),
-    )?;
-    if out.code != Some(0) {
-        return Err(Error::Fetch { package: package.to_owned(), line: out.last_line() });
     }
     Ok(())
 }
