@@ -2,7 +2,7 @@
 //! anything: each worker holds a few descriptors at once (a loop device, its backing
 //! file, a mount's, a program's pipes), and a worker that cannot open one does not fail
 //! cleanly everywhere (a FUSE server thread that never starts leaves the main thread
-//! waiting on bob's own mount for good: issue 41). The soft limit is raised to the hard
+//! waiting on bob's own mount for good). The soft limit is raised to the hard
 //! one first, as any process may; what still does not fit is refused in one line saying
 //! the limit and how to raise it.
 

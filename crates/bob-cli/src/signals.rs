@@ -6,7 +6,7 @@
 //! so: dying then would leave threads of bob, and programs it runs (an `xfs_repair -n`),
 //! in uninterruptible I/O to loop devices whose server is bob itself; a process in that
 //! state never finishes dying, holds its loop devices and FUSE mount, and stalls every
-//! `losetup` and mount of the machine (issue 41: 2 of 9 double signals did that). The
+//! `losetup` and mount of the machine (2 of 9 double signals did that when a user tried). The
 //! flag still stops it as fast as the first signal can. Only SIGKILL ends such a bob
 //! before it has released everything, and what it leaves, the next bob or `bob cleanup`
 //! reclaims (aborting its FUSE connections first). A command that holds no device keeps

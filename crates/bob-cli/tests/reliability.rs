@@ -1,4 +1,4 @@
-//! What a careless or hostile user found in bob (issue 41), each case run as the user
+//! What a careless or hostile user found in bob, each case run as the user
 //! ran it: bob never overwrites a file the user did not name as output, never tells an
 //! earlier run's witness as this run's, never turns a mistake into a verdict, and ends
 //! in bounded time with one clear line. docs/reliability.md lists them.

@@ -549,7 +549,7 @@ mod tests {
         assert!(d.changed());
     }
 
-    /// Two tables of one cell under different drain schedules (issue 41): the cells'
+    /// Two tables of one cell under different drain schedules: the cells'
     /// verdicts are not compared, only their common schedules, and what differs in the
     /// inputs is said first; a schedule on one side only is listed, not skipped.
     #[test]

@@ -1343,7 +1343,7 @@ mod tests {
     use workloads::Op;
 
     /// Enumeration reports its progress every [`SCAN_STEP`] indices while it skips, and
-    /// ends at once when interrupted (issue 41: `--seq 9` spun with no output and took
+    /// ends at once when interrupted (`--seq 9` once spun with no output and took
     /// no signal).
     #[test]
     fn enumeration_reports_progress_and_stops_when_interrupted() {
