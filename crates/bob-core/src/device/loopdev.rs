@@ -295,7 +295,27 @@ impl LoopDevice {
     pub fn detach(mut self) -> Result<()> {
         let r = self.clear();
         self.cleared = true;
+        let backing = self
+            .path
+            .file_name()
+            .map(|name| Path::new("/sys/block").join(name).join("loop/backing_file"));
+        let ours = backing.as_ref().and_then(|b| std::fs::read(b).ok());
         // Dropping closes our descriptor: the kernel finishes the unbind at the last close.
+        drop(self);
+        // A prober that opened the device after an unmount (udev's blkid) can hold it a
+        // moment longer, and the unbind waits for it: wait that moment, so that a device
+        // bob detached is gone when detach returns (a caller checking for leftovers must
+        // not see it). A holder that stays only delays the unbind; autoclear still does it.
+        // (Until the device is unbound or bound to another file: a device freed at once
+        // may be taken by the next attach.)
+        if let (Some(backing), Some(ours)) = (backing, ours) {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while std::fs::read(&backing).is_ok_and(|now| now == ours)
+                && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        }
         r
     }
 
