@@ -191,6 +191,13 @@ play() {
   pod "$@" >"$file"
   name=$(sed -n 's/^  name: //p' "$file" | head -1)
   undo+=("podman kube play --down '$file' >/dev/null 2>&1")
+  # The named volume of each claim the pod mounts, made here rather than by kube play:
+  # two pods of one Job played at once would both try to make it, and one would fail.
+  local claim
+  for claim in $(sed -n 's/^ *claimName: *//p' "$file" | tr -d "\"'"); do
+    podman volume exists "$claim" || podman volume create "$claim" >/dev/null 2>&1 \
+      || podman volume exists "$claim" || die "cannot make the volume $claim"
+  done
   podman kube play --quiet --network none "$file" >/dev/null
   containers=$(podman pod inspect "$name" --format '{{range .Containers}}{{.Name}} {{end}}')
   code=0
