@@ -174,6 +174,10 @@ fn a_small_exploration_finds_signatures_whose_witnesses_replay() {
     assert_eq!(n, 2 * sigs.len());
     let t = std::fs::read_to_string(tests.join("900")).unwrap();
     assert!(t.contains("_log_writes_replay_log") && t.contains("_require_log_writes"), "{t}");
+    // Replayed onto a thin volume (a zeroed start on any disk), never onto the device
+    // dm-log-writes wrote through.
+    assert!(t.contains("_log_writes_replay_log bob_op1 $DMTHIN_VOL_DEV"), "{t}");
+    assert!(t.contains("_require_no_logdev") && !t.contains("$SCRATCH_DEV"), "{t}");
     // The tables are left under --out.
     for f in ["explore.md", "explore.html", "explore-report.json"] {
         assert!(out_dir.join(f).exists(), "{f}");

@@ -13,6 +13,7 @@ pub mod recovery;
 mod replay;
 pub mod reproducer;
 mod traces;
+pub mod xfstests_lint;
 
 pub use check_trace::{check_trace, CheckTraceOptions};
 pub use grid::{

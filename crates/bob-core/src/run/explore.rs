@@ -1302,17 +1302,17 @@ fn run_args(run: &RunOptions) -> String {
     a
 }
 
-/// Writes an xfstests generic test per signature of `report` into `dir`
-/// (`dir/tests/generic/NNN` and `NNN.out`, numbered from `first`), each from the
-/// signature's minimal workload. Returns the files written.
+/// Writes an xfstests test per signature of `report` into `dir` (`dir/tests/DIR/NNN`
+/// and `NNN.out`, numbered from `first`; DIR is `generic` unless the configuration
+/// forces options, see [`super::reproducer::xfstests_target`]), each from the
+/// signature's minimal workload and each passing bob's lint of fstests' conventions
+/// ([`super::xfstests_lint`]). Returns the files written.
 pub fn export_xfstests(
     report: &ExploreReport,
     configs: &[FsConfig],
     dir: &Path,
     first: u32,
 ) -> Result<Vec<PathBuf>, Error> {
-    let tests = dir.join("tests").join("generic");
-    std::fs::create_dir_all(&tests).map_err(io(&tests))?;
     let mut written = Vec::new();
     for (k, sig) in report.signatures.iter().enumerate() {
         let file = Path::new(&sig.witness.workload);
@@ -1321,6 +1321,8 @@ pub fn export_xfstests(
             continue;
         };
         let seq = format!("{:03}", first + k as u32);
+        let tests = dir.join("tests").join(super::reproducer::xfstests_target(config).dir);
+        std::fs::create_dir_all(&tests).map_err(io(&tests))?;
         let test = tests.join(&seq);
         // A signature about recovery gets the lost-write states too: the state that
         // failed may be a reordering inside one flush interval.
@@ -1329,9 +1331,13 @@ pub fn export_xfstests(
             "unmountable" | "needs-repair" | "fsck-complaint"
         );
         let body = super::reproducer::xfstests(&seq, config, &w, &sig.witness.story, recovery);
+        let golden = super::reproducer::xfstests_out(&seq);
+        // The exporter's own output must pass the lint: a broken rule is bob's bug.
+        let lints = super::xfstests_lint::lint(&seq, &body, Some(&golden));
+        debug_assert!(lints.is_empty(), "bob's xfstests export breaks its lint: {lints:?}");
         std::fs::write(&test, body).map_err(io(&test))?;
         let out = tests.join(format!("{seq}.out"));
-        std::fs::write(&out, super::reproducer::xfstests_out(&seq)).map_err(io(&out))?;
+        std::fs::write(&out, golden).map_err(io(&out))?;
         written.extend([test, out]);
     }
     Ok(written)
