@@ -537,6 +537,8 @@ fn transactions_are_all_or_nothing_and_durable_commits_survive() {
     // Half a committed transaction, a trace of an aborted and of an unfinished one.
     let v = verdict(&w, &obs, &states[2].to_snapshot(&obs), vec![]);
     violated(v, &["ops 0-3 (committed) is half there", "/B/tb @0+8192 is all the old data"]);
+    let d = first_discrepancy(&w, &obs, &states[2].to_snapshot(&obs), vec![]);
+    assert_eq!((d.kind, d.paths), (DiscrepancyKind::TxnNotAtomic, vec!["/B/tb".to_string()]));
     let v = verdict(&w, &obs, &states[10].to_snapshot(&obs), vec![]);
     violated(v, &["ops 8-11 (aborted) left a trace", "write /A/ta 4096@12288 (op 9)"]);
     let v = verdict(&w, &obs, &states[14].to_snapshot(&obs), vec![]);
@@ -548,6 +550,8 @@ fn transactions_are_all_or_nothing_and_durable_commits_survive() {
     assert_eq!(wd.ops, w.ops);
     let v = verdict(&wd, &obsd, &statesd[4].to_snapshot(&obsd), vec![7]);
     violated(v, &["ops 4-7 (committed durably) is not durable", "(op 5)"]);
+    let d = first_discrepancy(&wd, &obsd, &statesd[4].to_snapshot(&obsd), vec![7]);
+    assert_eq!((d.kind, d.ops), (DiscrepancyKind::TxnLost, vec![7, 5]));
     assert_eq!(verdict(&wd, &obsd, &statesd[8].to_snapshot(&obsd), vec![7]), Verdict::Held);
     assert_eq!(verdict(&wd, &obsd, &statesd[4].to_snapshot(&obsd), vec![]), Verdict::Held);
     // A page of the committed transaction torn to zeros is no candidate either.

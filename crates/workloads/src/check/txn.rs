@@ -107,7 +107,8 @@ impl View<'_> {
                     None => return Vec::new(),
                 },
                 None => {
-                    return vec![Finding::of(Family::Atomicity, first.begin, self.not_found(id))];
+                    let why = self.not_found(id).first_op(first.begin);
+                    return vec![Finding::of(Family::Atomicity, first.begin, why)];
                 }
             }
         }
@@ -249,8 +250,9 @@ impl View<'_> {
         let list: Vec<String> = files.iter().map(|f| f.1.clone()).collect();
         let story =
             format!("{} match no combination of whole committed transactions", list.join(" and "));
-        let mut why = Why::new(DiscrepancyKind::TxnNotAtomic, story);
+        let begin = txns.first().map_or(0, |t| t.begin);
+        let mut why = Why::new(DiscrepancyKind::TxnNotAtomic, story).op(begin);
         why.discrepancy.paths = list;
-        Finding::of(Family::Atomicity, txns.first().map_or(0, |t| t.begin), why)
+        Finding::of(Family::Atomicity, begin, why)
     }
 }
