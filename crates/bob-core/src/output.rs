@@ -761,16 +761,104 @@ pub struct SignatureKey {
     pub config: String,
     /// The kinds of the workload's ops, sorted, each once (`creat`, `fsync`).
     pub ops: Vec<String>,
-    /// The kind of discrepancy: lost-file, stale-name, wrong-size, stale-data,
-    /// wrong-inode, wrong-kind, read-error, unmountable, needs-repair, fsck-complaint,
-    /// timeout, other.
-    pub discrepancy: String,
+    /// The kind of discrepancy (`stale-data`, `unmountable`, ...).
+    pub discrepancy: SignatureDiscrepancy,
 }
 
 impl SignatureKey {
     /// A file-name form: `ext2--creat+fsync--lost-file`.
     pub fn slug(&self) -> String {
         format!("{}--{}--{}", self.config, self.ops.join("+"), self.discrepancy)
+    }
+}
+
+/// The kind of discrepancy a signature groups failures by: for a violation, the kind the
+/// oracle carried on its finding; otherwise what recovery or the check did. Written as
+/// its kebab-case name (`stale-data`, `needs-repair`), as reports have always said it,
+/// and ordered by that name, so that signatures keep the order they were listed in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum SignatureDiscrepancy {
+    /// A promise the oracle found broken ([`workloads::DiscrepancyKind`]; `read-error`
+    /// and `other` also name those outcomes).
+    Oracle(workloads::DiscrepancyKind),
+    /// A state recovery could not bring back as the oracle allows.
+    Recovery(RecoveryDiscrepancy),
+}
+
+/// The discrepancies of recovery rather than of the recovered tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RecoveryDiscrepancy {
+    /// The kernel would not mount the state and the repair ladder did not help.
+    Unmountable,
+    /// The state mounted only after a repair.
+    NeedsRepair,
+    /// The read-only fsck complained about a state whose tree held.
+    FsckComplaint,
+    /// Recovery or the check ran out of time.
+    Timeout,
+    /// A crash during recovery left a state whose second recovery the oracle does not
+    /// allow (`--recovery-crashes`).
+    RecoveryNotIdempotent,
+}
+
+impl SignatureDiscrepancy {
+    /// The kebab-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            SignatureDiscrepancy::Oracle(kind) => kind.name(),
+            SignatureDiscrepancy::Recovery(RecoveryDiscrepancy::Unmountable) => "unmountable",
+            SignatureDiscrepancy::Recovery(RecoveryDiscrepancy::NeedsRepair) => "needs-repair",
+            SignatureDiscrepancy::Recovery(RecoveryDiscrepancy::FsckComplaint) => "fsck-complaint",
+            SignatureDiscrepancy::Recovery(RecoveryDiscrepancy::Timeout) => "timeout",
+            SignatureDiscrepancy::Recovery(RecoveryDiscrepancy::RecoveryNotIdempotent) => {
+                "recovery-not-idempotent"
+            }
+        }
+    }
+
+    /// Whether it is about recovery (its reproducer also tries the states without one
+    /// write, each of which must mount).
+    pub fn is_recovery(self) -> bool {
+        matches!(
+            self,
+            SignatureDiscrepancy::Recovery(
+                RecoveryDiscrepancy::Unmountable
+                    | RecoveryDiscrepancy::NeedsRepair
+                    | RecoveryDiscrepancy::FsckComplaint
+            )
+        )
+    }
+}
+
+impl Ord for SignatureDiscrepancy {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.name().cmp(other.name())
+    }
+}
+
+impl PartialOrd for SignatureDiscrepancy {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl std::fmt::Display for SignatureDiscrepancy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl From<workloads::DiscrepancyKind> for SignatureDiscrepancy {
+    fn from(kind: workloads::DiscrepancyKind) -> Self {
+        SignatureDiscrepancy::Oracle(kind)
+    }
+}
+
+impl From<RecoveryDiscrepancy> for SignatureDiscrepancy {
+    fn from(kind: RecoveryDiscrepancy) -> Self {
+        SignatureDiscrepancy::Recovery(kind)
     }
 }
 
@@ -1122,7 +1210,7 @@ mod tests {
         let key = SignatureKey {
             config: "ext2".into(),
             ops: vec!["fsync".into(), "rename".into()],
-            discrepancy: "lost-file".into(),
+            discrepancy: workloads::DiscrepancyKind::LostFile.into(),
         };
         ExploreReport {
             schema_version: SCHEMA_VERSION,

@@ -740,6 +740,7 @@ impl Assembly<'_> {
         witness::write(dir, &rec.subject, &rec.sidecar, &record, &r.check)?;
         cell.witness = Some(dir.display().to_string());
         cell.story = Some(format!("{} (state {})", record.story, record.id));
+        cell.discrepancy = r.check.discrepancy.clone();
         cell.witness_state = Some(record.id);
         cell.witness_position = Some(self.union.positions[i]);
         cell.witness_schedule = rec.subject.schedule.map(|s| s.name().to_owned());

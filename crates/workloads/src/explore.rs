@@ -909,43 +909,6 @@ pub fn shrink<E>(
     Ok(best)
 }
 
-/// The kind of discrepancy a durability story tells (the oracle's stories, see
-/// [`crate::check`]): `lost-file` (a promised file or name is gone), `stale-name` (a name
-/// removed before the promise is back), `wrong-size`, `stale-data`, `wrong-inode` (a
-/// promised name holds another inode), `wrong-kind`, `wrong-link-count` (st_nlink is not
-/// the number of names that hold the file), `wrong-xattr` (an extended attribute lost,
-/// stale or back), `wrong-attr` (a mode, owner or mtime set and lost), `read-error`, or
-/// `other`.
-pub fn discrepancy_of_story(story: &str) -> &'static str {
-    if story.contains(" is not durable after its commit returned") {
-        "txn-lost"
-    } else if story.contains("the transaction of ops ") {
-        "txn-not-atomic"
-    } else if story.contains(" the attribute ") {
-        "wrong-xattr"
-    } else if [" has mode ", " has owner ", " has mtime "].iter().any(|a| story.contains(a)) {
-        "wrong-attr"
-    } else if story.contains(" has link count ") {
-        "wrong-link-count"
-    } else if story.contains("is found under none of its names") || story.contains(" is absent") {
-        "lost-file"
-    } else if story.contains("(gone before the call)") {
-        "stale-name"
-    } else if story.contains(" has size ") {
-        "wrong-size"
-    } else if story.contains(" @") && story.contains(", not ") {
-        "stale-data"
-    } else if story.contains("reading ") && story.contains(" failed: ") {
-        "read-error"
-    } else if story.contains(" is inode ") {
-        "wrong-inode"
-    } else if story.contains(" is a ") {
-        "wrong-kind"
-    } else {
-        "other"
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1078,41 +1041,6 @@ mod tests {
         }
         // A dedupe changes nothing a reader sees: nothing to fail, but it is generated.
         assert!(kinds.contains("dedupe-range") && !failed_kinds.contains("dedupe-range"));
-    }
-
-    #[test]
-    fn stories_classify() {
-        let p = "fsync /A/foo (op 1) is durable here, but";
-        for (story, kind) in [
-            (
-                format!("{p} /A/foo (inode 12) is found under none of its names (/A/foo)"),
-                "lost-file",
-            ),
-            (format!("{p} /A/foo is absent"), "lost-file"),
-            (format!("{p} /bar still names inode 13 (gone before the call)"), "stale-name"),
-            (format!("{p} /foo has size 16384, not 20480"), "wrong-size"),
-            (format!("{p} /foo has mode 0644, not 0600"), "wrong-attr"),
-            (format!("{p} /foo has mtime 1700000000, not 1000000000"), "wrong-attr"),
-            (format!("{p} /foo @16384 is zeros, not the data of op 0"), "stale-data"),
-            (format!("{p} reading /foo failed: Input/output error"), "read-error"),
-            (format!("{p} /A/bar is inode 14, not inode 12"), "wrong-inode"),
-            (format!("{p} /A is a File"), "wrong-kind"),
-            ("the workload does not model: x".to_string(), "other"),
-            (
-                "the transaction of ops 0-2 (committed durably) is half there: write /foo \
-                 4096@7680 (op 1): /foo @7680+4096 is a mix of 7 old, 1 new sectors"
-                    .to_string(),
-                "txn-not-atomic",
-            ),
-            (
-                "the transaction of ops 0-2 (committed durably) is not durable after its \
-                 commit returned: write /foo 4096@0 (op 1): /foo @0 is the old data"
-                    .to_string(),
-                "txn-lost",
-            ),
-        ] {
-            assert_eq!(discrepancy_of_story(&story), kind, "{story}");
-        }
     }
 
     fn count(b: &Bounds) -> usize {

@@ -30,7 +30,10 @@ mod tree;
 mod workload;
 
 pub use check::ScenarioMark;
-pub use check::{check, check_all, CrashContext, Finding, Judgement, OpPair, Oracle, Verdict};
+pub use check::{
+    check, check_all, CrashContext, Discrepancy, DiscrepancyKind, Finding, Judgement, OpPair,
+    Oracle, SectorMismatch, Verdict,
+};
 pub use exec::{execute, ExecError, OpEvent, Phase};
 pub use generate::random_synced;
 pub use model::{model_states, ModelError, ModelNode, ModelState};

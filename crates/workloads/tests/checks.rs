@@ -25,6 +25,17 @@ fn verdict(w: &Workload, obs: &Observed, snap: &Snapshot, durable: Vec<usize>) -
     check(w, obs, snap, &CrashContext { durable_ops: durable })
 }
 
+/// The typed discrepancy of the first finding (the one the verdict's story tells).
+fn first_discrepancy(
+    w: &Workload,
+    obs: &Observed,
+    snap: &Snapshot,
+    durable: Vec<usize>,
+) -> Discrepancy {
+    let findings = check_all(w, obs, snap, &CrashContext { durable_ops: durable });
+    findings.into_iter().next().expect("a finding").discrepancy
+}
+
 fn violated(v: Verdict, needles: &[&str]) -> String {
     match v {
         Verdict::Held => panic!("expected a violation containing {needles:?}"),
@@ -453,8 +464,12 @@ fn fsync_and_sync_promise_extended_attributes_and_fdatasync_does_not() {
     assert_eq!(verdict(&w, &obs, &after, vec![1]), Verdict::Held);
     let mut lost = after.clone();
     lost.entries.get_mut("/foo").unwrap().xattrs.clear();
-    let story = violated(verdict(&w, &obs, &lost, vec![1]), &["/foo lacks the attribute"]);
-    assert_eq!(workloads::explore::discrepancy_of_story(&story), "wrong-xattr");
+    violated(verdict(&w, &obs, &lost, vec![1]), &["/foo lacks the attribute"]);
+    let d = first_discrepancy(&w, &obs, &lost, vec![1]);
+    assert_eq!(
+        (d.kind, d.ops, d.paths),
+        (DiscrepancyKind::WrongXattr, vec![1], vec!["/foo".into()])
+    );
     // Before the fsync was durable nothing was promised.
     assert_eq!(verdict(&w, &obs, &lost, vec![]), Verdict::Held);
 
@@ -501,8 +516,8 @@ fn a_synced_file_whose_link_count_is_not_its_names_is_a_violation() {
     for p in ["/foo", "/bar"] {
         wrong.entries.get_mut(p).unwrap().nlink = 1;
     }
-    let story = violated(verdict(&w, &obs, &wrong, vec![1]), &["link count 1", "2 name(s)"]);
-    assert_eq!(workloads::explore::discrepancy_of_story(&story), "wrong-link-count");
+    violated(verdict(&w, &obs, &wrong, vec![1]), &["link count 1", "2 name(s)"]);
+    assert_eq!(first_discrepancy(&w, &obs, &wrong, vec![1]).kind, DiscrepancyKind::WrongLinkCount);
 }
 
 #[test]
@@ -522,6 +537,8 @@ fn transactions_are_all_or_nothing_and_durable_commits_survive() {
     // Half a committed transaction, a trace of an aborted and of an unfinished one.
     let v = verdict(&w, &obs, &states[2].to_snapshot(&obs), vec![]);
     violated(v, &["ops 0-3 (committed) is half there", "/B/tb @0+8192 is all the old data"]);
+    let d = first_discrepancy(&w, &obs, &states[2].to_snapshot(&obs), vec![]);
+    assert_eq!((d.kind, d.paths), (DiscrepancyKind::TxnNotAtomic, vec!["/B/tb".to_string()]));
     let v = verdict(&w, &obs, &states[10].to_snapshot(&obs), vec![]);
     violated(v, &["ops 8-11 (aborted) left a trace", "write /A/ta 4096@12288 (op 9)"]);
     let v = verdict(&w, &obs, &states[14].to_snapshot(&obs), vec![]);
@@ -533,6 +550,8 @@ fn transactions_are_all_or_nothing_and_durable_commits_survive() {
     assert_eq!(wd.ops, w.ops);
     let v = verdict(&wd, &obsd, &statesd[4].to_snapshot(&obsd), vec![7]);
     violated(v, &["ops 4-7 (committed durably) is not durable", "(op 5)"]);
+    let d = first_discrepancy(&wd, &obsd, &statesd[4].to_snapshot(&obsd), vec![7]);
+    assert_eq!((d.kind, d.ops), (DiscrepancyKind::TxnLost, vec![7, 5]));
     assert_eq!(verdict(&wd, &obsd, &statesd[8].to_snapshot(&obsd), vec![7]), Verdict::Held);
     assert_eq!(verdict(&wd, &obsd, &statesd[4].to_snapshot(&obsd), vec![]), Verdict::Held);
     // A page of the committed transaction torn to zeros is no candidate either.

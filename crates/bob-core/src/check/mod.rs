@@ -141,6 +141,10 @@ pub struct StateCheck {
     /// op of the property's pair that did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pair: Option<workloads::OpPair>,
+    /// For a violation the oracle found: what its story tells, typed (kind, ops, paths,
+    /// sector).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discrepancy: Option<workloads::Discrepancy>,
     /// What the oracle found that belongs to other rows (a reordering outside the
     /// property's pair, a durability failure in a non-durability workload): reported
     /// beside the cell, never as its verdict.
@@ -263,6 +267,7 @@ impl StateCheck {
             checker_output: None,
             scenarios: Vec::new(),
             pair: None,
+            discrepancy: None,
             beside: Vec::new(),
             recovered_image: None,
             snapshot_reused: false,

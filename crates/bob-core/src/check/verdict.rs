@@ -21,6 +21,7 @@ pub(super) fn oracle_verdict(
     let scenarios = oracle.scenario_marks(&subject.observed, &snapshot, &ctx);
     let first = judgement.findings.into_iter().next();
     let pair = first.as_ref().and_then(|f| f.pair.clone());
+    let discrepancy = first.as_ref().map(|f| f.discrepancy.clone());
     // A read that failed is the file system detecting damage: its own outcome, unless
     // the oracle found a violation (a promise broken loudly is still broken). The
     // detection workloads judge such errors themselves (as detections).
@@ -47,6 +48,7 @@ pub(super) fn oracle_verdict(
         mounted: true,
         scenarios,
         pair,
+        discrepancy,
         beside: judgement.beside,
         ..StateCheck::failed(Outcome::Held)
     }

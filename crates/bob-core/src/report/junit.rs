@@ -269,7 +269,7 @@ pub fn explore_suite(r: &ExploreReport) -> Suite {
         } else {
             CaseResult::Failure {
                 message: s.witness.story.clone(),
-                kind: s.key.discrepancy.clone(),
+                kind: s.key.discrepancy.to_string(),
                 text: format!(
                     "{} failing workload(s); minimal: {} ({})\n{}\n",
                     s.count,

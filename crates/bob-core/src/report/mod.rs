@@ -396,6 +396,9 @@ pub struct Cell {
     pub states_left_out: usize,
     /// The first violation's (or failure's) one-line story.
     pub story: Option<String>,
+    /// What the witness's story tells, typed, when the oracle found a violation there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discrepancy: Option<workloads::Discrepancy>,
     /// Id of the witness's crash state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub witness_state: Option<String>,
@@ -767,6 +770,7 @@ impl Cell {
             kernel_crash_witness: None,
             states_left_out: 0,
             story: None,
+            discrepancy: None,
             witness_state: None,
             witness_position: None,
             confirmed: None,

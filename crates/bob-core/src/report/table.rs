@@ -233,6 +233,7 @@ fn merge_cell(a: &mut Cell, b: &Cell) -> Result<(), MergeError> {
     {
         a.witness = best.witness;
         a.story = best.story;
+        a.discrepancy = best.discrepancy;
         a.witness_state = best.witness_state;
         a.witness_position = best.witness_position;
         a.confirmed = best.confirmed;

@@ -121,6 +121,7 @@ pub fn check_trace(
             .map_err(io(dir.join("acked-marks.txt")))?;
         report.cell.witness = Some(dir.display().to_string());
         report.cell.story = Some(format!("{} (state {})", record.story, record.id));
+        report.cell.discrepancy = r.check.discrepancy.clone();
         report.cell.witness_state = Some(record.id.clone());
         report.witness_description = Some(record.description);
         report.checker_output = r.check.checker_output.clone();

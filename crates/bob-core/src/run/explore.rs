@@ -23,14 +23,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use workloads::explore::{discrepancy_of_story, Bounds, Generator};
+use workloads::explore::{Bounds, Generator};
 use workloads::Workload;
 
 use super::{scratch_dir, Error, Quiet, RunOptions};
 use crate::check::OutcomeKind;
 use crate::fs::FsConfig;
 use crate::output::{
-    ExploreConfig, ExploreError, ExploreReport, Signature, SignatureKey, SignatureWitness,
+    ExploreConfig, ExploreError, ExploreReport, RecoveryDiscrepancy, Signature,
+    SignatureDiscrepancy, SignatureKey, SignatureWitness,
 };
 use crate::record;
 
@@ -121,9 +122,6 @@ pub struct RecoveryCrashes {
     /// At most this many crash states inside each recovery.
     pub max_states: usize,
 }
-
-/// The discrepancy of a second recovery that did not reach a state the oracle allows.
-pub const RECOVERY_NOT_IDEMPOTENT: &str = "recovery-not-idempotent";
 
 /// A signature's minimal witness.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -379,16 +377,21 @@ fn op_kinds(w: &Workload) -> Vec<String> {
     set.into_iter().map(str::to_owned).collect()
 }
 
-/// The discrepancy of a failing cell: its outcome, or for a violation what the story says.
-fn discrepancy(verdict: OutcomeKind, story: &str) -> &'static str {
-    match verdict {
-        OutcomeKind::Violated => discrepancy_of_story(story),
-        OutcomeKind::Unrecoverable => "unmountable",
-        OutcomeKind::NeedsRepair => "needs-repair",
-        OutcomeKind::FsckFailed => "fsck-complaint",
-        OutcomeKind::ReadError => "read-error",
-        OutcomeKind::Timeout => "timeout",
-        _ => "other",
+/// The discrepancy of a failing cell: for a violation, the kind the oracle carried on the
+/// finding its witness state shows (`other` for a verdict without one: a user checker's);
+/// otherwise its outcome's.
+fn discrepancy(cell: &crate::report::Cell) -> SignatureDiscrepancy {
+    use workloads::DiscrepancyKind;
+    match cell.verdict {
+        OutcomeKind::Violated => {
+            cell.discrepancy.as_ref().map_or(DiscrepancyKind::Other, |d| d.kind).into()
+        }
+        OutcomeKind::Unrecoverable => RecoveryDiscrepancy::Unmountable.into(),
+        OutcomeKind::NeedsRepair => RecoveryDiscrepancy::NeedsRepair.into(),
+        OutcomeKind::FsckFailed => RecoveryDiscrepancy::FsckComplaint.into(),
+        OutcomeKind::ReadError => DiscrepancyKind::ReadError.into(),
+        OutcomeKind::Timeout => RecoveryDiscrepancy::Timeout.into(),
+        _ => DiscrepancyKind::Other.into(),
     }
 }
 
@@ -912,7 +915,7 @@ impl<'a> Explorer<'a> {
         let key = SignatureKey {
             config: job.config.name.to_owned(),
             ops: op_kinds(&job.workload),
-            discrepancy: discrepancy(cell.verdict, &story).to_owned(),
+            discrepancy: discrepancy(cell),
         };
         rec.key = Some(key.clone());
         rec.story = Some(story);
@@ -965,7 +968,7 @@ impl<'a> Explorer<'a> {
         let key = SignatureKey {
             config: job.config.name.to_owned(),
             ops: op_kinds(&job.workload),
-            discrepancy: RECOVERY_NOT_IDEMPOTENT.to_owned(),
+            discrepancy: RecoveryDiscrepancy::RecoveryNotIdempotent.into(),
         };
         let story = format!(
             "a crash during the recovery of {state}: {} of {} \
@@ -1123,8 +1126,7 @@ fn minimal_witness(
                 Ran::Checked(c)
                     if c.verdict.is_failure()
                         && c.confirmed != Some(false)
-                        && discrepancy(c.verdict, c.story.as_deref().unwrap_or(""))
-                            == key.discrepancy =>
+                        && discrepancy(&c) == key.discrepancy =>
                 {
                     Some(c)
                 }
@@ -1245,7 +1247,7 @@ fn recovery_witness(
         SignatureKey {
             config: config.name.to_owned(),
             ops: op_kinds(w),
-            discrepancy: RECOVERY_NOT_IDEMPOTENT.to_owned(),
+            discrepancy: RecoveryDiscrepancy::RecoveryNotIdempotent.into(),
         }
         .slug(),
     );
@@ -1326,10 +1328,7 @@ pub fn export_xfstests(
         let test = tests.join(&seq);
         // A signature about recovery gets the lost-write states too: the state that
         // failed may be a reordering inside one flush interval.
-        let recovery = matches!(
-            sig.key.discrepancy.as_str(),
-            "unmountable" | "needs-repair" | "fsck-complaint"
-        );
+        let recovery = sig.key.discrepancy.is_recovery();
         let body = super::reproducer::xfstests(&seq, config, &w, &sig.witness.story, recovery);
         let golden = super::reproducer::xfstests_out(&seq);
         // The exporter's own output must pass the lint: a broken rule is bob's bug.
@@ -1373,6 +1372,89 @@ mod tests {
         let scan = Scan { cancel: &cancel, progress: &|_, _| {} };
         assert_eq!(select(&g, None, None, scan).count(), 0);
         assert_eq!(select(&g, Some((5, 1)), None, scan).count(), 0);
+    }
+
+    /// Every file named `name` under `dir`.
+    fn files_named(dir: &Path, name: &str) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                out.extend(files_named(&path, name));
+            } else if path.file_name().is_some_and(|n| n == name) {
+                out.push(path);
+            }
+        }
+        out
+    }
+
+    /// The committed explore runs (docs/explore/) read with typed discrepancies: every
+    /// journal line and report parses, each key writes back as the text it was read from,
+    /// and the reports' signatures are in the typed keys' order, so the committed groups
+    /// keep their names and their order.
+    #[test]
+    fn committed_explore_runs_read_with_typed_keys_and_write_back_the_same() {
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/explore");
+        let mut keys = 0;
+        for journal in files_named(&docs, JOURNAL) {
+            for text in std::fs::read_to_string(&journal).unwrap().lines() {
+                let line: Line = serde_json::from_str(text).unwrap();
+                let raw: serde_json::Value = serde_json::from_str(text).unwrap();
+                let key = match &line {
+                    Line::Run(r) => r.key.as_ref(),
+                    Line::Witness(w) => Some(&w.key),
+                };
+                if let Some(key) = key {
+                    assert_eq!(serde_json::to_value(key).unwrap(), raw["key"], "{text}");
+                    keys += 1;
+                }
+            }
+        }
+        let reports = files_named(&docs, "explore-report.json");
+        assert!(reports.len() >= 8, "{reports:?}");
+        for report in reports {
+            let text = std::fs::read_to_string(&report).unwrap();
+            let typed: ExploreReport = serde_json::from_str(&text).unwrap();
+            let raw: serde_json::Value = serde_json::from_str(&text).unwrap();
+            for (sig, raw) in typed.signatures.iter().zip(raw["signatures"].as_array().unwrap()) {
+                assert_eq!(serde_json::to_value(&sig.key).unwrap(), raw["key"]);
+                keys += 1;
+            }
+            assert!(typed.signatures.windows(2).all(|s| s[0].key < s[1].key), "{report:?}");
+        }
+        assert!(keys >= 30, "{keys}");
+    }
+
+    /// A failing cell's discrepancy: the oracle's kind for a violation (`other` for a
+    /// violation without one), the outcome's otherwise, by the names reports use.
+    #[test]
+    fn a_failing_cells_discrepancy_is_the_oracles_kind_or_its_outcomes() {
+        let cell = |verdict, kind: Option<workloads::DiscrepancyKind>| crate::report::Cell {
+            verdict,
+            discrepancy: kind.map(|kind| workloads::Discrepancy { kind, ..Default::default() }),
+            ..Default::default()
+        };
+        let stale = Some(workloads::DiscrepancyKind::StaleData);
+        for (verdict, kind, name) in [
+            (OutcomeKind::Violated, stale, "stale-data"),
+            (OutcomeKind::Violated, None, "other"),
+            (OutcomeKind::Unrecoverable, None, "unmountable"),
+            (OutcomeKind::NeedsRepair, None, "needs-repair"),
+            (OutcomeKind::FsckFailed, None, "fsck-complaint"),
+            (OutcomeKind::ReadError, None, "read-error"),
+            (OutcomeKind::Timeout, None, "timeout"),
+            (OutcomeKind::KernelCrash, None, "other"),
+        ] {
+            let d = discrepancy(&cell(verdict, kind));
+            assert_eq!(d.to_string(), name);
+            assert_eq!(serde_json::to_value(d).unwrap(), name);
+            assert_eq!(serde_json::from_value::<SignatureDiscrepancy>(name.into()).unwrap(), d);
+        }
+        let not_idempotent: SignatureDiscrepancy =
+            RecoveryDiscrepancy::RecoveryNotIdempotent.into();
+        assert_eq!(not_idempotent.to_string(), "recovery-not-idempotent");
+        assert!(!not_idempotent.is_recovery());
+        assert!(SignatureDiscrepancy::from(RecoveryDiscrepancy::NeedsRepair).is_recovery());
     }
 
     fn workload(ops: Vec<Op>) -> Workload {

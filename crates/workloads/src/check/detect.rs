@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::{CrashContext, Finding};
+use super::{CrashContext, DiscrepancyKind, Finding, Why};
 use crate::model::{History, ModelState};
 use crate::property::Family;
 use crate::stamp::SectorClass;
@@ -67,7 +67,7 @@ pub(crate) fn scenario_marks(
     for f in silent(h, w, obs, snap, ctx) {
         if let Some(i) = index_of(f.op) {
             marks[i].silent.push(f.kind.to_string());
-            marks[i].story.get_or_insert_with(|| format!("silent {}: {}", f.kind, f.what));
+            marks[i].story.get_or_insert_with(|| format!("silent {}: {}", f.kind, f.why.story));
         }
     }
     for (path, node) in &snap.entries {
@@ -90,11 +90,12 @@ fn op_of(w: &crate::Workload, path: &str) -> usize {
     w.ops.iter().rposition(|op| op.paths().contains(&path)).unwrap_or(usize::MAX)
 }
 
-/// A silent result: the op whose paths it is on, the thesis kind, what was read.
+/// A silent result: the op whose paths it is on, the thesis kind, what was read (`why`:
+/// in words and typed).
 struct Silent {
     op: usize,
     kind: &'static str,
-    what: String,
+    why: Why,
 }
 
 /// The silent inconsistencies of `snap`, first per path in path order, then link counts.
@@ -109,13 +110,10 @@ pub(crate) fn findings(
         .into_iter()
         .map(|f| {
             let scenario = detection_scenario(f.op).map(|s| format!(" ({s})")).unwrap_or_default();
-            Finding {
-                family: Family::Detection,
-                // A path only the setup made is about no op; op 0 as before.
-                op: if f.op == usize::MAX { 0 } else { f.op },
-                story: format!("silent {}{scenario}: {}", f.kind, f.what),
-                pair: None,
-            }
+            // A path only the setup made is about no op; op 0 as before.
+            let op = if f.op == usize::MAX { 0 } else { f.op };
+            let why = f.why.retold(|what| format!("silent {}{scenario}: {what}", f.kind)).op(op);
+            Finding::of(Family::Detection, op, why)
         })
         .collect()
 }
@@ -132,7 +130,11 @@ fn silent(
     let mut allowed: Vec<&ModelState> = h.states[from..].iter().collect();
     allowed.push(&h.final_state);
     let mut out = Vec::new();
-    let finding = |op: usize, kind: &'static str, what: String| Silent { op, kind, what };
+    let finding = |op: usize, kind: &'static str, discrepancy, path: &str, what: String| Silent {
+        op,
+        kind,
+        why: Why::at(discrepancy, path, what),
+    };
     let op_of = |path: &str| op_of(w, path);
     for (path, node) in &snap.entries {
         if path == "/" || path == DRAIN_FILE || node.read_error.is_some() {
@@ -148,6 +150,8 @@ fn silent(
             out.push(finding(
                 op,
                 "BD",
+                DiscrepancyKind::StaleName,
+                path,
                 format!(
                     "{path} lists (inode {}) but no state since the last durable point has it",
                     node.ino
@@ -161,6 +165,8 @@ fn silent(
             out.push(finding(
                 op,
                 "BD",
+                DiscrepancyKind::WrongKind,
+                path,
                 format!("{path} lists as a {:?}, which no state has", node.kind),
             ));
             continue;
@@ -181,39 +187,61 @@ fn silent(
                     format!("{path} names inode {}, which no file of the workload has", node.ino)
                 }
             };
-            out.push(finding(op, "BD", what));
+            out.push(finding(op, "BD", DiscrepancyKind::WrongInode, path, what));
             continue;
         }
-        let Some(content) = &node.content else { continue };
-        let ids: BTreeSet<u32> = mine.iter().map(|(_, id)| *id).collect();
-        for k in 0..content.sectors() {
-            let Some(class) = content.class_at(k) else { break };
-            let ok = mine.iter().any(|(s, id)| s.nodes[id].content.class_at(k) == Some(class));
-            if ok {
-                continue;
-            }
-            let (kind, what) = match class {
-                SectorClass::Data { file, .. } if !ids.contains(&file) => (
-                    "TP",
-                    format!(
-                        "{path} reads file {file}'s data at byte {} (two files share a block)",
-                        k * SECTOR
-                    ),
-                ),
-                c => (
-                    "GD",
-                    format!(
-                        "{path} reads {} at byte {}, which no state has there",
-                        c.describe(),
-                        k * SECTOR
-                    ),
-                ),
-            };
-            out.push(finding(op, kind, what));
-            break;
-        }
+        out.extend(silent_content(op, path, node, &mine));
     }
-    // Link counts: a file's names in the snapshot against what it says.
+    out.extend(silent_link_counts(w, snap));
+    out
+}
+
+/// The first sector of file `path` (`node`) that none of the model files it may be
+/// (`mine`: a state and its node) holds there, as TP (another file's data) or GD.
+fn silent_content(
+    op: usize,
+    path: &str,
+    node: &crate::tree::Node,
+    mine: &[(&ModelState, u32)],
+) -> Option<Silent> {
+    let content = node.content.as_ref()?;
+    let ids: BTreeSet<u32> = mine.iter().map(|(_, id)| *id).collect();
+    for k in 0..content.sectors() {
+        let class = content.class_at(k)?;
+        let ok = mine.iter().any(|(s, id)| s.nodes[id].content.class_at(k) == Some(class));
+        if ok {
+            continue;
+        }
+        let (kind, what) = match class {
+            SectorClass::Data { file, .. } if !ids.contains(&file) => (
+                "TP",
+                format!(
+                    "{path} reads file {file}'s data at byte {} (two files share a block)",
+                    k * SECTOR
+                ),
+            ),
+            c => (
+                "GD",
+                format!(
+                    "{path} reads {} at byte {}, which no state has there",
+                    c.describe(),
+                    k * SECTOR
+                ),
+            ),
+        };
+        let expected = mine
+            .iter()
+            .find_map(|(s, id)| s.nodes[id].content.class_at(k))
+            .unwrap_or(SectorClass::Zero);
+        let why = Why::at(DiscrepancyKind::StaleData, path, what);
+        return Some(Silent { op, kind, why: why.sector(k * SECTOR, class, expected) });
+    }
+    None
+}
+
+/// Link counts: each file's names in the snapshot against what it says (HL).
+fn silent_link_counts(w: &crate::Workload, snap: &Snapshot) -> Vec<Silent> {
+    let mut out = Vec::new();
     let mut names: BTreeMap<u64, Vec<&str>> = BTreeMap::new();
     for (path, node) in &snap.entries {
         if node.kind == NodeKind::File && node.read_error.is_none() {
@@ -223,16 +251,15 @@ fn silent(
     for paths in names.values() {
         let node = &snap.entries[paths[0]];
         if node.nlink != paths.len() as u64 {
-            out.push(finding(
-                op_of(paths[0]),
-                "HL",
-                format!(
-                    "{} has link count {} but {} name(s) reach it",
-                    paths.join(" and "),
-                    node.nlink,
-                    paths.len()
-                ),
-            ));
+            let story = format!(
+                "{} has link count {} but {} name(s) reach it",
+                paths.join(" and "),
+                node.nlink,
+                paths.len()
+            );
+            let mut why = Why::new(DiscrepancyKind::WrongLinkCount, story);
+            why.discrepancy.paths = paths.iter().map(|p| p.to_string()).collect();
+            out.push(Silent { op: op_of(w, paths[0]), kind: "HL", why });
         }
     }
     out

@@ -31,9 +31,13 @@
 //!   workload) is reported beside the verdict too: a cross means what its row says.
 
 mod detect;
+mod discrepancy;
 mod txn;
 
 pub use detect::ScenarioMark;
+pub use discrepancy::{Discrepancy, DiscrepancyKind, SectorMismatch};
+
+use discrepancy::Why;
 
 use crate::model::{parent, History, ModelNode, ModelState};
 use crate::op::{Op, OpKind, OpRef, RenameHow};
@@ -70,12 +74,23 @@ pub struct Finding {
     pub family: Family,
     /// The op (index in `w.ops`) the finding is about.
     pub op: usize,
-    /// One line.
+    /// One line, for people.
     pub story: String,
+    /// What the story tells, typed: its kind, ops, paths and sector (absent in findings
+    /// journaled before it was carried: `other`).
+    #[serde(default)]
+    pub discrepancy: Discrepancy,
     /// For an ordering finding: the earlier op that did not persist and the later op that
     /// did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pair: Option<OpPair>,
+}
+
+impl Finding {
+    /// The finding of `family` about op `op` that `why` tells.
+    pub(crate) fn of(family: Family, op: usize, why: Why) -> Finding {
+        Finding { family, op, story: why.story, discrepancy: why.discrepancy, pair: None }
+    }
 }
 
 /// The two ops of an ordering violation.
@@ -128,7 +143,7 @@ struct View<'a> {
     snap: &'a Snapshot,
 }
 
-type Effect = Option<Result<(), String>>;
+type Effect = Option<Result<(), Why>>;
 
 impl<'w> Oracle<'w> {
     pub fn new(w: &'w Workload) -> Oracle<'w> {
@@ -237,7 +252,7 @@ impl<'w> Oracle<'w> {
             return vec![None; self.w.ops.len()];
         }
         let v = View { o: self, obs: observed, snap };
-        (0..self.w.ops.len()).map(|k| v.effect(k)).collect()
+        (0..self.w.ops.len()).map(|k| v.effect(k).map(|r| r.map_err(|why| why.story))).collect()
     }
 
     /// For the `detects-inconsistency` workload, what `snap` did to each scenario of the
@@ -275,12 +290,8 @@ impl<'w> Oracle<'w> {
     ) -> Vec<Finding> {
         if let Some(e) = &self.h.error {
             let family = self.w.property.map(Property::family).unwrap_or(Family::Durability);
-            return vec![Finding {
-                family,
-                op: self.h.op_ids.len(),
-                story: format!("the workload does not model: {e}"),
-                pair: None,
-            }];
+            let why = Why::new(DiscrepancyKind::Other, format!("the workload does not model: {e}"));
+            return vec![Finding::of(family, self.h.op_ids.len(), why)];
         }
         let v = View { o: self, obs: observed, snap };
         if matches!(self.w.property, Some(Property::TxnAtomic | Property::TxnDurable)) {
@@ -293,8 +304,8 @@ impl<'w> Oracle<'w> {
             Some(Family::Atomicity) => {
                 let prefix = self.w.property == Some(Property::MultiBlockPrefixAppend);
                 for k in 0..self.w.ops.len() {
-                    if let Some(story) = v.atomic(k, prefix) {
-                        out.push(Finding { family: Family::Atomicity, op: k, story, pair: None });
+                    if let Some(why) = v.atomic(k, prefix) {
+                        out.push(Finding::of(Family::Atomicity, k, why));
                     }
                 }
             }
@@ -312,13 +323,13 @@ impl<'w> Oracle<'w> {
         durable.sort_unstable();
         durable.dedup();
         for &d in &durable {
-            if let Some(story) = v.durability(d, &durable) {
-                let story = if family == Some(Family::Durability) {
-                    story
+            if let Some(why) = v.durability(d, &durable) {
+                let why = if family == Some(Family::Durability) {
+                    why
                 } else {
-                    format!("durability: {story}")
+                    why.retold(|story| format!("durability: {story}"))
                 };
-                out.push(Finding { family: Family::Durability, op: d, story, pair: None });
+                out.push(Finding::of(Family::Durability, d, why));
             }
         }
         if family.is_none() && self.w.ops.contains(&Op::TxnBegin) {
@@ -412,12 +423,31 @@ impl View<'_> {
         })
     }
 
-    fn name_desc(&self, path: &str, id: u32) -> String {
+    fn name_desc(&self, path: &str, id: u32) -> Why {
         match self.snap.entries.get(path) {
-            None => format!("{path} is absent"),
-            Some(n) if n.kind != self.kind_of(id) => format!("{path} is a {:?}", n.kind),
-            Some(n) => format!("{path} is inode {}, not {}", n.ino, self.ino_text(id)),
+            None => Why::at(DiscrepancyKind::LostFile, path, format!("{path} is absent")),
+            Some(n) if n.kind != self.kind_of(id) => {
+                Why::at(DiscrepancyKind::WrongKind, path, format!("{path} is a {:?}", n.kind))
+            }
+            Some(n) => Why::at(
+                DiscrepancyKind::WrongInode,
+                path,
+                format!("{path} is inode {}, not {}", n.ino, self.ino_text(id)),
+            ),
         }
+    }
+
+    /// File `id` is under none of the names the model ever gave it.
+    fn not_found(&self, id: u32) -> Why {
+        let name = self.first_name(id);
+        let story = format!("{name} ({}) is not found under any of its names", self.ino_text(id));
+        Why::at(DiscrepancyKind::LostFile, &name, story)
+    }
+
+    /// Name `path` still holds node `id`, which an op removed from it.
+    fn still_names(&self, path: &str, id: u32, tail: &str) -> Why {
+        let story = format!("{path} still names {}{tail}", self.ino_text(id));
+        Why::at(DiscrepancyKind::StaleName, path, story)
     }
 
     fn first_name(&self, id: u32) -> String {
@@ -432,11 +462,7 @@ impl View<'_> {
     /// Whether op `k`'s data range is entirely its data in the snapshot.
     fn data_effect(&self, k: usize, id: u32, offset: u64, len: u64, trunc: bool) -> Effect {
         let Some((name, node)) = self.find_file(id) else {
-            return Some(Err(format!(
-                "{} ({}) is not found under any of its names",
-                self.first_name(id),
-                self.ino_text(id)
-            )));
+            return Some(Err(self.not_found(id)));
         };
         // A file the file system refuses to read (EIO, EBADMSG) cannot be judged here: the
         // state's outcome is `read-error`, not a reordering. (A durability promise is
@@ -445,21 +471,25 @@ impl View<'_> {
             return None;
         }
         if node.size < offset + len {
-            return Some(Err(format!("{name} has size {}, short of {}", node.size, offset + len)));
+            let story = format!("{name} has size {}, short of {}", node.size, offset + len);
+            return Some(Err(Why::at(DiscrepancyKind::WrongSize, name, story).op(k)));
         }
         let content = node.content.as_ref()?;
         let classes = content.range(offset / SECTOR, len / SECTOR);
         let want = SectorClass::Data { file: id, op: Some(k as u32) };
-        if classes.iter().any(|&c| c != want) {
-            return Some(Err(format!("{name} @{offset}+{len} is {}", summarize(&classes, id, k))));
+        if let Some(i) = classes.iter().position(|&c| c != want) {
+            let story = format!("{name} @{offset}+{len} is {}", summarize(&classes, id, k));
+            let why = Why::at(DiscrepancyKind::StaleData, name, story);
+            return Some(Err(why.sector(offset + i as u64 * SECTOR, classes[i], want).op(k)));
         }
         if trunc {
             let tail = content.range(len / SECTOR, u64::MAX);
             if tail.contains(&SectorClass::Data { file: id, op: None }) {
-                return Some(Err(format!(
+                let story = format!(
                     "{name} has size {} with old data beyond {len}: not truncated",
                     node.size
-                )));
+                );
+                return Some(Err(Why::at(DiscrepancyKind::WrongSize, name, story).op(k)));
             }
         }
         Some(Ok(()))
@@ -482,27 +512,27 @@ impl View<'_> {
                 Some(if self.entry_is(path, id) { Ok(()) } else { Err(self.name_desc(path, id)) })
             }
             Op::Truncate { size, .. } => Some(match self.find_file(id) {
-                None => Err(format!(
-                    "{} ({}) is not found under any of its names",
-                    self.first_name(id),
-                    self.ino_text(id)
-                )),
+                None => Err(self.not_found(id)),
                 Some((_, n)) if n.size == *size => Ok(()),
-                Some((name, n)) => Err(format!("{name} has size {}, not {size}", n.size)),
+                Some((name, n)) => Err(Why::at(
+                    DiscrepancyKind::WrongSize,
+                    name,
+                    format!("{name} has size {}, not {size}", n.size),
+                )),
             }),
             Op::OtruncWrite { len, .. } => self.data_effect(k, id, 0, *len, true),
             Op::Link { to, .. } => {
                 Some(if self.entry_is(to, id) { Ok(()) } else { Err(self.name_desc(to, id)) })
             }
             Op::Unlink { path } | Op::Rmdir { path } => Some(if self.entry_is(path, id) {
-                Err(format!("{path} still names {}", self.ino_text(id)))
+                Err(self.still_names(path, id, ""))
             } else {
                 Ok(())
             }),
             Op::Rename { from, to } => Some(if !self.entry_is(to, id) {
                 Err(self.name_desc(to, id))
             } else if self.entry_is(from, id) {
-                Err(format!("{from} still names {} too", self.ino_text(id)))
+                Err(self.still_names(from, id, " too"))
             } else {
                 Ok(())
             }),
@@ -512,11 +542,7 @@ impl View<'_> {
                     _ => None,
                 };
                 Some(match self.find_file(id) {
-                    None => Err(format!(
-                        "{} ({}) is not found under any of its names",
-                        self.first_name(id),
-                        self.ino_text(id)
-                    )),
+                    None => Err(self.not_found(id)),
                     Some((_, n)) if n.read_error.is_some() => return None,
                     Some((p, n)) => match n.xattrs.get(name).map(String::as_str) {
                         got if got == want => Ok(()),
@@ -539,18 +565,14 @@ impl View<'_> {
                     _ => Ok(()),
                 }
             } else if self.entry_is(from, id) {
-                Err(format!("{from} still names {} too", self.ino_text(id)))
+                Err(self.still_names(from, id, " too"))
             } else {
                 Ok(())
             }),
             Op::Chmod { .. } | Op::Chown { .. } | Op::Utimes { .. } => {
                 let want = self.states()[k + 1].nodes.get(&id)?.meta;
                 Some(match self.find_file(id) {
-                    None => Err(format!(
-                        "{} ({}) is not found under any of its names",
-                        self.first_name(id),
-                        self.ino_text(id)
-                    )),
+                    None => Err(self.not_found(id)),
                     Some((p, n)) => match meta_mismatch(p, &want, n, op.kind()) {
                         Some(why) => Err(why),
                         None => Ok(()),
@@ -580,7 +602,7 @@ impl View<'_> {
     /// (an earlier op not persisted, a later one persisted, not the pair): earliest
     /// earlier op first, and for it the latest later op.
     fn ordering(&self) -> (Option<Finding>, Option<Finding>) {
-        let judged: Vec<(usize, Result<(), String>)> =
+        let judged: Vec<(usize, Result<(), Why>)> =
             (0..self.w().ops.len()).filter_map(|k| self.effect(k).map(|r| (k, r))).collect();
         let mut pair = None;
         let mut other = None;
@@ -603,13 +625,16 @@ impl View<'_> {
     }
 
     /// The finding "op `j` persisted, op `i` not".
-    fn reordering(&self, i: usize, j: usize, why: &str) -> Finding {
+    fn reordering(&self, i: usize, j: usize, why: &Why) -> Finding {
         let ops = &self.w().ops;
+        let why = why
+            .clone()
+            .retold(|why| format!("{} persisted (op {j}), {} not (op {i}): {why}", ops[j], ops[i]))
+            .first_op(j)
+            .op(i);
         Finding {
-            family: Family::Ordering,
-            op: j,
-            story: format!("{} persisted (op {j}), {} not (op {i}): {why}", ops[j], ops[i]),
             pair: Some(OpPair { earlier_op: ops[i].op_ref(i), later_op: ops[j].op_ref(j) }),
+            ..Finding::of(Family::Ordering, j, why)
         }
     }
 
@@ -661,14 +686,14 @@ impl View<'_> {
     }
 
     /// Atomicity of op `k`: `Some(story)` if violated.
-    fn atomic(&self, k: usize, prefix: bool) -> Option<String> {
+    fn atomic(&self, k: usize, prefix: bool) -> Option<Why> {
         let op = &self.w().ops[k];
         if !op.has_effect() {
             return None;
         }
         let id = (*self.o.h.op_ids.get(k)?)?;
         let (before, after) = (&self.states()[k], &self.states()[k + 1]);
-        let story = match op.data_range() {
+        let why = match op.data_range() {
             Some((offset, len)) => self.atomic_data(
                 op,
                 k,
@@ -681,7 +706,7 @@ impl View<'_> {
             )?,
             None => self.atomic_names(op, id, before, after)?,
         };
-        Some(format!("{op} (op {k}): {story}"))
+        Some(why.retold(|story| format!("{op} (op {k}): {story}")).first_op(k))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -695,9 +720,11 @@ impl View<'_> {
         before: &ModelNode,
         after: &ModelNode,
         prefix: bool,
-    ) -> Option<String> {
+    ) -> Option<Why> {
         let Some((name, node)) = self.find_file(id) else {
-            return Some(format!("{} ({}) is missing", self.first_name(id), self.ino_text(id)));
+            let first = self.first_name(id);
+            let story = format!("{first} ({}) is missing", self.ino_text(id));
+            return Some(Why::at(DiscrepancyKind::LostFile, &first, story));
         };
         // Unreadable: not judgeable as torn or whole; the state's outcome is `read-error`.
         if node.read_error.is_some() {
@@ -728,11 +755,14 @@ impl View<'_> {
             .find(|&s| content.class_at(s) != after.content.class_at(s));
         if let Some(s) = outside {
             let c = content.class_at(s).unwrap_or(SectorClass::Zero);
-            return Some(format!(
+            let story = format!(
                 "{name}: data outside the written range damaged at offset {}: {}",
                 s * SECTOR,
                 c.describe()
-            ));
+            );
+            let expected = after.content.class_at(s).unwrap_or(SectorClass::Zero);
+            let why = Why::at(DiscrepancyKind::StaleData, name, story);
+            return Some(why.sector(s * SECTOR, c, expected));
         }
         let in_file = rn.min(sectors(node.size).saturating_sub(r0));
         let classes = content.range(r0, in_file);
@@ -754,13 +784,18 @@ impl View<'_> {
             if prefix {
                 s += " (not old content + a prefix of the append)";
             }
-            return Some(s);
+            return Some(Why::at(DiscrepancyKind::WrongSize, name, s));
         }
         let s = summarize(&classes, id, k);
-        Some(if appends && node.size == after.size {
+        let story = if appends && node.size == after.size {
             format!("{name} size grew to {} but the new {what} is {s}", node.size)
         } else {
             format!("{name} @{offset}+{len} is {s} (neither all old nor all new)")
+        };
+        let why = Why::at(DiscrepancyKind::NotAtomic, name, story);
+        Some(match classes.iter().position(|&c| c != new) {
+            Some(i) => why.sector((r0 + i as u64) * SECTOR, classes[i], new),
+            None => why,
         })
     }
 
@@ -770,7 +805,7 @@ impl View<'_> {
         id: u32,
         before: &ModelState,
         after: &ModelState,
-    ) -> Option<String> {
+    ) -> Option<Why> {
         let paths = op.paths();
         let ok = |s: &ModelState| {
             paths
@@ -782,11 +817,18 @@ impl View<'_> {
         }
         if let Op::Rename { from, to } = op {
             let (f, t) = (self.entry_is(from, id), self.entry_is(to, id));
+            let both = |kind, story| {
+                let mut why = Why::at(kind, from, story);
+                why.discrepancy.paths.push(to.clone());
+                why
+            };
             if f && t {
-                return Some(format!("{from} and {to} both name {}", self.ino_text(id)));
+                let story = format!("{from} and {to} both name {}", self.ino_text(id));
+                return Some(both(DiscrepancyKind::NotAtomic, story));
             }
             if !f && !t && self.find_file(id).is_none() {
-                return Some(format!("{} is missing from both {from} and {to}", self.ino_text(id)));
+                let story = format!("{} is missing from both {from} and {to}", self.ino_text(id));
+                return Some(both(DiscrepancyKind::LostFile, story));
             }
         }
         // A file link count that disagrees with the names found.
@@ -795,7 +837,7 @@ impl View<'_> {
                 if n.kind == NodeKind::File {
                     let names = self.names_with_ino(n.ino);
                     if n.nlink as usize != names {
-                        return Some(format!(
+                        let story = format!(
                             "{p} (inode {}) has link count {} but {} found",
                             n.ino,
                             n.nlink,
@@ -804,7 +846,8 @@ impl View<'_> {
                             } else {
                                 format!("{names} names were")
                             }
-                        ));
+                        );
+                        return Some(Why::at(DiscrepancyKind::WrongLinkCount, p, story));
                     }
                 }
             }
@@ -815,20 +858,32 @@ impl View<'_> {
             self.proj_matches(Self::proj_model(s, p), self.snap.entries.get(p))
         };
         if let Some(p) = paths.iter().find(|p| !matches(before, p) && !matches(after, p)) {
-            return Some(format!(
+            let found = self.snap.entries.get(*p);
+            let story = format!(
                 "{p} is {}, expected {} (before) or {} (after)",
-                Self::found_desc(self.snap.entries.get(*p)),
+                Self::found_desc(found),
                 self.proj_desc(Self::proj_model(before, p)),
                 self.proj_desc(Self::proj_model(after, p)),
-            ));
+            );
+            let kinds = [before, after].map(|s| Self::proj_model(s, p).map(|m| m.1));
+            let kind = match found {
+                None => DiscrepancyKind::LostFile,
+                Some(_) if kinds == [None, None] => DiscrepancyKind::StaleName,
+                Some(n) if !kinds.contains(&Some(n.kind)) => DiscrepancyKind::WrongKind,
+                Some(_) => DiscrepancyKind::WrongInode,
+            };
+            return Some(Why::at(kind, p, story));
         }
         let as_before: Vec<&str> = paths.iter().copied().filter(|p| !matches(after, p)).collect();
         let as_after: Vec<&str> = paths.iter().copied().filter(|p| !matches(before, p)).collect();
-        Some(format!(
+        let story = format!(
             "half done: {} as before the op, {} as after it",
             as_before.join(", "),
             as_after.join(", ")
-        ))
+        );
+        let mut why = Why::new(DiscrepancyKind::NotAtomic, story);
+        why.discrepancy.paths = as_before.iter().chain(&as_after).map(|p| p.to_string()).collect();
+        Some(why)
     }
 
     /// Whether node `id`'s inode is durable at persistence point `d`, so that a name of it
@@ -878,7 +933,7 @@ impl View<'_> {
 
     /// Durability of persistence point `d`: `Some(story)` if what it promised is missing.
     /// `durable`: every persistence point durable in this crash state.
-    fn durability(&self, d: usize, durable: &[usize]) -> Option<String> {
+    fn durability(&self, d: usize, durable: &[usize]) -> Option<Why> {
         let op = self.w().ops.get(d)?;
         // A released output promises what sync does (`output-durable`); under
         // `metadata-op-durable` a directory op promises its own effect once it returned.
@@ -901,7 +956,7 @@ impl View<'_> {
         } else {
             format!("{op} (op {d}) is durable here, but")
         };
-        let fail = |why: String| Some(format!("{prefix} {why}"));
+        let fail = |why: Why| Some(why.retold(|why| format!("{prefix} {why}")).first_op(d));
         if metadata_op {
             // Its names, unless a later op changes them again.
             if op.paths().iter().any(|p| touched(p)) {
@@ -909,7 +964,9 @@ impl View<'_> {
             }
             return match self.effect(d)? {
                 Ok(()) => None,
-                Err(why) => Some(format!("{op} (op {d}) returned, but {why}")),
+                Err(why) => {
+                    Some(why.retold(|why| format!("{op} (op {d}) returned, but {why}")).first_op(d))
+                }
             };
         }
         match op {
@@ -987,7 +1044,7 @@ impl View<'_> {
         dir: &str,
         touched: &dyn Fn(&str) -> bool,
         durable: &[usize],
-    ) -> Option<String> {
+    ) -> Option<Why> {
         let s = &self.states()[d + 1];
         let in_dir = |p: &str| p != "/" && parent(p) == dir && p != DRAIN_FILE;
         for (p, &id) in s.names.iter().filter(|(p, _)| in_dir(p)) {
@@ -1002,10 +1059,7 @@ impl View<'_> {
                 // after an unlink the unlinked one's): the entry is then the new file's.
                 let reused = s.id(p).is_some_and(|now| self.entry_is(p, now));
                 if s.id(p) != Some(id) && !touched(p) && !reused && self.entry_is(p, id) {
-                    return Some(format!(
-                        "{p} still names {} (gone before the call)",
-                        self.ino_text(id)
-                    ));
+                    return Some(self.still_names(p, id, " (gone before the call)"));
                 }
             }
         }
@@ -1015,7 +1069,7 @@ impl View<'_> {
     /// File `id`'s size and data as of op `d`, allowing later ops' data. A later O_TRUNC
     /// of the file may legally have dropped the data (zeros, a shorter size), but the file
     /// may never show data older than what was promised.
-    fn file_promise(&self, d: usize, id: u32, s: &ModelState, durable: &[usize]) -> Option<String> {
+    fn file_promise(&self, d: usize, id: u32, s: &ModelState, durable: &[usize]) -> Option<Why> {
         let later: Vec<(usize, &Op)> = self
             .w()
             .ops
@@ -1046,23 +1100,28 @@ impl View<'_> {
                 return None;
             }
             let names: Vec<&str> = s.names_of(id).collect();
-            return Some(format!(
+            let story = format!(
                 "{} ({}) is found under none of its names ({})",
                 self.first_name(id),
                 self.ino_text(id),
                 names.join(", ")
-            ));
+            );
+            let mut why = Why::new(DiscrepancyKind::LostFile, story);
+            why.discrepancy.paths = names.iter().map(|p| p.to_string()).collect();
+            return Some(why);
         };
         // Data an fsync promised that now reads as an error: the promise is broken, if
         // loudly. A violation, not a read-error.
         if let Some(e) = &node.read_error {
-            return Some(format!("reading {name} failed: {e}"));
+            let story = format!("reading {name} failed: {e}");
+            return Some(Why::at(DiscrepancyKind::ReadError, name, story));
         }
         let want = &s.nodes[&id];
         if !truncated_later
             && (node.size < want.size || (later.is_empty() && node.size != want.size))
         {
-            return Some(format!("{name} has size {}, not {}", node.size, want.size));
+            let story = format!("{name} has size {}, not {}", node.size, want.size);
+            return Some(Why::at(DiscrepancyKind::WrongSize, name, story));
         }
         let content = node.content.as_ref()?;
         let later_ops: BTreeSet<u32> = later.iter().map(|(j, _)| *j as u32).collect();
@@ -1074,38 +1133,55 @@ impl View<'_> {
                 || (truncated_later && got == SectorClass::Zero)
                 || later_contents.iter().any(|c| c.class_at(i as u64) == Some(got));
             if got != expect && !later_ok {
-                // Data a clone or copy brought from another file says which file.
-                let what = match expect {
-                    SectorClass::Data { file, op: Some(o) } if file == id => {
-                        format!("the data of op {o}")
-                    }
-                    SectorClass::Data { file, op: None } if file == id => "the old data".into(),
-                    SectorClass::Data { file, op: Some(o) } => {
-                        format!("the data of op {o} (of file {file})")
-                    }
-                    SectorClass::Data { file, op: None } => format!("the old data of file {file}"),
-                    other => other.describe(),
-                };
-                let got = match got {
-                    SectorClass::Data { file, op: None } if file == id => {
-                        "the old data".to_string()
-                    }
-                    SectorClass::Data { file, op: Some(o) } if file == id => {
-                        format!("the data of op {o}")
-                    }
-                    other => other.describe(),
-                };
-                return Some(format!("{name} @{} is {got}, not {what}", i as u64 * SECTOR));
+                return Some(self.stale_sector(id, name, i as u64 * SECTOR, got, expect));
             }
         }
         self.link_count_promise(d, id, name, node)
+    }
+
+    /// Sector `offset` of file `id` (found as `name`) reads `got` where `expect` was
+    /// promised.
+    fn stale_sector(
+        &self,
+        id: u32,
+        name: &str,
+        offset: u64,
+        got: SectorClass,
+        expect: SectorClass,
+    ) -> Why {
+        // Data a clone or copy brought from another file says which file.
+        let what = match expect {
+            SectorClass::Data { file, op: Some(o) } if file == id => {
+                format!("the data of op {o}")
+            }
+            SectorClass::Data { file, op: None } if file == id => "the old data".into(),
+            SectorClass::Data { file, op: Some(o) } => {
+                format!("the data of op {o} (of file {file})")
+            }
+            SectorClass::Data { file, op: None } => format!("the old data of file {file}"),
+            other => other.describe(),
+        };
+        let got_text = match got {
+            SectorClass::Data { file, op: None } if file == id => "the old data".to_string(),
+            SectorClass::Data { file, op: Some(o) } if file == id => {
+                format!("the data of op {o}")
+            }
+            other => other.describe(),
+        };
+        let story = format!("{name} @{offset} is {got_text}, not {what}");
+        let why = Why::at(DiscrepancyKind::StaleData, name, story);
+        match expect {
+            SectorClass::Data { op: Some(o), .. } => why.op(o as usize),
+            _ => why,
+        }
+        .sector(offset, got, expect)
     }
 
     /// The link count of file `id` (found as `name`) against its names in the tree, when
     /// no later op adds or removes a name of it: a file the promise covers whose st_nlink
     /// differs from the names that hold it is damaged (an unlink of one name would free
     /// an inode another still names, or the inode is never freed).
-    fn link_count_promise(&self, d: usize, id: u32, name: &str, node: &Node) -> Option<String> {
+    fn link_count_promise(&self, d: usize, id: u32, name: &str, node: &Node) -> Option<Why> {
         let names_change_later = self.w().ops.iter().enumerate().skip(d + 1).any(|(k, o)| {
             matches!(o, Op::Link { .. } | Op::Unlink { .. } | Op::Rename { .. })
                 && self.states()[k].nodes.get(&id).map(|n| n.nlink)
@@ -1113,11 +1189,12 @@ impl View<'_> {
         });
         let names = self.names_with_ino(node.ino) as u64;
         (!names_change_later && node.kind == NodeKind::File && node.nlink != names).then(|| {
-            format!(
+            let story = format!(
                 "{name} has link count {}, but {names} name(s) hold {}",
                 node.nlink,
                 self.ino_text(id)
-            )
+            );
+            Why::at(DiscrepancyKind::WrongLinkCount, name, story)
         })
     }
 
@@ -1125,7 +1202,7 @@ impl View<'_> {
     /// fdatasync does not): every one the model holds has its value, and none removed
     /// before the call is back, unless a later op sets or removes the same name (its
     /// outcome is then allowed too). A node not found is the name promise's business.
-    fn xattr_promise(&self, d: usize, id: u32, s: &ModelState) -> Option<String> {
+    fn xattr_promise(&self, d: usize, id: u32, s: &ModelState) -> Option<Why> {
         let want = &s.nodes.get(&id)?.xattrs;
         let (name, node) = self.find_file(id)?;
         if node.read_error.is_some() {
@@ -1159,7 +1236,7 @@ impl View<'_> {
     /// (fsync and sync promise them, fdatasync does not): each one the model holds is
     /// what the file shows, unless a later op sets the same attribute (or, for the
     /// mtime, changes the data) and the file shows what that op left.
-    fn meta_promise(&self, d: usize, id: u32, s: &ModelState) -> Option<String> {
+    fn meta_promise(&self, d: usize, id: u32, s: &ModelState) -> Option<Why> {
         let mut want = s.nodes.get(&id)?.meta;
         if want == InodeMeta::default() {
             return None;
@@ -1190,23 +1267,24 @@ impl View<'_> {
 
 /// How file `n` (found as `path`) differs from the attributes `want` the model holds
 /// (only those the workload set; `kind` narrows to one attribute op's), if it does.
-fn meta_mismatch(path: &str, want: &InodeMeta, n: &Node, kind: OpKind) -> Option<String> {
+fn meta_mismatch(path: &str, want: &InodeMeta, n: &Node, kind: OpKind) -> Option<Why> {
     let got = n.meta.unwrap_or_default();
     let check = |k: OpKind| kind == k || !kind.is_attr_op();
+    let wrong = |story: String| Some(Why::at(DiscrepancyKind::WrongAttr, path, story));
     if let (true, Some(w)) = (check(OpKind::Chmod), want.mode) {
         if got.mode != Some(w) {
-            return Some(format!("{path} has mode {:04o}, not {w:04o}", got.mode.unwrap_or(0)));
+            return wrong(format!("{path} has mode {:04o}, not {w:04o}", got.mode.unwrap_or(0)));
         }
     }
     if let (true, Some((u, g))) = (check(OpKind::Chown), want.owner) {
         if got.owner != Some((u, g)) {
             let (gu, gg) = got.owner.unwrap_or_default();
-            return Some(format!("{path} has owner {gu}:{gg}, not {u}:{g}"));
+            return wrong(format!("{path} has owner {gu}:{gg}, not {u}:{g}"));
         }
     }
     if let (true, Some(t)) = (check(OpKind::Utimes), want.mtime) {
         if got.mtime != Some(t) {
-            return Some(format!("{path} has mtime {}, not {t}", got.mtime.unwrap_or(0)));
+            return wrong(format!("{path} has mtime {}, not {t}", got.mtime.unwrap_or(0)));
         }
     }
     None
@@ -1214,11 +1292,12 @@ fn meta_mismatch(path: &str, want: &InodeMeta, n: &Node, kind: OpKind) -> Option
 
 /// "/foo has the attribute user.a=op2, not op4" and the like: what a crash state shows of
 /// one extended attribute against what was expected (`None`: absent).
-fn xattr_story(path: &str, name: &str, got: Option<&str>, want: Option<&str>) -> String {
-    match (got, want) {
+fn xattr_story(path: &str, name: &str, got: Option<&str>, want: Option<&str>) -> Why {
+    let story = match (got, want) {
         (None, Some(v)) => format!("{path} lacks the attribute {name} (={v})"),
         (Some(g), None) => format!("{path} has the attribute {name}={g}, which was removed"),
         (Some(g), Some(v)) => format!("{path} has the attribute {name}={g}, not {v}"),
         (None, None) => format!("{path} lacks the attribute {name}"),
-    }
+    };
+    Why::at(DiscrepancyKind::WrongXattr, path, story)
 }

@@ -12,7 +12,7 @@
 //! A transaction holds only writes (a transactional write overwrites pages the file
 //! already has); ops outside transactions are not judged here.
 
-use super::{summarize, CrashContext, Finding, View};
+use super::{summarize, CrashContext, DiscrepancyKind, Finding, View, Why};
 use crate::model::ModelState;
 use crate::op::Op;
 use crate::property::{Family, Property};
@@ -107,17 +107,8 @@ impl View<'_> {
                     None => return Vec::new(),
                 },
                 None => {
-                    let story = format!(
-                        "{} ({}) is not found under any of its names",
-                        self.first_name(id),
-                        self.ino_text(id)
-                    );
-                    return vec![Finding {
-                        family: Family::Atomicity,
-                        op: first.begin,
-                        story,
-                        pair: None,
-                    }];
+                    let why = self.not_found(id).first_op(first.begin);
+                    return vec![Finding::of(Family::Atomicity, first.begin, why)];
                 }
             }
         }
@@ -175,16 +166,14 @@ impl View<'_> {
                     continue;
                 }
                 if let Some(Err(why)) = self.data_effect(k, id, off, len, false) {
-                    out.push(Finding {
-                        family: Family::Durability,
-                        op: t.end,
-                        story: format!(
-                            "{} is not durable after its commit returned: {} (op {k}): {why}",
-                            t.label(),
-                            ops[k]
-                        ),
-                        pair: None,
-                    });
+                    let why = why
+                        .retold(|why| {
+                            let label = t.label();
+                            format!("{label} is not durable after its commit returned: {} (op {k}): {why}", ops[k])
+                        })
+                        .kind(DiscrepancyKind::TxnLost)
+                        .first_op(t.end);
+                    out.push(Finding::of(Family::Durability, t.end, why));
                     break;
                 }
             }
@@ -224,46 +213,46 @@ impl View<'_> {
                 t.writes.iter().filter_map(|&k| shown(k).map(|s| (k, s))).collect();
             let story = match t.how {
                 End::Abort | End::Unfinished => seen.iter().find(|(_, s)| s.2).map(|(k, s)| {
-                    format!("{} left a trace: {} (op {k}): {}", t.label(), ops[*k], s.0)
+                    (*k, format!("{} left a trace: {} (op {k}): {}", t.label(), ops[*k], s.0))
                 }),
                 End::Commit { .. } => {
                     let whole = seen.iter().filter(|(_, s)| s.1).count();
                     let partial = seen.iter().find(|(_, s)| !s.1 && s.2);
                     match partial {
-                        Some((k, s)) => Some(format!(
-                            "{} is half there: {} (op {k}): {}",
-                            t.label(),
-                            ops[*k],
-                            s.0
+                        Some((k, s)) => Some((
+                            *k,
+                            format!("{} is half there: {} (op {k}): {}", t.label(), ops[*k], s.0),
                         )),
                         None if whole > 0 && whole < seen.len() => {
                             let (k, s) = seen.iter().find(|(_, s)| !s.1).unwrap();
-                            Some(format!(
-                                "{} is half there: {} of its {} writes whole, but {} (op {k}): {}",
-                                t.label(),
-                                whole,
-                                seen.len(),
-                                ops[*k],
-                                s.0
+                            Some((
+                                *k,
+                                format!(
+                                    "{} is half there: {} of its {} writes whole, but {} (op {k}): {}",
+                                    t.label(),
+                                    whole,
+                                    seen.len(),
+                                    ops[*k],
+                                    s.0
+                                ),
                             ))
                         }
                         None => None,
                     }
                 }
             };
-            if let Some(story) = story {
-                return Finding { family: Family::Atomicity, op: t.begin, story, pair: None };
+            if let Some((k, story)) = story {
+                let mut why = Why::new(DiscrepancyKind::TxnNotAtomic, story).op(t.begin).op(k);
+                why.discrepancy.paths = ops[k].paths().iter().map(|p| p.to_string()).collect();
+                return Finding::of(Family::Atomicity, t.begin, why);
             }
         }
         let list: Vec<String> = files.iter().map(|f| f.1.clone()).collect();
-        Finding {
-            family: Family::Atomicity,
-            op: txns.first().map_or(0, |t| t.begin),
-            story: format!(
-                "{} match no combination of whole committed transactions",
-                list.join(" and ")
-            ),
-            pair: None,
-        }
+        let story =
+            format!("{} match no combination of whole committed transactions", list.join(" and "));
+        let begin = txns.first().map_or(0, |t| t.begin);
+        let mut why = Why::new(DiscrepancyKind::TxnNotAtomic, story).op(begin);
+        why.discrepancy.paths = list;
+        Finding::of(Family::Atomicity, begin, why)
     }
 }
