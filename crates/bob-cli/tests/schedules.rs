@@ -143,10 +143,12 @@ fn a_state_of_a_non_default_schedule_replays_from_its_witness() {
 
 /// syncfs(2) lets ext4-ordered commit an append's new size with a still-unwritten extent
 /// before the extent conversion (measured: 36 states lose the block), while sync(2)
-/// waits for the data first. Which of the two the kernel does is a race of its writeback
-/// and commit threads, so a few recordings are allowed to find it; sync never loses it.
+/// writes the data back first. Which of the two the kernel does is a race of its
+/// writeback and commit threads, so a few recordings are allowed to find it. Under sync
+/// the append is lost only when background writeback started before the drain's fsync
+/// committed (seen once, on a machine at a load average of 14): then as the same zeros.
 #[test]
-fn syncfs_exposes_a_lost_append_that_sync_does_not() {
+fn syncfs_exposes_a_lost_append_that_sync_rarely_does() {
     let dir = Dir::new();
     for attempt in 0..10 {
         let (_, cell) = run_cell(
@@ -157,7 +159,11 @@ fn syncfs_exposes_a_lost_append_that_sync_does_not() {
         );
         let s = cell["schedules"].as_array().unwrap();
         assert_eq!(s[0]["schedule"], "sync");
-        assert_eq!(s[0]["counts"]["violated"], 0, "sync(2) never loses the append: {cell}");
+        if s[0]["counts"]["violated"].as_u64().unwrap() > 0 {
+            let d = &cell["discrepancy"];
+            assert_eq!(d["kind"], "not-atomic", "only as zeros: {cell}");
+            assert_eq!(d["sector"]["found"]["class"], "zero", "only as zeros: {cell}");
+        }
         if s[1]["counts"]["violated"].as_u64().unwrap() > 0 {
             assert_eq!(cell["verdict"], "violated", "{cell}");
             assert_eq!(cell["witness_schedule"], "syncfs", "{cell}");
