@@ -10,9 +10,11 @@
 #        [--add FILE]... [--modules-from DIR] [--results DIR] [--freeze-clock]
 #        [--mount-options OPTS] [--mkfs-options OPTS] TEST...
 #
+# --kernel also takes a User-mode Linux kernel (a `linux` program, e.g. one that
+# scripts/build-kernel.sh built): it runs with no emulation, at about the host's speed.
 # `--add FILE` copies a test (e.g. one `bob explore --export-xfstests` wrote, with its
-# .out beside it) into the guest's copy of the suite as tests/generic/NAME before
-# `./check` runs it. `--modules-from DIR` loads the .ko files in DIR with insmod before
+# .out beside it) into the guest's copy of the suite before `./check` runs it: a FILE
+# named DIR-NAME (ext4-309) as tests/DIR/NAME, any other as tests/generic/NAME. `--modules-from DIR` loads the .ko files in DIR with insmod before
 # anything else (a patched module of the guest's kernel: see docs/findings/). The
 # --freeze-clock keeps setting the guest's wall clock back to one instant while check
 # runs, so that every file timestamp is that instant: a finding that needs two writes in
@@ -141,14 +143,23 @@ run() {
       echo "for m in $mods/*.ko; do for d in \$(modinfo -F depends \$m | tr , ' '); do modprobe \$d; done; echo \"insmod \$m\"; insmod \$m || exit 3; done"
     fi
     echo "for m in loop dm-mod dm-log-writes xfs ext4; do modprobe \$m; done"
-    echo "W=/var/tmp/xfst; mkdir -p \$W/test \$W/scratch \$W/suite \$W/upper \$W/work"
+    echo "W=\${XFST_WORK:-/var/tmp/xfst}; mkdir -p \$W/test \$W/scratch \$W/suite \$W/upper \$W/work"
     echo "modprobe overlay"
     echo "mount -t overlay overlay -o lowerdir=$SRC,upperdir=\$W/upper,workdir=\$W/work \$W/suite || cp -a $SRC/. \$W/suite"
+    local dirs=() a dir name
     for a in ${adds[@]+"${adds[@]}"}; do
-      echo "cp $a \$W/suite/tests/generic/ && chmod +x \$W/suite/tests/generic/$(basename "$a")"
-      [ -f "$a.out" ] && echo "cp $a.out \$W/suite/tests/generic/"
+      # FILE named DIR-NAME (ext4-309) goes to tests/DIR/NAME, any other to tests/generic.
+      name=$(basename "$a"); dir=generic
+      case "$name" in
+        *-*) [ -d "$SRC/tests/${name%%-*}" ] && { dir=${name%%-*}; name=${name#*-}; } ;;
+      esac
+      echo "cp $a \$W/suite/tests/$dir/$name && chmod +x \$W/suite/tests/$dir/$name"
+      [ -f "$a.out" ] && echo "cp $a.out \$W/suite/tests/$dir/$name.out"
+      case " ${dirs[*]-} " in *" $dir "*) ;; *) dirs+=("$dir") ;; esac
     done
-    [ ${#adds[@]} -gt 0 ] && echo "(cd \$W/suite/tests/generic && ../../tools/mkgroupfile > group.list)"
+    for dir in ${dirs[@]+"${dirs[@]}"}; do
+      echo "(cd \$W/suite/tests/$dir && ../../tools/mkgroupfile > group.list)"
+    done
     echo "for d in test scratch log; do truncate -s 2G \$W/\$d.img; done"
     echo "TD=\$(losetup -f --show \$W/test.img); SD=\$(losetup -f --show \$W/scratch.img); LD=\$(losetup -f --show \$W/log.img)"
     echo "$mkfs_test \$TD"
@@ -170,15 +181,65 @@ EOF"
     echo "cp -a $results/results/. $results/results-copy 2>/dev/null; sync"
   } >"$guest"
   rm -f "$results/check.rc"
+  if is_uml "$image"; then
+    run_uml "$image" "$guest" "$results"
+  else
+    run_qemu "$image" "$guest" "$results"
+  fi
+  cat "$results/check.log" 2>/dev/null || true
+  [ -f "$results/check.rc" ] || die "the guest ended before check did (console: $results/console.log)"
+  return "$(cat "$results/check.rc")"
+}
+
+# A User-mode Linux kernel is an ELF program; a bzImage is not.
+is_uml() { [ "$(head -c 4 "$1" | od -An -c | tr -d ' ')" = '177ELF' ]; }
+
+run_qemu() {
+  local image=$1 guest=$2 results=$3
   local accel=()
   [ "${VM_ACCEL:-tcg}" = tcg ] && accel=(--disable-kvm)
   echo "xfstests.sh: ./check ${tests[*]} on $fs under $(basename "$image") (results in $results)"
   # vng runs virtme-run, which lives beside it.
   PATH=$(dirname "$VNG"):$PATH "$VNG" --run "$image" ${accel[@]+"${accel[@]}"} --cpus 2 --memory 4G \
     --rwdir="$results" --append oops=panic --exec "sh $guest" >"$results/console.log" 2>&1 || true
-  cat "$results/check.log" 2>/dev/null || true
-  [ -f "$results/check.rc" ] || die "the guest ended before check did (console: $results/console.log)"
-  return "$(cat "$results/check.rc")"
+}
+
+# A UML kernel (scripts/build-kernel.sh builds one with every target built in) runs as a
+# program of this machine, no emulation: its own init (PID 1) mounts what a system has
+# over the host's root, shared read-only through hostfs, puts the work files on a tmpfs
+# in the guest's memory, shares the results directory read-write, runs the guest script
+# and powers off. udevd runs in the guest: fstests waits for it to announce each
+# device-mapper device.
+run_uml() {
+  local image=$1 guest=$2 results=$3
+  local umldir=$results/uml
+  rm -rf "$umldir"; mkdir -p "$umldir"
+  cat >"$umldir/init.sh" <<EOF
+#!/bin/sh
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mkdir -p /dev/pts /dev/shm
+mount -t devpts devpts /dev/pts
+mount -t tmpfs tmpfs /dev/shm
+mount -t tmpfs -o mode=0755 tmpfs /run
+mount -t tmpfs -o mode=1777 tmpfs /tmp
+mount -t hostfs -o $results none $results
+# fstests waits for udev to announce each device-mapper device (udevadm wait/settle).
+for u in /lib/systemd/systemd-udevd /usr/lib/systemd/systemd-udevd; do
+  [ -x \$u ] && { \$u --daemon; break; }
+done
+export XFST_WORK=/run/xfst
+sh $guest
+poweroff -f 2>/dev/null || halt -f
+EOF
+  chmod +x "$umldir/init.sh"
+  echo "xfstests.sh: booting the user-mode Linux kernel $image"
+  timeout "${XFSTESTS_UML_TIMEOUT:-3600}" "$image" mem="${XFSTESTS_UML_MEM:-3G}" \
+    rootfstype=hostfs rootflags=/ ro init="$umldir/init.sh" con=null con0=null,fd:1 \
+    ssl=null uml_dir="$umldir" oops=panic panic=-1 \
+    >"$results/console.log" 2>&1 </dev/null || true
 }
 
 case "${1:-}" in
