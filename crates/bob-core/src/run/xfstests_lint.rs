@@ -211,9 +211,9 @@ pub fn lint(name: &str, text: &str, golden: Option<&str>) -> Vec<Lint> {
             message: "no `_fixed_by_kernel_commit` (xxxxxxxxxxxx until the fix is merged)".into(),
         });
     }
-    if !(has("status=0") && lines.last().is_some_and(|l| l.trim() == "exit"))
-        && !lines.last().is_some_and(|l| l.trim() == "_exit 0")
-    {
+    let last = lines.last().map_or("", |l| l.trim());
+    let ends = (has("status=0") && last == "exit") || last == "_exit 0";
+    if !ends {
         out.push(Lint { line: 0, message: "does not end with `status=0` and `exit`".into() });
     }
     match golden {
