@@ -85,6 +85,9 @@ while read -r entry sector bytes flags; do
   case "$flags" in *FLUSH*) continue ;; esac
   stop=$(awk -v after="$entry" -v end="$end" \
     '$1 > after && $4 ~ /FLUSH/ { print $1; f = 1; exit } END { if (!f) print end }' "$W/entries")
+  # Each state from a zeroed device, whatever the previous one left (the log's first
+  # entry, mkfs's discard, zeroes it only where a discard reads back as zeros).
+  blkdiscard -z "$REPLAY"
   "$REPLAY_LOG" --log "$LOG" --replay "$REPLAY" --limit "$entry"
   dd if="$REPLAY" of="$W/before" bs=512 skip="$sector" count=$((bytes / 512)) status=none
   "$REPLAY_LOG" --log "$LOG" --replay "$REPLAY" --start-entry "$entry" --limit $((stop - entry))
