@@ -1117,7 +1117,18 @@ fn confirm_once(
             .map_err(|source| Error::Io { path: pm_image.clone(), source })?;
     }
     let durable = subject.durable_ops(&state.id);
+    // In a guest: a state pinned as crashing the kernel is not replayed again, and the
+    // replay is logged as in flight (a crash or hang during it is pinned on the state).
+    let turn = match check::guest_turn(subject, state) {
+        Ok(turn) => turn,
+        Err(crashed) => {
+            let _ = std::fs::remove_file(&image);
+            let _ = std::fs::remove_file(&pm_image);
+            return Ok(crashed);
+        }
+    };
     let checked = check::check_image(subject, &image, &mnt, durable, &opts.explore.timeouts);
+    drop(turn);
     let _ = std::fs::remove_file(&image);
     let _ = std::fs::remove_file(&pm_image);
     Ok(checked?)

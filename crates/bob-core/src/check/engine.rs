@@ -117,6 +117,41 @@ pub(crate) fn check_key(digest: &[u8; 32], durable_ops: &[usize]) -> [u8; 32] {
     *h.finalize().as_bytes()
 }
 
+/// In a guest bob booted, what a check of `state` outside the engine (the independent
+/// replay that confirms a witness) must do first: a state the host pinned a kernel crash
+/// on is not recovered again (`Err`: that crash is its outcome), and any other is logged
+/// as in flight while it recovers (`Ok(Some(guard))`, ended when the guard drops), so
+/// that a crash or a hang during the replay is pinned on it as one in the engine would
+/// be. On the host, `Ok(None)`.
+pub(crate) fn guest_turn(
+    subject: &Subject,
+    state: &CrashState,
+) -> Result<Option<crate::vm::crash_log::Recovering<'static>>, StateCheck> {
+    let Some(guest) = crate::vm::crash_log::guest() else { return Ok(None) };
+    let digest = crate::crash::pm::digest(
+        OverlayBuilder::new(&subject.trace, &subject.epochs)
+            .state(&state.id)
+            .digest(&subject.trace),
+        subject.pm.as_deref(),
+        state.id.pm.as_ref(),
+    );
+    let key = super::journal::hex(&check_key(&digest, &subject.durable_ops(&state.id)));
+    let tag = crate::vm::crash_log::subject_tag(
+        subject.config.name,
+        &subject.workload.name,
+        subject.schedule.map(|s| s.name()),
+    );
+    if let Some(crash) = guest.known_crash(&tag, &key) {
+        return Err(StateCheck::failed(Outcome::KernelCrash {
+            message: crash.message.clone(),
+            console: crash.console.display().to_string(),
+        }));
+    }
+    // Past every rank the engine gives, so the test hook that crashes the kernel at a
+    // rank never fires here.
+    Ok(Some(guest.begin(&tag, &key, &state.id.to_string(), usize::MAX)))
+}
+
 /// How many times a state is tried again after bob's own machinery failed on it (see
 /// [`Error::is_infrastructure`]) before it is recorded as `infra-error`. One: a transient
 /// failure (a loop device taken under us, an aborted FUSE connection) does not repeat on

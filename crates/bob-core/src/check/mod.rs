@@ -31,7 +31,7 @@ mod subject;
 mod verdict;
 
 pub use checker::{Judge, UserChecker, CHECKER_OUTPUT_MAX};
-pub(crate) use engine::check_key;
+pub(crate) use engine::{check_key, guest_turn};
 pub use engine::{run_states, EngineOptions, StateResult};
 pub use journal::Journal;
 pub use outcome::{Outcome, OutcomeKind};
