@@ -1124,7 +1124,7 @@ fn confirm_once(
         Err(crashed) => {
             let _ = std::fs::remove_file(&image);
             let _ = std::fs::remove_file(&pm_image);
-            return Ok(crashed);
+            return Ok(*crashed);
         }
     };
     let checked = check::check_image(subject, &image, &mnt, durable, &opts.explore.timeouts);

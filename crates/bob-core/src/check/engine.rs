@@ -126,7 +126,7 @@ pub(crate) fn check_key(digest: &[u8; 32], durable_ops: &[usize]) -> [u8; 32] {
 pub(crate) fn guest_turn(
     subject: &Subject,
     state: &CrashState,
-) -> Result<Option<crate::vm::crash_log::Recovering<'static>>, StateCheck> {
+) -> Result<Option<crate::vm::crash_log::Recovering<'static>>, Box<StateCheck>> {
     let Some(guest) = crate::vm::crash_log::guest() else { return Ok(None) };
     let digest = crate::crash::pm::digest(
         OverlayBuilder::new(&subject.trace, &subject.epochs)
@@ -142,10 +142,10 @@ pub(crate) fn guest_turn(
         subject.schedule.map(|s| s.name()),
     );
     if let Some(crash) = guest.known_crash(&tag, &key) {
-        return Err(StateCheck::failed(Outcome::KernelCrash {
+        return Err(Box::new(StateCheck::failed(Outcome::KernelCrash {
             message: crash.message.clone(),
             console: crash.console.display().to_string(),
-        }));
+        })));
     }
     // Past every rank the engine gives, so the test hook that crashes the kernel at a
     // rank never fires here.
