@@ -147,7 +147,12 @@ run() {
     echo "modprobe overlay"
     echo "mount -t overlay overlay -o lowerdir=$SRC,upperdir=\$W/upper,workdir=\$W/work \$W/suite || cp -a $SRC/. \$W/suite"
     local dirs=() a dir name
+    # The tests to add go through the results directory, which every guest shares (a
+    # UML guest's /tmp is its own).
+    mkdir -p "$results/add"
     for a in ${adds[@]+"${adds[@]}"}; do
+      cp "$a" "$results/add/"; [ -f "$a.out" ] && cp "$a.out" "$results/add/"
+      a=$results/add/$(basename "$a")
       # FILE named DIR-NAME (ext4-309) goes to tests/DIR/NAME, any other to tests/generic.
       name=$(basename "$a"); dir=generic
       case "$name" in
