@@ -6,7 +6,7 @@
 # Device-mapper targets (dm-log-writes) exist there even where the host has none.
 #
 #   scripts/xfstests.sh build
-#   scripts/xfstests.sh run [--kernel debian:6.12|debian:6.1|IMAGE] [--fs xfs|ext4]
+#   scripts/xfstests.sh run [--kernel debian:6.12|debian:6.1|IMAGE] [--fs xfs|ext4|f2fs|btrfs]
 #        [--add FILE]... [--modules-from DIR] [--results DIR] [--freeze-clock]
 #        [--mount-options OPTS] [--mkfs-options OPTS] TEST...
 #
@@ -122,7 +122,9 @@ run() {
   case "$fs" in
     xfs) mkfs_test="mkfs.xfs -f -q" ;;
     ext4) mkfs_test="mkfs.ext4 -F -q" ;;
-    *) die "--fs is xfs or ext4" ;;
+    f2fs) mkfs_test="mkfs.f2fs -f -q" ;;
+    btrfs) mkfs_test="mkfs.btrfs -f -q" ;;
+    *) die "--fs is xfs, ext4, f2fs or btrfs" ;;
   esac
   # The guest sees the host's root read-only: the suite gets a writable overlay in the
   # guest's memory (a copy where overlayfs is missing), where check may write beside
@@ -142,7 +144,7 @@ run() {
       # A module's dependencies come from the kernel's own modules first.
       echo "for m in $mods/*.ko; do for d in \$(modinfo -F depends \$m | tr , ' '); do modprobe \$d; done; echo \"insmod \$m\"; insmod \$m || exit 3; done"
     fi
-    echo "for m in loop dm-mod dm-log-writes xfs ext4; do modprobe \$m; done"
+    echo "for m in loop dm-mod dm-log-writes dm-thin-pool xfs ext4 f2fs btrfs; do modprobe \$m; done"
     echo "W=\${XFST_WORK:-/var/tmp/xfst}; mkdir -p \$W/test \$W/scratch \$W/suite \$W/upper \$W/work"
     echo "modprobe overlay"
     echo "mount -t overlay overlay -o lowerdir=$SRC,upperdir=\$W/upper,workdir=\$W/work \$W/suite || cp -a $SRC/. \$W/suite"
