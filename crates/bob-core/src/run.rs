@@ -1403,6 +1403,17 @@ mod tests {
         assert!(other.contains("syncfs") && other.contains("sync/e0:0"), "{other}");
         assert!(syncfs.state_id("fsync/e0:0").is_err());
         assert!(syncfs.state_id("syncfs/e5:0").is_err(), "still validated against the trace");
+        // A later recording of the schedule names its number; the first's ids do not.
+        let mut second = subject(Some(Schedule::Syncfs));
+        second.recording = 2;
+        assert_eq!(second.qualify(&id), "syncfs.2/e0:0");
+        assert_eq!(second.state_id("syncfs.2/e0:0").unwrap(), id);
+        assert_eq!(second.state_id("e0:0").unwrap(), id, "a bare id is the trace's own");
+        let first = second.state_id("syncfs/e0:0").unwrap_err().to_string();
+        assert!(first.contains("recording 2") && first.contains("not recording 1"), "{first}");
+        assert!(syncfs.state_id("syncfs.2/e0:0").is_err(), "recording 1 is not recording 2");
+        assert!(syncfs.state_id("syncfs.1/e0:0").is_err(), "recordings are numbered from 2");
+        assert!(syncfs.state_id("syncfs.x/e0:0").is_err());
         // A trace without a schedule (bob record, imports, old witnesses) prints bare ids.
         let none = subject(None);
         assert_eq!(none.qualify(&id), "e0:0");

@@ -617,6 +617,66 @@ mod tests {
         assert!(d.changed());
     }
 
+    /// A cell whose schedule was violated in some of its recordings and not in others
+    /// (racy) is listed as racy, not as a change, whichever table marks it; a cell racy
+    /// in neither still changes.
+    #[test]
+    fn a_cell_racy_in_either_table_is_racy_not_a_change() {
+        let racy = |mut c: Cell| {
+            let s = &mut c.schedules[0];
+            s.recordings = 3;
+            s.violated_in = vec![2];
+            s.racy = true;
+            c.update_racy();
+            c
+        };
+        let held = cell(512, CellVerdict::Held);
+        let violated = racy(cell(512, CellVerdict::Violated));
+        assert!(violated.racy);
+        for (a, b) in [(&held, &violated), (&violated, &held)] {
+            let d =
+                TableDiff::of("a.json", &grid(vec![a.clone()]), "b.json", &grid(vec![b.clone()]));
+            assert!(!d.changed(), "racy is no change: {d:?}");
+            assert!(d.changes.is_empty());
+            assert_eq!(d.racy.len(), 2, "the cell and its sync share: {d:?}");
+            assert_eq!(d.racy[1].schedule.as_deref(), Some("sync"));
+            let text = d.to_text();
+            assert!(text.contains("no verdict changed"), "{text}");
+            assert!(
+                text.contains(
+                    "racy, not a change: single-block-overwrite / ext4-ordered [awu-512]"
+                ),
+                "{text}"
+            );
+            assert!(text.contains("violated in 1 of 3 recordings: racy"), "{text}");
+            let md = d.to_markdown();
+            assert!(md.contains("No verdict changed.") && md.contains("Racy (violated"), "{md}");
+            let html = d.html_body(&|_, _| None).into_string();
+            assert!(html.contains("Racy, not changes") && html.contains("No verdict changed."));
+        }
+        insta::assert_json_snapshot!(
+            "table_diff_racy",
+            TableDiff::of("a.json", &grid(vec![held.clone()]), "b.json", &grid(vec![violated]))
+        );
+        // Racy with the same verdict on both sides: nothing to list.
+        let both = racy(cell(512, CellVerdict::Violated));
+        let d = TableDiff::of("a", &grid(vec![both.clone()]), "b", &grid(vec![both]));
+        assert!(!d.changed() && d.racy.is_empty(), "{d:?}");
+        // A schedule racy in neither table is a change, even beside a racy one.
+        let mut a = cell(512, CellVerdict::Violated);
+        let mut other = a.schedules[0].clone();
+        other.schedule = "syncfs".into();
+        other.verdict = CellVerdict::Held;
+        a.schedules.push(other.clone());
+        let mut b = racy(cell(512, CellVerdict::Violated));
+        b.schedules.push(ScheduleCell { verdict: CellVerdict::Violated, ..other });
+        let d = TableDiff::of("a", &grid(vec![a]), "b", &grid(vec![b]));
+        assert!(d.changed(), "{d:?}");
+        assert_eq!(d.changes.len(), 1);
+        assert_eq!(d.changes[0].schedule.as_deref(), Some("syncfs"));
+        assert!(d.racy.is_empty(), "sync's verdict is the same on both sides: {d:?}");
+    }
+
     /// Two tables of one cell under different drain schedules: the cells'
     /// verdicts are not compared, only their common schedules, and what differs in the
     /// inputs is said first; a schedule on one side only is listed, not skipped.

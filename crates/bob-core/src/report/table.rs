@@ -1198,6 +1198,58 @@ mod tests {
         }
     }
 
+    /// A racy cell says so beside its numbers, in its footnote (k of n, in words) and in
+    /// the legend; shards of its recordings merge into the union of the recordings each
+    /// saw violated.
+    #[test]
+    fn a_racy_cell_says_so_in_every_table_and_merges_by_recording() {
+        let share = |violated_in: Vec<usize>| crate::report::ScheduleCell {
+            schedule: "syncfs".into(),
+            trace_digest: "ab".repeat(32),
+            verdict: if violated_in.is_empty() { CellVerdict::Held } else { CellVerdict::Violated },
+            recordings: 3,
+            racy: crate::report::ScheduleCell::is_racy(violated_in.len(), 3),
+            violated_in,
+            ..Default::default()
+        };
+        let mut c = cell("ext4-ordered", "single-block-append", CellVerdict::Violated, Some(3));
+        c.schedules = vec![share(vec![2])];
+        c.update_racy();
+        let g = grid(vec![c.clone()]);
+        let md = g.to_markdown();
+        assert!(md.contains("| x 8/9/12 racy [1] |"), "{md}");
+        assert!(md.contains("syncfs violated in 1 of 3 recordings: racy"), "{md}");
+        assert!(md.contains("racy: a drain schedule recorded more than once"), "{md}");
+        let html = g.to_html();
+        assert!(html.contains(">racy</small>"), "{html}");
+        assert!(html.contains("syncfs violated in 1 of 3 recordings: racy."), "{html}");
+        // A table with no racy cell says nothing of it.
+        let plain =
+            grid(vec![cell("ext4-ordered", "single-block-append", CellVerdict::Held, None)]);
+        assert!(!plain.to_markdown().contains("racy"));
+
+        // Two shards of the same three recordings: one saw recording 2 violated, the other
+        // recordings 2 and 3; the whole is violated in 2 of 3, still racy. With all three,
+        // it is not.
+        let shard = |i: usize, violated_in: Vec<usize>| {
+            let mut c = c.clone();
+            c.shard = Some(format!("{i}/2"));
+            c.schedules = vec![share(violated_in)];
+            c.update_racy();
+            grid(vec![c])
+        };
+        let merged = Grid::merge(vec![shard(1, vec![2]), shard(2, vec![2, 3])]).unwrap();
+        let s = &merged.cells[0].schedules[0];
+        assert_eq!((s.violated_in.clone(), s.recordings, s.racy), (vec![2, 3], 3, true));
+        assert!(merged.cells[0].racy);
+        let merged = Grid::merge(vec![shard(1, vec![1, 2]), shard(2, vec![3])]).unwrap();
+        assert!(!merged.cells[0].schedules[0].racy && !merged.cells[0].racy, "3 of 3");
+        assert_eq!(
+            merged.cells[0].schedules[0].recordings_text().as_deref(),
+            Some("violated in 3 of 3 recordings")
+        );
+    }
+
     #[test]
     fn merge_refuses_mixed_kernels() {
         let mut other = sample();
