@@ -650,7 +650,7 @@ impl Assembly<'_> {
                 &rec.subject,
                 &regions,
             );
-            if let Some(s) = rec.subject.schedule {
+            if let Some(s) = rec.subject.label() {
                 for m in &mut mounts {
                     m.first_state = format!("{s}/{}", m.first_state);
                 }

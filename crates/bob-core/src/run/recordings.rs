@@ -6,9 +6,10 @@
 //! under the `syncfs` drain in 3 of 8 recordings, and broke btrfs'
 //! otrunc-append-then-close in 2 of 5. A verdict from one recording can flip between two
 //! runs. A schedule recorded `n` times contributes the union of its recordings' crash
-//! states (each recording checked as the engine checks any, identical states mounted
-//! once), and says in how many of the `n` a violation appeared (`k of n`); with
-//! 0 < k < n the schedule, and its cell, are racy.
+//! states (each recording checked as the engine checks any: its identical states mounted
+//! once; two recordings' traces differ, so their states are checked apart), and says in
+//! how many of the `n` a violation appeared (`k of n`); with 0 < k < n the schedule, and
+//! its cell, are racy.
 //!
 //! The default, `auto`, records each schedule once and records a schedule whose first
 //! recording shows a violation [`AUTO_RECORDINGS`] times in all. Why only those: the
