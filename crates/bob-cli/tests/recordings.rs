@@ -105,8 +105,9 @@ fn every_recording_is_checked_counted_saved_and_named() {
 }
 
 /// `--recordings auto` (the default) records a schedule again only when its first
-/// recording shows a violation: ext2's syncfs always does (3 recordings, 3 of 3), while
-/// ext4-ordered's sync never loses the append and is recorded once.
+/// recording shows a violation: ext2's syncfs always does (3 recordings, 3 of 3). On
+/// ext4-ordered the append lost to zeros is a race (under syncfs most often): each
+/// schedule is recorded once when its first recording held, three times when it did not.
 #[test]
 fn auto_records_again_only_a_schedule_that_showed_a_violation() {
     let dir = Dir::new();
@@ -119,22 +120,21 @@ fn auto_records_again_only_a_schedule_that_showed_a_violation() {
     let (_, cell) =
         run_cell(&dir, "ext4-ordered", "single-block-append", &["--schedules", "sync,syncfs"]);
     let schedules = cell["schedules"].as_array().unwrap();
-    assert_eq!(schedules[0]["schedule"], "sync");
-    assert_eq!(schedules[0]["verdict"], "held", "{cell}");
-    assert!(schedules[0].get("recordings").is_none(), "held once, recorded once: {cell}");
-    // syncfs races: recorded once if its first recording held, three times if not.
-    let syncfs = &schedules[1];
-    match syncfs.get("recordings") {
-        None => assert_eq!(syncfs["counts"]["violated"], 0, "{cell}"),
-        Some(n) => {
-            assert_eq!(n, 3, "{cell}");
-            let k = syncfs["violated_in"].as_array().unwrap();
-            assert_eq!(k[0], 1, "the first recording's violation asked for more: {cell}");
-            let racy = k.len() < 3;
-            assert_eq!(syncfs.get("racy").is_some(), racy, "{cell}");
-            assert_eq!(cell.get("racy").is_some(), racy, "{cell}");
+    let mut any_racy = false;
+    for s in schedules {
+        match s.get("recordings") {
+            None => assert_eq!(s["counts"]["violated"], 0, "held once, recorded once: {cell}"),
+            Some(n) => {
+                assert_eq!(n, 3, "{cell}");
+                let k = s["violated_in"].as_array().unwrap();
+                assert_eq!(k[0], 1, "the first recording's violation asked for more: {cell}");
+                let racy = k.len() < 3;
+                assert_eq!(s.get("racy").is_some(), racy, "{cell}");
+                any_racy |= racy;
+            }
         }
     }
+    assert_eq!(cell.get("racy").is_some(), any_racy, "{cell}");
 }
 
 /// ext4-ordered under syncfs commits an append's size before its extent conversion in
