@@ -447,6 +447,14 @@ pub struct CellArgs {
     /// journaled under --out (and, for `bob table`, every finished cell).
     #[arg(long)]
     pub resume: bool,
+    /// How many times to record each drain schedule: auto (once, and 3 times in all for
+    /// a schedule whose first recording shows a violation) or a number. A cell's states
+    /// are the union of every recording's, and a schedule violated in some of its
+    /// recordings but not all is marked racy (`violated in 1 of 3 recordings: racy`),
+    /// which `bob diff` reports as racy, not as a change. Cells checked from saved traces
+    /// (--trace, --traces) use the recordings saved.
+    #[arg(long, default_value = "auto", value_name = "auto|N")]
+    pub recordings: bob_core::run::Recordings,
 }
 
 /// `--fua`.

@@ -70,6 +70,7 @@ pub fn run_options(
         resume: cell.resume,
         disk_models,
         schedules: schedules.to_vec(),
+        recordings: cell.recordings,
         setup_cache: None,
     })
 }

@@ -9,6 +9,7 @@ pub mod environment;
 pub mod explore;
 mod grid;
 pub mod interop;
+mod recordings;
 pub mod recovery;
 mod replay;
 pub mod reproducer;
@@ -20,6 +21,7 @@ pub use grid::{
     cached_cells, cached_cells_path, disk_models, run_cell_cached, run_table, TableOptions,
     TableProgress,
 };
+pub use recordings::{Recordings, AUTO_RECORDINGS};
 pub use replay::{replay_witness, witness_state, ReplayOptions};
 pub use traces::{cell_traces, cell_traces_in, load_trace_set, record_table, MANIFEST, TRACES};
 
@@ -170,6 +172,10 @@ pub struct RunOptions {
     /// Drain schedules to record the workload under (each its own recording); those the
     /// configuration does not support are skipped (see [`FsConfig::schedules`]).
     pub schedules: Vec<Schedule>,
+    /// How many times each drain schedule is recorded (`--recordings`): the cell's states
+    /// are the union of every recording's, and each schedule says in how many of its
+    /// recordings a violation appeared.
+    pub recordings: Recordings,
     /// The disk models to judge the cell under (at least one; all with the same FUA
     /// model): one cell each, from the same recordings, with states common to several
     /// models mounted once.
@@ -331,7 +337,9 @@ struct Recorded {
     sidecar: crate::trace::sidecar::Sidecar,
     journal: check::Journal,
     scratch: PathBuf,
-    name: &'static str,
+    /// Its label: the schedule, numbered from its second recording on (`syncfs.2`), or
+    /// `trace` for a trace without one.
+    name: String,
     trace_digest: String,
     /// Where its file system came from; `None` when the trace was loaded, not recorded.
     setup: Option<record::SetupSource>,
@@ -437,40 +445,23 @@ pub(crate) fn record_cell(
     if !opts.resume || opts.trace.is_some() {
         let _ = std::fs::remove_dir_all(&run_dir);
     }
-    // Each schedule with the saved trace to load instead of recording, if any.
-    let schedules: Vec<(Option<Schedule>, Option<PathBuf>)> = if let Some(dir) = &opts.trace {
-        if dir.join("trace.json").exists() {
-            // A saved trace is one recording, under whatever schedule its sidecar names.
-            vec![(None, Some(dir.clone()))]
-        } else {
-            // What `--save-trace` writes for several schedules: one directory each.
-            let found: Vec<(Option<Schedule>, Option<PathBuf>)> =
-                cell_schedules(&opts.config, &opts.schedules)
-                    .into_iter()
-                    .map(|s| (s, dir.join(s.name())))
-                    .filter(|(_, d)| d.join("trace.json").exists())
-                    .map(|(s, d)| (Some(s), Some(d)))
-                    .collect();
-            if found.is_empty() {
-                // Let loading the directory itself say what is missing.
-                vec![(None, Some(dir.clone()))]
-            } else {
-                found
+    // Each recording: its schedule, its number, and the saved trace to load instead of
+    // recording, if any.
+    let planned = match &opts.trace {
+        Some(dir) => recordings::saved(dir, &cell_schedules(&opts.config, &opts.schedules)),
+        None => {
+            let s = cell_schedules(&opts.config, &opts.schedules);
+            if s.is_empty() {
+                return Err(no_schedule(&opts));
             }
+            recordings::fresh(&s, opts.recordings)
         }
-    } else {
-        let s = cell_schedules(&opts.config, &opts.schedules);
-        if s.is_empty() {
-            return Err(no_schedule(&opts));
-        }
-        s.into_iter().map(|s| (Some(s), None)).collect()
     };
-    let several = schedules.len() > 1;
+    let several = planned.len() > 1;
     let mut recs = Vec::new();
-    for (schedule, saved) in schedules {
-        recs.push(record_schedule(
-            &opts, schedule, saved, several, models[0], &work, &run_dir, progress, cancel,
-        )?);
+    for p in planned {
+        let at = Target { several, disk: models[0], work: &work, run_dir: &run_dir };
+        recs.push(record_schedule(&opts, p, &at, progress, cancel)?);
     }
     Ok(RecordedCell { opts, work, recs, models, cell_dir, run_dir, recorded: started.elapsed() })
 }
@@ -504,12 +495,18 @@ pub(crate) fn check_cell(
     if models.len() > 1 && !own_trace(&cell_dir) {
         witness::remove_stale(&cell_dir)?;
     }
-    for &disk in &models {
+    for (m, &disk) in models.iter().enumerate() {
         let checking = Instant::now();
         let mut parts = Vec::with_capacity(recs.len());
         for rec in &mut recs {
             rec.subject.set_disk(disk);
             parts.push(check_schedule(opts, rec, progress, cancel)?);
+        }
+        if m == 0 {
+            // The schedules `--recordings auto` records again, judged by the first
+            // model's verdicts; the later models check every recording from the start.
+            let at = Target { several: true, disk, work: &work, run_dir: &run_dir };
+            recordings::settle(opts, &mut recs, &mut parts, &at, progress, cancel)?;
         }
         let dir = if models.len() > 1 { cell_dir.join(disk.slug()) } else { cell_dir.clone() };
         let mut cell = assemble(opts, &recs, &parts, &dir, &work)?;
@@ -653,7 +650,7 @@ impl Assembly<'_> {
                 &rec.subject,
                 &regions,
             );
-            if let Some(s) = rec.subject.schedule {
+            if let Some(s) = rec.subject.label() {
                 for m in &mut mounts {
                     m.first_state = format!("{s}/{}", m.first_state);
                 }
@@ -688,32 +685,29 @@ impl Assembly<'_> {
         }
     }
 
-    /// Each schedule's share of the cell, and the barriers the judged ops' writes spanned
+    /// Each schedule's share of the cell (the union of its recordings, and in how many
+    /// of them a violation appeared), and the barriers the judged ops' writes spanned
     /// (the most over the schedules).
     fn add_schedules(&self, cell: &mut Cell) {
         let opts = self.opts;
         let mut barriers: Option<(usize, Option<String>)> = None;
-        for (rec, part) in self.recs.iter().zip(self.parts) {
-            let mut share = Cell::of_results(opts.config.name, opts.cell_name(), &part.results);
-            let exercised =
-                if opts.workload.is_some() { None } else { exercise(opts.property, &rec.subject) };
-            let schedule = rec.subject.schedule.map(|s| s.name().to_owned());
-            if let (Some(schedule), (c, first)) = (schedule, &mut share) {
-                cell.schedules.push(ScheduleCell {
-                    schedule,
-                    trace_digest: rec.trace_digest.clone(),
-                    verdict: c.verdict,
-                    states_explored: c.states_explored,
-                    states_unique: c.states_unique,
-                    counts: c.counts.clone(),
-                    first_state: first.map(|i| rec.subject.qualify(&part.results[i].state.id)),
-                    first_position: first.map(|i| part.positions[i]),
-                    op_barriers: exercised.as_ref().map(|e| e.0),
-                    fua_writes: count_entries(&rec.subject.trace, |e| {
-                        matches!(e.kind(), EntryKind::Write { fua: true, .. }) && e.nr_sectors > 0
-                    }),
-                    fua_postflushes: count_entries(&rec.subject.trace, |e| e.is_fua_postflush()),
-                });
+        for group in self.schedule_groups() {
+            let mut exercised: Option<(usize, Option<String>)> = None;
+            for &k in &group {
+                let rec = &self.recs[k];
+                let e = if opts.workload.is_some() {
+                    None
+                } else {
+                    exercise(opts.property, &rec.subject)
+                };
+                if let Some((n, why)) = e {
+                    if exercised.as_ref().is_none_or(|(m, _)| n > *m) {
+                        exercised = Some((n, why));
+                    }
+                }
+            }
+            if let Some(share) = self.schedule_share(&group, exercised.as_ref().map(|e| e.0)) {
+                cell.schedules.push(share);
             }
             if let Some((n, why)) = exercised {
                 if barriers.as_ref().is_none_or(|(m, _)| n > *m) {
@@ -724,6 +718,73 @@ impl Assembly<'_> {
         if let Some((n, why)) = barriers {
             cell.apply_exercise(Some(n), why);
         }
+        cell.update_racy();
+    }
+
+    /// The recordings of each schedule, as indices of `recs` (side by side, in order).
+    fn schedule_groups(&self) -> Vec<Vec<usize>> {
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        for (k, rec) in self.recs.iter().enumerate() {
+            match groups.last_mut() {
+                Some(g) if self.recs[g[0]].subject.schedule == rec.subject.schedule => g.push(k),
+                _ => groups.push(vec![k]),
+            }
+        }
+        groups
+    }
+
+    /// One schedule's share over its recordings `group` (none for a trace without a
+    /// schedule): the union's verdict and counts, its first failing state, and with more
+    /// than one recording, which of them showed a violation.
+    fn schedule_share(&self, group: &[usize], op_barriers: Option<usize>) -> Option<ScheduleCell> {
+        let first = &self.recs[group[0]];
+        let schedule = first.subject.schedule?.name().to_owned();
+        // The group's states as one list: results re-based, positions offset by the full
+        // lists of its recordings before.
+        let (mut results, mut positions, mut owner) = (Vec::new(), Vec::new(), Vec::new());
+        let mut position_base = 0;
+        for &k in group {
+            let (part, base) = (&self.parts[k], results.len());
+            for (r, &p) in part.results.iter().zip(&part.positions) {
+                let mut r = r.clone();
+                r.mounted_as += base;
+                results.push(r);
+                positions.push(position_base + p);
+                owner.push(k);
+            }
+            position_base += part.generated;
+        }
+        let (c, first_index) =
+            Cell::of_results(self.opts.config.name, self.opts.cell_name(), &results);
+        let several = group.len() > 1;
+        let violated_in: Vec<usize> = group
+            .iter()
+            .filter(|&&k| recordings::violated(&self.parts[k]))
+            .map(|&k| self.recs[k].subject.recording)
+            .collect();
+        Some(ScheduleCell {
+            schedule,
+            trace_digest: first.trace_digest.clone(),
+            verdict: c.verdict,
+            states_explored: c.states_explored,
+            states_unique: c.states_unique,
+            counts: c.counts.clone(),
+            first_state: first_index
+                .map(|i| self.recs[owner[i]].subject.qualify(&results[i].state.id)),
+            first_position: first_index.map(|i| positions[i]),
+            op_barriers,
+            fua_writes: count_entries(&first.subject.trace, |e| {
+                matches!(e.kind(), EntryKind::Write { fua: true, .. }) && e.nr_sectors > 0
+            }),
+            fua_postflushes: count_entries(&first.subject.trace, |e| e.is_fua_postflush()),
+            recordings: group.len(),
+            racy: ScheduleCell::is_racy(violated_in.len(), group.len()),
+            violated_in: if several { violated_in } else { Vec::new() },
+            more_trace_digests: group[1..]
+                .iter()
+                .map(|&k| self.recs[k].trace_digest.clone())
+                .collect(),
+        })
     }
 
     /// The witness of the cell's verdict, the union's `i`-th state: replayed
@@ -779,24 +840,22 @@ impl Assembly<'_> {
     fn keep_schedule_traces(&self, cell: &Cell) -> Result<(), Error> {
         let dir = self.dir;
         let _ = std::fs::remove_dir_all(dir.join("schedules"));
-        let Some(own) = cell.witness.as_ref().and(cell.witness_schedule.clone()) else {
+        // Traces are named by their states' prefix: the schedule, and the recording from
+        // the second on (`syncfs.2`).
+        let label = |id: Option<&str>| match id.map(check::split_schedule) {
+            Some((Some(label), _)) => Some(label.to_owned()),
+            _ => None,
+        };
+        let Some(own) = cell.witness.as_ref().and(label(cell.witness_state.as_deref())) else {
             return Ok(());
         };
-        let mut wanted: Vec<&str> = cell
-            .schedules
-            .iter()
-            .filter(|s| s.first_state.is_some())
-            .map(|s| s.schedule.as_str())
-            .collect();
-        for sc in &cell.scenarios {
-            if let Some((Some(name), _)) = sc.witness_state.as_deref().map(check::split_schedule) {
-                wanted.push(name);
-            }
-        }
+        let mut wanted: Vec<String> =
+            cell.schedules.iter().filter_map(|s| label(s.first_state.as_deref())).collect();
+        wanted.extend(cell.scenarios.iter().filter_map(|sc| label(sc.witness_state.as_deref())));
         for rec in self.recs {
-            let Some(s) = rec.subject.schedule else { continue };
-            if s.name() != own && wanted.contains(&s.name()) {
-                let to = witness::schedule_dir(dir, s.name());
+            let Some(name) = rec.subject.label() else { continue };
+            if name != own && wanted.contains(&name) {
+                let to = witness::schedule_dir(dir, &name);
                 witness::save_trace(&to, &rec.subject, &rec.sidecar)?;
             }
         }
@@ -822,27 +881,35 @@ impl Assembly<'_> {
     }
 }
 
-/// Records (or loads from the journal, or from `saved`, a `--trace` directory) the cell's
-/// workload under one drain schedule, cut under `disk`. `several`: the cell has more than
-/// one schedule (`--save-trace` then writes one directory per schedule).
-#[allow(clippy::too_many_arguments)]
-fn record_schedule(
-    opts: &RunOptions,
-    schedule: Option<Schedule>,
-    saved: Option<PathBuf>,
+/// Where a cell's recordings go: whether it has several (`--save-trace` then writes one
+/// directory each), the disk model they are first cut under, the cell's scratch
+/// directory and its journal's.
+pub(crate) struct Target<'a> {
     several: bool,
     disk: crash::DiskModel,
-    work: &WorkDir,
-    run_dir: &Path,
+    work: &'a WorkDir,
+    run_dir: &'a Path,
+}
+
+/// Records (or loads from the journal, or from a `--trace` directory) one recording of the
+/// cell's workload under its drain schedule, cut under `at.disk`.
+fn record_schedule(
+    opts: &RunOptions,
+    planned: recordings::Planned,
+    at: &Target,
     progress: &dyn Progress,
     cancel: &AtomicBool,
 ) -> Result<Recorded, Error> {
-    let name = schedule.map(|s| s.name()).unwrap_or("trace");
-    // Each schedule its own scratch (base image, mounts) and journal.
-    let scratch = work.path().join(name);
+    let recordings::Planned { schedule, recording, saved } = planned;
+    let name = match schedule {
+        Some(s) => check::recording_label(s.name(), recording),
+        None => "trace".to_owned(),
+    };
+    // Each recording its own scratch (base image, mounts) and journal.
+    let scratch = at.work.path().join(&name);
     std::fs::create_dir_all(&scratch)
         .map_err(|source| Error::Io { path: scratch.clone(), source })?;
-    let journal_dir = run_dir.join(name);
+    let journal_dir = at.run_dir.join(&name);
     let resuming = opts.resume && journal_dir.join("trace.json").exists() && saved.is_none();
     let trace_source = if resuming { Some(journal_dir.clone()) } else { saved };
     let mut setup = None;
@@ -862,15 +929,18 @@ fn record_schedule(
             (subject, sidecar)
         }
         None => {
-            let (subject, sidecar, made) = record_fresh(opts, schedule, disk, &scratch, progress)?;
+            let (mut subject, mut sidecar, made) =
+                record_fresh(opts, schedule, at.disk, &scratch, progress)?;
+            subject.recording = recording;
+            sidecar.recording = (recording > 1).then_some(recording);
             setup = Some(made);
             (subject, sidecar)
         }
     };
     if let Some(dir) = &opts.save_trace {
-        // One schedule saves where asked; several save one directory each below it.
+        // One recording saves where asked; several save one directory each below it.
         let dir = match schedule {
-            Some(s) if several => dir.join(s.name()),
+            Some(_) if at.several => dir.join(&name),
             _ => dir.clone(),
         };
         witness::save_trace(&dir, &subject, &sidecar)?;
@@ -878,7 +948,7 @@ fn record_schedule(
     if !resuming {
         witness::save_trace(&journal_dir, &subject, &sidecar)?;
     }
-    subject.set_disk(disk);
+    subject.set_disk(at.disk);
     let journal = check::Journal::open(&journal_dir.join("results.jsonl"))?;
     if cancel.load(std::sync::atomic::Ordering::Relaxed) {
         return Err(check::Error::Interrupted.into());
@@ -929,7 +999,7 @@ fn check_schedule(
     progress: &dyn Progress,
     cancel: &AtomicBool,
 ) -> Result<Part, Error> {
-    let (subject, name) = (&rec.subject, rec.name);
+    let (subject, name) = (&rec.subject, rec.name.as_str());
 
     // The states are streamed into the engine; this shard's are those whose content
     // digest falls to it. Positions in the full list are kept through sharding so that
@@ -1319,6 +1389,7 @@ mod tests {
             trace: trace.clone(),
             spans: Vec::new(),
             schedule,
+            recording: 1,
             disk: crash::DiskModel::STUDY,
             pm: None,
             base: Arc::new(BaseImage::open(&base).unwrap()),
@@ -1332,6 +1403,17 @@ mod tests {
         assert!(other.contains("syncfs") && other.contains("sync/e0:0"), "{other}");
         assert!(syncfs.state_id("fsync/e0:0").is_err());
         assert!(syncfs.state_id("syncfs/e5:0").is_err(), "still validated against the trace");
+        // A later recording of the schedule names its number; the first's ids do not.
+        let mut second = subject(Some(Schedule::Syncfs));
+        second.recording = 2;
+        assert_eq!(second.qualify(&id), "syncfs.2/e0:0");
+        assert_eq!(second.state_id("syncfs.2/e0:0").unwrap(), id);
+        assert_eq!(second.state_id("e0:0").unwrap(), id, "a bare id is the trace's own");
+        let first = second.state_id("syncfs/e0:0").unwrap_err().to_string();
+        assert!(first.contains("recording 2") && first.contains("not recording 1"), "{first}");
+        assert!(syncfs.state_id("syncfs.2/e0:0").is_err(), "recording 1 is not recording 2");
+        assert!(syncfs.state_id("syncfs.1/e0:0").is_err(), "recordings are numbered from 2");
+        assert!(syncfs.state_id("syncfs.x/e0:0").is_err());
         // A trace without a schedule (bob record, imports, old witnesses) prints bare ids.
         let none = subject(None);
         assert_eq!(none.qualify(&id), "e0:0");

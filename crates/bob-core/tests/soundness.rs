@@ -40,6 +40,7 @@ fn no_violation(config: &str, seed: u64) -> Result<(), TestCaseError> {
         // schedules are exercised by the CLI tests.
         schedules: vec![workloads::Schedule::Sync],
         setup_cache: None,
+        recordings: bob_core::run::Recordings::default(),
     };
     let cells = run_cell(&opts, &Quiet, &AtomicBool::new(false)).expect("the run itself works");
     prop_assert_eq!(cells.len(), 2);

@@ -399,11 +399,16 @@ fn cell_key(c: &Cell) -> (&str, &str, crate::crash::DiskModel) {
     (&c.config, &c.property, c.disk_model)
 }
 
-/// The cells, matched by configuration, property and disk model, whose verdicts differ.
+/// The cells, matched by configuration, property and disk model, whose verdicts differ;
+/// a cell racy in either run (violated in some of its recordings and not in others) is
+/// not counted: two runs that record afresh may see its race go either way.
 fn differing_verdicts(a: &[Cell], b: &[Cell]) -> Vec<String> {
     let mut out = Vec::new();
     for x in a {
         let y = b.iter().find(|y| cell_key(y) == cell_key(x));
+        if x.racy || y.is_some_and(|y| y.racy) {
+            continue;
+        }
         let other = y.map_or("missing", |y| y.verdict.name());
         if other != x.verdict.name() {
             out.push(format!(

@@ -39,7 +39,9 @@ pub use speed::{FsckPolicy, Speedups};
 pub use state::{
     check_image, check_image_with, pm_image_path, AfterRecovery, RecoveredCache, StateToCheck,
 };
-pub use subject::{qualified_id, split_schedule, CrashStates, Recorded, Subject};
+pub use subject::{
+    qualified_id, recording_label, split_recording, split_schedule, CrashStates, Recorded, Subject,
+};
 
 /// Checking errors: the environment failed, not the file system under test.
 #[derive(Debug, thiserror::Error)]

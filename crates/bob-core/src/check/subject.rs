@@ -63,6 +63,7 @@ impl Subject {
             epochs,
             spans: recorded.spans,
             schedule: recorded.schedule,
+            recording: 1,
             base: Arc::new(base),
             disk,
             pm,
@@ -87,6 +88,10 @@ pub struct Subject {
     /// The drain schedule the trace was recorded under, if it was a property recording
     /// that knows it: state ids of this trace print with it as a prefix (`syncfs/e3:0-4`).
     pub schedule: Option<workloads::Schedule>,
+    /// Which recording of its schedule the trace is (1 and up): a cell may record a
+    /// schedule more than once, and the ids of a later recording's states name it
+    /// (`syncfs.2/e3:0-4`) so that no id names two states.
+    pub recording: usize,
     /// The base image.
     pub base: Arc<BaseImage>,
     /// The disk model the epochs (and so every state id) are cut under.
@@ -298,10 +303,22 @@ impl Subject {
     pub fn state_id(&self, text: &str) -> Result<StateId, Error> {
         let bad = |reason: String| Error::BadState { id: text.to_owned(), reason };
         let (schedule, bare) = split_schedule(text);
-        if let Some(name) = schedule {
+        if let Some(label) = schedule {
+            let (name, recording) = split_recording(label);
             let named: workloads::Schedule =
                 name.parse().map_err(|e: workloads::ParseScheduleError| bad(e.to_string()))?;
+            let recording = recording.ok_or_else(|| {
+                bad(format!("{label:?}: a recording is numbered from 2 ({name}.2)"))
+            })?;
             match self.schedule {
+                Some(own) if own == named && recording != self.recording => {
+                    return Err(bad(format!(
+                        "this trace is recording {} of the {own} drain schedule, not \
+                         recording {recording}; that state replays from a witness that keeps \
+                         that recording",
+                        self.recording
+                    )))
+                }
                 Some(own) if own == named => {}
                 Some(own) => {
                     return Err(bad(format!(
@@ -370,7 +387,35 @@ impl Subject {
     /// The printable id of a state of this trace: prefixed with its schedule where the
     /// trace has one (`syncfs/e3:0-4`), bare otherwise.
     pub fn qualify(&self, id: &StateId) -> String {
-        qualified_id(self.schedule, id)
+        match self.label() {
+            Some(label) => format!("{label}/{id}"),
+            None => id.to_string(),
+        }
+    }
+
+    /// The prefix of this trace's state ids: its schedule, and its recording number from
+    /// the second on (`syncfs`, `syncfs.2`); `None` without a schedule.
+    pub fn label(&self) -> Option<String> {
+        self.schedule.map(|s| recording_label(s.name(), self.recording))
+    }
+}
+
+/// A recording's label: the schedule's name, with the recording's number from the second
+/// on (`syncfs`, `syncfs.2`).
+pub fn recording_label(schedule: &str, recording: usize) -> String {
+    if recording <= 1 {
+        schedule.to_owned()
+    } else {
+        format!("{schedule}.{recording}")
+    }
+}
+
+/// Splits a label (`syncfs.2`) into the schedule's name and the recording number (1
+/// when none is written); `None` as the number when it is not one of 2 and up.
+pub fn split_recording(label: &str) -> (&str, Option<usize>) {
+    match label.rsplit_once('.') {
+        Some((name, n)) => (name, n.parse().ok().filter(|&n| n >= 2)),
+        None => (label, Some(1)),
     }
 }
 

@@ -316,6 +316,7 @@ fn command_sidecar(
         ops: Vec::new(),
         roles: Vec::new(),
         schedule: None,
+        recording: None,
         fua: None,
     })
 }

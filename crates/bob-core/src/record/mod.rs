@@ -932,6 +932,7 @@ fn finish(
             .collect(),
         // The caller that chose a drain schedule for the workload names it.
         schedule: None,
+        recording: None,
         fua,
     };
     Ok(Recording { trace, sidecar, observed, base_image: base_path, setup })

@@ -3,6 +3,11 @@
 //! regression. Cells are matched on configuration, property, disk model and drain
 //! schedule; a dimension that is the one thing the two tables differ in (each table of
 //! one disk model, and the models differ) is what is compared, not matched on.
+//!
+//! A cell or schedule share marked racy in either table (a violation appeared in some of
+//! its recordings and not in others) is listed apart as racy when its verdicts differ:
+//! another recording could have given either verdict, so the difference is no change of
+//! the file system's, and it does not make `bob diff` exit 1.
 
 use maud::{html, Markup};
 use serde::{Deserialize, Serialize};
@@ -10,6 +15,9 @@ use serde::{Deserialize, Serialize};
 use super::table::Grid;
 use super::{Cell, CellVerdict};
 use crate::crash::DiskModel;
+
+/// How a racy cell's difference is introduced, in text and Markdown.
+const RACY: &str = "racy, not a change: ";
 
 /// One side of a diff: where its table came from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -42,6 +50,13 @@ pub struct DiffWitness {
     pub story: Option<String>,
     /// The disk model of this side's cell.
     pub disk_model: DiskModel,
+    /// In how many of its recordings a violation appeared, when recorded more than once
+    /// (`violated in 1 of 3 recordings: racy`); for a whole cell, its racy schedules'.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recordings: Option<String>,
+    /// Whether this side is marked racy.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub racy: bool,
 }
 
 /// A cell (or one drain schedule's share of it) whose verdict changed.
@@ -98,6 +113,10 @@ pub struct TableDiff {
     /// Matched cells and schedule shares whose verdict changed, in the first table's
     /// order (a cell's own change first, then its schedules').
     pub changes: Vec<CellChange>,
+    /// Matched cells and schedule shares whose verdicts differ but which are marked racy
+    /// in either table: not changes (see the module documentation).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub racy: Vec<CellChange>,
     /// Cells of the first table the second lacks.
     pub only_in_a: Vec<UnmatchedCell>,
     /// Cells of the second table the first lacks.
@@ -125,6 +144,8 @@ fn witness(c: &Cell) -> DiffWitness {
         state: c.witness_state.clone(),
         story: c.story.clone(),
         disk_model: c.disk_model,
+        recordings: (!c.racy_text().is_empty()).then(|| c.racy_text().join("; ")),
+        racy: c.racy,
     }
 }
 
@@ -176,6 +197,7 @@ impl TableDiff {
             (c.config.clone(), c.property.clone(), (!compare_models).then_some(c.disk_model))
         };
         let mut changes = Vec::new();
+        let mut racy = Vec::new();
         let mut only_in_a = Vec::new();
         let mut only_in_b = Vec::new();
         let mut matched = 0;
@@ -206,7 +228,8 @@ impl TableDiff {
                 x == y
             };
             if same_schedules && ca.verdict != cb.verdict {
-                changes.push(CellChange {
+                let list = if ca.racy || cb.racy { &mut racy } else { &mut changes };
+                list.push(CellChange {
                     config: ca.config.clone(),
                     property: ca.property.clone(),
                     disk_model: model,
@@ -229,8 +252,11 @@ impl TableDiff {
                     state: s.first_state.clone(),
                     story: (c.witness_state == s.first_state).then(|| c.story.clone()).flatten(),
                     disk_model: c.disk_model,
+                    recordings: s.recordings_text(),
+                    racy: s.racy,
                 };
-                changes.push(CellChange {
+                let list = if sa.racy || sb.racy { &mut racy } else { &mut changes };
+                list.push(CellChange {
                     config: ca.config.clone(),
                     property: ca.property.clone(),
                     disk_model: model,
@@ -255,6 +281,7 @@ impl TableDiff {
             matched_on,
             matched,
             changes,
+            racy,
             only_in_a,
             only_in_b,
             inputs_differ: inputs_differ(a, b),
@@ -299,6 +326,9 @@ impl TableDiff {
 
     fn side_line(w: &DiffWitness) -> String {
         let mut s = format!("{} ({})", w.verdict.name(), w.counts);
+        if let Some(r) = &w.recordings {
+            s.push_str(&format!(", {r}"));
+        }
         if let Some(story) = &w.story {
             s.push_str(&format!(": {story}"));
         }
@@ -337,9 +367,11 @@ impl TableDiff {
         if self.changes.is_empty() {
             s.push_str("no verdict changed\n");
         }
-        for c in &self.changes {
+        for (c, racy) in
+            self.changes.iter().map(|c| (c, "")).chain(self.racy.iter().map(|c| (c, RACY)))
+        {
             s.push_str(&format!(
-                "{}: {} -> {}\n  A: {}\n  B: {}\n",
+                "{racy}{}: {} -> {}\n  A: {}\n  B: {}\n",
                 Self::what(c),
                 paint(c.a.verdict, c.a.verdict.name()),
                 paint(c.b.verdict, c.b.verdict.name()),
@@ -390,6 +422,23 @@ impl TableDiff {
                 ));
             }
         }
+        if !self.racy.is_empty() {
+            s.push_str(
+                "\nRacy (violated in some recordings of a schedule and not in others, in \
+                 either table), not changes:\n\n",
+            );
+            for c in &self.racy {
+                s.push_str(&format!(
+                    "- {}: {} -> {}\n   - A: {}\n   - B: {}\n",
+                    Self::what(c),
+                    c.a.verdict.name(),
+                    c.b.verdict.name(),
+                    Self::side_line(&c.a).replace('|', "\\|"),
+                    Self::side_line(&c.b).replace('|', "\\|")
+                ));
+            }
+            s.push('\n');
+        }
         for (name, cells) in [("A", &self.only_in_a), ("B", &self.only_in_b)] {
             for u in cells {
                 s.push_str(&format!("- {}\n", Self::unmatched_text(name, u)));
@@ -406,6 +455,7 @@ impl TableDiff {
                 td class=(w.verdict.name()) {
                     b { (w.verdict.name()) } br;
                     span.n { (w.counts) }
+                    @if let Some(r) = &w.recordings { br; (r) }
                     @if let Some(story) = &w.story { br; (story) }
                     @if let Some(dir) = &w.witness {
                         br;
@@ -434,6 +484,23 @@ impl TableDiff {
                     tr { th.p { "cell" } th { "A" } th { "B" } }
                     @for c in &self.changes {
                         tr.change {
+                            td.p { (Self::what(c)) }
+                            (side('a', c, &c.a))
+                            (side('b', c, &c.b))
+                        }
+                    }
+                }
+            }
+            @if !self.racy.is_empty() {
+                h2 { "Racy, not changes" }
+                p {
+                    "Violated in some recordings of a schedule and not in others, in either \
+                     table: another recording could give either verdict."
+                }
+                table.diff {
+                    tr { th.p { "cell" } th { "A" } th { "B" } }
+                    @for c in &self.racy {
+                        tr.racy {
                             td.p { (Self::what(c)) }
                             (side('a', c, &c.a))
                             (side('b', c, &c.b))
@@ -486,6 +553,7 @@ mod tests {
                 op_barriers: None,
                 fua_writes: 0,
                 fua_postflushes: 0,
+                ..Default::default()
             }],
             counts,
             ..Default::default()
@@ -547,6 +615,66 @@ mod tests {
         assert_eq!(d.only_in_a.len(), 1);
         assert_eq!(d.only_in_a[0].disk_model.atomic_write_unit, 4096);
         assert!(d.changed());
+    }
+
+    /// A cell whose schedule was violated in some of its recordings and not in others
+    /// (racy) is listed as racy, not as a change, whichever table marks it; a cell racy
+    /// in neither still changes.
+    #[test]
+    fn a_cell_racy_in_either_table_is_racy_not_a_change() {
+        let racy = |mut c: Cell| {
+            let s = &mut c.schedules[0];
+            s.recordings = 3;
+            s.violated_in = vec![2];
+            s.racy = true;
+            c.update_racy();
+            c
+        };
+        let held = cell(512, CellVerdict::Held);
+        let violated = racy(cell(512, CellVerdict::Violated));
+        assert!(violated.racy);
+        for (a, b) in [(&held, &violated), (&violated, &held)] {
+            let d =
+                TableDiff::of("a.json", &grid(vec![a.clone()]), "b.json", &grid(vec![b.clone()]));
+            assert!(!d.changed(), "racy is no change: {d:?}");
+            assert!(d.changes.is_empty());
+            assert_eq!(d.racy.len(), 2, "the cell and its sync share: {d:?}");
+            assert_eq!(d.racy[1].schedule.as_deref(), Some("sync"));
+            let text = d.to_text();
+            assert!(text.contains("no verdict changed"), "{text}");
+            assert!(
+                text.contains(
+                    "racy, not a change: single-block-overwrite / ext4-ordered [awu-512]"
+                ),
+                "{text}"
+            );
+            assert!(text.contains("violated in 1 of 3 recordings: racy"), "{text}");
+            let md = d.to_markdown();
+            assert!(md.contains("No verdict changed.") && md.contains("Racy (violated"), "{md}");
+            let html = d.html_body(&|_, _| None).into_string();
+            assert!(html.contains("Racy, not changes") && html.contains("No verdict changed."));
+        }
+        insta::assert_json_snapshot!(
+            "table_diff_racy",
+            TableDiff::of("a.json", &grid(vec![held.clone()]), "b.json", &grid(vec![violated]))
+        );
+        // Racy with the same verdict on both sides: nothing to list.
+        let both = racy(cell(512, CellVerdict::Violated));
+        let d = TableDiff::of("a", &grid(vec![both.clone()]), "b", &grid(vec![both]));
+        assert!(!d.changed() && d.racy.is_empty(), "{d:?}");
+        // A schedule racy in neither table is a change, even beside a racy one.
+        let mut a = cell(512, CellVerdict::Violated);
+        let mut other = a.schedules[0].clone();
+        other.schedule = "syncfs".into();
+        other.verdict = CellVerdict::Held;
+        a.schedules.push(other.clone());
+        let mut b = racy(cell(512, CellVerdict::Violated));
+        b.schedules.push(ScheduleCell { verdict: CellVerdict::Violated, ..other });
+        let d = TableDiff::of("a", &grid(vec![a]), "b", &grid(vec![b]));
+        assert!(d.changed(), "{d:?}");
+        assert_eq!(d.changes.len(), 1);
+        assert_eq!(d.changes[0].schedule.as_deref(), Some("syncfs"));
+        assert!(d.racy.is_empty(), "sync's verdict is the same on both sides: {d:?}");
     }
 
     /// Two tables of one cell under different drain schedules: the cells'

@@ -157,6 +157,11 @@ pub fn cell_case(cell: &Cell) -> Case {
         OutcomeKind::InfraError => cell.infra_error.as_deref().or(cell.story.as_deref()),
         _ => cell.story.as_deref(),
     };
+    // A racy cell's failure says so first: another run may give the other verdict.
+    let racy = cell
+        .racy
+        .then(|| format!("racy ({}): {}", cell.racy_text().join("; "), story.unwrap_or("")));
+    let story = racy.as_deref().or(story);
     let text = replay(cell.witness.as_deref(), cell.witness_state.as_deref());
     Case {
         classname: cell.config.clone(),
@@ -183,8 +188,9 @@ pub fn grid_suite(grid: &Grid) -> Suite {
     cells_suite(&grid.cells, &grid.kernel, &grid.tool_version)
 }
 
-/// The suite of `bob diff`: a failing case per changed cell, a passing one per cell of
-/// the second table that the first has with the same verdict. `b` is the second table.
+/// The suite of `bob diff`: a failing case per changed cell, a skipped one per cell whose
+/// verdicts differ but which is racy in either table (no change), a passing one per cell
+/// of the second table that the first has with the same verdict. `b` is the second table.
 pub fn diff_suite(d: &TableDiff, a: &Grid, b: &Grid) -> Suite {
     let mut cases = Vec::new();
     for c in &d.changes {
@@ -217,8 +223,28 @@ pub fn diff_suite(d: &TableDiff, a: &Grid, b: &Grid) -> Suite {
             },
         });
     }
+    for c in d.racy.iter().filter(|c| c.schedule.is_none()) {
+        let model =
+            c.disk_model.as_ref().map_or_else(|| c.b.disk_model.to_string(), |m| m.to_string());
+        let sides =
+            [&c.a, &c.b].map(|w| w.recordings.clone().unwrap_or_else(|| "recorded once".into()));
+        cases.push(Case {
+            classname: c.config.clone(),
+            name: format!("{} [{model}]", c.property),
+            seconds: 0.0,
+            result: CaseResult::Skipped {
+                message: format!(
+                    "racy, not a change: {} -> {} (A: {}; B: {})",
+                    c.a.verdict.name(),
+                    c.b.verdict.name(),
+                    sides[0],
+                    sides[1]
+                ),
+            },
+        });
+    }
     let changed = |cell: &Cell| {
-        d.changes.iter().any(|c| {
+        d.changes.iter().chain(&d.racy).any(|c| {
             c.schedule.is_none()
                 && c.config == cell.config
                 && c.property == cell.property
@@ -457,5 +483,47 @@ mod tests {
             xml.contains(r#"<error message="loop device /dev/loop7: busy" type="infra-error">"#)
         );
         assert!(!xml.contains('\u{1}'));
+    }
+
+    /// A racy cell's failure says it is racy; in `bob diff`'s suite a racy cell whose
+    /// verdicts differ is skipped as no change, never failed nor passed.
+    #[test]
+    fn a_racy_cell_fails_as_racy_and_its_difference_is_skipped() {
+        let mut racy = cell(OutcomeKind::Violated);
+        racy.story = Some("the new block is all zeros".into());
+        racy.schedules = vec![crate::report::ScheduleCell {
+            schedule: "syncfs".into(),
+            verdict: OutcomeKind::Violated,
+            recordings: 3,
+            violated_in: vec![2],
+            racy: true,
+            ..Default::default()
+        }];
+        racy.update_racy();
+        let case = cell_case(&racy);
+        let CaseResult::Failure { message, .. } = &case.result else { panic!("{case:?}") };
+        assert_eq!(
+            message,
+            "racy (syncfs violated in 1 of 3 recordings: racy): the new block is all zeros"
+        );
+        let grid = |c: Cell| Grid {
+            schema_version: crate::SCHEMA_VERSION,
+            kernel: "6.1".into(),
+            tool_version: "0.1".into(),
+            configs: vec![c.config.clone()],
+            properties: vec![c.property.clone()],
+            cells: vec![c],
+            notes: Vec::new(),
+        };
+        let mut held = cell(OutcomeKind::Held);
+        held.schedules =
+            vec![crate::report::ScheduleCell { schedule: "syncfs".into(), ..Default::default() }];
+        let (a, b) = (grid(held), grid(racy));
+        let d = TableDiff::of("a", &a, "b", &b);
+        let suite = diff_suite(&d, &a, &b);
+        assert_eq!(suite.cases.len(), 1, "{suite:?}");
+        let CaseResult::Skipped { message } = &suite.cases[0].result else { panic!("{suite:?}") };
+        assert!(message.starts_with("racy, not a change: held -> violated"), "{message}");
+        assert!(message.contains("B: syncfs violated in 1 of 3 recordings: racy"), "{message}");
     }
 }

@@ -32,8 +32,8 @@ pub(crate) fn schema_v1() -> u32 {
 /// precedence order that any of its states reached.
 pub type CellVerdict = OutcomeKind;
 
-/// One drain schedule's share of a cell: its own recording, trace and states.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// One drain schedule's share of a cell: its own recordings, traces and states.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ScheduleCell {
     /// The schedule (`sync`, `syncfs`, `writeback-commit`).
     pub schedule: String,
@@ -66,15 +66,68 @@ pub struct ScheduleCell {
     /// `--fua barrier`, none under `--fua real`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub fua_postflushes: usize,
+    /// How many times the schedule was recorded for this cell (`--recordings`): its
+    /// states, counts and verdict are the union of every recording's. Absent when once.
+    #[serde(default, skip_serializing_if = "at_most_one")]
+    pub recordings: usize,
+    /// When recorded more than once: the recordings (numbered from 1, in the order they
+    /// were made) whose states included a violation, so `k of n` is this list's length of
+    /// `recordings`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub violated_in: Vec<usize>,
+    /// The trace digests of the recordings after the first, in order (`trace_digest` is
+    /// the first's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more_trace_digests: Vec<String>,
+    /// A violation appeared in some of the schedule's recordings and not in others (`k`
+    /// of `n` with 0 < k < n): the file system's behaviour under this timing is a race,
+    /// and one recording's verdict could have gone either way.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub racy: bool,
 }
 
 fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
+fn at_most_one(n: &usize) -> bool {
+    *n <= 1
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
 impl ScheduleCell {
+    /// Whether a violation appeared in some of `recordings` and not in all: `k` of `n`
+    /// with 0 < k < n.
+    pub fn is_racy(violated: usize, recordings: usize) -> bool {
+        violated > 0 && violated < recordings
+    }
+
+    /// In how many recordings a violation appeared, in words, when the schedule was
+    /// recorded more than once: "violated in 2 of 5 recordings: racy", "violated in 3 of
+    /// 3 recordings", "violated in 0 of 3 recordings".
+    pub fn recordings_text(&self) -> Option<String> {
+        (self.recordings > 1).then(|| {
+            format!(
+                "violated in {} of {} recordings{}",
+                self.violated_in.len(),
+                self.recordings,
+                if self.racy { ": racy" } else { "" }
+            )
+        })
+    }
+
     /// Folds another shard's share of the same schedule into this one.
     pub fn merge(&mut self, b: &ScheduleCell) {
+        // Shards split the states of the same recordings: a recording violated in either
+        // shard is violated in the whole.
+        self.recordings = self.recordings.max(b.recordings);
+        self.violated_in.extend(&b.violated_in);
+        self.violated_in.sort_unstable();
+        self.violated_in.dedup();
+        self.racy = Self::is_racy(self.violated_in.len(), self.recordings);
         self.states_explored += b.states_explored;
         self.states_unique += b.states_unique;
         self.counts.merge(&b.counts);
@@ -459,6 +512,12 @@ pub struct Cell {
     /// the cell's).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub schedules: Vec<ScheduleCell>,
+    /// Some schedule of the cell is racy (see [`ScheduleCell::racy`]): a violation
+    /// appeared in some of its recordings and not in others, so the cell's verdict is not
+    /// one recording's to give, and `bob diff` reports a change of it as racy, not as a
+    /// change.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub racy: bool,
     /// For the multi-block properties: how many barriers the judged op's own writes
     /// spanned (the most over the schedules; each schedule's is in `schedules`). Below 1
     /// the op never crossed a commit and the cell is `not-exercised`.
@@ -788,6 +847,7 @@ impl Cell {
             promises: Vec::new(),
             witness_schedule: None,
             schedules: Vec::new(),
+            racy: false,
             op_barriers: None,
             not_exercised: None,
             infra_retries: results
@@ -799,6 +859,20 @@ impl Cell {
             infra_error: first_infra_error(results, |_, r| r.state.id.to_string()),
         };
         (cell, witness_index)
+    }
+
+    /// The racy schedules, each in words: "syncfs violated in 2 of 5 recordings: racy".
+    pub fn racy_text(&self) -> Vec<String> {
+        self.schedules
+            .iter()
+            .filter(|s| s.racy)
+            .filter_map(|s| s.recordings_text().map(|t| format!("{} {t}", s.schedule)))
+            .collect()
+    }
+
+    /// Sets [`Cell::racy`] from its schedules.
+    pub fn update_racy(&mut self) {
+        self.racy = self.schedules.iter().any(|s| s.racy);
     }
 
     /// Folds the speed counters of another part of the same cell (a shard, a schedule).
@@ -842,17 +916,26 @@ impl Cell {
     /// The verdict, the states, the outcomes, and what recovery and reads shared.
     fn text_summary(&self, s: &mut String) {
         s.push_str(&format!(
-            "{} / {} [{}]: {} ({} states mounted / {} distinct / {} explored, {:.1}s)\n",
+            "{} / {} [{}]: {}{} ({} states mounted / {} distinct / {} explored, {:.1}s)\n",
             self.config,
             self.property,
             self.disk_model,
             self.verdict.name().to_uppercase(),
+            if self.racy { ", RACY" } else { "" },
             self.states_mounted,
             self.states_unique,
             self.states_explored,
             self.seconds
         ));
         s.push_str(&format!("  outcomes: {}\n", self.counts.text()));
+        let racy = self.racy_text();
+        if !racy.is_empty() {
+            s.push_str(&format!(
+                "  racy:    {}; the verdict is the union's, and another run may see the race \
+                 go the other way\n",
+                racy.join("; ")
+            ));
+        }
         if let Some(n) = self.states_recovered_unique {
             s.push_str(&format!(
                 "  recovery: the mounted states recovered to {n} distinct image(s); {} reused \
@@ -977,8 +1060,10 @@ impl Cell {
                     format!(", {w} FUA writes ({p} flushes that emulated them: barriers)")
                 }
             };
+            let recordings = sc.recordings_text().map(|t| format!(" ({t})")).unwrap_or_default();
             s.push_str(&format!(
-                "  schedule {:<16} {:<13} {} explored, {} distinct: {}{}{}{fua} (trace {})\n",
+                "  schedule {:<16} {:<13} {} explored, {} distinct{recordings}: {}{}{}{fua} \
+                 (trace {})\n",
                 sc.schedule,
                 sc.verdict.name(),
                 sc.states_explored,
@@ -1076,6 +1161,7 @@ mod tests {
             op_barriers: Some(3),
             fua_writes: 0,
             fua_postflushes: 0,
+            ..Default::default()
         }
     }
 

@@ -181,7 +181,7 @@ struct Loaded<'a> {
     dir: Option<PathBuf>,
     /// The witness page, when it was written.
     page: Option<Result<String, String>>,
-    /// Pages of other drain schedules' first states: (schedule, page).
+    /// Pages of other drain schedules' first states: (their states' prefix, `syncfs` or `syncfs.2`, and the page).
     schedule_pages: Vec<(String, String)>,
 }
 
@@ -235,17 +235,23 @@ pub fn build(out: &Path, to: &Path, against: Option<(&str, &Grid)>) -> Result<Si
         }
         for sc in &l.cell.schedules {
             let Some(state) = &sc.first_state else { continue };
-            let other = witness::schedule_dir(dir, &sc.schedule);
+            // Its trace is kept under its states' prefix: the schedule, and the recording
+            // from the second on (`syncfs.2`).
+            let label = match crate::check::split_schedule(state) {
+                (Some(label), _) => label.to_owned(),
+                (None, _) => sc.schedule.clone(),
+            };
+            let other = witness::schedule_dir(dir, &label);
             if l.cell.witness_state.as_ref() == Some(state) || !other.join("trace.json").exists() {
                 continue;
             }
             // A schedule's trace that does not read costs its page, not the site.
             if let Ok(html) = schedule_witness_html(dir, l.cell, sc, state) {
-                let name = schedule_witness_page(l.cell, &sc.schedule);
+                let name = schedule_witness_page(l.cell, &label);
                 let path = to.join(&name);
                 std::fs::write(&path, html).map_err(io(&path))?;
                 witnesses += 1;
-                l.schedule_pages.push((sc.schedule.clone(), name));
+                l.schedule_pages.push((label, name));
             }
         }
     }
@@ -326,6 +332,7 @@ fn index_html(grid: &Grid, loaded: &[Loaded], diff: bool) -> String {
                                     a.m.cell href=(cell_page(l.cell)) { (mark(l.cell)) }
                                     " "
                                     span.n { (l.cell.states_mounted) "/" (l.cell.states_unique) "/" (l.cell.states_explored) }
+                                    @if l.cell.racy { " " small title=(l.cell.racy_text().join("; ")) { "racy" } }
                                 }
                             }
                         }
@@ -351,6 +358,13 @@ fn cell_html(l: &Loaded) -> String {
         p { "Disk model: " (c.disk_model.to_string()) "." }
         p class=(c.verdict.name()) style="display:inline-block;padding:.4em .8em" {
             b { (mark(c)) " " (c.verdict.name()) } " — " (c.verdict.legend())
+        }
+        @if c.racy {
+            p {
+                b { "Racy: " } (c.racy_text().join("; ")) ". The verdict is the union's; \
+                another run may see the race go the other way, and bob diff reports this \
+                cell as racy, not as a change."
+            }
         }
         p { (c.states_explored) " crash states explored, " (c.states_unique) " distinct, "
             (c.states_mounted) " mounted; " (format!("{:.1}", c.seconds)) " s." }
@@ -392,7 +406,11 @@ fn cell_html(l: &Loaded) -> String {
                 tr { th.p { "schedule" } th { "verdict" } th { "explored" } th { "distinct" } th.p { "outcomes" } th { "first state" } }
                 @for s in &c.schedules {
                     tr {
-                        td.p { (s.schedule) } td class=(s.verdict.name()) { (s.verdict.name()) }
+                        td.p { (s.schedule) }
+                        td class=(s.verdict.name()) {
+                            (s.verdict.name())
+                            @if let Some(r) = s.recordings_text() { br; small { (r) } }
+                        }
                         td { (s.states_explored) } td { (s.states_unique) } td.l { (s.counts.text()) }
                         td {
                             @if let Some(f) = &s.first_state {
@@ -532,7 +550,10 @@ fn schedule_witness_html(
     let mut subject = loaded.subject;
     subject.set_disk(c.disk_model);
     let id = subject.state_id(state).map_err(|e| witness::Error::Invalid {
-        path: witness::schedule_dir(dir, &sc.schedule),
+        path: witness::schedule_dir(
+            dir,
+            crate::check::split_schedule(state).0.unwrap_or(&sc.schedule),
+        ),
         message: e.to_string(),
     })?;
     let names_of = model_names(&subject);

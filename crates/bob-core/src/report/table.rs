@@ -117,6 +117,13 @@ fn infra_note(cell: &Cell) -> Option<String> {
     })
 }
 
+/// What a footnote says of a racy cell: in how many of its recordings each racy schedule
+/// was violated.
+fn racy_note(cell: &Cell) -> Option<String> {
+    let racy = cell.racy_text();
+    (!racy.is_empty()).then(|| racy.join(", "))
+}
+
 /// What a cell of a table shows when the table has no result for it (a cell that never
 /// ran, a shard or job left out of a merge): never blank, which is held's mark in
 /// Markdown, nor `-`, which is not-applicable's.
@@ -168,6 +175,12 @@ const NUMBERS: &str =
      states not checked because bob's own loop device, mount or FUSE disk failed on them \
      twice (run again with --resume).";
 
+/// What `racy` beside a cell's numbers means, said under a table that has one.
+const RACY: &str =
+    "racy: a drain schedule recorded more than once was violated in some of its recordings \
+     and not in others (the footnote says k of n), so another run may give the other \
+     verdict; bob diff reports such a cell as racy, not as a change.";
+
 /// Merges two results for the same cell (two shards of it, or a rerun of the same
 /// recordings); refuses results of different recordings of a schedule.
 fn merge_cell(a: &mut Cell, b: &Cell) -> Result<(), MergeError> {
@@ -202,6 +215,7 @@ fn merge_cell(a: &mut Cell, b: &Cell) -> Result<(), MergeError> {
             None => a.schedules.push(sc.clone()),
         }
     }
+    a.update_racy();
     // Shards of one cell share its traces, so the op spanned the same barriers in each.
     a.op_barriers = match (a.op_barriers, b.op_barriers) {
         (Some(x), Some(y)) => Some(x.max(y)),
@@ -418,6 +432,7 @@ impl Grid {
             for c in &self.configs {
                 if let Some(cell) = self.cell(c, p) {
                     if cell.witness.is_some()
+                        || cell.racy
                         || cell.verdict == CellVerdict::NotExercised
                         || cell.counts.infra_error > 0
                     {
@@ -505,12 +520,13 @@ impl Grid {
                             note_of(cell).map(|i| format!(" [{}]", i + 1)).unwrap_or_default();
                         let repairs = repair_note(cell);
                         format!(
-                            "{mark}{}{}/{}/{}{}{repairs}{note}",
+                            "{mark}{}{}/{}/{}{}{repairs}{}{note}",
                             if mark.is_empty() { "" } else { " " },
                             cell.states_mounted,
                             cell.states_unique,
                             cell.states_explored,
                             if repairs.is_empty() { "" } else { " " },
+                            if cell.racy { " racy" } else { "" },
                         )
                     }
                 };
@@ -524,6 +540,9 @@ impl Grid {
             legend(""),
             self.total_mounted()
         ));
+        if self.cells.iter().any(|c| c.racy) {
+            s.push_str(&format!("\n{RACY}\n"));
+        }
         s.push_str(&self.capped_note());
         if !failures.is_empty() {
             s.push('\n');
@@ -537,6 +556,9 @@ impl Grid {
                 };
                 if let Some(unchecked) = infra_note(cell) {
                     what = if what.is_empty() { unchecked } else { format!("{what}; {unchecked}") };
+                }
+                if let Some(racy) = racy_note(cell) {
+                    what = if what.is_empty() { racy } else { format!("{what}; {racy}") };
                 }
                 s.push_str(&format!(
                     "{}. {} / {} ({}): {what}\n",
@@ -790,13 +812,19 @@ impl Grid {
                                     }
                                     @let repairs = repair_note(cell);
                                     @if !repairs.is_empty() { " " small.n { (repairs) } }
+                                    @if let Some(racy) = racy_note(cell) {
+                                        " " small.racy title=(racy) { "racy" }
+                                    }
                                 }
                             }
                         }
                     }
                 }
             }
-            p.n { (legend(HELD_MARK)) ". " (NUMBERS) }
+            p.n {
+                (legend(HELD_MARK)) ". " (NUMBERS)
+                @if self.cells.iter().any(|c| c.racy) { " " (RACY) }
+            }
             @if !failures.is_empty() {
                 h2 { "Witnesses" }
                 ol {
@@ -805,6 +833,7 @@ impl Grid {
                             b { (cell.property) " / " (cell.config) }
                             " (" (cell.verdict.name()) "): " (cell.story.as_deref().unwrap_or(""))
                             @if let Some(unchecked) = infra_note(cell) { " " (unchecked) }
+                            @if let Some(racy) = racy_note(cell) { " " (racy) "." }
                             @if let Some(w) = &cell.witness {
                                 br;
                                 code { "bob replay " (w) " --to crash.img" }
@@ -863,7 +892,7 @@ th.p,td.p{text-align:left;font-family:monospace}\
 .read-error{background:#f8dcc8}.fsck-failed{background:#f0f0b0}.timeout{background:#e0d0f0}\
 .infra-error{background:#d8e4f0}\
 .not-exercised{background:#e4e4e4}.unavailable{color:#999}.n{color:#777;font-size:.8em}\
-.held{background:#d4f0d4}.missing{color:#999;font-style:italic}\
+.held{background:#d4f0d4}.racy{color:#a60;font-weight:bold}.missing{color:#999;font-style:italic}\
 a{color:#900;font-weight:bold;text-decoration:none}li{margin:.4em 0}code{background:#f4f4f4}";
 
 /// The thesis' errors for every row of table 5.6 with this system call.
@@ -1142,6 +1171,7 @@ mod tests {
             op_barriers: None,
             fua_writes: 0,
             fua_postflushes: 0,
+            ..Default::default()
         };
         let shard = |i: usize, digest: &str| {
             let mut c = cell("ext4-ordered", "append-then-rename", CellVerdict::Held, None);
@@ -1166,6 +1196,58 @@ mod tests {
         for part in ["ext4-ordered / append-then-rename", "schedule sync", &one, &other] {
             assert!(text.contains(part), "{part}: {text}");
         }
+    }
+
+    /// A racy cell says so beside its numbers, in its footnote (k of n, in words) and in
+    /// the legend; shards of its recordings merge into the union of the recordings each
+    /// saw violated.
+    #[test]
+    fn a_racy_cell_says_so_in_every_table_and_merges_by_recording() {
+        let share = |violated_in: Vec<usize>| crate::report::ScheduleCell {
+            schedule: "syncfs".into(),
+            trace_digest: "ab".repeat(32),
+            verdict: if violated_in.is_empty() { CellVerdict::Held } else { CellVerdict::Violated },
+            recordings: 3,
+            racy: crate::report::ScheduleCell::is_racy(violated_in.len(), 3),
+            violated_in,
+            ..Default::default()
+        };
+        let mut c = cell("ext4-ordered", "single-block-append", CellVerdict::Violated, Some(3));
+        c.schedules = vec![share(vec![2])];
+        c.update_racy();
+        let g = grid(vec![c.clone()]);
+        let md = g.to_markdown();
+        assert!(md.contains("| x 8/9/12 racy [1] |"), "{md}");
+        assert!(md.contains("syncfs violated in 1 of 3 recordings: racy"), "{md}");
+        assert!(md.contains("racy: a drain schedule recorded more than once"), "{md}");
+        let html = g.to_html();
+        assert!(html.contains(">racy</small>"), "{html}");
+        assert!(html.contains("syncfs violated in 1 of 3 recordings: racy."), "{html}");
+        // A table with no racy cell says nothing of it.
+        let plain =
+            grid(vec![cell("ext4-ordered", "single-block-append", CellVerdict::Held, None)]);
+        assert!(!plain.to_markdown().contains("racy"));
+
+        // Two shards of the same three recordings: one saw recording 2 violated, the other
+        // recordings 2 and 3; the whole is violated in 2 of 3, still racy. With all three,
+        // it is not.
+        let shard = |i: usize, violated_in: Vec<usize>| {
+            let mut c = c.clone();
+            c.shard = Some(format!("{i}/2"));
+            c.schedules = vec![share(violated_in)];
+            c.update_racy();
+            grid(vec![c])
+        };
+        let merged = Grid::merge(vec![shard(1, vec![2]), shard(2, vec![2, 3])]).unwrap();
+        let s = &merged.cells[0].schedules[0];
+        assert_eq!((s.violated_in.clone(), s.recordings, s.racy), (vec![2, 3], 3, true));
+        assert!(merged.cells[0].racy);
+        let merged = Grid::merge(vec![shard(1, vec![1, 2]), shard(2, vec![3])]).unwrap();
+        assert!(!merged.cells[0].schedules[0].racy && !merged.cells[0].racy, "3 of 3");
+        assert_eq!(
+            merged.cells[0].schedules[0].recordings_text().as_deref(),
+            Some("violated in 3 of 3 recordings")
+        );
     }
 
     #[test]

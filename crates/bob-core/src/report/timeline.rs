@@ -682,6 +682,7 @@ mod tests {
             trace,
             spans: Vec::new(),
             schedule: None,
+            recording: 1,
             disk: DiskModel::default(),
             pm: None,
             base: Arc::new(BaseImage::open(base).unwrap()),

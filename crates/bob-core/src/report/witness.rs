@@ -290,8 +290,9 @@ pub fn load_subject(dir: &Path) -> Result<(Subject, Sidecar), Error> {
         schedule,
         base_image: base_path,
     };
-    let subject =
+    let mut subject =
         Subject::load(recorded, DiskModel::default()).map_err(|e| invalid(dir, e.to_string()))?;
+    subject.recording = sidecar.recording.unwrap_or(1);
     Ok((subject, sidecar))
 }
 
@@ -353,20 +354,22 @@ pub fn load_with_state(dir: &Path) -> Result<(Loaded, crate::crash::StateId), Er
     Ok((loaded, id))
 }
 
-/// Where a witness keeps the traces of its cell's other drain schedules (those with a
-/// failing state of their own to replay): `<witness>/schedules/<name>/`.
-pub fn schedule_dir(witness: &Path, schedule: &str) -> PathBuf {
-    witness.join("schedules").join(schedule)
+/// Where a witness keeps the traces of its cell's other drain schedules and recordings
+/// (those with a failing state of their own to replay): `<witness>/schedules/<label>/`,
+/// the label being the prefix of their state ids (`syncfs`, `syncfs.2`).
+pub fn schedule_dir(witness: &Path, label: &str) -> PathBuf {
+    witness.join("schedules").join(label)
 }
 
 /// Loads the witness in `dir` to rebuild state `id`: with its own trace, or, when `id`
-/// names another drain schedule (`syncfs/e3:0-4`) whose trace the witness keeps (see
-/// [`schedule_dir`]), with that one. The state record stays the witness's own.
+/// names another drain schedule or recording (`syncfs/e3:0-4`, `syncfs.2/e3:0-4`) whose
+/// trace the witness keeps (see [`schedule_dir`]), with that one. The state record stays
+/// the witness's own.
 pub fn load_for(dir: &Path, id: Option<&str>) -> Result<Loaded, Error> {
     let mut loaded = load(dir)?;
     if let Some((Some(name), _)) = id.map(crate::check::split_schedule) {
         let other = schedule_dir(dir, name);
-        if loaded.sidecar.schedule.as_deref() != Some(name) && other.join("trace.json").exists() {
+        if loaded.subject.label().as_deref() != Some(name) && other.join("trace.json").exists() {
             let (subject, sidecar) = load_subject(&other)?;
             loaded.subject = subject;
             loaded.sidecar = sidecar;

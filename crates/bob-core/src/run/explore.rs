@@ -425,6 +425,9 @@ fn record_workload(
         save_trace: save_trace.map(Path::to_owned),
         explore: super::Exploration { out_dir: runs.to_owned(), ..template.explore.clone() },
         resume: false,
+        // A generated workload is recorded once: its failures are grouped into signatures
+        // and shrunk, which record again anyway.
+        recordings: super::Recordings::Exactly(1),
         ..template.clone()
     };
     match super::record_cell(&opts, &Quiet, cancel) {

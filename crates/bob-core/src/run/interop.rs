@@ -74,6 +74,7 @@ pub fn import_log(
         ops: Vec::new(),
         roles: Vec::new(),
         schedule: None,
+        recording: None,
         fua: None,
     };
     TraceDir::write(out, &trace, &sidecar)?;

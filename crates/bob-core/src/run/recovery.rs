@@ -85,6 +85,7 @@ pub fn recovery_idempotent(opts: &RecoveryOptions) -> Result<RecoveryReport, Err
         trace: Arc::new(trace),
         spans: Vec::new(),
         schedule: None,
+        recording: 1,
         config: subject.config.clone(),
         workload: subject.workload.clone(),
         observed: subject.observed.clone(),

@@ -132,8 +132,11 @@ fn record_cell(
     if schedules.is_empty() {
         return Err(super::no_schedule(opts));
     }
+    // `--recordings N` records each schedule N times (`<schedule>.2`, ... beside the
+    // first, where `--trace` finds them); `auto` once, as it decides on checked states.
     let mut out = Vec::with_capacity(schedules.len());
-    for schedule in schedules {
+    for planned in super::recordings::fresh(&schedules, opts.recordings) {
+        let (Some(schedule), recording) = (planned.schedule, planned.recording) else { continue };
         if cancel.load(Ordering::Relaxed) {
             return Err(crate::check::Error::Interrupted.into());
         }
@@ -141,9 +144,11 @@ fn record_cell(
         let scratch = work.path().join("record");
         std::fs::create_dir_all(&scratch)
             .map_err(|source| Error::Io { path: scratch.clone(), source })?;
-        let (subject, sidecar, _) =
+        let (subject, mut sidecar, _) =
             record_fresh(opts, Some(schedule), DiskModel::default(), &scratch, progress)?;
-        let rel = cell_traces(opts.config.name, opts.property.name()).join(schedule.name());
+        sidecar.recording = (recording > 1).then_some(recording);
+        let label = crate::check::recording_label(schedule.name(), recording);
+        let rel = cell_traces(opts.config.name, opts.property.name()).join(label);
         witness::save_trace(&dir.join(&rel), &subject, &sidecar)?;
         out.push(RecordedTrace {
             schedule: schedule.name().into(),

@@ -153,6 +153,7 @@ mod tests {
             ops: vec![OpSpan { index: 0, text: "creat /a".into(), begin_entry: 0, end_entry: 3 }],
             roles: Vec::new(),
             schedule: None,
+            recording: None,
             fua: None,
         };
         (trace, sidecar)

@@ -480,6 +480,7 @@ mod tests {
             ops: Vec::new(),
             roles: Vec::new(),
             schedule: None,
+            recording: None,
             fua: None,
         }
     }

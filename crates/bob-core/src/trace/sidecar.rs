@@ -40,6 +40,10 @@ pub struct Sidecar {
     /// of other programs (`bob record`, imports).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule: Option<String>,
+    /// Which recording of its schedule this trace is, when the cell recorded the schedule
+    /// more than once (`bob run --recordings`): 2 and up; absent for the first (and only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recording: Option<usize>,
     /// How FUA was found in a kernel recording (the `block_bio_queue` tracepoint): the
     /// writes marked FUA and the flushes marked as its emulation. Absent where no
     /// tracepoint ran, and for logs that carry FUA themselves (dm-log-writes, the research
@@ -176,6 +180,7 @@ mod tests {
             ops: vec![OpSpan { index: 0, text: "creat /a".into(), begin_entry: 0, end_entry: 3 }],
             roles: vec![RoleNote { entry: 2, role: "inode".into() }],
             schedule: Some("syncfs".into()),
+            recording: None,
             fua: None,
         }
     }
