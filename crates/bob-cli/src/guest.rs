@@ -127,7 +127,7 @@ type Captured = Option<Vec<u8>>;
 /// The command on this machine's kernel, as a child bob (one of several kernels); its
 /// exit code, and its stdout when `capture`.
 fn here(args: &[OsString], capture: bool) -> Result<(u8, Captured), CliError> {
-    eprintln!("bob: host kernel ({}):", host_release());
+    eprintln!("bob: host kernel ({}):", bob_core::host::uname_release());
     let exe = std::env::current_exe().map_err(CliError::Output)?;
     let mut child = std::process::Command::new(exe);
     child.args(args);
@@ -181,12 +181,6 @@ fn bench_on_kernels(
     Ok(Conclusion::Guest(worst))
 }
 
-fn host_release() -> String {
-    nix::sys::utsname::uname()
-        .map(|u| u.release().to_string_lossy().into_owned())
-        .unwrap_or_default()
-}
-
 /// The table `command` is, and how many guests check it at once, when it is to be spread
 /// over several guests of `spec` ([`table_in_guests`]): a whole table (not a recording
 /// alone, not already a shard or a check of saved recordings) on a kernel whose guests
@@ -202,7 +196,7 @@ fn fanned_out_table<'a>(
     }
     let uml = matches!(spec, KernelSpec::Uml(_))
         || matches!(spec, KernelSpec::Image { image, .. } if vm::uml::is_uml_binary(image));
-    let cores = std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1);
+    let cores = bob_core::host::cores() as u32;
     let guests = vm.vm_guests.unwrap_or(if uml { cores } else { 1 });
     (guests > 1).then_some((table, guests))
 }
@@ -516,7 +510,7 @@ fn write_matrix_document(
     let text = bob_core::report::document::kernels_document(
         &kernels,
         &command,
-        &bob_core::report::document::Machine::here(),
+        &bob_core::host::Machine::here(),
     );
     std::fs::write(doc, text).map_err(|source| CliError::Io { path: doc.to_owned(), source })?;
     eprintln!("bob: the kernel matrix is in {}", doc.display());

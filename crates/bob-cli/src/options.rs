@@ -29,9 +29,7 @@ const JOBS_PER_CORE: usize = 2;
 
 /// `--jobs`, or [`JOBS_PER_CORE`] times the number of cores.
 pub fn jobs(asked: Option<usize>) -> usize {
-    asked.unwrap_or_else(|| {
-        JOBS_PER_CORE * std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
-    })
+    asked.unwrap_or_else(|| JOBS_PER_CORE * bob_core::host::cores())
 }
 
 /// Step timeouts with `--recovery-timeout`, stretched in a guest under emulation

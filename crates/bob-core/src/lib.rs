@@ -36,6 +36,7 @@ pub mod check;
 pub mod crash;
 pub mod device;
 pub mod fs;
+pub mod host;
 pub mod image;
 pub mod output;
 pub mod pm;

@@ -386,7 +386,7 @@ pub fn run_cell(
     let mut cells = check_cell(recorded, progress, cancel)?;
     // Each cell names the kernel its states were checked on, so a cell read on its own
     // (`bob run --format json`, a witness's report) says it, in a guest as on the host.
-    let kernel = record::kernel_release();
+    let kernel = crate::host::kernel_release();
     for cell in &mut cells {
         cell.kernel = Some(kernel.clone());
     }

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 /// bob-core's top-level modules, lowest layer first; a module may use only modules of
 /// lower layers.
 const LAYERS: &[&[&str]] = &[
+    &["host"],
     &["device"],
     &["vm", "trace"],
     &["pm", "fs"],

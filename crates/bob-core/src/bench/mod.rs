@@ -39,7 +39,6 @@ mod engine;
 mod floor;
 mod fsbench;
 mod kernels;
-mod machine;
 mod metabench;
 mod naive;
 mod recorder;
@@ -81,8 +80,8 @@ crate::output::text_and_json!(
     KernelBenchReport: "a benchmark of several kernels",
 );
 
+use crate::host::{load_average, peak_rss_kib, pin_mmap_threshold, reset_hwm, Machine};
 use floor::floor;
-use machine::{load_average, machine, peak_rss_kib, pin_mmap_threshold, reset_hwm};
 use naive::naive_pipeline;
 use recorder::recorder_bench;
 use report::describe;
@@ -261,7 +260,7 @@ impl BenchOptions {
             multi_block_bytes: None,
             naive_sample: None,
             floor_runs: DEFAULT_FLOOR_RUNS,
-            jobs: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            jobs: crate::host::cores(),
             recorder_bytes: DEFAULT_RECORDER_BYTES,
             timeouts: Timeouts::default(),
             scratch: None,
@@ -354,7 +353,7 @@ impl Measured {
             config: options.config.name.into(),
             property: options.property.name().into(),
             multi_block_bytes: params.multi_block_bytes,
-            machine: machine(),
+            machine: Machine::here(),
             jobs: options.jobs.max(1),
             trace_entries: subject.trace.entries.len(),
             trace_write_bytes: subject

@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::machine::{peak_rss_kib, reset_hwm, rss_kib};
 use super::report::RecorderBench;
 use super::stats::median;
 use super::{io_err, BenchOptions, Error, RECORDER_FILES, RECORDER_ROUNDS};
@@ -15,6 +14,7 @@ use crate::device::fusedisk::DiskServer;
 use crate::device::loopdev::LoopDevice;
 use crate::device::mount;
 use crate::fs::FsConfig;
+use crate::host::{peak_rss_kib, reset_hwm, rss_kib};
 use crate::record::RecordingDisk;
 use crate::run::Progress;
 

@@ -7,17 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::RECORDER_FILES;
 use crate::check::Outcome;
-
-/// The machine the figures come from.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Machine {
-    /// Cores available to bob.
-    pub cores: usize,
-    /// `uname -r`.
-    pub kernel: String,
-    /// MemTotal of /proc/meminfo, KiB.
-    pub mem_total_kib: u64,
-}
+use crate::host::Machine;
 
 /// Where the naive pipeline's time goes, per state on average.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

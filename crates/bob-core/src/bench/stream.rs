@@ -21,11 +21,11 @@ use std::time::Instant;
 
 use workloads::Property;
 
-use super::machine::{load_average, peak_rss_kib, rss_kib};
 use super::Error;
 use crate::check;
 use crate::crash::{self, DiskModel, FuaModel, Limits, OverlayBuilder, Strategy};
 use crate::fs::{FsConfig, Timeouts};
+use crate::host::{load_average, peak_rss_kib, rss_kib};
 use crate::output::StreamStatesReport;
 use crate::run::{Progress, WorkDir};
 

@@ -15,10 +15,10 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use super::machine::{load_average, machine};
 use super::stats::{per_s, ratio};
-use super::{Error, Machine};
+use super::Error;
 use crate::check::Speedups;
+use crate::host::{load_average, Machine};
 use crate::report::table::Grid;
 use crate::report::Cell;
 use crate::run::{self, Progress, TableOptions, TableProgress, WorkDir};
@@ -144,7 +144,7 @@ pub fn run_table_bench(
         schedules: table.cell.schedules.iter().map(|s| s.name().to_owned()).collect(),
         max_states: table.cell.explore.limits.max_states,
         jobs: table.cell.explore.jobs,
-        machine: machine(),
+        machine: Machine::here(),
         load_average: [load_start, load_average()],
     })
 }
@@ -310,7 +310,7 @@ pub fn run_full_table_bench(
         sample,
         target_seconds: FULL_TABLE_TARGET_SECONDS,
         jobs: table.cell.explore.jobs,
-        machine: machine(),
+        machine: Machine::here(),
         load_average: loads,
     })
 }
@@ -544,7 +544,7 @@ mod tests {
             schedules: vec!["sync".into()],
             max_states: Some(5),
             jobs: 2,
-            machine: machine(),
+            machine: Machine::here(),
             load_average: [1.0, 1.0],
         };
         assert_eq!(report.table_speedup, 2.5);
@@ -579,7 +579,7 @@ mod tests {
             target_seconds: FULL_TABLE_TARGET_SECONDS,
             target_met: false,
             jobs: 2,
-            machine: machine(),
+            machine: Machine::here(),
             load_average: vec![[1.0, 2.0]; 4],
         };
         let text = report.to_text();

@@ -786,7 +786,7 @@ impl FsConfig {
         }
         let dev_str = dev.to_string_lossy();
         let mut args: Vec<&str> = self.mkfs[1..].to_vec();
-        args.extend(self.options_for_kernel(running_release()));
+        args.extend(self.options_for_kernel(crate::host::running_version()));
         args.push(&dev_str);
         let out = crate::device::cmd::run(self.mkfs[0], &args, timeout)?;
         match out.code {
@@ -879,7 +879,9 @@ impl FsConfig {
             (false, None) => Err(Unavailable::NoDriver {
                 config: self.name,
                 fstype: self.fstype,
-                left_in: self.left_linux_in().filter(|&v| running_release() >= release(v)),
+                left_in: self
+                    .left_linux_in()
+                    .filter(|&v| crate::host::running_version() >= crate::host::release_version(v)),
             }),
         }
     }
@@ -969,18 +971,6 @@ pub fn kernel_has_or_loads(fstype: &str) -> bool {
         let _ = crate::device::cmd::run("modprobe", &["-q", &alias], Duration::from_secs(10));
     }
     kernel_has(fstype)
-}
-
-/// `major.minor` of a kernel release (`6.13`, `6.12.117+deb12-amd64`); (0, 0) if it
-/// does not parse.
-fn release(text: &str) -> (u32, u32) {
-    let mut parts = text.split(|c: char| !c.is_ascii_digit()).map(|p| p.parse().unwrap_or(0));
-    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
-}
-
-/// The running kernel's `major.minor`.
-fn running_release() -> (u32, u32) {
-    release(&std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default())
 }
 
 /// What bob types at a program's questions, as an administrator at its terminal would
@@ -1222,11 +1212,6 @@ mod tests {
             "mkfs.xfs not found; install it (Debian: apt-get install xfsprogs)"
         );
         assert_eq!(missing.reason(), "mkfs.xfs not found (Debian: apt-get install xfsprogs)");
-        assert_eq!(release("6.12.117+deb12-amd64"), (6, 12));
-        assert_eq!(release("6.1.0-56-amd64"), (6, 1));
-        assert!(release("6.1.0-56-amd64") < release("6.13"));
-        assert!(release("6.18.44-fc-v669") >= release("6.13"));
-        assert_eq!(release("garbage"), (0, 0));
         let xfs = by_name("xfs").unwrap();
         assert_eq!(xfs.options_for_kernel((4, 16)), ["-m", "bigtime=0,inobtcount=0"]);
         assert!(xfs.options_for_kernel((5, 10)).is_empty());
@@ -1249,7 +1234,7 @@ mod tests {
                     reason.starts_with(&format!("this kernel has no {} driver", c.fstype)),
                     "{reason}"
                 );
-                let note = c.fstype == "reiserfs" && running_release() >= (6, 13);
+                let note = c.fstype == "reiserfs" && crate::host::running_version() >= (6, 13);
                 assert_eq!(reason.ends_with("(reiserfs left Linux in 6.13)"), note, "{reason}");
             }
         }

@@ -213,7 +213,7 @@ impl Render for [Cell] {
             (Format::Json, [cell]) => json(cell),
             (Format::Json, _) => json(self),
             (Format::Junit, _) => {
-                let kernel = crate::record::kernel_release();
+                let kernel = crate::host::kernel_release();
                 Ok(junit_of(junit::cells_suite(self, &kernel, env!("CARGO_PKG_VERSION"))))
             }
             (f, _) => Err(Self::unsupported(f)),

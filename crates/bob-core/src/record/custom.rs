@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{io_err, kernel_release, make_and_mount, mount, Error};
+use super::{io_err, make_and_mount, mount, Error};
 use crate::device::cmd;
 use crate::fs::{FsConfig, Timeouts};
 use crate::trace::blktrace::{Annotation, BlockRequest};
@@ -303,7 +303,7 @@ fn command_sidecar(
     Ok(Sidecar {
         format: SIDECAR_FORMAT.into(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
-        kernel: kernel_release(),
+        kernel: crate::host::kernel_release(),
         config: config.name.into(),
         property: None,
         workload: command_workload(command),

@@ -493,19 +493,6 @@ pub fn dm_log_writes_available() -> Result<(), String> {
     }
 }
 
-/// The running kernel's release (`uname -r`), with " (user-mode Linux)" after it when
-/// the kernel is a UML program: every table, cell and report that names the kernel then
-/// says what ran it.
-pub fn kernel_release() -> String {
-    let release = nix::sys::utsname::uname()
-        .map(|u| u.release().to_string_lossy().into_owned())
-        .unwrap_or_else(|_| "unknown".into());
-    match crate::vm::uml::running_in_uml() {
-        true => format!("{release} {}", crate::vm::uml::RELEASE_MARK),
-        false => release,
-    }
-}
-
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     move |source| Error::Io { path: path.to_owned(), source }
 }
@@ -915,7 +902,7 @@ fn finish(
     let sidecar = Sidecar {
         format: SIDECAR_FORMAT.into(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
-        kernel: kernel_release(),
+        kernel: crate::host::kernel_release(),
         config: config.name.into(),
         property: req.workload.property.map(|p| p.name().to_owned()),
         workload: serde_json::to_value(req.workload).unwrap_or_default(),

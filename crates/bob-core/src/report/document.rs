@@ -10,28 +10,7 @@ use workloads::Property;
 
 use super::table::Grid;
 use crate::crash::{DiskModel, FuaModel};
-
-/// The machine a document describes (cores, memory), read once so that tests can fix it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Machine {
-    /// Cores available to bob.
-    pub cores: usize,
-    /// Memory, as printed (`8 GiB`; empty when unknown).
-    pub memory: String,
-}
-
-impl Machine {
-    /// This machine.
-    pub fn here() -> Machine {
-        use procfs::Current;
-        // MemTotal, in bytes, rounded to whole GiB.
-        let memory = procfs::Meminfo::current()
-            .map(|m| format!("{} GiB", (m.mem_total + (1 << 29)) >> 30))
-            .unwrap_or_default();
-        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-        Machine { cores, memory }
-    }
-}
+use crate::host::Machine;
 
 /// The `bob table` command line that regenerates `grid` (without `--out` and `--doc`).
 pub fn regenerate_command(grid: &Grid) -> String {
@@ -106,7 +85,7 @@ pub fn document(grid: &Grid, doc_path: &Path, machine: &Machine) -> String {
         version = grid.tool_version,
         doc = doc_path.display(),
         cores = machine.cores,
-        mem = machine.memory,
+        mem = machine.memory(),
         cells = grid.cells.len(),
         table = grid.to_markdown(),
     )
@@ -177,7 +156,7 @@ pub fn kernels_document(tables: &[KernelTable], command: &str, machine: &Machine
          below `--out` (`OUT/host`, `OUT/uml-7.2`, ...) and replay on that kernel with `bob \
          replay --kernel K OUT/LABEL/WITNESS --to crash.img --check`.\n\n",
         machine.cores,
-        machine.memory,
+        machine.memory(),
         tables
             .iter()
             .map(|t| format!("{} ({})", t.label, t.grid.kernel))
@@ -261,7 +240,7 @@ mod tests {
 
     #[test]
     fn document_names_witnesses_relative_to_out() {
-        let machine = Machine { cores: 2, memory: "4 GiB".into() };
+        let machine = Machine { cores: 2, kernel: "6.1".into(), mem_total_kib: 4 << 20 };
         let text = document(&grid(), Path::new("docs/results.md"), &machine);
         assert!(!text.contains("/tmp/"), "{text}");
         insta::assert_snapshot!("results_document", text);
@@ -292,7 +271,7 @@ mod tests {
 
     #[test]
     fn a_kernel_matrix_shows_each_kernel_and_what_changed() {
-        let machine = Machine { cores: 2, memory: "4 GiB".into() };
+        let machine = Machine { cores: 2, kernel: "6.1".into(), mem_total_kib: 4 << 20 };
         let host = grid();
         let mut guest = grid();
         guest.kernel = "6.12.0-test".into();

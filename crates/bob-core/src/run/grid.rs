@@ -92,7 +92,7 @@ pub fn run_table(
     let cells = run_plans(opts, plans, progress, cancel)?;
     Ok(Grid {
         schema_version: crate::report::SCHEMA_VERSION,
-        kernel: crate::record::kernel_release(),
+        kernel: crate::host::kernel_release(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
         configs: opts.configs.iter().map(|c| c.name.to_owned()).collect(),
         properties: opts.properties.iter().map(|p| p.name().to_owned()).collect(),

@@ -65,7 +65,7 @@ pub fn import_log(
     let sidecar = Sidecar {
         format: SIDECAR_FORMAT.into(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
-        kernel: crate::record::kernel_release(),
+        kernel: crate::host::kernel_release(),
         config: config.map_or("unknown", |c| c.name).to_owned(),
         property: None,
         workload: serde_json::to_value(workload).unwrap_or_default(),

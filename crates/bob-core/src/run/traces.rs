@@ -73,7 +73,7 @@ pub fn record_table(
     let work = scratch_dir(opts.cell.explore.scratch.as_deref())?;
     let mut set = TraceSet {
         schema_version: crate::report::SCHEMA_VERSION,
-        kernel: crate::record::kernel_release(),
+        kernel: crate::host::kernel_release(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
         configs: opts.configs.iter().map(|c| c.name.to_owned()).collect(),
         properties: opts.properties.iter().map(|p| p.name().to_owned()).collect(),

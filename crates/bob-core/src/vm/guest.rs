@@ -533,7 +533,7 @@ fn choose_accel(
         ));
     }
     let memo = super::kernel::cache_dir()?.join("kvm-probe.json");
-    let key = format!("{} on host {}", kernel.release, host_release());
+    let key = format!("{} on host {}", kernel.release, crate::host::uname_release());
     let mut known: std::collections::BTreeMap<String, bool> =
         std::fs::read(&memo).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
     let works = match known.get(&key) {
@@ -559,13 +559,6 @@ fn choose_accel(
             ),
         ),
     })
-}
-
-/// The machine's own kernel release.
-fn host_release() -> String {
-    nix::sys::utsname::uname()
-        .map(|u| u.release().to_string_lossy().into_owned())
-        .unwrap_or_default()
 }
 
 /// Boots `kernel` under KVM to a trivial command with a short deadline: whether it got

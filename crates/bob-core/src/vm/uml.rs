@@ -625,20 +625,6 @@ fn write_modprobe(ctl: &Path, root: &Path) -> Result<(), Error> {
         .map_err(|source| Error::Io { path, source })
 }
 
-/// What bob writes after a UML kernel's release wherever it names the kernel.
-pub const RELEASE_MARK: &str = "(user-mode Linux)";
-
-/// Whether this process runs on a user-mode Linux kernel (its /proc/cpuinfo says so:
-/// `vendor_id : User Mode Linux`).
-pub fn running_in_uml() -> bool {
-    std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|c| {
-        c.lines().any(|l| {
-            l.split_once(':')
-                .is_some_and(|(k, v)| k.trim() == "vendor_id" && v.trim() == "User Mode Linux")
-        })
-    })
-}
-
 /// Single-quotes a word for sh (a quote inside is closed, escaped and reopened).
 pub fn quote(s: &OsStr) -> String {
     let text = String::from_utf8_lossy(s.as_bytes());

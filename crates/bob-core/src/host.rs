@@ -1,0 +1,160 @@
+//! What this machine and this process say about themselves: the running kernel's release
+//! (and whether user-mode Linux runs it), its command line, this process's memory, the
+//! load, and the machine's cores and memory. The one reader of these facts: every stage
+//! that names the kernel or measures the process asks here. It imports nothing of bob's,
+//! so it sits below every stage.
+
+use serde::{Deserialize, Serialize};
+
+/// What bob writes after a user-mode Linux kernel's release wherever it names the kernel.
+pub const UML_MARK: &str = "(user-mode Linux)";
+
+/// The running kernel's release as `uname -r` prints it (`unknown` if uname fails).
+pub fn uname_release() -> String {
+    nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// The running kernel's release (`uname -r`), with [`UML_MARK`] after it when the kernel
+/// is a user-mode Linux program: every table, cell and report that names the kernel then
+/// says what ran it.
+pub fn kernel_release() -> String {
+    let release = uname_release();
+    match running_in_uml() {
+        true => format!("{release} {UML_MARK}"),
+        false => release,
+    }
+}
+
+/// Whether this process runs on a user-mode Linux kernel (its /proc/cpuinfo says so:
+/// `vendor_id : User Mode Linux`).
+pub fn running_in_uml() -> bool {
+    std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|c| {
+        c.lines().any(|l| {
+            l.split_once(':')
+                .is_some_and(|(k, v)| k.trim() == "vendor_id" && v.trim() == "User Mode Linux")
+        })
+    })
+}
+
+/// `major.minor` of a kernel release (`6.13`, `6.12.117+deb12-amd64`); (0, 0) if it
+/// does not parse.
+pub fn release_version(release: &str) -> (u32, u32) {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit()).map(|p| p.parse().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
+}
+
+/// The running kernel's `major.minor`.
+pub fn running_version() -> (u32, u32) {
+    release_version(&uname_release())
+}
+
+/// The words of the running kernel's command line (/proc/cmdline; none if unreadable).
+pub fn kernel_command_line() -> Vec<String> {
+    std::fs::read_to_string("/proc/cmdline")
+        .map(|line| line.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+/// The cores available to this process (1 if the kernel does not say).
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+/// A field of this process's /proc/self/status, in KiB (0 when the kernel does not say).
+fn status_kib(field: fn(&procfs::process::Status) -> Option<u64>) -> u64 {
+    procfs::process::Process::myself()
+        .and_then(|p| p.status())
+        .ok()
+        .and_then(|s| field(&s))
+        .unwrap_or(0)
+}
+
+/// This process's peak resident memory (VmHWM), KiB.
+pub fn peak_rss_kib() -> u64 {
+    status_kib(|s| s.vmhwm)
+}
+
+/// This process's resident memory now (VmRSS), KiB.
+pub fn rss_kib() -> u64 {
+    status_kib(|s| s.vmrss)
+}
+
+/// Resets the peak-RSS mark to the current RSS (Linux 4.0+: `5 > clear_refs`); whether
+/// the kernel took it.
+pub fn reset_hwm() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// Pins glibc's mmap threshold at its initial 128 KiB. Left dynamic, glibc raises it to
+/// the size of the largest mmapped block freed so far: once the first FUSE session ends,
+/// the 16 MiB per-thread buffers of every later session come from the malloc arenas,
+/// are zeroed there (every page touched) and stay resident after they are freed, so the
+/// process's RSS grows by tens of MiB with each engine run whatever its number of states.
+/// Pinned, such buffers are mapped and unmapped, and peak RSS measures live memory.
+pub fn pin_mmap_threshold() -> bool {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallopt only sets a malloc parameter; 128 KiB is glibc's own default.
+        unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024) == 1 }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        false
+    }
+}
+
+/// The 1-minute load average (/proc/loadavg; 0 if unreadable).
+pub fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0.0)
+}
+
+/// The machine figures and documents come from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Machine {
+    /// Cores available to bob.
+    pub cores: usize,
+    /// The kernel's release ([`kernel_release`]).
+    pub kernel: String,
+    /// MemTotal of /proc/meminfo, KiB (0 when unknown).
+    pub mem_total_kib: u64,
+}
+
+impl Machine {
+    /// This machine.
+    pub fn here() -> Machine {
+        use procfs::Current;
+        let mem_total_kib = procfs::Meminfo::current().map_or(0, |m| m.mem_total / 1024);
+        Machine { cores: cores(), kernel: kernel_release(), mem_total_kib }
+    }
+
+    /// Its memory as a document prints it, rounded to whole GiB (`8 GiB`; empty when
+    /// unknown).
+    pub fn memory(&self) -> String {
+        match self.mem_total_kib {
+            0 => String::new(),
+            kib => format!("{} GiB", (kib + (1 << 19)) >> 20),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_and_memory_read_as_written() {
+        assert_eq!(release_version("6.12.117+deb12-amd64"), (6, 12));
+        assert_eq!(release_version("6.1.0-56-amd64"), (6, 1));
+        assert!(release_version("6.1.0-56-amd64") < release_version("6.13"));
+        assert!(release_version("6.18.44-fc-v669") >= release_version("6.13"));
+        assert_eq!(release_version("garbage"), (0, 0));
+        let machine = Machine { cores: 2, kernel: String::new(), mem_total_kib: 8_000_000 };
+        assert_eq!(machine.memory(), "8 GiB");
+        assert_eq!(Machine { mem_total_kib: 0, ..machine }.memory(), "");
+    }
+}
