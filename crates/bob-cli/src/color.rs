@@ -1,6 +1,7 @@
 //! Colour on the terminal: verdicts in colour when stdout is a terminal and `NO_COLOR` is
 //! not set (https://no-color.org: any non-empty value turns colour off), plain otherwise,
-//! so that pipes, files and CI logs get the same text as before.
+//! so that pipes, files and CI logs get the same text as before. Each verdict's colour is
+//! its row of bob-core's outcome table.
 
 use std::io::IsTerminal;
 
@@ -19,19 +20,12 @@ impl Painter {
         Painter { on: !no_color && std::io::stdout().is_terminal() }
     }
 
-    /// `text` in the colour of `verdict` (the site's colours, as near as ANSI gets).
+    /// `text` in the colour of `verdict` (its row of the outcome table).
     pub fn verdict(&self, verdict: OutcomeKind, text: &str) -> String {
         if !self.on {
             return text.to_owned();
         }
-        let code = match verdict {
-            OutcomeKind::Violated => "1;31",
-            OutcomeKind::Unrecoverable | OutcomeKind::ReadError => "1;35",
-            OutcomeKind::NeedsRepair | OutcomeKind::FsckFailed | OutcomeKind::Timeout => "33",
-            OutcomeKind::Held => "32",
-            OutcomeKind::InfraError => "1;34",
-            _ => "2",
-        };
+        let code = verdict.row().ansi;
         format!("\x1b[{code}m{text}\x1b[0m")
     }
 }

@@ -96,33 +96,20 @@ pub fn code(end: &Result<Conclusion, CliError>) -> u8 {
     }
 }
 
-/// The exit code of a verdict, by the outcome table's rows.
+/// The exit code of a verdict: its row of the outcome table.
 fn of_outcome(kind: OutcomeKind) -> u8 {
-    match kind {
-        OutcomeKind::Held
-        | OutcomeKind::NotExercised
-        | OutcomeKind::NotApplicable
-        | OutcomeKind::Unavailable => HELD,
-        OutcomeKind::Violated
-        | OutcomeKind::KernelCrash
-        | OutcomeKind::Unrecoverable
-        | OutcomeKind::ReadError
-        | OutcomeKind::FsckFailed
-        | OutcomeKind::Timeout
-        | OutcomeKind::NeedsRepair => FOUND,
-        OutcomeKind::InfraError => ERROR,
-    }
+    kind.exit_code()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The CLI's codes agree with the outcome table's own column.
+    /// The CLI's codes are the outcome table's own column, and each is one of its codes.
     #[test]
     fn verdicts_exit_as_the_outcome_table_says() {
         for kind in OutcomeKind::ALL {
-            assert_eq!(of_outcome(kind), kind.exit_code(), "{kind}");
+            assert!([HELD, FOUND, ERROR].contains(&of_outcome(kind)), "{kind}");
             assert_eq!(code(&Ok(Conclusion::Table(kind))), kind.exit_code(), "{kind}");
         }
         assert_eq!(code(&Ok(Conclusion::Named(OutcomeKind::Unavailable))), ERROR);

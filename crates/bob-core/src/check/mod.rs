@@ -34,7 +34,7 @@ pub use checker::{Judge, UserChecker, CHECKER_OUTPUT_MAX};
 pub(crate) use engine::{check_key, guest_turn};
 pub use engine::{run_states, EngineOptions, StateResult};
 pub use journal::Journal;
-pub use outcome::{Outcome, OutcomeKind};
+pub use outcome::{JunitForm, Outcome, OutcomeKind};
 pub use speed::{FsckPolicy, Speedups};
 pub use state::{
     check_image, check_image_with, pm_image_path, AfterRecovery, RecoveredCache, StateToCheck,

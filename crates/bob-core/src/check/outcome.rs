@@ -3,9 +3,12 @@
 //!
 //! A state's [`super::Outcome`] (which carries its data: the story, the kernel's error,
 //! the repair steps) and a cell's verdict both map to an [`OutcomeKind`]; everything that
-//! summarizes, merges, prints or exits asks this table instead of comparing strings. A new
-//! outcome joins by adding a variant here and a row to [`OutcomeKind::ALL`]; the unit tests
-//! below keep names and letters distinct and the precedence total.
+//! summarizes, merges, prints, colours or exits asks this table ([`ROWS`]: name, letter,
+//! exit code, colour on a page and on a terminal, JUnit form, legend) instead of comparing
+//! strings or keeping a list of its own. A new outcome joins by adding a variant here and
+//! its row to [`ROWS`], at the variant's position (checked when compiling);
+//! [`OutcomeKind::ALL`] is read from it, and the unit tests below keep names and letters
+//! distinct.
 //!
 //! | kind | letter | exit | meaning |
 //! |---|---|---|---|
@@ -69,23 +72,103 @@ pub enum OutcomeKind {
     Unavailable,
 }
 
+/// How a CI test reporter sees a cell of a kind (JUnit XML, `report::junit`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JunitForm {
+    /// A passing test case.
+    Pass,
+    /// `<skipped>`: not run, or nothing to judge.
+    Skipped,
+    /// `<failure>`: the file system failed it.
+    Failure,
+    /// `<error>`: bob could not check it.
+    Error,
+}
+
+/// One row of the outcome table: everything bob shows or decides about a kind.
+#[derive(Clone, Copy, Debug)]
+pub struct Row {
+    /// The kind.
+    pub kind: OutcomeKind,
+    /// The kebab-case name used in JSON, on the command line and as the HTML class.
+    pub name: &'static str,
+    /// The letter a table cell shows (empty for held).
+    pub letter: &'static str,
+    /// The process exit code it asks for: 0 when nothing failed, 1 for a violation or a
+    /// failure of a crash state, 2 when bob could not check a state.
+    pub exit: u8,
+    /// The CSS declarations of its class on every HTML page bob writes (a background; a
+    /// grey text for a configuration that cannot run here).
+    pub css: &'static str,
+    /// Its colour on a terminal (an SGR code, as near the page's colour as ANSI gets).
+    pub ansi: &'static str,
+    /// Its JUnit form.
+    pub junit: JunitForm,
+    /// One line for the table's legend.
+    pub legend: &'static str,
+}
+
+/// The outcome table, in precedence order (the first one a cell's states reached is the
+/// cell's verdict), which is also the order the variants are declared in.
+pub const ROWS: [Row; 12] = {
+    use JunitForm::{Error, Failure, Pass, Skipped};
+    use OutcomeKind as K;
+    const fn row(
+        kind: OutcomeKind,
+        (name, letter, exit): (&'static str, &'static str, u8),
+        (css, ansi, junit): (&'static str, &'static str, JunitForm),
+        legend: &'static str,
+    ) -> Row {
+        Row { kind, name, letter, exit, css, ansi, junit, legend }
+    }
+    [
+        row(K::Violated, ("violated", "x", 1), ("background:#f4b8b8", "1;31", Failure),
+            "a crash state that bob found and can replay violates the property (after repair, if the state needed one)"),
+        row(K::KernelCrash, ("kernel-crash", "K", 1), ("background:#e8c0e8", "1;35", Failure),
+            "recovering a crash state crashed the kernel (panic, oops, BUG or hang) in the virtual machine bob booted; its console log is kept beside the witness"),
+        row(K::Unrecoverable, ("unrecoverable", "U", 1), ("background:#f8dca0", "1;35", Failure),
+            "no violation, but a crash state does not mount even after the file system's repair tool"),
+        row(K::ReadError, ("read-error", "E", 1), ("background:#f6cfb0", "1;35", Failure),
+            "no violation, but a crash state mounts and a read fails (the file system detected damage)"),
+        row(K::FsckFailed, ("fsck-failed", "F", 1), ("background:#eeeea0", "33", Failure),
+            "no violation, but the read-only fsck complained"),
+        row(K::Timeout, ("timeout", "T", 1), ("background:#dcc8f0", "33", Failure),
+            "no violation, but a step hung"),
+        row(K::NeedsRepair, ("needs-repair", "R", 1), ("background:#fff0c8", "33", Failure),
+            "the property held, but some crash state mounted only after the file system's repair tool"),
+        row(K::InfraError, ("infra-error", "I", 2), ("background:#c8d8f0", "1;34", Error),
+            "not checked: bob's own loop device, mount or FUSE disk failed on a crash state twice (nothing concluded about it; run again with --resume)"),
+        row(K::NotExercised, ("not-exercised", "N", 0), ("background:#e4e4e4", "2", Skipped),
+            "no explored state exercised the property"),
+        row(K::Held, ("held", "", 0), ("background:#d4f0d4", "32", Pass),
+            "held in every state explored"),
+        row(K::NotApplicable, ("not-applicable", "-", 0), ("background:#f4f4f4", "2", Skipped),
+            "the property does not apply to this configuration"),
+        row(K::Unavailable, ("unavailable", "n/a", 0), ("color:#888", "2", Skipped),
+            "the configuration cannot run on this machine"),
+    ]
+};
+
+// Each kind's row sits at the kind's own position, so `row` is an index.
+const _: () = {
+    let mut i = 0;
+    while i < ROWS.len() {
+        assert!(ROWS[i].kind as usize == i, "ROWS must list the kinds in declaration order");
+        i += 1;
+    }
+};
+
 impl OutcomeKind {
-    /// Every kind, in precedence order (the first one a cell's states reached is the
-    /// cell's verdict).
-    pub const ALL: [OutcomeKind; 12] = [
-        OutcomeKind::Violated,
-        OutcomeKind::KernelCrash,
-        OutcomeKind::Unrecoverable,
-        OutcomeKind::ReadError,
-        OutcomeKind::FsckFailed,
-        OutcomeKind::Timeout,
-        OutcomeKind::NeedsRepair,
-        OutcomeKind::InfraError,
-        OutcomeKind::NotExercised,
-        OutcomeKind::Held,
-        OutcomeKind::NotApplicable,
-        OutcomeKind::Unavailable,
-    ];
+    /// Every kind, in precedence order: the kinds of [`ROWS`].
+    pub const ALL: [OutcomeKind; 12] = {
+        let mut all = [OutcomeKind::Held; 12];
+        let mut i = 0;
+        while i < ROWS.len() {
+            all[i] = ROWS[i].kind;
+            i += 1;
+        }
+        all
+    };
 
     /// The kinds a single checked crash state can have (the others describe cells).
     pub const STATE: [OutcomeKind; 9] = [
@@ -100,22 +183,14 @@ impl OutcomeKind {
         OutcomeKind::Held,
     ];
 
+    /// Its row of [`ROWS`].
+    pub fn row(self) -> &'static Row {
+        &ROWS[self as usize]
+    }
+
     /// The kebab-case name used in JSON and on the command line.
     pub fn name(self) -> &'static str {
-        match self {
-            OutcomeKind::Violated => "violated",
-            OutcomeKind::KernelCrash => "kernel-crash",
-            OutcomeKind::Unrecoverable => "unrecoverable",
-            OutcomeKind::ReadError => "read-error",
-            OutcomeKind::FsckFailed => "fsck-failed",
-            OutcomeKind::Timeout => "timeout",
-            OutcomeKind::NeedsRepair => "needs-repair",
-            OutcomeKind::InfraError => "infra-error",
-            OutcomeKind::NotExercised => "not-exercised",
-            OutcomeKind::Held => "held",
-            OutcomeKind::NotApplicable => "not-applicable",
-            OutcomeKind::Unavailable => "unavailable",
-        }
+        self.row().name
     }
 
     /// The kind named `name` (also the names older documents used: `mount-failed`).
@@ -128,44 +203,18 @@ impl OutcomeKind {
 
     /// The letter a table cell shows (empty for held).
     pub fn letter(self) -> &'static str {
-        match self {
-            OutcomeKind::Violated => "x",
-            OutcomeKind::KernelCrash => "K",
-            OutcomeKind::Unrecoverable => "U",
-            OutcomeKind::ReadError => "E",
-            OutcomeKind::FsckFailed => "F",
-            OutcomeKind::Timeout => "T",
-            OutcomeKind::NeedsRepair => "R",
-            OutcomeKind::InfraError => "I",
-            OutcomeKind::NotExercised => "N",
-            OutcomeKind::Held => "",
-            OutcomeKind::NotApplicable => "-",
-            OutcomeKind::Unavailable => "n/a",
-        }
+        self.row().letter
     }
 
     /// Position in precedence order: lower wins when a cell's states differ.
     pub fn precedence(self) -> usize {
-        OutcomeKind::ALL.iter().position(|&k| k == self).unwrap_or(usize::MAX)
+        self as usize
     }
 
     /// The process exit code this kind asks for: 0 when nothing failed, 1 for a violation
     /// or a failure of a crash state, 2 when bob could not check a state.
     pub fn exit_code(self) -> u8 {
-        match self {
-            OutcomeKind::Held
-            | OutcomeKind::NotExercised
-            | OutcomeKind::NotApplicable
-            | OutcomeKind::Unavailable => 0,
-            OutcomeKind::Violated
-            | OutcomeKind::KernelCrash
-            | OutcomeKind::Unrecoverable
-            | OutcomeKind::ReadError
-            | OutcomeKind::FsckFailed
-            | OutcomeKind::Timeout
-            | OutcomeKind::NeedsRepair => 1,
-            OutcomeKind::InfraError => 2,
-        }
+        self.row().exit
     }
 
     /// Whether a cell of this kind counts as failed (its exit code is not 0).
@@ -175,20 +224,13 @@ impl OutcomeKind {
 
     /// One line for the table's legend.
     pub fn legend(self) -> &'static str {
-        match self {
-            OutcomeKind::Violated => "a crash state that bob found and can replay violates the property (after repair, if the state needed one)",
-            OutcomeKind::KernelCrash => "recovering a crash state crashed the kernel (panic, oops, BUG or hang) in the virtual machine bob booted; its console log is kept beside the witness",
-            OutcomeKind::Unrecoverable => "no violation, but a crash state does not mount even after the file system's repair tool",
-            OutcomeKind::ReadError => "no violation, but a crash state mounts and a read fails (the file system detected damage)",
-            OutcomeKind::FsckFailed => "no violation, but the read-only fsck complained",
-            OutcomeKind::Timeout => "no violation, but a step hung",
-            OutcomeKind::NeedsRepair => "the property held, but some crash state mounted only after the file system's repair tool",
-            OutcomeKind::InfraError => "not checked: bob's own loop device, mount or FUSE disk failed on a crash state twice (nothing concluded about it; run again with --resume)",
-            OutcomeKind::NotExercised => "no explored state exercised the property",
-            OutcomeKind::Held => "held in every state explored",
-            OutcomeKind::NotApplicable => "the property does not apply to this configuration",
-            OutcomeKind::Unavailable => "the configuration cannot run on this machine",
-        }
+        self.row().legend
+    }
+
+    /// The style rules of every kind's class (`.violated{background:...}`), for the
+    /// style sheet of each HTML page bob writes.
+    pub fn stylesheet() -> String {
+        ROWS.iter().map(|r| format!(".{}{{{}}}", r.name, r.css)).collect()
     }
 
     /// The kind a cell shows when its states reached `kinds`: the first in precedence
@@ -328,6 +370,7 @@ mod tests {
             assert_eq!(back, k);
             assert_eq!(OutcomeKind::from_name(k.name()), Some(k));
             assert!(!k.legend().is_empty());
+            assert_eq!(k.row().kind, k);
         }
         assert_eq!(names.len(), OutcomeKind::ALL.len());
     }

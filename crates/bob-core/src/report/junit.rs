@@ -16,7 +16,7 @@ use quick_xml::Writer;
 use super::diff::TableDiff;
 use super::table::Grid;
 use super::{Cell, OutcomeKind};
-use crate::output::ExploreReport;
+use crate::check::JunitForm;
 
 /// What became of one test case.
 #[derive(Clone, Debug, PartialEq)]
@@ -132,15 +132,15 @@ fn verdict_result(
 ) -> CaseResult {
     let message = story.filter(|s| !s.is_empty()).unwrap_or(verdict.legend()).to_string();
     let kind = verdict.name().to_string();
-    match verdict {
-        OutcomeKind::Held => CaseResult::Pass,
-        OutcomeKind::NotExercised | OutcomeKind::NotApplicable | OutcomeKind::Unavailable => {
+    match verdict.row().junit {
+        JunitForm::Pass => CaseResult::Pass,
+        JunitForm::Skipped => {
             let message =
                 if reason.is_empty() { verdict.legend().to_string() } else { reason.to_string() };
             CaseResult::Skipped { message: format!("{kind}: {message}") }
         }
-        OutcomeKind::InfraError => CaseResult::Error { message, kind, text },
-        _ => CaseResult::Failure { message, kind, text },
+        JunitForm::Error => CaseResult::Error { message, kind, text },
+        JunitForm::Failure => CaseResult::Failure { message, kind, text },
     }
 }
 
@@ -273,67 +273,6 @@ pub fn diff_suite(d: &TableDiff, a: &Grid, b: &Grid) -> Suite {
             ("a.kernel".to_string(), d.a.kernel.clone()),
             ("b".to_string(), d.b.table.clone()),
             ("b.kernel".to_string(), d.b.kernel.clone()),
-        ],
-        cases,
-    }
-}
-
-/// The suite of `bob explore`: one case per failure signature (a configuration, the kinds
-/// of ops, the discrepancy), since a signature is what a person triages and what
-/// `--known` lists; a known one is skipped with its note. A configuration with no
-/// signature gets one passing case for its workloads, and each run bob could not
-/// complete is an error.
-pub fn explore_suite(r: &ExploreReport) -> Suite {
-    let mut cases = Vec::new();
-    for s in &r.signatures {
-        let classname = s.key.config.clone();
-        let name = format!("{} [{}]", s.key.ops.join("+"), s.key.discrepancy);
-        let result = if s.known {
-            CaseResult::Skipped {
-                message: format!("known: {}", s.known_note.as_deref().unwrap_or(&s.story)),
-            }
-        } else {
-            CaseResult::Failure {
-                message: s.witness.story.clone(),
-                kind: s.key.discrepancy.to_string(),
-                text: format!(
-                    "{} failing workload(s); minimal: {} ({})\n{}\n",
-                    s.count,
-                    s.witness.workload,
-                    s.witness.ops.join("; "),
-                    s.witness.replay
-                ),
-            }
-        };
-        cases.push(Case { classname, name, seconds: 0.0, result });
-    }
-    for c in &r.configs {
-        if !r.signatures.iter().any(|s| s.key.config == c.config) {
-            cases.push(Case {
-                classname: c.config.clone(),
-                name: format!("{} workloads", c.workloads),
-                seconds: c.seconds,
-                result: CaseResult::Pass,
-            });
-        }
-    }
-    for e in &r.errors {
-        cases.push(Case {
-            classname: e.config.clone(),
-            name: e.workload.clone(),
-            seconds: 0.0,
-            result: CaseResult::Error {
-                message: e.error.clone(),
-                kind: "infra-error".to_string(),
-                text: e.error.clone(),
-            },
-        });
-    }
-    Suite {
-        name: "bob explore".to_string(),
-        properties: vec![
-            ("bounds".to_string(), r.bounds.clone()),
-            ("selection".to_string(), r.selection.clone()),
         ],
         cases,
     }

@@ -129,10 +129,7 @@ const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:1.5em 2em;colo
 nav{margin-bottom:1em}nav a{margin-right:1em}\
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #bbb;padding:.3em .6em;text-align:center}\
 th.p,td.p{text-align:left;font-family:monospace}td.l{text-align:left}\
-.violated{background:#f4b8b8}.unrecoverable{background:#f8dca0}.needs-repair{background:#fff0c8}\
-.read-error{background:#f6cfb0}.fsck-failed{background:#eeeea0}.timeout{background:#dcc8f0}\
-.infra-error{background:#c8d8f0}.held{background:#d4f0d4}.missing{color:#999;font-style:italic}\
-.not-exercised{background:#e4e4e4}.not-applicable{background:#f4f4f4}.unavailable{color:#888}\
+.missing{color:#999;font-style:italic}\
 .n{color:#555;font-size:.8em}td a.m{font-weight:bold;font-size:1.1em;text-decoration:none;color:#222;display:block}\
 a{color:#803}code,pre{background:#f4f4f4;padding:.1em .3em}pre{padding:.6em;overflow-x:auto}\
 .scroll{overflow-x:auto;border:1px solid #ddd;padding:.3em;margin:.5em 0}\
@@ -163,7 +160,7 @@ fn page_with(title: &str, nav: bool, body: Markup) -> String {
             head {
                 meta charset="utf-8";
                 title { (title) }
-                style { (PreEscaped(STYLE)) }
+                style { (PreEscaped(STYLE)) (PreEscaped(OutcomeKind::stylesheet())) }
             }
             body {
                 @if nav { nav { a href="index.html" { "index" } } }

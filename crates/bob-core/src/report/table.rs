@@ -763,7 +763,7 @@ impl Grid {
                 head {
                     meta charset="utf-8";
                     title { "bob: persistence properties" }
-                    style { (PreEscaped(STYLE)) }
+                    style { (PreEscaped(STYLE)) (PreEscaped(OutcomeKind::stylesheet())) }
                 }
                 body { (body) }
             }
@@ -884,15 +884,12 @@ impl Grid {
     }
 }
 
-/// The page's style sheet: inline, so the page is one self-contained file.
+/// The page's style sheet: inline, so the page is one self-contained file (the outcomes'
+/// colours follow, from the outcome table).
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em;color:#222}\
 table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:.3em .6em;text-align:center}\
 th.p,td.p{text-align:left;font-family:monospace}\
-.violated{background:#f8d0d0}.unrecoverable{background:#f8e8c0}.needs-repair{background:#fff4dc}\
-.read-error{background:#f8dcc8}.fsck-failed{background:#f0f0b0}.timeout{background:#e0d0f0}\
-.infra-error{background:#d8e4f0}\
-.not-exercised{background:#e4e4e4}.unavailable{color:#999}.n{color:#777;font-size:.8em}\
-.held{background:#d4f0d4}.racy{color:#a60;font-weight:bold}.missing{color:#999;font-style:italic}\
+.n{color:#777;font-size:.8em}.racy{color:#a60;font-weight:bold}.missing{color:#999;font-style:italic}\
 a{color:#900;font-weight:bold;text-decoration:none}li{margin:.4em 0}code{background:#f4f4f4}";
 
 /// The thesis' errors for every row of table 5.6 with this system call.
