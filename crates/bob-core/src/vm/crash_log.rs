@@ -145,12 +145,25 @@ impl GuestLog {
 
 /// Test only: `BOB_TEST_CRASH_KERNEL_AT=K` panics the guest kernel (sysrq `c`) as the
 /// K-th distinct state (0-based, in the engine's order) begins recovery, so the tests can
-/// show a `kernel-crash` deterministically. Only ever reached inside a guest bob booted
-/// ([`guest`] is `None` on the host); unset in normal use.
+/// show a `kernel-crash` deterministically. Refused (with a warning) unless the kernel is
+/// one bob booted ([`super::in_own_guest`]: its command line says so, which no variable
+/// set on a host can fake), so it can never panic a machine's own kernel; unset in
+/// normal use.
 fn crash_kernel_for_test(rank: usize) {
     let at = std::env::var("BOB_TEST_CRASH_KERNEL_AT").ok().and_then(|v| v.trim().parse().ok());
-    if at == Some(rank) {
-        let _ = std::fs::write("/proc/sysrq-trigger", b"c");
+    if at != Some(rank) {
+        return;
+    }
+    if !super::in_own_guest() {
+        eprintln!(
+            "bob: BOB_TEST_CRASH_KERNEL_AT ignored: this kernel was not booted by bob \
+             (no {}= on its command line)",
+            super::GUEST_MARK
+        );
+        return;
+    }
+    if let Err(e) = std::fs::write("/proc/sysrq-trigger", b"c") {
+        eprintln!("bob: BOB_TEST_CRASH_KERNEL_AT: /proc/sysrq-trigger: {e}");
     }
 }
 

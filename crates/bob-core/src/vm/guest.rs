@@ -306,7 +306,8 @@ fn boot(
     }
     // An oops leaves a kernel whose later answers mean nothing: make it a panic, which
     // ends the guest (virtme-ng boots with panic=-1 and qemu with -no-reboot).
-    for opt in ["oops=panic"].iter().map(|s| s.to_string()).chain(options.append.iter().cloned()) {
+    let words = ["oops=panic".to_owned(), super::guest_mark(ctl)];
+    for opt in words.into_iter().chain(options.append.iter().cloned()) {
         args.push("--append".into());
         args.push(opt.into());
     }

@@ -30,6 +30,32 @@ pub use uml::UmlSeries;
 /// recovers for [`crash_log`].
 pub const GUEST_ENV: &str = "BOB_VM_CONTROL";
 
+/// The kernel parameter every guest bob boots carries (`bob.guest=<control directory>`,
+/// on qemu's command line and on user-mode Linux's): with [`GUEST_ENV`], how a process
+/// knows the kernel under it is one bob booted ([`in_own_guest`]). A dotted parameter
+/// that no module owns is left on the command line and not handed to init.
+pub const GUEST_MARK: &str = "bob.guest";
+
+/// The [`GUEST_MARK`] word for a guest whose control directory is `ctl`.
+pub fn guest_mark(ctl: &Path) -> String {
+    format!("{GUEST_MARK}={}", ctl.display())
+}
+
+/// Whether this process runs in a guest bob booted itself: its kernel's command line
+/// carries [`GUEST_MARK`] naming the control directory that [`GUEST_ENV`] names. The
+/// environment alone is not enough (anyone can set a variable), and a machine's own
+/// kernel is booted by its boot loader, which writes no such word.
+pub fn in_own_guest() -> bool {
+    let Some(ctl) = std::env::var_os(GUEST_ENV) else { return false };
+    marked(&crate::host::kernel_command_line(), Path::new(&ctl))
+}
+
+/// Whether the kernel command line `words` carries the mark of the guest of `ctl`.
+fn marked(words: &[String], ctl: &Path) -> bool {
+    let mark = guest_mark(ctl);
+    words.contains(&mark)
+}
+
 /// Set in a guest whose steps run slower than on a host: how many times longer a step
 /// may take there ([`step_time_factor`]).
 pub const TIME_FACTOR_ENV: &str = "BOB_VM_TIME_FACTOR";
@@ -214,4 +240,22 @@ fn keep_console_log(run: &GuestRun, keep: &Path, boot: usize) -> Result<PathBuf,
     std::fs::copy(run.console_log(), &kept)
         .map_err(|source| Error::Io { path: kept.clone(), source })?;
     Ok(kept)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only the exact word for this control directory marks a guest of bob's: a host's
+    /// command line, another guest's mark or a prefix of it does not.
+    #[test]
+    fn a_guest_is_known_by_its_exact_mark() {
+        let ctl = Path::new("/tmp/bob-vm-abc");
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(marked(&words(&["ro", "oops=panic", "bob.guest=/tmp/bob-vm-abc"]), ctl));
+        assert!(!marked(&words(&["BOOT_IMAGE=/vmlinuz", "root=/dev/vda1", "ro"]), ctl));
+        assert!(!marked(&words(&["bob.guest=/tmp/bob-vm-xyz"]), ctl));
+        assert!(!marked(&words(&["bob.guest=/tmp/bob-vm-ab"]), ctl));
+        assert!(!in_own_guest() || std::env::var_os(GUEST_ENV).is_some());
+    }
 }

@@ -493,6 +493,7 @@ pub fn command_line(memory: &str, ctl: &Path, append: &[String]) -> Vec<String> 
         // caveat (a guest process could read all guest memory) does not matter to bob's
         // guests, which run bob alone; older kernels pass the word to init, unused.
         "seccomp=auto".into(),
+        super::guest_mark(ctl),
     ];
     line.extend(append.iter().cloned());
     line
