@@ -4,8 +4,9 @@
 //!
 //! Read from the sources, not the compiler: a module's mentions of `crate::X` (for
 //! submodules of `check`, of `super::X`, where X is a submodule or an item `check`
-//! re-exports from one). Comments and test code (a file's `#[cfg(test)] mod`, `tests.rs`
-//! files) do not count: a test may use what it checks from anywhere.
+//! re-exports from one). Every line of a file is read; comments, the contents of string
+//! literals and test code (an item under `#[cfg(test)]`, `tests.rs` files) do not count:
+//! a test may use what it checks from anywhere.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -40,14 +41,126 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// A file's code without comments and without its test module.
+/// A file's code, whole, without comments, without the contents of string and character
+/// literals, and without its test code (each item under `#[cfg(test)]`: an inline `mod`
+/// to its closing brace, a `mod tests;` line, a test-only `fn` or `use`).
 fn code_of(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap();
-    let tests = text
-        .match_indices("#[cfg(test)]")
-        .find(|(at, m)| text[at + m.len()..].trim_start().starts_with("mod "));
-    let text = &text[..tests.map_or(text.len(), |(at, _)| at)];
-    text.lines().map(|l| l.split("//").next().unwrap_or_default()).collect::<Vec<_>>().join("\n")
+    without_tests(&lexed(&std::fs::read_to_string(path).unwrap()))
+}
+
+/// `code` without the items under `#[cfg(test)]`.
+fn without_tests(code: &str) -> String {
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        out.push_str(&rest[..at]);
+        rest = &rest[at + "#[cfg(test)]".len()..];
+        rest = &rest[item_end(rest)..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Where the item at the start of `code` ends: after its `;` when that comes before any
+/// `{`, else after the brace that closes its first `{`.
+fn item_end(code: &str) -> usize {
+    let mut depth = 0usize;
+    for (i, c) in code.char_indices() {
+        match c {
+            ';' if depth == 0 => return i + 1,
+            '{' => depth += 1,
+            '}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return i + 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    code.len()
+}
+
+/// `text` with its comments removed and its string and character literals emptied (`""`,
+/// `''`), so that neither a word in a comment or a string nor a brace in one counts.
+/// Lines are kept.
+fn lexed(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    let at = |i: usize| chars.get(i).copied().unwrap_or('\0');
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '/' && at(i + 1) == '/' {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
+            }
+        } else if c == '/' && at(i + 1) == '*' {
+            let mut depth = 0;
+            while i < chars.len() {
+                if chars[i] == '/' && at(i + 1) == '*' {
+                    depth += 1;
+                    i += 2;
+                } else if chars[i] == '*' && at(i + 1) == '/' {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    if chars[i] == '\n' {
+                        out.push('\n');
+                    }
+                    i += 1;
+                }
+            }
+        } else if c == 'r'
+            && (at(i + 1) == '"' || at(i + 1) == '#')
+            && !at(i.wrapping_sub(1)).is_alphanumeric()
+            && at(i.wrapping_sub(1)) != '_'
+        {
+            // A raw string: r"...", r#"..."#.
+            let hashes = chars[i + 1..].iter().take_while(|&&h| h == '#').count();
+            if at(i + 1 + hashes) != '"' {
+                out.push(c);
+                i += 1;
+                continue;
+            }
+            let close: Vec<char> =
+                std::iter::once('"').chain(std::iter::repeat_n('#', hashes)).collect();
+            i += 2 + hashes;
+            while i < chars.len() && !chars[i..].starts_with(&close) {
+                if chars[i] == '\n' {
+                    out.push('\n');
+                }
+                i += 1;
+            }
+            i += close.len();
+            out.push_str("\"\"");
+        } else if c == '"' {
+            i += 1;
+            while i < chars.len() && chars[i] != '"' {
+                if chars[i] == '\n' {
+                    out.push('\n');
+                }
+                i += if chars[i] == '\\' { 2 } else { 1 };
+            }
+            i += 1;
+            out.push_str("\"\"");
+        } else if c == '\'' && (at(i + 1) == '\\' || at(i + 2) == '\'') {
+            // A character literal ('x', '\n', '\'', '\u{..}'); a lifetime ('a) is code.
+            i += if at(i + 1) == '\\' { 3 } else { 2 };
+            while i < chars.len() && chars[i] != '\'' {
+                i += 1;
+            }
+            i += 1;
+            out.push_str("''");
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
 }
 
 /// The names after each `prefix` in `code`: `prefix::name`, or each item's first name in
@@ -212,7 +325,7 @@ fn src(krate: &str) -> PathBuf {
 fn bob_core_modules_follow_the_layer_order() {
     let graph = top_level_graph(&src("bob-core"));
     let layer = |m: &str| LAYERS.iter().position(|l| l.contains(&m));
-    for module in graph.keys() {
+    for module in graph.keys().chain(graph.values().flatten()) {
         assert!(layer(module).is_some(), "{module}: not in LAYERS (add it where it belongs)");
     }
     let mut wrong = Vec::new();
@@ -255,4 +368,26 @@ fn a_circle_is_found() {
     assert_eq!(circle(&graph).map(|c| c.len()), Some(4));
     let names = names_after("use crate::{a::b, c};\nlet x = crate::d::e; not_crate::f", "crate");
     assert_eq!(names, BTreeSet::from(["a".into(), "c".into(), "d".into()]));
+}
+
+/// A test module, inline or in its own file, hides neither the code after it nor a
+/// brace in a string or a comment; words in comments and strings are not imports.
+#[test]
+fn the_whole_file_is_read_except_test_code_comments_and_strings() {
+    let text = r#"use crate::a;
+#[cfg(test)]
+mod tests;
+fn f() { let s = "}{ crate::b"; let c = '}'; let q = '\''; } // crate::c
+#[cfg(test)]
+mod more {
+    use crate::d;
+    fn g<'x>(s: &'x str) -> &'x str { let t = r"{"; s } /* crate::e { */
+}
+fn h() { crate::f::x(); }
+#[cfg(test)]
+use crate::g;
+"#;
+    let code = without_tests(&lexed(text));
+    let names = names_after(&code, "crate");
+    assert_eq!(names, BTreeSet::from(["a".into(), "f".into()]), "{code}");
 }
