@@ -391,3 +391,26 @@ use crate::g;
     let names = names_after(&code, "crate");
     assert_eq!(names, BTreeSet::from(["a".into(), "f".into()]), "{code}");
 }
+
+/// The lexer reads every source file to balanced braces: no string, character literal or
+/// comment is taken for code or code for one (which would hide imports after it).
+#[test]
+fn every_source_file_lexes_to_balanced_braces() {
+    for krate in ["bob-core", "bob-cli", "workloads", "researchfs"] {
+        let mut files = Vec::new();
+        rust_files(&src(krate), &mut files);
+        for file in files {
+            let code = lexed(&std::fs::read_to_string(&file).unwrap());
+            let mut depth = 0i64;
+            for c in code.chars() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+                assert!(depth >= 0, "{}: a brace closes nothing", file.display());
+            }
+            assert_eq!(depth, 0, "{}: braces left open", file.display());
+        }
+    }
+}
