@@ -143,6 +143,7 @@ fn a_small_exploration_finds_signatures_whose_witnesses_replay() {
         ]);
         assert_eq!(again.status.code(), Some(1), "the witness replays as a failure");
         assert!(String::from_utf8_lossy(&again.stdout).contains("replayed: needs-repair"));
+        // The test's scratch image; its directory goes with the test's anyway.
         let _ = std::fs::remove_file(&img);
         // The minimal workload is a file `bob run --workload` takes.
         let file = w["workload"].as_str().unwrap();

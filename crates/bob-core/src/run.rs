@@ -443,7 +443,13 @@ pub(crate) fn record_cell(
     let cell_dir = cell_dir(&opts);
     let run_dir = cell_dir.join("run");
     if !opts.resume || opts.trace.is_some() {
-        let _ = std::fs::remove_dir_all(&run_dir);
+        // An old journal left in place would be resumed as if it were this run's.
+        match std::fs::remove_dir_all(&run_dir) {
+            Err(source) if source.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::Io { path: run_dir, source });
+            }
+            _ => {}
+        }
     }
     // Each recording: its schedule, its number, and the saved trace to load instead of
     // recording, if any.
@@ -489,6 +495,7 @@ pub(crate) fn check_cell(
     for stale in stale_model_dirs(&cell_dir, &dirs) {
         if !own_trace(&stale) {
             witness::remove_stale(&stale)?;
+            // Only if empty: what else is in it is not bob's to remove.
             let _ = std::fs::remove_dir(&stale);
         }
     }
@@ -517,6 +524,8 @@ pub(crate) fn check_cell(
     // A cell with states bob could not check keeps its traces and journal, so that
     // `--resume` checks only those states, of the same recordings.
     if cells.iter().all(|c| c.counts.infra_error == 0) {
+        // Disk space only: a journal left behind is removed by the next run, and a
+        // `--resume` of it finds every state already checked.
         let _ = std::fs::remove_dir_all(&run_dir);
     }
     drop(work);
@@ -839,7 +848,14 @@ impl Assembly<'_> {
     /// replays from it with `--state`.
     fn keep_schedule_traces(&self, cell: &Cell) -> Result<(), Error> {
         let dir = self.dir;
-        let _ = std::fs::remove_dir_all(dir.join("schedules"));
+        // An earlier run's traces would sit beside this witness as if they were its own.
+        let old = dir.join("schedules");
+        match std::fs::remove_dir_all(&old) {
+            Err(source) if source.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::Io { path: old, source });
+            }
+            _ => {}
+        }
         // Traces are named by their states' prefix: the schedule, and the recording from
         // the second on (`syncfs.2`).
         let label = |id: Option<&str>| match id.map(check::split_schedule) {
@@ -1192,6 +1208,7 @@ fn confirm_once(
     let turn = match check::guest_turn(subject, state) {
         Ok(turn) => turn,
         Err(crashed) => {
+            // Scratch in the work directory, as below.
             let _ = std::fs::remove_file(&image);
             let _ = std::fs::remove_file(&pm_image);
             return Ok(*crashed);
@@ -1199,6 +1216,7 @@ fn confirm_once(
     };
     let checked = check::check_image(subject, &image, &mnt, durable, &opts.explore.timeouts);
     drop(turn);
+    // Scratch in the work directory, which goes with it if these fail.
     let _ = std::fs::remove_file(&image);
     let _ = std::fs::remove_file(&pm_image);
     Ok(checked?)

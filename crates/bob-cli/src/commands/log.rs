@@ -89,9 +89,13 @@ pub fn replay_log_main() -> ExitCode {
 /// Prints replay-log's answer (or its error) and returns its exit status.
 fn print_replay_log(prog: &str, outcome: replay_log::Outcome, format: Format) -> u8 {
     match (&outcome.result, format) {
-        (Ok(answer), Format::Json) => {
-            println!("{}", serde_json::to_string(answer).unwrap_or_default())
-        }
+        (Ok(answer), Format::Json) => match serde_json::to_string(answer) {
+            Ok(json) => println!("{json}"),
+            Err(e) => {
+                eprintln!("{prog}: the answer does not serialize as JSON: {e}");
+                return replay_log::EXIT_FAILED;
+            }
+        },
         (Ok(answer), _) => print!("{answer}"),
         // replay-log prints its usage; `bob log` says why in one line.
         (Err(replay_log::Error::Usage(e)), _) if prog == "bob log" => {

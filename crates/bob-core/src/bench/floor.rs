@@ -92,6 +92,7 @@ pub(super) fn floor(
         LoopDevice::attach_free(&image)?.detach()?;
         attach.push(ms(t.elapsed()));
     }
+    // The benchmark's scratch image, in its work directory (removed with it).
     let _ = std::fs::remove_file(&image);
     Ok((
         total.as_secs_f64(),

@@ -71,6 +71,7 @@ pub(super) fn naive_pipeline(
     let started = Instant::now();
     for (i, state) in states.iter().enumerate() {
         if cancel.load(Ordering::Relaxed) {
+            // The benchmark's scratch copy, in its work directory (removed with it).
             let _ = std::fs::remove_file(&copy);
             return Err(Error::Interrupted);
         }

@@ -77,6 +77,7 @@ pub(super) fn recorder_bench(
             m.unmount()?;
             dev.detach()?;
         }
+        // The benchmark's scratch files, in its work directory (removed with it).
         let _ = std::fs::remove_file(&image);
         progress.state_done(round * 2 + 1, RECORDER_ROUNDS * 2);
 
@@ -107,9 +108,11 @@ pub(super) fn recorder_bench(
             detached?;
             // Sealed and mapped, as a recording's trace is; not needed further.
             log_bytes = trace?.file.as_ref().map_or(0, |f| f.byte_len());
+            // Scratch, as above.
             let _ = std::fs::remove_file(&log);
         }
         drop(disk);
+        // Scratch, as above.
         let _ = std::fs::remove_file(&base);
         progress.state_done(round * 2 + 2, RECORDER_ROUNDS * 2);
     }

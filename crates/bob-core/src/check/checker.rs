@@ -68,6 +68,7 @@ pub(super) fn run_checker(
         // The mount is unmounted next: the checker's processes must be gone by then.
         .reap_after_kill()
         .finish();
+    // Scratch in the check's work directory, which goes with it.
     let _ = std::fs::remove_file(&marks_path);
     let sh_failed = |source| Error::Io { path: PathBuf::from("sh"), source };
     Ok(match finished {

@@ -167,6 +167,7 @@ fn fresh_mount_point(
     retry: usize,
     old: &Path,
 ) -> Result<PathBuf, Error> {
+    // Busy or mounted, it stays: the fresh mount point is what the worker uses.
     let _ = std::fs::remove_dir(old);
     let fresh = work_dir.join(format!("mnt-{worker}.{retry}"));
     std::fs::create_dir_all(&fresh).map_err(|source| Error::Io { path: fresh.clone(), source })?;

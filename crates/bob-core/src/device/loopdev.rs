@@ -322,6 +322,7 @@ impl LoopDevice {
     fn clear(&mut self) -> Result<()> {
         if let Some((attr, setting)) = self.restore_write_cache.take() {
             // Still ours: put back what was found before the device goes to anyone else.
+            // Best effort in a drop: the next user of the device sets what it needs.
             let _ = std::fs::write(attr, setting);
         }
         // SAFETY: LOOP_CLR_FD takes no argument. On a device still held open elsewhere the

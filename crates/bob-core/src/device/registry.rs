@@ -112,7 +112,7 @@ fn write_record(record: &Record) -> std::io::Result<()> {
     let dir = state_dir();
     std::fs::create_dir_all(&dir)?;
     let tmp = dir.join(format!(".{}.tmp", record.pid));
-    std::fs::write(&tmp, serde_json::to_vec_pretty(record).unwrap_or_default())?;
+    std::fs::write(&tmp, serde_json::to_vec_pretty(record)?)?;
     std::fs::rename(&tmp, record_path(record.pid))
 }
 
@@ -144,6 +144,7 @@ pub fn unregister(dir: &Path) {
     if let Some(mut record) = read_record(&path) {
         record.work_dirs.retain(|d| d != dir);
         if record.work_dirs.is_empty() {
+            // A record left behind names a process that is gone: `bob cleanup` removes it.
             let _ = std::fs::remove_file(&path);
         } else {
             let _ = write_record(&record);
@@ -377,6 +378,7 @@ pub fn reclaim_dead() -> Reclaimed {
             std::thread::sleep(Duration::from_millis(200));
         }
         out.processes.push(record.pid);
+        // What it held is reclaimed; a record left behind is reclaimed again, to no effect.
         let _ = std::fs::remove_file(&path);
     }
     out

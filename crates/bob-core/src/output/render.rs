@@ -241,7 +241,7 @@ impl Render for Grid {
     fn render(&self, format: Format, _: Paint) -> Result<String, RenderError> {
         match format {
             Format::Md => Ok(self.to_markdown()),
-            Format::Json => Ok(self.to_json()),
+            Format::Json => json(self),
             Format::Html => Ok(self.to_html()),
             Format::Junit => Ok(junit_of(junit::grid_suite(self))),
             f => Err(Self::unsupported(f)),

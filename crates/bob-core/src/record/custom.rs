@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{io_err, make_and_mount, mount, Error};
+use super::{io_err, json_value, make_and_mount, mount, Error};
 use crate::device::cmd;
 use crate::fs::{FsConfig, Timeouts};
 use crate::trace::blktrace::{Annotation, BlockRequest};
@@ -307,7 +307,7 @@ fn command_sidecar(
         config: config.name.into(),
         property: None,
         workload: command_workload(command),
-        observed: serde_json::to_value(workloads::Observed::default()).unwrap_or_default(),
+        observed: json_value("observed tree", &workloads::Observed::default())?,
         base_image: BaseImageInfo {
             file: "base.img".into(),
             size_bytes: config.image_bytes,

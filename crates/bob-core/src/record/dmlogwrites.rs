@@ -500,6 +500,7 @@ pub(super) fn record(req: &RecordRequest<'_>) -> Result<Recording, super::Error>
     apply_entries(&base_path, &prefix).map_err(io_err(&base_path))?;
     check_flushes_seen(config, &trace, data_dev.path())?;
     data_dev.detach()?;
+    // Scratch in the recording's work directory, which goes with it if this fails.
     let _ = std::fs::remove_file(&data_path);
     super::finish(req, trace, observed, base_path, None, setup)
 }

@@ -77,6 +77,14 @@ pub enum Error {
         /// The OS error.
         source: std::io::Error,
     },
+    /// A part of the sidecar would not serialize (never expected: the types are bob's own).
+    #[error("the sidecar's {what}: {source}")]
+    Json {
+        /// Which part.
+        what: &'static str,
+        /// serde_json's error.
+        source: serde_json::Error,
+    },
     /// Streaming the trace to its log file failed (disk full, ...); names the file.
     #[error("recording the trace: {0}")]
     Log(#[from] LogError),
@@ -493,6 +501,14 @@ pub fn dm_log_writes_available() -> Result<(), String> {
     }
 }
 
+/// `value` as a JSON value for the sidecar, or the error that names `what` it was.
+fn json_value<T: serde::Serialize + ?Sized>(
+    what: &'static str,
+    value: &T,
+) -> Result<serde_json::Value, Error> {
+    serde_json::to_value(value).map_err(|source| Error::Json { what, source })
+}
+
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     move |source| Error::Io { path: path.to_owned(), source }
 }
@@ -905,8 +921,8 @@ fn finish(
         kernel: crate::host::kernel_release(),
         config: config.name.into(),
         property: req.workload.property.map(|p| p.name().to_owned()),
-        workload: serde_json::to_value(req.workload).unwrap_or_default(),
-        observed: serde_json::to_value(&observed).unwrap_or_default(),
+        workload: json_value("workload", req.workload)?,
+        observed: json_value("observed tree", &observed)?,
         base_image: BaseImageInfo {
             file: "base.img".into(),
             size_bytes: config.image_bytes,

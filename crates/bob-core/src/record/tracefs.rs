@@ -119,6 +119,7 @@ pub fn reclaim_dead_instances() -> (Vec<PathBuf>, Vec<String>) {
             continue;
         }
         let path = entry.path();
+        // A dead process's instance: the remove_dir below says whether it went.
         let _ = std::fs::write(path.join("tracing_on"), "0");
         match std::fs::remove_dir(&path) {
             Ok(()) => removed.push(path),
@@ -242,6 +243,8 @@ impl TracefsSession {
         Ok(Traced { requests: pair_events(req_events), bios })
     }
 
+    /// Best effort, on every exit path: removing the instance (its drop) stops it anyway,
+    /// and a failure here has no caller to tell.
     fn disable(&self) {
         for ev in EVENTS {
             let _ = std::fs::write(self.instance.join(format!("events/block/{ev}/enable")), "0");

@@ -103,16 +103,9 @@ pub fn write_document(path: &Path, grid: &Grid) -> std::io::Result<()> {
 pub fn write_tables(out: &Path, grid: &Grid) -> std::io::Result<()> {
     std::fs::create_dir_all(out)?;
     std::fs::write(out.join("table.md"), grid.to_markdown())?;
-    std::fs::write(out.join("table.json"), grid.to_json())?;
+    // Pretty JSON with a final newline: what `bob merge` reads.
+    std::fs::write(out.join("table.json"), serde_json::to_string_pretty(grid)? + "\n")?;
     std::fs::write(out.join("table.html"), grid.to_html())
-}
-
-impl Grid {
-    /// The table as pretty JSON with a final newline (what `bob merge` reads).
-    pub fn to_json(&self) -> String {
-        // A Grid holds only strings, numbers and derived types: it always serializes.
-        serde_json::to_string_pretty(self).unwrap_or_default() + "\n"
-    }
 }
 
 /// One kernel's table in a kernel matrix ([`kernels_document`]).

@@ -339,7 +339,7 @@ pub fn write_reports(report: &ExploreReport, out: &Path) -> Result<(), Error> {
     let files = [
         ("explore.md", report.to_md()),
         ("explore.html", report.to_html()),
-        ("explore-report.json", serde_json::to_string_pretty(report).unwrap_or_default() + "\n"),
+        ("explore-report.json", json_text(report, &out.join("explore-report.json"))? + "\n"),
     ];
     for (name, text) in files {
         let path = out.join(name);
@@ -367,8 +367,13 @@ fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), Error> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
     }
-    let text = serde_json::to_string_pretty(value).unwrap_or_default();
+    let text = json_text(value, path)?;
     std::fs::write(path, text + "\n").map_err(io(path))
+}
+
+/// `value` as pretty JSON, or the error of the file it was for.
+fn json_text<T: Serialize + ?Sized>(value: &T, path: &Path) -> Result<String, Error> {
+    serde_json::to_string_pretty(value).map_err(|e| io(path)(e.into()))
 }
 
 /// The kinds of a workload's ops, sorted, each once.
@@ -462,7 +467,8 @@ fn check_workload(recorded: Recorded, name: &str, cancel: &AtomicBool) -> Result
     let dir = super::cell_dir(recorded.options());
     match super::check_cell(*recorded, &Quiet, cancel) {
         Ok(mut cells) if !cells.is_empty() => {
-            // A held run leaves no witness: drop its empty directory.
+            // A held run leaves no witness: drop its empty directory (one that is not
+            // empty holds a witness, and stays).
             let _ = std::fs::remove_dir(&dir);
             Ok(Ran::Checked(Box::new(cells.swap_remove(0))))
         }
@@ -671,7 +677,11 @@ impl ExploreJournal {
                 lines.extend(text.lines().filter_map(|l| serde_json::from_str::<Line>(l).ok()));
             }
         } else {
-            let _ = std::fs::remove_file(&path);
+            // A journal left in place would be appended to, and resumed later as this one.
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&path)(e)),
+                _ => {}
+            }
         }
         write_json(&header_path, header)?;
         let file =
@@ -680,7 +690,7 @@ impl ExploreJournal {
     }
 
     fn append(&mut self, line: &Line) -> Result<(), Error> {
-        let text = serde_json::to_string(line).unwrap_or_default();
+        let text = serde_json::to_string(line).map_err(|e| io(&self.path)(e.into()))?;
         writeln!(self.file, "{text}").map_err(io(&self.path))
     }
 }
@@ -843,6 +853,7 @@ impl<'a> Explorer<'a> {
                 if job.recovery.is_some() {
                     // The run's wall time includes its crashes during recovery.
                     rec.seconds = mark.elapsed().as_secs_f64();
+                    // Scratch below the exploration's work directory, removed with it.
                     let _ = std::fs::remove_dir_all(&job.trace_dir);
                 }
                 self.count += 1;
@@ -1241,7 +1252,11 @@ fn recovery_witness(
     if let Some(parent) = key_dir.parent() {
         std::fs::create_dir_all(parent).map_err(io(parent))?;
     }
-    let _ = std::fs::remove_dir_all(&key_dir);
+    // An earlier witness there would be mixed with this one (or stop the rename).
+    match std::fs::remove_dir_all(&key_dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io(&key_dir)(e)),
+        _ => {}
+    }
     if std::fs::rename(trace, &key_dir).is_err() {
         // Another file system (the scratch directory): copy it.
         copy_dir(trace, &key_dir)?;

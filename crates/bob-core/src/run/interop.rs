@@ -68,7 +68,9 @@ pub fn import_log(
         kernel: crate::host::kernel_release(),
         config: config.map_or("unknown", |c| c.name).to_owned(),
         property: None,
-        workload: serde_json::to_value(workload).unwrap_or_default(),
+        workload: serde_json::to_value(workload).map_err(|e| {
+            Error::Invalid(format!("{}: the sidecar's workload: {e}", out.display()))
+        })?,
         observed: serde_json::json!({ "inos": {} }),
         base_image,
         ops: Vec::new(),

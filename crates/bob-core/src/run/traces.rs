@@ -157,6 +157,8 @@ fn record_cell(
             dir: rel.display().to_string(),
         });
         drop(subject);
+        // The recording is saved; its scratch copy is in the work directory, removed
+        // with it.
         let _ = std::fs::remove_dir_all(&scratch);
     }
     Ok(out)

@@ -648,6 +648,7 @@ mod tests {
             let fifo = fifo.clone();
             move || {
                 use std::io::Write;
+                // The reader refuses the FIFO, so this write may fail on a closed pipe.
                 let _ = std::fs::OpenOptions::new()
                     .write(true)
                     .open(&fifo)

@@ -134,12 +134,17 @@ impl GuestLog {
     }
 
     /// Appends a line and syncs it, so the host reads it even if the kernel dies next.
+    /// A line that cannot be written is said on stderr (which the host keeps): the
+    /// check goes on, but a crash on that state could not be pinned on it.
     fn write(&self, line: &Line) {
-        let mut text = serde_json::to_string(line).unwrap_or_default();
-        text.push('\n');
-        let file = self.file.lock().unwrap_or_else(|p| p.into_inner());
-        let _ = (&*file).write_all(text.as_bytes());
-        let _ = file.sync_data();
+        let written = serde_json::to_string(line).map_err(std::io::Error::from).and_then(|text| {
+            let file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+            (&*file).write_all(format!("{text}\n").as_bytes())?;
+            file.sync_data()
+        });
+        if let Err(e) = written {
+            eprintln!("bob: the guest's crash log ({FILE}): {e}");
+        }
     }
 }
 

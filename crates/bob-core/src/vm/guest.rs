@@ -174,7 +174,9 @@ pub fn run(
     let control = control_dir()?;
     let ctl = control.path().to_owned();
     let known_path = ctl.join(super::crash_log::KNOWN_FILE);
-    std::fs::write(&known_path, serde_json::to_vec(known).unwrap_or_default())
+    serde_json::to_vec(known)
+        .map_err(std::io::Error::from)
+        .and_then(|bytes| std::fs::write(&known_path, bytes))
         .map_err(|source| Error::Io { path: known_path, source })?;
     let (mut vm, accel, accel_reason) = match &kernel.machine {
         super::BootMachine::Qemu => {
@@ -542,10 +544,13 @@ fn choose_accel(
         None => {
             let works = probe_kvm(vng, kernel)?;
             known.insert(key, works);
+            // A memo only: if it cannot be written, the next boot probes again.
             if let Some(dir) = memo.parent() {
                 let _ = std::fs::create_dir_all(dir);
             }
-            let _ = std::fs::write(&memo, serde_json::to_vec_pretty(&known).unwrap_or_default());
+            if let Ok(bytes) = serde_json::to_vec_pretty(&known) {
+                let _ = std::fs::write(&memo, bytes);
+            }
             works
         }
     };

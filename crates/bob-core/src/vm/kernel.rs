@@ -448,7 +448,12 @@ pub(super) fn copy_own_build(
     release: &str,
 ) -> Result<PathBuf, Error> {
     let cache_error = |reason: String| Error::Cache { path: dir.to_owned(), reason };
-    let _ = std::fs::remove_dir_all(dir);
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(cache_error(e.to_string()))
+        }
+        _ => {}
+    }
     let copy = dir.join(at);
     if let Some(parent) = copy.parent() {
         std::fs::create_dir_all(parent).map_err(|e| cache_error(e.to_string()))?;

@@ -179,6 +179,8 @@ fn unpack_package(apt: &Apt, version: &str, dir: &Path, cache: &Path) -> Result<
     with_suite_libc(apt, &binary, &partial, dir, work.path())?;
     std::fs::rename(&partial, dir).map_err(|e| cache_error(e.to_string()))?;
     binary_release(&dir.join(BINARY)).inspect_err(|_| {
+        // The binary's own error is the one to report; a cache entry left behind is
+        // checked (and replaced) by the next fetch all the same.
         let _ = std::fs::remove_dir_all(dir);
     })?;
     Ok(())
