@@ -12,6 +12,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use bob_core::device::cmd::{self, Cmd};
 use bob_core::vm::{self, GuestCommand, GuestEnd, KernelSpec, Progress, VmOptions};
 
 use crate::cli::{Command, VmArgs, VM_FLAGS};
@@ -129,14 +130,14 @@ type Captured = Option<Vec<u8>>;
 fn here(args: &[OsString], capture: bool) -> Result<(u8, Captured), CliError> {
     eprintln!("bob: host kernel ({}):", bob_core::host::uname_release());
     let exe = std::env::current_exe().map_err(CliError::Output)?;
-    let mut child = std::process::Command::new(exe);
-    child.args(args);
-    if capture {
-        child.stdout(std::process::Stdio::piped());
+    let child = Cmd::new(&exe.to_string_lossy(), cmd::UNBOUNDED).args(args);
+    let (code, stdout) = match capture {
+        true => child.run_attached_keeping_stdout().map(|(code, out)| (code, Some(out))),
+        false => child.run_attached().map(|code| (code, None)),
     }
-    let output = child.spawn().and_then(|c| c.wait_with_output()).map_err(CliError::Output)?;
-    let code = output.status.code().map(|c| c.clamp(0, 255) as u8).unwrap_or(crate::exit::ERROR);
-    Ok((code, capture.then_some(output.stdout)))
+    .map_err(bob_core::device::Error::from)?;
+    let code = code.map(|c| c.clamp(0, 255) as u8).unwrap_or(crate::exit::ERROR);
+    Ok((code, stdout))
 }
 
 /// `bob bench --kernel`: the benchmark on the host's kernel, then on each kernel named

@@ -270,18 +270,38 @@ impl Cmd {
     /// group, so a Ctrl-C reaches it as it reaches bob: for a command the user gave
     /// (`bob record -- CMD`, replay-log's fsck command), which may run as long as they
     /// like when given [`UNBOUNDED`]. At the timeout the program alone is killed.
-    pub fn run_attached(mut self) -> Result<Option<i32>, CmdError> {
+    pub fn run_attached(self) -> Result<Option<i32>, CmdError> {
+        self.attached(false).map(|(code, _)| code)
+    }
+
+    /// As [`Cmd::run_attached`], with its standard output kept instead of passed on
+    /// (another bob whose JSON the caller reads; its standard error still reaches the
+    /// terminal).
+    pub fn run_attached_keeping_stdout(self) -> Result<(Option<i32>, Vec<u8>), CmdError> {
+        self.attached(true)
+    }
+
+    fn attached(mut self, keep_stdout: bool) -> Result<(Option<i32>, Vec<u8>), CmdError> {
         let program = self.program;
+        if keep_stdout {
+            self.command.stdout(Stdio::piped());
+        }
         let mut child = self.command.spawn().map_err(|source| not_started(&program, source))?;
         let pid = nix::unistd::Pid::from_raw(child.id() as i32);
         let (tx, rx) = mpsc::channel();
         let waiter = std::thread::spawn(move || {
+            let mut stdout = Vec::new();
+            if let Some(mut pipe) = child.stdout.take() {
+                // Read to its end before waiting, so a full pipe never stalls the child;
+                // a read error leaves what was read.
+                let _ = std::io::Read::read_to_end(&mut pipe, &mut stdout);
+            }
             let status = child.wait();
             let _ = tx.send(());
-            status.ok().and_then(|s| s.code())
+            (status.ok().and_then(|s| s.code()), stdout)
         });
         match rx.recv_timeout(self.timeout) {
-            Ok(()) => Ok(waiter.join().unwrap_or(None)),
+            Ok(()) => Ok(waiter.join().unwrap_or((None, Vec::new()))),
             Err(_) => {
                 let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
                 let _ = waiter.join();
