@@ -16,7 +16,7 @@ use crate::device::fusedisk::DiskServer;
 use crate::device::loopdev::LoopDevice;
 use crate::device::mount;
 use crate::fs::{Recovery, Timeouts};
-use crate::image::{BaseImage, CrashView};
+use crate::image::CrashView;
 use crate::output::RecoveryReport;
 use crate::record::RecordingDisk;
 use crate::report::witness;
@@ -79,20 +79,18 @@ pub fn recovery_idempotent(opts: &RecoveryOptions) -> Result<RecoveryReport, Err
     let writes = trace.entries.iter().filter(|e| e.nr_sectors > 0).count();
     let flushes =
         trace.entries.iter().filter(|e| matches!(e.kind(), crate::trace::EntryKind::Flush)).count();
-    let rsubject = check::Subject {
-        base: Arc::new(BaseImage::open(&pre).map_err(io(&pre))?),
-        epochs: crash::epochs(&trace, &subject.disk),
-        trace: Arc::new(trace),
-        spans: Vec::new(),
-        schedule: None,
-        recording: 1,
+    // Recovery's own writes are recorded on the disk only: no persistent-memory log lies
+    // beside the pre-recovery image in the scratch directory.
+    let recorded = check::Recorded {
         config: subject.config.clone(),
         workload: subject.workload.clone(),
         observed: subject.observed.clone(),
-        disk: subject.disk,
-        // Recovery's own writes are recorded on the disk only.
-        pm: None,
+        trace,
+        spans: Vec::new(),
+        schedule: None,
+        base_image: pre.clone(),
     };
+    let rsubject = check::Subject::load(recorded, subject.disk)?;
     let limits = Limits { max_states: opts.max_states.or(Some(200)), ..Limits::default() };
     let states = crash::generate(&rsubject.trace, &rsubject.epochs, Strategy::DEFAULT, &limits);
     let builder = crash::OverlayBuilder::new(&rsubject.trace, &rsubject.epochs);
