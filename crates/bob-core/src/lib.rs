@@ -1,12 +1,19 @@
 //! # bob-core: the Block-Order Breaker library
 //!
-//! Data flows one way through the modules:
+//! Data flows from a recording to a report:
 //!
 //! ```text
-//! device -> record -> trace -> crash -> image -> check -> report
+//! record -> trace -> crash -> image -> check -> report
 //! ```
 //!
-//! * [`device`]: loop devices, mounts and bob's FUSE disk, each released on every exit path.
+//! The modules are layered (ARCHITECTURE.md states the rule and `tests/imports.rs`
+//! checks it): a module uses only modules of lower layers, which is not the data flow's
+//! order everywhere.
+//!
+//! * [`host`]: what the machine and this process say about themselves (kernel release,
+//!   command line, cores, memory, load).
+//! * [`device`]: loop devices, mounts and bob's FUSE disk, each released on every exit
+//!   path, and [`device::cmd`], the one way bob runs a program.
 //! * [`record`]: runs a workload on a recording disk and produces a [`trace::Trace`].
 //! * [`trace`]: the dm-log-writes log format and its JSON sidecar.
 //! * [`crash`]: flush-delimited epochs, crash-state strategies, state ids, dedup.
@@ -21,6 +28,7 @@
 //! * [`output`]: the JSON documents the CLI prints, declared and versioned in one place.
 //! * [`vm`]: other kernels: a command run inside a virtual machine booted from a chosen
 //!   kernel, and a guest kernel crash pinned on the crash state that caused it.
+//! * [`bench`](mod@bench): the engine and the file systems measured.
 #![warn(missing_docs)]
 
 /// The version of every JSON document bob writes (cells, tables, witnesses' state
