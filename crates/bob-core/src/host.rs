@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 /// What bob writes after a user-mode Linux kernel's release wherever it names the kernel.
-pub const UML_MARK: &str = "(user-mode Linux)";
+const UML_MARK: &str = "(user-mode Linux)";
 
 /// The running kernel's release as `uname -r` prints it (`unknown` if uname fails).
 pub fn uname_release() -> String {
@@ -29,7 +29,7 @@ pub fn kernel_release() -> String {
 
 /// Whether this process runs on a user-mode Linux kernel (its /proc/cpuinfo says so:
 /// `vendor_id : User Mode Linux`).
-pub fn running_in_uml() -> bool {
+fn running_in_uml() -> bool {
     std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|c| {
         c.lines().any(|l| {
             l.split_once(':')

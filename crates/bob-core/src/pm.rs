@@ -45,11 +45,11 @@ pub const PM_LOG_FILE: &str = "pm.log";
 /// File name of the PM region's base image in a trace directory.
 pub const PM_BASE_FILE: &str = "pm-base.img";
 /// The PM log's format line.
-pub const PM_LOG_FORMAT: &str = "bob-pm-log/1";
+const PM_LOG_FORMAT: &str = "bob-pm-log/1";
 /// At most this many cuts per crash point.
 pub const SUBSETS_PER_POINT: usize = 32;
 /// Pairs of pending lines are taken among the first this many (in store order).
-pub const PAIR_LINES: usize = 6;
+const PAIR_LINES: usize = 6;
 
 /// Errors of the PM device's logs and crash states.
 #[derive(Debug, thiserror::Error)]

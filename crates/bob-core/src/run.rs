@@ -238,7 +238,7 @@ pub fn parse_shard(text: &str) -> Result<(usize, usize), String> {
 /// Which shard a state with this content digest belongs to. Sharding by content (not by
 /// position) sends identical states to the same shard, so shards' unique counts add up to
 /// the unsharded run's.
-pub fn shard_of(digest: &[u8; 32], count: usize) -> usize {
+fn shard_of(digest: &[u8; 32], count: usize) -> usize {
     let mut first = [0u8; 8];
     first.copy_from_slice(&digest[..8]);
     (u64::from_le_bytes(first) % count as u64) as usize
@@ -1066,7 +1066,7 @@ pub fn exercise(property: Property, subject: &Subject) -> Option<(usize, Option<
 }
 
 /// [`exercise`] of a workload's trace and its epochs.
-pub fn exercise_of(
+fn exercise_of(
     property: Property,
     workload: &workloads::Workload,
     trace: &crate::trace::Trace,

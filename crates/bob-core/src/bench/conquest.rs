@@ -37,9 +37,9 @@ pub const FILES: usize = 300;
 /// Bytes of each file (the benchmark's 1 KB).
 pub const FILE_BYTES: usize = 1024;
 /// A fence's fixed cost.
-pub const PM_FENCE: Duration = Duration::from_nanos(346);
+const PM_FENCE: Duration = Duration::from_nanos(346);
 /// Per cache line written back since the previous fence.
-pub const PM_LINE: Duration = Duration::from_nanos(28);
+const PM_LINE: Duration = Duration::from_nanos(28);
 const IMAGE: u64 = 16 << 20;
 
 /// One design's run of the three phases.

@@ -23,7 +23,7 @@ use crate::record::{RecordingDisk, RoleRecorder};
 /// Files in the mail directory.
 pub const FILES: usize = 100;
 /// Bytes of each file and of each append (varmail's mean sizes).
-pub const APPEND: usize = 16 << 10;
+const APPEND: usize = 16 << 10;
 /// Iterations of the flow (two syncs each).
 pub const ITERATIONS: usize = 200;
 const IMAGE: u64 = 64 << 20;

@@ -34,7 +34,7 @@ pub const FILES: usize = 256;
 /// Bytes written to each file of the create phase (one block: a small file).
 pub const FILE_BYTES: usize = 4096;
 /// Files per directory (the paper's 50).
-pub const PER_DIR: usize = 50;
+const PER_DIR: usize = 50;
 /// The name of the paper's asynchronous journaling design in this project.
 pub const JOURNAL_ASYNC: &str = "journal-async";
 const IMAGE: u64 = 64 << 20;

@@ -122,7 +122,7 @@ pub enum LatencyBench {
 }
 
 /// The configurations [`LatencyBench::Journaling`] measures.
-pub const JOURNALING_MEASURED: [&str; 5] =
+const JOURNALING_MEASURED: [&str; 5] =
     ["optfs", "journal-flush", "xsyncfs", "xsyncfs-async", "journal-sync"];
 
 impl LatencyBench {

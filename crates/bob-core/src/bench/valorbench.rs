@@ -24,7 +24,7 @@ pub const TXN_PAGES: usize = 16;
 /// Pages of the overwritten file (8 MiB: 128 transactions).
 pub const VALOR_PAGES: usize = 2048;
 /// The paper's converged factor of Valor's elapsed time over ext3's (§4.4).
-pub const PAPER_FACTOR: f64 = 2.9;
+const PAPER_FACTOR: f64 = 2.9;
 const PAGE: usize = 4096;
 const IMAGE: u64 = 64 << 20;
 

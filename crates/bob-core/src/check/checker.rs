@@ -32,7 +32,7 @@ pub struct UserChecker {
 }
 
 /// Bytes of checker output kept per state.
-pub const CHECKER_OUTPUT_MAX: usize = 16 * 1024;
+const CHECKER_OUTPUT_MAX: usize = 16 * 1024;
 
 /// What a checker run gave.
 pub(super) struct CheckerRun {

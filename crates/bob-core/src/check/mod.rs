@@ -30,18 +30,15 @@ mod state;
 mod subject;
 mod verdict;
 
-pub use checker::{Judge, UserChecker, CHECKER_OUTPUT_MAX};
+pub use checker::{Judge, UserChecker};
 pub(crate) use engine::{check_key, guest_turn};
 pub use engine::{run_states, EngineOptions, StateResult};
 pub use journal::Journal;
 pub use outcome::{JunitForm, Outcome, OutcomeKind};
 pub use speed::{FsckPolicy, Speedups};
-pub use state::{
-    check_image, check_image_with, pm_image_path, AfterRecovery, RecoveredCache, StateToCheck,
-};
-pub use subject::{
-    qualified_id, recording_label, split_recording, split_schedule, CrashStates, Recorded, Subject,
-};
+pub use state::{check_image, pm_image_path};
+use state::{check_image_with, AfterRecovery, RecoveredCache, StateToCheck};
+pub use subject::{recording_label, split_schedule, CrashStates, Recorded, Subject};
 
 /// Checking errors: the environment failed, not the file system under test.
 #[derive(Debug, thiserror::Error)]

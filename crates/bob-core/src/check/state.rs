@@ -76,7 +76,7 @@ struct Recovered {
 /// and fsck'd, the others reuse that, and each is still judged against its own
 /// expectations (the promises due in it differ).
 #[derive(Debug, Default)]
-pub struct RecoveredCache {
+pub(super) struct RecoveredCache {
     seen: Mutex<HashMap<[u8; 32], Arc<Recovered>>>,
     /// The hashes of sectors recovery wrote, which the keys of later states reuse.
     sector_hashes: crate::crash::overlay::RecoveryHashes,
@@ -105,7 +105,7 @@ impl RecoveredCache {
 
 /// Dedup after recovery, as a worker hands it to [`check_image_with`]: the state's view
 /// (it holds recovery's writes), the run's cache and the shortcuts that are on.
-pub struct AfterRecovery<'a> {
+pub(super) struct AfterRecovery<'a> {
     /// The view the state is served from.
     pub view: &'a CrashView,
     /// The run's recovered images.
@@ -121,7 +121,7 @@ pub struct AfterRecovery<'a> {
 }
 
 /// One crash state to check, as a worker (or [`check_image`]) hands it over.
-pub struct StateToCheck<'a> {
+pub(super) struct StateToCheck<'a> {
     /// Its image: any file a loop device can be attached to.
     pub disk_file: &'a Path,
     /// Its PM region's image, for a recording with one.
@@ -137,7 +137,7 @@ pub struct StateToCheck<'a> {
 
 /// [`check_image`] with a choice of [`Judge`], and dedup after recovery when `after` is
 /// given.
-pub fn check_image_with(
+pub(super) fn check_image_with(
     subject: &Subject,
     judge: &Judge,
     state: StateToCheck<'_>,

@@ -419,14 +419,6 @@ pub fn split_recording(label: &str) -> (&str, Option<usize>) {
     }
 }
 
-/// `schedule/id`, or the bare id without a schedule.
-pub fn qualified_id(schedule: Option<workloads::Schedule>, id: &StateId) -> String {
-    match schedule {
-        Some(s) => format!("{s}/{id}"),
-        None => id.to_string(),
-    }
-}
-
 /// Splits `syncfs/e3:0-4` into its schedule prefix and the bare id.
 pub fn split_schedule(text: &str) -> (Option<&str>, &str) {
     match text.split_once('/') {

@@ -307,7 +307,7 @@ pub struct RecoveryHashes {
 type KnownSector = (Box<[u8; SECTOR]>, Sum);
 
 /// Sectors whose recovery hash is kept at most: 16 MiB of contents.
-pub const RECOVERY_HASHES_KEPT: usize = 1 << 15;
+const RECOVERY_HASHES_KEPT: usize = 1 << 15;
 
 /// Zeroes the bytes of sector `s` that fall in any of `stamps` (disk byte ranges).
 pub(crate) fn mask(s: u64, content: &mut [u8; SECTOR], stamps: &[std::ops::Range<u64>]) {
@@ -588,7 +588,7 @@ impl<'t> OverlayBuilder<'t> {
 }
 
 /// Runs of base-image bytes [`Overlay::read_over`] reads one by one at most.
-pub const BASE_READS_PER_CALL: usize = 8;
+const BASE_READS_PER_CALL: usize = 8;
 
 /// The overlay of one state; prefer an [`OverlayBuilder`] for many states of a trace.
 pub fn overlay(trace: &Trace, epochs: &[Epoch], id: &StateId) -> Overlay {

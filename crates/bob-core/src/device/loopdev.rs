@@ -68,7 +68,7 @@ pub fn is_loop_device(path: &Path) -> bool {
 use std::os::unix::fs::MetadataExt;
 
 /// Whether the loop device at `path` is bound to a backing file.
-pub fn is_bound(path: &Path) -> Result<bool> {
+fn is_bound(path: &Path) -> Result<bool> {
     let dev = File::open(path).map_err(|e| loop_err(path, "open", e))?;
     let mut info = std::mem::MaybeUninit::<LoopInfo64>::zeroed();
     // SAFETY: LOOP_GET_STATUS64 writes one loop_info64 into the buffer we own.

@@ -39,7 +39,7 @@ pub struct LoopBacking {
 /// Undoes mountinfo's octal escapes (`\040` space, `\011` tab, `\012` newline, `\134`
 /// backslash, and any other `\ooo`); a backslash not followed by three octal digits is
 /// kept.
-pub fn unescape(field: &[u8]) -> OsString {
+fn unescape(field: &[u8]) -> OsString {
     let mut out = Vec::with_capacity(field.len());
     let mut i = 0;
     while i < field.len() {
@@ -61,7 +61,7 @@ pub fn unescape(field: &[u8]) -> OsString {
 }
 
 /// Parses the text of a mountinfo file; malformed lines are left out.
-pub fn parse_mountinfo(text: &[u8]) -> Vec<MountEntry> {
+fn parse_mountinfo(text: &[u8]) -> Vec<MountEntry> {
     text.split(|b| *b == b'\n').filter_map(parse_line).collect()
 }
 

@@ -260,7 +260,7 @@ fn abort_fuse_below(dir: &Path, out: &mut Reclaimed) {
 
 /// Device-mapper devices (by name) built over a loop device whose backing file lies below
 /// `dir`: the targets of the dm-log-writes recorder, which hold its loop devices.
-pub fn dm_targets_below(dir: &Path) -> Vec<String> {
+fn dm_targets_below(dir: &Path) -> Vec<String> {
     let loops: Vec<String> = mounts::loops_below(dir)
         .iter()
         .filter_map(|l| l.device.file_name().map(|n| n.to_string_lossy().into_owned()))

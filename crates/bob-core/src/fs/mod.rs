@@ -953,7 +953,7 @@ pub fn kernel_has(fstype: &str) -> bool {
 /// is named by the alias the kernel itself requests for a type it lacks, `fs-<type>`
 /// (MODULE_ALIAS_FS, which is also how the ext4 module answers for ext2 and ext3).
 /// Where modprobe fails (a kernel without modules, no kmod), the type stays missing.
-pub fn kernel_has_or_loads(fstype: &str) -> bool {
+fn kernel_has_or_loads(fstype: &str) -> bool {
     static TRIED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     if kernel_has(fstype) {
         return true;

@@ -15,7 +15,7 @@ use researchfs::Role;
 use crate::trace::{flags, Entry, EntryKind, Trace};
 
 /// First bit of the role field in a write's flags.
-pub const ROLE_SHIFT: u32 = 8;
+const ROLE_SHIFT: u32 = 8;
 const ROLE_MASK: u64 = 0xf << ROLE_SHIFT;
 
 /// The flags that mark a write of `role` (role bits, plus METADATA for every role but

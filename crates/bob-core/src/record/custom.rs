@@ -26,7 +26,7 @@ use crate::trace::{Trace, SECTOR_SIZE};
 /// Environment variable naming the control file.
 pub const MARK_FILE_ENV: &str = "BOB_MARK_FILE";
 /// Environment variable naming the mount point (also the command's working directory).
-pub const MOUNT_ENV: &str = "BOB_MOUNT";
+const MOUNT_ENV: &str = "BOB_MOUNT";
 
 /// Whether and how to annotate the trace with block tracepoints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,7 +115,7 @@ pub struct CommandRecording {
 
 /// The JSON the sidecar keeps under `workload` for a command: an empty op list (the
 /// workload oracle has nothing to judge) plus the command line.
-pub fn command_workload(command: &[String]) -> serde_json::Value {
+fn command_workload(command: &[String]) -> serde_json::Value {
     serde_json::json!({
         "name": format!("command: {}", command.join(" ")),
         "property": null,

@@ -99,7 +99,7 @@ pub enum Error {
 
 /// The mark bob inserts once the workload's setup is durable: what the log holds before
 /// it is the base image, what follows is the trace.
-pub const START_MARK: &str = "bob: recording starts";
+const START_MARK: &str = "bob: recording starts";
 
 /// The mark the kernel target logs last, when it is removed (`log_writes_dtr`).
 pub const END_MARK: &str = "dm-log-writes-end";
@@ -108,7 +108,7 @@ pub const END_MARK: &str = "dm-log-writes-end";
 /// white space and takes a backslash as quoting the character after it
 /// (`dm_split_args`), and the log-writes target takes exactly two arguments (`mark`,
 /// the text), so a mark with a space would be refused unless quoted this way.
-pub fn message_arg(text: &str) -> String {
+fn message_arg(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 8);
     for c in text.chars() {
         if c == '\\' || c.is_ascii_whitespace() {
@@ -186,7 +186,7 @@ pub struct LogStatus {
 }
 
 /// Reads `dmsetup status` output of a one-line log-writes table.
-pub fn parse_status(line: &str) -> Option<LogStatus> {
+fn parse_status(line: &str) -> Option<LogStatus> {
     let words: Vec<&str> = line.split_whitespace().collect();
     let at = words.iter().position(|w| *w == "log-writes")?;
     let entries = words.get(at + 1)?.parse().ok()?;
@@ -200,7 +200,7 @@ pub fn parse_status(line: &str) -> Option<LogStatus> {
 }
 
 /// Size of a block device (or file) in 512-byte sectors.
-pub fn device_sectors(path: &Path) -> Result<u64, Error> {
+fn device_sectors(path: &Path) -> Result<u64, Error> {
     use std::io::{Seek, SeekFrom};
     let mut f =
         std::fs::File::open(path).map_err(|source| Error::Io { path: path.to_owned(), source })?;
@@ -368,7 +368,7 @@ pub fn drop_end_mark(trace: &mut Trace) {
 /// Splits a recorded log at its [`START_MARK`]: the entries before it (what the device
 /// held durably when recording started, to apply to the image the target was built
 /// over) and the trace after it. `None` when the log has no such mark.
-pub fn split_at_start(log: Trace) -> Option<(Vec<Entry>, Trace)> {
+fn split_at_start(log: Trace) -> Option<(Vec<Entry>, Trace)> {
     let at = log.entries.iter().position(|e| e.mark_text().as_deref() == Some(START_MARK))?;
     let mut entries = log.entries;
     let after = entries.split_off(at + 1);
@@ -379,7 +379,7 @@ pub fn split_at_start(log: Trace) -> Option<(Vec<Entry>, Trace)> {
 /// Applies `entries` (writes and discards; flushes and marks mean nothing to an image) to
 /// the image file at `path`, as the device would hold them: a discarded range reads as
 /// zeros, as bob's recording disk and replay-log on a file make it.
-pub fn apply_entries(path: &Path, entries: &[Entry]) -> std::io::Result<()> {
+fn apply_entries(path: &Path, entries: &[Entry]) -> std::io::Result<()> {
     let f = std::fs::OpenOptions::new().write(true).open(path)?;
     let zeros = vec![0u8; 1 << 20];
     for e in entries {

@@ -942,7 +942,7 @@ fn finish(
 }
 
 /// Where each workload op's begin and end marks are in the trace.
-pub fn op_spans(trace: &Trace, workload: &Workload) -> Vec<OpSpan> {
+fn op_spans(trace: &Trace, workload: &Workload) -> Vec<OpSpan> {
     let mut spans = Vec::new();
     for (index, op) in workload.ops.iter().enumerate() {
         let find = |what: &str| {

@@ -24,7 +24,7 @@ use crate::trace::blktrace::{pair_events, parse_rwbs, ReqEvent};
 pub use crate::trace::fua::{mark_fua, FuaMarking, QueuedBio};
 
 /// Where tracefs is mounted by default.
-pub const DEFAULT_TRACEFS: &str = "/sys/kernel/tracing";
+const DEFAULT_TRACEFS: &str = "/sys/kernel/tracing";
 
 const EVENTS: [&str; 3] = ["block_rq_issue", "block_rq_complete", "block_bio_queue"];
 
@@ -85,7 +85,7 @@ const PRIVATE_PREFIX: &str = "bob-tracefs-";
 /// The mount point of tracefs in this process's mount namespace, if mounted anywhere but
 /// in another recording's private mount point, which goes away when that recording ends
 /// (two recordings at once, as in the tests, took each other's for their own).
-pub fn mounted_tracefs() -> Option<PathBuf> {
+fn mounted_tracefs() -> Option<PathBuf> {
     let found: Vec<PathBuf> = crate::device::mounts::mountinfo()
         .into_iter()
         .filter(|m| m.fstype == "tracefs")
@@ -130,7 +130,7 @@ pub fn reclaim_dead_instances() -> (Vec<PathBuf>, Vec<String>) {
 }
 
 /// Whether the kernel has tracefs with block events (mounted or mountable).
-pub fn kernel_has_tracefs() -> bool {
+fn kernel_has_tracefs() -> bool {
     crate::fs::kernel_has("tracefs")
 }
 
@@ -320,7 +320,7 @@ fn read_pipe(mut pipe: std::fs::File, path: &Path, stop: &AtomicBool) -> Result<
 
 /// Parses one `trace_pipe` line of `block_bio_queue`, e.g.
 /// `jbd2/loop0-8-1234 [001] ..... 13.000000: block_bio_queue: 7,0 FWFSM 98324 + 2 [jbd2/loop0-8]`.
-pub fn parse_bio_line(line: &str) -> Option<QueuedBio> {
+fn parse_bio_line(line: &str) -> Option<QueuedBio> {
     let at = line.find(": block_bio_queue: ")?;
     let time_ns = parse_stamp(line[..at].split_whitespace().last()?)?;
     let t: Vec<&str> = line[at + ": block_bio_queue: ".len()..].split_whitespace().collect();

@@ -13,7 +13,7 @@ use crate::crash::{DiskModel, FuaModel};
 use crate::host::Machine;
 
 /// The `bob table` command line that regenerates `grid` (without `--out` and `--doc`).
-pub fn regenerate_command(grid: &Grid) -> String {
+fn regenerate_command(grid: &Grid) -> String {
     let mut command = String::from("bob table");
     let all_configs: Vec<String> = crate::fs::all().iter().map(|c| c.name.to_owned()).collect();
     let all_properties: Vec<String> = Property::ALL.iter().map(|p| p.name().to_owned()).collect();

@@ -148,7 +148,7 @@ fn describe_class(c: SectorClass) -> &'static str {
 
 /// Runs of sectors within each file's size that hold no data of their own file: zeros,
 /// garbage, foreign data; one line each.
-pub fn wrong_bytes(snapshot: &Snapshot) -> Vec<String> {
+fn wrong_bytes(snapshot: &Snapshot) -> Vec<String> {
     let mut out = Vec::new();
     for (path, node) in &snapshot.entries {
         let Some(content) = &node.content else { continue };

@@ -145,7 +145,7 @@ fn verdict_result(
 }
 
 /// A cell's test case.
-pub fn cell_case(cell: &Cell) -> Case {
+fn cell_case(cell: &Cell) -> Case {
     let reason = match cell.verdict {
         OutcomeKind::Unavailable => cell.unavailable.clone(),
         OutcomeKind::NotExercised => cell.not_exercised.clone(),

@@ -1115,7 +1115,7 @@ impl Cell {
 
 /// One scenario's result in words: "silent HL in 3 states (e0:0-6)", "detected: an error
 /// in 12 states", or "nothing wrong".
-pub fn scenario_text(sc: &ScenarioCell) -> String {
+fn scenario_text(sc: &ScenarioCell) -> String {
     if sc.silent_states > 0 {
         let unconfirmed = if sc.confirmed == Some(false) { ", NOT confirmed" } else { "" };
         format!(

@@ -101,7 +101,7 @@ fn key(c: &Cell) -> String {
 }
 
 /// The page of a cell.
-pub fn cell_page(c: &Cell) -> String {
+fn cell_page(c: &Cell) -> String {
     format!("cell-{}.html", key(c))
 }
 
@@ -574,7 +574,7 @@ fn schedule_witness_html(
 }
 
 /// The page of a cell's state of drain schedule `schedule` (not the witness's own).
-pub fn schedule_witness_page(c: &Cell, schedule: &str) -> String {
+fn schedule_witness_page(c: &Cell, schedule: &str) -> String {
     format!("witness-{}--{}.html", key(c), safe(schedule))
 }
 

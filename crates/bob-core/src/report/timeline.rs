@@ -17,12 +17,12 @@ use crate::trace::{Entry, EntryKind};
 /// Epochs further than this from the crash epoch collapse into one box, when the trace
 /// has more than [`COLLAPSE_ABOVE`] write boxes: a long trace stays readable around the
 /// crash.
-pub const KEEP_EPOCHS_AROUND_CRASH: usize = 3;
+const KEEP_EPOCHS_AROUND_CRASH: usize = 3;
 /// In a long trace, a big epoch other than the crash epoch shows this many writes at
 /// each end and collapses its middle.
-pub const KEEP_WRITES_AT_EPOCH_ENDS: usize = 8;
+const KEEP_WRITES_AT_EPOCH_ENDS: usize = 8;
 /// Write boxes above which far epochs collapse.
-pub const COLLAPSE_ABOVE: usize = 150;
+const COLLAPSE_ABOVE: usize = 150;
 
 /// What a write holds, as far as bob knows: the role a research design recorded, the
 /// workload's stamp in its first sector, a superblock or journal region of the image, the

@@ -385,7 +385,7 @@ pub fn replay(loaded: &Loaded, to: &Path) -> Result<(), Error> {
 
 /// Rebuilds crash state `id` of the witness's trace (any state, not only the recorded
 /// one) into the file `to`.
-pub fn replay_state(loaded: &Loaded, id: &str, to: &Path) -> Result<(), Error> {
+fn replay_state(loaded: &Loaded, id: &str, to: &Path) -> Result<(), Error> {
     let subject = &loaded.subject;
     let id = subject.state_id(id).map_err(|e| Error::Invalid {
         path: PathBuf::from(if id == loaded.record.id { "state.json" } else { "--state" }),

@@ -36,7 +36,7 @@ use crate::output::{
 use crate::record;
 
 /// The journal's file name under `--out`.
-pub const JOURNAL: &str = "journal.jsonl";
+const JOURNAL: &str = "journal.jsonl";
 /// The description of the run under `--out`.
 pub const HEADER: &str = "explore.json";
 
@@ -210,12 +210,12 @@ fn selection(opts: &ExploreOptions) -> String {
 
 /// Indices enumeration looks at between two checks of the interrupt flag and two
 /// progress reports ([`Scan`]): a few milliseconds' worth.
-pub const SCAN_STEP: u64 = 4096;
+const SCAN_STEP: u64 = 4096;
 
 /// The most indices a whole enumeration (no `--sample`) may have to look at: beyond it
 /// the bounds are refused ([`check_space`]). Indices are looked at about a million a
 /// second (fewer in a debug build), so this is a few hours of enumeration alone.
-pub const MAX_INDICES: u64 = 10_000_000_000;
+const MAX_INDICES: u64 = 10_000_000_000;
 
 /// How enumeration reports and stops: the interrupt flag (checked every [`SCAN_STEP`]
 /// indices, so that SIGINT/SIGTERM end a skip that finds nothing) and a progress report.

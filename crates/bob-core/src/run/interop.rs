@@ -135,7 +135,7 @@ struct BlockRequestsSection<'a> {
 /// Adds the block requests and their mapping onto entries to the sidecar of the trace
 /// directory `dir`, under `block_requests` (the sidecar's reader ignores keys it does not
 /// know, so the sidecar stays readable by every bob).
-pub fn save_block_requests(
+fn save_block_requests(
     dir: &Path,
     source: &str,
     requests: &[BlockRequest],

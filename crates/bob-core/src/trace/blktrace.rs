@@ -49,9 +49,9 @@ use serde::{Deserialize, Serialize};
 use super::{flags, EntryKind, Trace};
 
 /// `BLK_IO_TRACE_MAGIC`: the high 24 bits of every record's first field.
-pub const BLK_IO_TRACE_MAGIC: u32 = 0x6561_7400;
+const BLK_IO_TRACE_MAGIC: u32 = 0x6561_7400;
 /// Size of `struct blk_io_trace`.
-pub const RECORD_LEN: usize = 48;
+const RECORD_LEN: usize = 48;
 
 const TC_WRITE: u32 = 1 << 1;
 const TC_FLUSH: u32 = 1 << 2;
@@ -524,7 +524,7 @@ pub fn read_source(path: &Path) -> Result<Vec<BlockRequest>, BlktraceError> {
 /// events, notes and the closing per-CPU summary are skipped. A line that starts like an
 /// event (device, cpu, sequence, time, pid) but whose D or C fields do not parse is an
 /// error naming the line.
-pub fn parse_blkparse(text: &str, path: &Path) -> Result<Vec<BlockRequest>, BlktraceError> {
+fn parse_blkparse(text: &str, path: &Path) -> Result<Vec<BlockRequest>, BlktraceError> {
     let mut events = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let t: Vec<&str> = line.split_whitespace().collect();

@@ -71,13 +71,13 @@ const BLKDISCARD: libc::c_ulong = 0x1277;
 const MAX_RW_COUNT: u64 = 0x7fff_f000;
 
 /// Exit status: done.
-pub const EXIT_OK: u8 = 0;
+const EXIT_OK: u8 = 0;
 /// Exit status of usage errors and of every failure outside `--find`.
 pub const EXIT_FAILED: u8 = 1;
 /// Exit status of `--find` meeting an unreadable entry (`return -1` from main).
-pub const EXIT_FIND_ERROR: u8 = 255;
+const EXIT_FIND_ERROR: u8 = 255;
 /// Exit status when bob is interrupted (not replay-log's: it just dies).
-pub const EXIT_INTERRUPTED: u8 = 130;
+const EXIT_INTERRUPTED: u8 = 130;
 
 /// When `--fsck` runs (`--check`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -151,7 +151,7 @@ impl Options {
 
 /// Usage text, as replay-log prints it (typos included: scripts never parse it), without
 /// the final newline.
-pub const USAGE: &str = "Usage: replay-log --log <logfile> [options]
+const USAGE: &str = "Usage: replay-log --log <logfile> [options]
 \t--replay <device> - replay onto a specific device
 \t--limit <number> - number of entries to replay
 \t--next-flush - replay to/find the next flush
@@ -353,7 +353,7 @@ fn apply(o: &mut Options, long: &str, value: Option<&OsStr>) -> Result<(), Usage
 /// C's `strtoull(s, &end, 0)` followed by replay-log's `*end == '\0'` test: leading white
 /// space, a sign (a minus negates modulo 2^64), `0x` hex or `0` octal, saturation on
 /// overflow; `None` when characters are left over. An empty string is 0, as in C.
-pub fn strtoull(s: &[u8]) -> Option<u64> {
+fn strtoull(s: &[u8]) -> Option<u64> {
     let mut i = 0;
     while i < s.len() && matches!(s[i], b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r') {
         i += 1;

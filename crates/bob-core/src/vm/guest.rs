@@ -391,7 +391,7 @@ fn read_end(ctl: &Path) -> Option<GuestEnd> {
 }
 
 /// The console line that says the kernel crashed, if one does.
-pub fn crash_line(console: &Path) -> Option<String> {
+fn crash_line(console: &Path) -> Option<String> {
     let text = std::fs::read(console).ok()?;
     let text = String::from_utf8_lossy(&text);
     const MARKS: [&str; 7] = [

@@ -484,7 +484,7 @@ pub(super) fn modules_dir(modules: &Path) -> Result<PathBuf, Error> {
 /// The release string an x86 bzImage carries: the boot protocol's `kernel_version` field
 /// (offset 0x20e) points, less 0x200, to "RELEASE (builder) #1 ...". Read by hand: it is
 /// two fields of a documented header (Documentation/arch/x86/boot.rst), no crate reads it.
-pub fn image_release(image: &Path) -> Result<String, Error> {
+fn image_release(image: &Path) -> Result<String, Error> {
     let bad = |reason: &str| Error::Image { path: image.to_owned(), reason: reason.to_owned() };
     let bytes = std::fs::read(image).map_err(|e| bad(&e.to_string()))?;
     if bytes.get(0x202..0x206) != Some(b"HdrS") {

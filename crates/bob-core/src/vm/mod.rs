@@ -167,7 +167,7 @@ pub struct Session {
 /// At most this many boots for one command: each kernel crash on a crash state costs one
 /// (two when several states were in flight), and a kernel that crashes on everything is
 /// better reported than rebooted all day.
-pub const MAX_BOOTS: usize = 24;
+const MAX_BOOTS: usize = 24;
 
 /// Runs `command` in a guest of `kernel`, booting again after each kernel crash on a crash
 /// state: the state is pinned ([`crash_log`]), the crash's console log kept in `keep`, and

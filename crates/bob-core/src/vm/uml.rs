@@ -237,7 +237,7 @@ fn with_suite_libc(
 }
 
 /// The release a UML binary says it is (`linux --version`): whether it starts here, too.
-pub fn binary_release(binary: &Path) -> Result<String, Error> {
+fn binary_release(binary: &Path) -> Result<String, Error> {
     let bad = |reason: String| Error::Image { path: binary.to_owned(), reason };
     let out = cmd::run(&binary.to_string_lossy(), &["--version"], Duration::from_secs(30))?;
     let release = out.stdout.trim();

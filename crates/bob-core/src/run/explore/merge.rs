@@ -71,7 +71,7 @@ pub enum MergeError {
 /// A document `bob merge` reads: an explore report (it has `signatures`) or a table.
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
-pub enum Document {
+enum Document {
     /// A `bob explore` report.
     Explore(ExploreReport),
     /// A `bob table` (or `bob run --format json` of a whole table).
