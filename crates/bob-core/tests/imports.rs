@@ -3,10 +3,11 @@
 //! themselves and researchfs' modules have no circle.
 //!
 //! Read from the sources, not the compiler: a module's mentions of `crate::X` (for
-//! submodules of `check`, of `super::X`, where X is a submodule or an item `check`
-//! re-exports from one). Every line of a file is read; comments, the contents of string
-//! literals and test code (an item under `#[cfg(test)]`, `tests.rs` files) do not count:
-//! a test may use what it checks from anywhere.
+//! submodules of `check`, of `super::X`, where X is a submodule or an item `check/mod.rs`
+//! imports from one, to export it or for its submodules). Every line of a file is read;
+//! comments, the contents of string literals and test code (an item under
+//! `#[cfg(test)]`, `tests.rs` files) do not count: a test may use what it checks from
+//! anywhere.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -261,6 +262,7 @@ fn check_graph(src: &Path) -> Graph {
         let Some(path) = statement
             .strip_prefix("pub use ")
             .or_else(|| statement.strip_prefix("pub(crate) use "))
+            .or_else(|| statement.strip_prefix("use "))
         else {
             continue;
         };
