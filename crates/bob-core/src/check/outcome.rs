@@ -97,6 +97,8 @@ pub struct Row {
     /// The process exit code it asks for: 0 when nothing failed, 1 for a violation or a
     /// failure of a crash state, 2 when bob could not check a state.
     pub exit: u8,
+    /// Whether a single checked crash state can have it (the others describe cells).
+    pub state: bool,
     /// The CSS declarations of its class on every HTML page bob writes (a background; a
     /// grey text for a configuration that cannot run here).
     pub css: &'static str,
@@ -115,36 +117,36 @@ pub const ROWS: [Row; 12] = {
     use OutcomeKind as K;
     const fn row(
         kind: OutcomeKind,
-        (name, letter, exit): (&'static str, &'static str, u8),
+        (name, letter, exit, state): (&'static str, &'static str, u8, bool),
         (css, ansi, junit): (&'static str, &'static str, JunitForm),
         legend: &'static str,
     ) -> Row {
-        Row { kind, name, letter, exit, css, ansi, junit, legend }
+        Row { kind, name, letter, exit, state, css, ansi, junit, legend }
     }
     [
-        row(K::Violated, ("violated", "x", 1), ("background:#f4b8b8", "1;31", Failure),
+        row(K::Violated, ("violated", "x", 1, true), ("background:#f4b8b8", "1;31", Failure),
             "a crash state that bob found and can replay violates the property (after repair, if the state needed one)"),
-        row(K::KernelCrash, ("kernel-crash", "K", 1), ("background:#e8c0e8", "1;35", Failure),
+        row(K::KernelCrash, ("kernel-crash", "K", 1, true), ("background:#e8c0e8", "1;35", Failure),
             "recovering a crash state crashed the kernel (panic, oops, BUG or hang) in the virtual machine bob booted; its console log is kept beside the witness"),
-        row(K::Unrecoverable, ("unrecoverable", "U", 1), ("background:#f8dca0", "1;35", Failure),
+        row(K::Unrecoverable, ("unrecoverable", "U", 1, true), ("background:#f8dca0", "1;35", Failure),
             "no violation, but a crash state does not mount even after the file system's repair tool"),
-        row(K::ReadError, ("read-error", "E", 1), ("background:#f6cfb0", "1;35", Failure),
+        row(K::ReadError, ("read-error", "E", 1, true), ("background:#f6cfb0", "1;35", Failure),
             "no violation, but a crash state mounts and a read fails (the file system detected damage)"),
-        row(K::FsckFailed, ("fsck-failed", "F", 1), ("background:#eeeea0", "33", Failure),
+        row(K::FsckFailed, ("fsck-failed", "F", 1, true), ("background:#eeeea0", "33", Failure),
             "no violation, but the read-only fsck complained"),
-        row(K::Timeout, ("timeout", "T", 1), ("background:#dcc8f0", "33", Failure),
+        row(K::Timeout, ("timeout", "T", 1, true), ("background:#dcc8f0", "33", Failure),
             "no violation, but a step hung"),
-        row(K::NeedsRepair, ("needs-repair", "R", 1), ("background:#fff0c8", "33", Failure),
+        row(K::NeedsRepair, ("needs-repair", "R", 1, true), ("background:#fff0c8", "33", Failure),
             "the property held, but some crash state mounted only after the file system's repair tool"),
-        row(K::InfraError, ("infra-error", "I", 2), ("background:#c8d8f0", "1;34", Error),
+        row(K::InfraError, ("infra-error", "I", 2, true), ("background:#c8d8f0", "1;34", Error),
             "not checked: bob's own loop device, mount or FUSE disk failed on a crash state twice (nothing concluded about it; run again with --resume)"),
-        row(K::NotExercised, ("not-exercised", "N", 0), ("background:#e4e4e4", "2", Skipped),
+        row(K::NotExercised, ("not-exercised", "N", 0, false), ("background:#e4e4e4", "2", Skipped),
             "no explored state exercised the property"),
-        row(K::Held, ("held", "", 0), ("background:#d4f0d4", "32", Pass),
+        row(K::Held, ("held", "", 0, true), ("background:#d4f0d4", "32", Pass),
             "held in every state explored"),
-        row(K::NotApplicable, ("not-applicable", "-", 0), ("background:#f4f4f4", "2", Skipped),
+        row(K::NotApplicable, ("not-applicable", "-", 0, false), ("background:#f4f4f4", "2", Skipped),
             "the property does not apply to this configuration"),
-        row(K::Unavailable, ("unavailable", "n/a", 0), ("color:#888", "2", Skipped),
+        row(K::Unavailable, ("unavailable", "n/a", 0, false), ("color:#888", "2", Skipped),
             "the configuration cannot run on this machine"),
     ]
 };
@@ -170,18 +172,22 @@ impl OutcomeKind {
         all
     };
 
-    /// The kinds a single checked crash state can have (the others describe cells).
-    pub const STATE: [OutcomeKind; 9] = [
-        OutcomeKind::Violated,
-        OutcomeKind::KernelCrash,
-        OutcomeKind::Unrecoverable,
-        OutcomeKind::ReadError,
-        OutcomeKind::FsckFailed,
-        OutcomeKind::Timeout,
-        OutcomeKind::NeedsRepair,
-        OutcomeKind::InfraError,
-        OutcomeKind::Held,
-    ];
+    /// The kinds a single checked crash state can have (the others describe cells): those
+    /// of [`ROWS`] marked `state`, in precedence order.
+    pub const STATE: [OutcomeKind; 9] = {
+        let mut kinds = [OutcomeKind::Held; 9];
+        let mut n = 0;
+        let mut i = 0;
+        while i < ROWS.len() {
+            if ROWS[i].state {
+                kinds[n] = ROWS[i].kind;
+                n += 1;
+            }
+            i += 1;
+        }
+        assert!(n == kinds.len(), "STATE's length is the number of rows marked state");
+        kinds
+    };
 
     /// Its row of [`ROWS`].
     pub fn row(self) -> &'static Row {
