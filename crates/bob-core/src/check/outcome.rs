@@ -381,6 +381,32 @@ mod tests {
         assert_eq!(names.len(), OutcomeKind::ALL.len());
     }
 
+    /// The tables written for people (this module's and docs/outcomes.md's) list the
+    /// rows as [`ROWS`] has them: name, letter and exit code, in precedence order.
+    #[test]
+    fn the_written_tables_match_the_rows() {
+        let rows: Vec<(String, String, String)> = ROWS
+            .iter()
+            .map(|r| {
+                let letter =
+                    if r.letter.is_empty() { "(empty)".into() } else { format!("`{}`", r.letter) };
+                (format!("`{}`", r.name), letter, r.exit.to_string())
+            })
+            .collect();
+        let table = |text: &str, prefix: &str| -> Vec<(String, String, String)> {
+            text.lines()
+                .filter_map(|l| l.strip_prefix(prefix))
+                .map(|l| l.split('|').map(str::trim).collect::<Vec<_>>())
+                .filter(|cells| cells.len() > 3 && cells[0].starts_with('`'))
+                .map(|cells| (cells[0].to_owned(), cells[1].to_owned(), cells[2].to_owned()))
+                .collect()
+        };
+        let here = table(include_str!("outcome.rs"), "//! | ");
+        assert_eq!(here, rows, "check/outcome.rs's table");
+        let docs = table(include_str!("../../../../docs/outcomes.md"), "| ");
+        assert_eq!(docs[..rows.len()], rows[..], "docs/outcomes.md's table");
+    }
+
     #[test]
     fn old_mount_failed_reads_as_unrecoverable() {
         let k: OutcomeKind = serde_json::from_str("\"mount-failed\"").unwrap();
