@@ -913,18 +913,34 @@ impl Cell {
         s
     }
 
+    /// How the distinct states were checked, in numbers that add up to them: mounted
+    /// here, judged from an earlier state's mount (reuse by reads: counted as mounted in
+    /// `states_mounted`, though this run never mounted them), and never mounted.
+    fn how_checked(&self) -> String {
+        let mounted_here = self.states_mounted.saturating_sub(self.reads_reused);
+        let mut parts = vec![format!("{mounted_here} mounted")];
+        if self.reads_reused > 0 {
+            parts.push(format!("{} judged from an earlier state's mount", self.reads_reused));
+        }
+        let never = self.states_unique.saturating_sub(self.states_mounted);
+        if never > 0 {
+            parts.push(format!("{never} never mounted"));
+        }
+        parts.join(", ")
+    }
+
     /// The verdict, the states, the outcomes, and what recovery and reads shared.
     fn text_summary(&self, s: &mut String) {
         s.push_str(&format!(
-            "{} / {} [{}]: {}{} ({} states mounted / {} distinct / {} explored, {:.1}s)\n",
+            "{} / {} [{}]: {}{} ({} explored, {} distinct: {}; {:.1}s)\n",
             self.config,
             self.property,
             self.disk_model,
             self.verdict.name().to_uppercase(),
             if self.racy { ", RACY" } else { "" },
-            self.states_mounted,
-            self.states_unique,
             self.states_explored,
+            self.states_unique,
+            self.how_checked(),
             self.seconds
         ));
         s.push_str(&format!("  outcomes: {}\n", self.counts.text()));
@@ -1146,6 +1162,29 @@ fn recovered_unique(results: &[StateResult]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The first line's numbers add up: of the distinct states, those mounted here, those
+    /// judged from an earlier state's mount, and those that never mounted.
+    #[test]
+    fn a_cells_first_line_says_how_many_states_were_mounted_here() {
+        let cell = Cell {
+            config: "btrfs".into(),
+            property: "single-block-append".into(),
+            states_explored: 298,
+            states_unique: 296,
+            states_mounted: 294,
+            reads_reused: 284,
+            ..Default::default()
+        };
+        let first = cell.to_text().lines().next().unwrap().to_owned();
+        assert!(
+            first.contains("(298 explored, 296 distinct: 10 mounted, 284 judged from an earlier state's mount, 2 never mounted;"),
+            "{first}"
+        );
+        let plain = Cell { reads_reused: 0, states_unique: 294, ..cell };
+        let first = plain.to_text().lines().next().unwrap().to_owned();
+        assert!(first.contains("294 distinct: 294 mounted;"), "{first}");
+    }
 
     fn share(held: usize, violated: usize, first: Option<(&str, usize)>) -> ScheduleCell {
         let counts = OutcomeCounts { held, violated, ..Default::default() };
