@@ -139,7 +139,9 @@ impl Command {
                 .into_iter()
                 .flatten()
                 .collect(),
-            Command::Bench(a) => a.scratch.clone().into_iter().collect(),
+            Command::Bench(a) => {
+                [a.recall.then(|| a.out.clone()), a.scratch.clone()].into_iter().flatten().collect()
+            }
             _ => Vec::new(),
         };
         dirs.dedup();
@@ -165,6 +167,7 @@ impl Command {
             Command::Explore(a) => Some(&a.explore.out),
             Command::Record(a) => Some(&a.out),
             Command::Check(a) => Some(&a.explore.out),
+            Command::Bench(a) if a.recall => Some(&a.out),
             _ => None,
         }
     }
@@ -877,8 +880,39 @@ pub struct BenchArgs {
     /// tenth of them.
     #[arg(long, conflicts_with = "table", value_parser = clap::value_parser!(u64).range(1..))]
     pub stream_states: Option<u64>,
-    /// Output format.
-    #[arg(long, default_value_t = Format::Text, value_parser = formats(bob_core::bench::BenchReport::FORMATS))]
+    /// bob's recall on the published crash-consistency bugs of the recall catalog
+    /// (docs/recall/catalog.md): each expressible entry's workload run as a cell on its
+    /// configuration, on each `--kernel`; per kernel, the entries known buggy there
+    /// found or missed (recall) and those known fixed there held or falsely alarmed
+    /// (precision). Exit 0 when every entry came out as the catalog expects, 1 when one
+    /// was missed or alarmed falsely, 2 when one could not be run.
+    #[arg(long, conflicts_with_all = ["table", "latency", "stream_states"])]
+    pub recall: bool,
+    /// With `--recall`: the catalog's JSON (its workload paths are relative to it).
+    #[arg(
+        long,
+        requires = "recall",
+        default_value = "docs/recall/catalog.json",
+        value_name = "FILE"
+    )]
+    pub catalog: PathBuf,
+    /// With `--recall`: only these entries (ids, comma-separated; default all).
+    #[arg(long, requires = "recall", value_delimiter = ',', value_name = "ID[,ID]")]
+    pub entry: Vec<String>,
+    /// With `--recall`: leave out the entries of which the catalog knows neither the bug
+    /// nor the fix on the kernel (they are listed, not run).
+    #[arg(long, requires = "recall")]
+    pub known_only: bool,
+    /// With `--recall`: drain schedules each workload is recorded under (sync, syncfs,
+    /// writeback-commit, or all).
+    #[arg(long, requires = "recall", default_value = "sync", value_name = "LIST")]
+    pub schedules: ScheduleList,
+    /// With `--recall`: where each entry's witnesses go (`DIR/ID`; with several kernels,
+    /// `DIR/KERNEL/ID`).
+    #[arg(long, requires = "recall", default_value = "bob-out/recall", value_name = "DIR")]
+    pub out: PathBuf,
+    /// Output format (`md` with `--recall` only).
+    #[arg(long, default_value_t = Format::Text, value_parser = formats(bob_core::bench::recall::RecallReport::FORMATS))]
     pub format: Format,
     /// Timed mount + umount rounds of the floor.
     #[arg(long, default_value_t = bob_core::bench::DEFAULT_FLOOR_RUNS as u64, value_parser = clap::value_parser!(u64).range(1..), conflicts_with = "table")]

@@ -102,6 +102,18 @@ impl From<bob_core::bench::Error> for CliError {
     }
 }
 
+impl From<bob_core::bench::recall::RecallError> for CliError {
+    fn from(e: bob_core::bench::recall::RecallError) -> Self {
+        use bob_core::bench::recall::RecallError;
+        match e {
+            RecallError::Interrupted => CliError::Interrupted,
+            // A catalog that does not read, or an `--entry` it lacks: the user's input.
+            RecallError::Catalog(e) => CliError::Usage(format!("bob bench --recall: {e}")),
+            RecallError::Environment(why) => CliError::Environment(why),
+        }
+    }
+}
+
 /// A usage error with this message.
 pub fn usage(message: impl Into<String>) -> CliError {
     CliError::Usage(message.into())

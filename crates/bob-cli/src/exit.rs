@@ -5,7 +5,7 @@
 //! | code | meaning |
 //! |---|---|
 //! | 0 | every property held (or was not exercised, or a table's column cannot run here) |
-//! | 1 | a violation, or any failure of a crash state (the outcomes with exit 1); `bob explore`: a signature not listed as known |
+//! | 1 | a violation, or any failure of a crash state (the outcomes with exit 1); `bob explore`: a signature not listed as known; `bob bench --recall`: a known bug missed, or a false alarm on a fixed kernel |
 //! | 2 | usage or environment error, or bob failed (also `infra-error`: a crash state bob could not check, and no failure found elsewhere): nothing concluded about the file system |
 //! | 130 | interrupted (SIGINT, SIGTERM): nothing concluded |
 //!
@@ -47,6 +47,15 @@ pub enum Conclusion {
     /// The same command run on other kernels (`--kernel`): the highest exit code of its
     /// runs, each already mapped by the bob that ran it.
     Guest(u8),
+    /// `bob bench --recall`: entries that did not come out as the recall catalog expects
+    /// (a known bug missed or found with another outcome, a false alarm on a fixed
+    /// kernel), and entries bob could not run.
+    Recall {
+        /// Entries against the catalog's expectation.
+        misses: usize,
+        /// Entries bob could not run or check.
+        errors: usize,
+    },
     /// `bob explore`: signatures found, and runs bob could not complete.
     Explored {
         /// Signatures.
@@ -72,7 +81,10 @@ pub fn code(end: &Result<Conclusion, CliError>) -> u8 {
         Ok(Conclusion::ReplayLog(status)) => *status,
         Ok(Conclusion::Guest(code)) => *code,
         Ok(Conclusion::Changed(changed)) => u8::from(*changed),
-        Ok(Conclusion::Explored { signatures, errors }) => match (signatures, errors) {
+        Ok(
+            Conclusion::Explored { signatures: misses, errors }
+            | Conclusion::Recall { misses, errors },
+        ) => match (misses, errors) {
             (0, 0) => HELD,
             (0, _) => ERROR,
             _ => FOUND,

@@ -5,7 +5,8 @@
 //! With several kernels, each writes below `--out` in a directory of its own, and a
 //! table's verdicts are compared kernel to kernel as `bob diff` does. `bob bench` with
 //! `--kernel` measures the host's kernel first and sets every kernel's cost per mounted
-//! state beside it (`bob_core::bench::KernelBenchReport`).
+//! state beside it (`bob_core::bench::KernelBenchReport`); `bob bench --recall` runs the
+//! recall catalog on each kernel named and sets their figures side by side.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -38,6 +39,9 @@ pub fn run(command: &Command, vm: &VmArgs) -> Result<Conclusion, CliError> {
     let argv: Vec<OsString> = std::env::args_os().skip(1).collect();
     let base = without_flags(&argv, &VM_FLAGS);
     if let Command::Bench(bench) = command {
+        if bench.recall {
+            return recall_on_kernels(command, &specs, vm, &base, bench);
+        }
         if !bench.table && bench.latency.is_none() && bench.stream_states.is_none() {
             return bench_on_kernels(command, specs, vm, &base, bench.format);
         }
@@ -180,6 +184,54 @@ fn bench_on_kernels(
     };
     crate::print::render(&report, format)?;
     Ok(Conclusion::Guest(worst))
+}
+
+/// `bob bench --recall --kernel LIST`: the recall run on each kernel named, in turn,
+/// each by its own bob (the host's as a child, others in a guest) with its witnesses below
+/// `--out/LABEL` and its report as JSON; the reports set side by side, and the exit code
+/// of the whole (a kernel that gave no report counts as an error).
+fn recall_on_kernels(
+    command: &Command,
+    specs: &[KernelSpec],
+    vm: &VmArgs,
+    base: &[OsString],
+    bench: &crate::cli::BenchArgs,
+) -> Result<Conclusion, CliError> {
+    use bob_core::bench::recall::RecallReport;
+    let common = without_flags(base, &["--format", "--out"]);
+    let mut reports = Vec::new();
+    let mut failed = crate::exit::HELD;
+    for spec in specs {
+        let out = bench.out.join(spec.label());
+        let mut args = common.clone();
+        args.extend(["--format".into(), "json".into(), "--out".into(), out.clone().into()]);
+        let (code, stdout) = match spec {
+            KernelSpec::Host => here(&args, true)?,
+            _ => in_guest(command, spec, vm, args, Some(&out), true, None)?,
+        };
+        if code == crate::exit::INTERRUPTED {
+            return Err(CliError::Interrupted);
+        }
+        match serde_json::from_slice::<RecallReport>(&stdout.unwrap_or_default()) {
+            Ok(mut report) => {
+                for k in &mut report.kernels {
+                    k.kernel = spec.to_string();
+                }
+                reports.push(report);
+            }
+            Err(e) => {
+                eprintln!("bob: bench --recall on {spec} gave no report (exit {code}: {e}); it is left out");
+                failed = failed.max(code).max(crate::exit::ERROR);
+            }
+        }
+    }
+    let Some(report) = RecallReport::merge(reports) else {
+        return Ok(Conclusion::Guest(failed.max(crate::exit::ERROR)));
+    };
+    crate::print::render(&report, bench.format)?;
+    let (misses, errors) = report.misses_and_errors();
+    let code = crate::exit::code(&Ok(Conclusion::Recall { misses, errors }));
+    Ok(Conclusion::Guest(code.max(failed)))
 }
 
 /// The table `command` is, and how many guests check it at once, when it is to be spread

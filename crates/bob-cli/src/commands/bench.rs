@@ -5,6 +5,9 @@
 //! (exit 0 when both tables ran; differing verdicts are reported, not failed).
 //! `bob bench --stream-states N`: N crash states of one recording generated and deduped
 //! without mounting, with the process's memory after the first and last tenth.
+//! `bob bench --recall`: the recall catalog's expressible entries run on this kernel,
+//! found or missed where the catalog knows the kernel buggy, held or falsely alarmed where
+//! it knows it fixed (`bob_core::bench::recall`); other kernels come through `guest.rs`.
 
 use bob_core::bench::{self, BenchOptions};
 use bob_core::run::{environment, TableOptions};
@@ -20,6 +23,14 @@ use crate::signals::CANCEL;
 
 /// Runs `bob bench`.
 pub fn run(args: BenchArgs) -> Result<Conclusion, CliError> {
+    if args.recall {
+        return run_recall(args);
+    }
+    if args.format == bob_core::output::Format::Md {
+        return Err(usage(
+            "bob bench: --format md goes with --recall (the others print text or json)",
+        ));
+    }
     if args.table {
         return run_table(args);
     }
@@ -204,4 +215,43 @@ fn run_full_table(
     let report = report?;
     print::render(&report, format)?;
     Ok(Conclusion::Done)
+}
+
+/// `bob bench --recall` on this machine's kernel: the options of each entry's cell, the
+/// run, the report; its conclusion for the exit code.
+fn run_recall(args: BenchArgs) -> Result<Conclusion, CliError> {
+    use bob_core::bench::recall::{self, Catalog, RecallOptions};
+    let catalog = Catalog::load(&args.catalog).map_err(recall::RecallError::from)?;
+    let explore = crate::cli::ExploreArgs {
+        jobs: args.jobs,
+        recovery_timeout: args.recovery_timeout,
+        scratch: args.scratch.clone(),
+        out: args.out.clone(),
+        ..crate::cli::ExploreArgs::defaults()
+    };
+    let any = default_config()?;
+    let cell = options::run_options(
+        any,
+        Property::FsyncDurable,
+        &explore,
+        &crate::cli::CellArgs::default(),
+        &args.schedules.0,
+    )?;
+    let opts = RecallOptions {
+        entries: args.entry.clone(),
+        known_only: args.known_only,
+        cell,
+        atomic_write_unit: explore.atomic_write_unit.clone(),
+        fua: explore.fua.into(),
+        catalog,
+    };
+    let runnable = opts.catalog.select(&opts.entries).map_err(recall::RecallError::from)?;
+    let count = runnable.iter().filter(|e| e.expressible).count();
+    let bars = Bars::table(Bars::stderr_is_terminal(), count);
+    let report = recall::run_recall(&opts, "host", &bars, &CANCEL);
+    bars.finish();
+    let report = report?;
+    print::render(&report, args.format)?;
+    let (misses, errors) = report.misses_and_errors();
+    Ok(Conclusion::Recall { misses, errors })
 }

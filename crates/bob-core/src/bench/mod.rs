@@ -41,6 +41,7 @@ mod fsbench;
 mod kernels;
 mod metabench;
 mod naive;
+pub mod recall;
 mod recorder;
 mod report;
 mod stats;
