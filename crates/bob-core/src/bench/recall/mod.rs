@@ -313,15 +313,34 @@ fn run_entry(
     cell.config = config;
     cell.workload = Some(workload);
     cell.explore.out_dir = opts.cell.explore.out_dir.join(&entry.id);
-    let cells = match run::run_cell(&cell, progress, cancel) {
-        Ok(cells) => cells,
-        Err(e) if e.is_interrupted() => return Err(RecallError::Interrupted),
-        Err(e) => return Ok(failed(RecallResult::Error, e.to_string())),
+    // A run that fails for bob's own reasons (a loop device taken from under mkfs on a
+    // busy machine) is tried once more; the result says so.
+    let mut retried = None;
+    let cells = loop {
+        match run::run_cell(&cell, progress, cancel) {
+            Ok(cells) => break cells,
+            Err(e) if e.is_interrupted() => return Err(RecallError::Interrupted),
+            Err(e) => match retried {
+                None => retried = Some(e.to_string()),
+                Some(first) => {
+                    let why = format!("{e} (a first attempt failed too: {first})");
+                    return Ok(failed(RecallResult::Error, why));
+                }
+            },
+        }
     };
     for c in &cells {
         progress.cell_finished(c);
     }
-    Ok(judge(entry, known, &cells))
+    let mut result = judge(entry, known, &cells);
+    if let Some(first) = retried {
+        let retry = format!("run twice: the first attempt failed ({first})");
+        result.note = Some(match result.note.take() {
+            Some(note) => format!("{note}; {retry}"),
+            None => retry,
+        });
+    }
+    Ok(result)
 }
 
 /// What an entry's cells came to on a kernel of which `known` is known.
@@ -388,3 +407,78 @@ impl RecallReport {
 }
 
 mod render;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry() -> Entry {
+        Entry {
+            id: "cm-x".into(),
+            fs: "btrfs".into(),
+            workload: Some("workloads/cm-x.json".into()),
+            expressible: true,
+            expected: vec![OutcomeKind::FsckFailed, OutcomeKind::Violated],
+            buggy: vec!["4.16".into()],
+            fixed: vec![">=5.10".into()],
+            missing: None,
+        }
+    }
+
+    /// A cell whose states came to `outcomes` (kind, count).
+    fn cell(outcomes: &[(OutcomeKind, usize)]) -> Cell {
+        let mut c = Cell::of_results("btrfs", "cm-x", &[]).0;
+        for (kind, n) in outcomes {
+            c.counts.add(*kind, *n);
+        }
+        c.verdict = OutcomeKind::worst(outcomes.iter().filter(|(_, n)| *n > 0).map(|(k, _)| *k));
+        c.states_explored = outcomes.iter().map(|(_, n)| n).sum();
+        c
+    }
+
+    #[test]
+    fn each_result_follows_what_is_known_and_what_the_states_came_to() {
+        let e = entry();
+        let held = [cell(&[(OutcomeKind::Held, 9)])];
+        let violated = [cell(&[(OutcomeKind::Held, 8), (OutcomeKind::Violated, 1)])];
+        let repaired = [cell(&[(OutcomeKind::Held, 8), (OutcomeKind::NeedsRepair, 1)])];
+        let infra = [cell(&[(OutcomeKind::Held, 8), (OutcomeKind::InfraError, 1)])];
+        let cases = [
+            (Known::Buggy, &violated, RecallResult::Found),
+            (Known::Buggy, &repaired, RecallResult::FoundOther),
+            (Known::Buggy, &held, RecallResult::Missed),
+            (Known::Fixed, &held, RecallResult::Held),
+            (Known::Fixed, &repaired, RecallResult::FalseAlarm),
+            (Known::Unknown, &violated, RecallResult::NotKnown),
+            (Known::Buggy, &infra, RecallResult::Error),
+        ];
+        for (known, cells, want) in cases {
+            let r = judge(&e, known, cells);
+            assert_eq!(r.result, want, "{known:?} {:?}", r.seen);
+            assert_eq!(r.states_explored, 9);
+        }
+        assert_eq!(judge(&e, Known::Buggy, &violated).seen, [OutcomeKind::Violated]);
+    }
+
+    #[test]
+    fn the_figures_count_the_results() {
+        let e = entry();
+        let held = [cell(&[(OutcomeKind::Held, 3)])];
+        let violated = [cell(&[(OutcomeKind::Violated, 3)])];
+        let results = [
+            judge(&e, Known::Buggy, &violated),
+            judge(&e, Known::Buggy, &violated),
+            judge(&e, Known::Buggy, &held),
+            judge(&e, Known::Fixed, &held),
+            judge(&e, Known::Fixed, &violated),
+            judge(&e, Known::Unknown, &held),
+        ];
+        let s = RecallSummary::of(&results);
+        assert_eq!((s.expected, s.found, s.missed), (3, 2, 1));
+        assert_eq!((s.fixed, s.false_alarms, s.not_known), (2, 1, 1));
+        assert_eq!(s.recall, Some(2.0 / 3.0));
+        assert_eq!(s.precision, Some(0.5));
+        assert!(s.line().starts_with("recall 2/3 (67%); precision 1/2 (50%)"), "{}", s.line());
+        assert_eq!(RecallSummary::of(&[]).recall, None);
+    }
+}

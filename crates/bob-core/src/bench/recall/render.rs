@@ -52,9 +52,9 @@ fn kinds(list: &[OutcomeKind]) -> String {
     list.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
 }
 
-/// What a row says beyond its result: the story of a failure, else the note.
+/// What a row says beyond its result: the story of a failure, and the note.
 fn detail(e: &EntryResult) -> String {
-    e.story.clone().or_else(|| e.note.clone()).unwrap_or_default()
+    [e.story.as_deref(), e.note.as_deref()].into_iter().flatten().collect::<Vec<_>>().join("; ")
 }
 
 fn kernel_heading(k: &KernelRecall) -> String {
