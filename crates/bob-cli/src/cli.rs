@@ -907,6 +907,11 @@ pub struct BenchArgs {
     /// writeback-commit, or all).
     #[arg(long, requires = "recall", default_value = "sync", value_name = "LIST")]
     pub schedules: ScheduleList,
+    /// With `--recall`: how many times to record each drain schedule of each entry (auto:
+    /// once, three times for a schedule whose first recording shows a violation; or a
+    /// number, for bugs whose crash state arises in some recordings only).
+    #[arg(long, requires = "recall", default_value = "auto", value_name = "auto|N")]
+    pub recordings: bob_core::run::Recordings,
     /// With `--recall`: where each entry's witnesses go (`DIR/ID`; with several kernels,
     /// `DIR/KERNEL/ID`).
     #[arg(long, requires = "recall", default_value = "bob-out/recall", value_name = "DIR")]

@@ -234,7 +234,7 @@ fn run_recall(args: BenchArgs) -> Result<Conclusion, CliError> {
         any,
         Property::FsyncDurable,
         &explore,
-        &crate::cli::CellArgs::default(),
+        &crate::cli::CellArgs { recordings: args.recordings, ..Default::default() },
         &args.schedules.0,
     )?;
     let opts = RecallOptions {

@@ -363,8 +363,13 @@ fn judge(entry: &Entry, known: Known, cells: &[Cell]) -> EntryResult {
         (Known::Fixed, false) => RecallResult::FalseAlarm,
         (Known::Unknown, _) => RecallResult::NotKnown,
     };
+    // A violation seen in some recordings of a schedule and not others is said as such:
+    // another run may miss it.
+    let racy: Vec<String> = cells.iter().flat_map(Cell::racy_text).collect();
     let note = if infra {
         Some("bob could not check every crash state (infra-error)".into())
+    } else if !racy.is_empty() {
+        Some(racy.join("; "))
     } else {
         cells.iter().find_map(|c| c.not_exercised.clone())
     };
