@@ -113,14 +113,14 @@ impl TableProgress for Bars {
     fn cell_finished(&self, cell: &Cell) {
         if !self.visible {
             eprintln!(
-                "bob: {} / {} [{}]: {} ({} mounted / {} distinct / {} explored, {:.1}s)",
+                "bob: {} / {} [{}]: {} ({} explored, {} distinct: {}; {:.1}s)",
                 cell.config,
                 cell.property,
                 cell.disk_model,
                 cell.verdict.name(),
-                cell.states_mounted,
-                cell.states_unique,
                 cell.states_explored,
+                cell.states_unique,
+                cell.how_checked(),
                 cell.seconds
             );
         }

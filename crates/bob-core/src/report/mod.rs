@@ -916,7 +916,7 @@ impl Cell {
     /// How the distinct states were checked, in numbers that add up to them: mounted
     /// here, judged from an earlier state's mount (reuse by reads: counted as mounted in
     /// `states_mounted`, though this run never mounted them), and never mounted.
-    fn how_checked(&self) -> String {
+    pub fn how_checked(&self) -> String {
         let mounted_here = self.states_mounted.saturating_sub(self.reads_reused);
         let mut parts = vec![format!("{mounted_here} mounted")];
         if self.reads_reused > 0 {
