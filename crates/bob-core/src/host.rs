@@ -1,8 +1,8 @@
 //! What this machine and this process say about themselves: the running kernel's release
 //! (and whether user-mode Linux runs it), its command line, this process's memory, the
-//! load, and the machine's cores and memory. The one reader of these facts: every stage
-//! that names the kernel or measures the process asks here. It imports nothing of bob's,
-//! so it sits below every stage.
+//! load, the machine's cores and memory, and the clock. The one reader of these facts:
+//! every stage that names the kernel, measures the process or stamps the time asks here.
+//! It imports nothing of bob's, so it sits below every stage.
 
 use serde::{Deserialize, Serialize};
 
@@ -142,6 +142,31 @@ impl Machine {
     }
 }
 
+/// `secs` since the epoch as `YYYY-MM-DDTHH:MM:SS` (UTC; the civil-from-days algorithm of
+/// Howard Hinnant's `chrono`-compatible date library).
+pub fn utc(secs: u64) -> String {
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (h, m, s) = (rem / 3600, rem / 60 % 60, rem % 60);
+    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}")
+}
+
+/// Now, as [`utc`] writes it (the epoch if the clock is before it).
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    utc(secs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,5 +181,12 @@ mod tests {
         let machine = Machine { cores: 2, kernel: String::new(), mem_total_kib: 8_000_000 };
         assert_eq!(machine.memory(), "8 GiB");
         assert_eq!(Machine { mem_total_kib: 0, ..machine }.memory(), "");
+    }
+
+    #[test]
+    fn utc_formats_known_instants() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00");
+        assert_eq!(utc(951_782_400), "2000-02-29T00:00:00");
+        assert_eq!(utc(1_700_000_000), "2023-11-14T22:13:20");
     }
 }

@@ -89,29 +89,8 @@ impl Stamp {
             .ok()
             .filter(|h| !h.is_empty())
             .unwrap_or_else(|| "localhost".to_string());
-        let secs = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        Stamp { hostname, timestamp: utc(secs) }
+        Stamp { hostname, timestamp: crate::host::utc_now() }
     }
-}
-
-/// `secs` since the epoch as `YYYY-MM-DDTHH:MM:SS` (UTC; the civil-from-days algorithm of
-/// Howard Hinnant's `chrono`-compatible date library).
-fn utc(secs: u64) -> String {
-    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let (h, m, s) = (rem / 3600, rem / 60 % 60, rem % 60);
-    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}")
 }
 
 /// The command that rebuilds and checks a witness's crash state.
@@ -380,13 +359,6 @@ fn write_case(w: &mut Writer<Vec<u8>>, case: &Case) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn utc_formats_known_instants() {
-        assert_eq!(utc(0), "1970-01-01T00:00:00");
-        assert_eq!(utc(951_782_400), "2000-02-29T00:00:00");
-        assert_eq!(utc(1_700_000_000), "2023-11-14T22:13:20");
-    }
 
     fn cell(verdict: OutcomeKind) -> Cell {
         Cell {

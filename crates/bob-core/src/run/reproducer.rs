@@ -382,21 +382,6 @@ while read entry sector bytes flags; do
 done < $tmp.entries
 "#;
 
-/// The year a test's copyright line names: today's, from the system clock.
-fn this_year() -> i64 {
-    let days = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() / 86_400) as i64;
-    // Howard Hinnant's civil-from-days, the year part (no date crate for one number).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    yoe + era * 400 + i64::from(mp >= 10)
-}
-
 /// The test's header, cleanup, requirements, and the log-writes device over a thin
 /// volume.
 fn xfstests_preamble(
@@ -411,7 +396,8 @@ fn xfstests_preamble(
     let _ = writeln!(s, "#! /bin/bash");
     let _ = writeln!(s, "# SPDX-License-Identifier: GPL-2.0");
     // fstests wants the submitter's copyright; bob cannot know who that is.
-    let _ = writeln!(s, "# Copyright (c) {} Your Name.  All Rights Reserved.", this_year());
+    let year = &crate::host::utc_now()[..4];
+    let _ = writeln!(s, "# Copyright (c) {year} Your Name.  All Rights Reserved.");
     let _ = writeln!(s, "#");
     let _ = writeln!(s, "# FS QA Test No. {seq}");
     let _ = writeln!(s, "#");
