@@ -117,39 +117,60 @@ pub(crate) fn check_key(digest: &[u8; 32], durable_ops: &[usize]) -> [u8; 32] {
     *h.finalize().as_bytes()
 }
 
-/// In a guest bob booted, what a check of `state` outside the engine (the independent
-/// replay that confirms a witness) must do first: a state the host pinned a kernel crash
-/// on is not recovered again (`Err`: that crash is its outcome), and any other is logged
-/// as in flight while it recovers (`Ok(Some(guard))`, ended when the guard drops), so
-/// that a crash or a hang during the replay is pinned on it as one in the engine would
-/// be. On the host, `Ok(None)`.
-pub(crate) fn guest_turn(
-    subject: &Subject,
-    state: &CrashState,
-) -> Result<Option<crate::vm::crash_log::Recovering<'static>>, Box<StateCheck>> {
-    let Some(guest) = crate::vm::crash_log::guest() else { return Ok(None) };
-    let digest = crate::crash::pm::digest(
-        OverlayBuilder::new(&subject.trace, &subject.epochs)
-            .state(&state.id)
-            .digest(&subject.trace),
+/// A state's content digest as the engine keys it: the disk's overlay over the trace,
+/// and the persistent-memory cut where the subject has a second device.
+fn state_digest(subject: &Subject, builder: &OverlayBuilder, state: &CrashState) -> [u8; 32] {
+    crate::crash::pm::digest(
+        builder.state(&state.id).digest(&subject.trace),
         subject.pm.as_deref(),
         state.id.pm.as_ref(),
-    );
-    let key = super::journal::hex(&check_key(&digest, &subject.durable_ops(&state.id)));
-    let tag = crate::vm::crash_log::subject_tag(
+    )
+}
+
+/// The tag a subject's states are logged under in a guest's crash log.
+fn guest_tag(subject: &Subject) -> String {
+    crate::vm::crash_log::subject_tag(
         subject.config.name,
         &subject.workload.name,
         subject.schedule.map(|s| s.name()),
-    );
-    if let Some(crash) = guest.known_crash(&tag, &key) {
+    )
+}
+
+/// In a guest bob booted, before a state (checked under `key`) recovers: a state the
+/// host pinned a kernel crash on is not recovered again (`Err`: that crash is its
+/// outcome), and any other is logged as in flight until the guard drops, so that a crash
+/// or hang while it recovers is pinned on it.
+fn guest_begin(
+    guest: &'static crate::vm::crash_log::GuestLog,
+    tag: &str,
+    key: &[u8; 32],
+    state: &CrashState,
+    rank: usize,
+) -> Result<crate::vm::crash_log::Recovering<'static>, Box<StateCheck>> {
+    let key = super::journal::hex(key);
+    if let Some(crash) = guest.known_crash(tag, &key) {
         return Err(Box::new(StateCheck::failed(Outcome::KernelCrash {
             message: crash.message.clone(),
             console: crash.console.display().to_string(),
         })));
     }
+    Ok(guest.begin(tag, &key, &state.id.to_string(), rank))
+}
+
+/// [`guest_begin`] for a check of `state` outside the engine (the independent replay
+/// that confirms a witness), so that it is pinned as one in the engine would be. On the
+/// host, `Ok(None)`.
+pub(crate) fn guest_turn(
+    subject: &Subject,
+    state: &CrashState,
+) -> Result<Option<crate::vm::crash_log::Recovering<'static>>, Box<StateCheck>> {
+    let Some(guest) = crate::vm::crash_log::guest() else { return Ok(None) };
+    let builder = OverlayBuilder::new(&subject.trace, &subject.epochs);
+    let digest = state_digest(subject, &builder, state);
+    let key = check_key(&digest, &subject.durable_ops(&state.id));
     // Past every rank the engine gives, so the test hook that crashes the kernel at a
     // rank never fires here.
-    Ok(Some(guest.begin(&tag, &key, &state.id.to_string(), usize::MAX)))
+    guest_begin(guest, &guest_tag(subject), &key, state, usize::MAX).map(Some)
 }
 
 /// How many times a state is tried again after bob's own machinery failed on it (see
@@ -468,11 +489,7 @@ impl<'a> Run<'a> {
             attempts,
             reads_memo,
             guest: crate::vm::crash_log::guest(),
-            guest_tag: crate::vm::crash_log::subject_tag(
-                subject.config.name,
-                &subject.workload.name,
-                subject.schedule.map(|s| s.name()),
-            ),
+            guest_tag: guest_tag(subject),
             results: Mutex::new(HashMap::new()),
             keep: Mutex::new(HashMap::new()),
             done: AtomicUsize::new(0),
@@ -542,11 +559,7 @@ impl<'a> Run<'a> {
                     break;
                 }
                 let index = listed.len();
-                let digest = crate::crash::pm::digest(
-                    self.builder.state(&state.id).digest(&self.subject.trace),
-                    self.subject.pm.as_deref(),
-                    state.id.pm.as_ref(),
-                );
+                let digest = state_digest(self.subject, &self.builder, &state);
                 let due = self.subject.durable_ops(&state.id);
                 let key = check_key(&digest, &due);
                 let mounted_as = *first_of.entry(key).or_insert(index);
@@ -598,19 +611,15 @@ impl<'a> Run<'a> {
         }
         // In a guest bob booted: a state the host pinned a kernel crash on is not
         // recovered again, and every other is logged while it recovers.
-        let guest = self.guest;
-        let key_hex = guest.map(|_| super::journal::hex(&key)).unwrap_or_default();
-        if let Some(crash) = guest.and_then(|g| g.known_crash(&self.guest_tag, &key_hex)) {
-            let c = StateCheck::failed(Outcome::KernelCrash {
-                message: crash.message.clone(),
-                console: crash.console.display().to_string(),
-            });
-            self.journal.record(&key, &c);
-            self.finish(index, c);
-            return Ok(());
-        }
-        let recovering =
-            guest.map(|g| g.begin(&self.guest_tag, &key_hex, &state.id.to_string(), rank));
+        let turn = self.guest.map(|g| guest_begin(g, &self.guest_tag, &key, &state, rank));
+        let recovering = match turn.transpose() {
+            Ok(recovering) => recovering,
+            Err(crashed) => {
+                self.journal.record(&key, &crashed);
+                self.finish(index, *crashed);
+                return Ok(());
+            }
+        };
         let acked = match self.options.judge {
             Judge::Oracle => Vec::new(),
             Judge::Checker(_) => subject.acked_marks(&state.id),
