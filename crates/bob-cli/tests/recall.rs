@@ -45,24 +45,36 @@ fn assert_figures_add_up(kernel: &Value) {
     }
 }
 
+/// `bob bench --recall` on the repository's catalog, its `--entry` list, and `extra`.
+fn bench_recall(entries: &str, extra: &[&str]) -> std::process::Output {
+    let catalog = catalog();
+    let mut args = vec![
+        "bench",
+        "--recall",
+        "--catalog",
+        catalog.to_str().expect("a UTF-8 path"),
+        "--entry",
+        entries,
+    ];
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
 #[test]
 fn the_xfs_finding_is_found_and_a_fixed_btrfs_bug_holds() {
     let dir = Dir::new();
     let scratch = dir.scratch();
-    let out = run(&[
-        "bench",
-        "--recall",
-        "--catalog",
-        catalog().to_str().expect("a UTF-8 path"),
-        "--entry",
+    let out = bench_recall(
         "bob-xfs-sync-no-flush,cm-r06",
-        "--out",
-        dir.out().to_str().expect("a UTF-8 path"),
-        "--scratch",
-        scratch.to_str().expect("a UTF-8 path"),
-        "--format",
-        "json",
-    ]);
+        &[
+            "--out",
+            dir.out().to_str().expect("a UTF-8 path"),
+            "--scratch",
+            scratch.to_str().expect("a UTF-8 path"),
+            "--format",
+            "json",
+        ],
+    );
     let report: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     let kernels = report["kernels"].as_array().expect("kernels");
@@ -98,16 +110,7 @@ fn the_xfs_finding_is_found_and_a_fixed_btrfs_bug_holds() {
 
 #[test]
 fn entries_bob_cannot_express_are_listed_with_what_they_lack() {
-    let out = run(&[
-        "bench",
-        "--recall",
-        "--catalog",
-        catalog().to_str().expect("a UTF-8 path"),
-        "--entry",
-        "cm-r09,cm-n08",
-        "--format",
-        "md",
-    ]);
+    let out = bench_recall("cm-r09,cm-n08", &["--format", "md"]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let md = String::from_utf8_lossy(&out.stdout);
     assert!(md.contains("| entry | `--fs` |"), "{md}");
@@ -117,14 +120,7 @@ fn entries_bob_cannot_express_are_listed_with_what_they_lack() {
 
 #[test]
 fn an_entry_the_catalog_lacks_is_a_usage_error() {
-    let out = run(&[
-        "bench",
-        "--recall",
-        "--catalog",
-        catalog().to_str().expect("a UTF-8 path"),
-        "--entry",
-        "cm-r99",
-    ]);
+    let out = bench_recall("cm-r99", &[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no entry \"cm-r99\""));
 }
