@@ -262,8 +262,9 @@ pub struct VmArgs {
     pub vm_append: Vec<String>,
     /// Guests run at once by `bob table` on a kernel other than the host's: the table is
     /// recorded in one, then each guest checks a shard of every cell's states, and the
-    /// shards are merged. Default: one per core for a user-mode Linux kernel (a UML guest
-    /// has one CPU), one for a qemu guest (which has --vm-cpus).
+    /// shards are merged; `bob bench` runs its benchmark in that many guests at once and
+    /// reports what they deliver together. Default: one per core for a user-mode Linux
+    /// kernel (a UML guest has one CPU), one for a qemu guest (which has --vm-cpus).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub vm_guests: Option<u32>,
 }

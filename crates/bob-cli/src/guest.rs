@@ -146,7 +146,10 @@ fn here(args: &[OsString], capture: bool) -> Result<(u8, Captured), CliError> {
 
 /// `bob bench --kernel`: the benchmark on the host's kernel, then on each kernel named
 /// (the host's is measured first even when not named, as the baseline), each as JSON,
-/// set side by side with each kernel's cost per mounted state against the host's.
+/// set side by side with each kernel's cost per mounted state against the host's. A
+/// kernel whose guests have one CPU (user-mode Linux) runs one guest per core at once, as
+/// a table does (`--vm-guests` sets another number), so that both figures are what the
+/// whole machine delivers.
 fn bench_on_kernels(
     command: &Command,
     mut specs: Vec<KernelSpec>,
@@ -161,29 +164,63 @@ fn bench_on_kernels(
     let mut worst = 0u8;
     let mut kernels = Vec::new();
     for spec in &specs {
-        let (code, stdout) = match spec {
-            KernelSpec::Host => here(&args, true)?,
-            _ => in_guest(command, spec, vm, args.clone(), None, true, None)?,
+        let runs = match spec {
+            KernelSpec::Host => vec![here(&args, true)],
+            _ => {
+                let guests = guests_for(spec, vm);
+                if guests > 1 {
+                    eprintln!("bob: {spec}: {guests} guests benchmark at once, one per core");
+                }
+                let bars = indicatif::MultiProgress::new();
+                std::thread::scope(|scope| {
+                    let handles: Vec<_> = (0..guests)
+                        .map(|_| {
+                            let (args, bars) = (args.clone(), &bars);
+                            scope.spawn(move || {
+                                in_guest(command, spec, vm, args, None, true, Some(bars))
+                            })
+                        })
+                        .collect();
+                    handles
+                        .into_iter()
+                        .map(|h| {
+                            h.join().unwrap_or_else(|_| {
+                                Err(CliError::Environment("a guest's thread panicked".into()))
+                            })
+                        })
+                        .collect()
+                })
+            }
         };
-        worst = worst.max(code);
-        let stdout = stdout.unwrap_or_default();
-        if stdout.is_empty() {
-            eprintln!("bob: bench on {spec} gave no report (exit {code}); it is left out");
-            continue;
+        let mut reports = Vec::new();
+        for run in runs {
+            let (code, stdout) = run?;
+            worst = worst.max(code);
+            let stdout = stdout.unwrap_or_default();
+            if stdout.is_empty() {
+                eprintln!("bob: bench on {spec} gave no report (exit {code}); it is left out");
+                continue;
+            }
+            let report: bob_core::bench::BenchReport = serde_json::from_slice(&stdout)
+                .map_err(|e| CliError::Environment(format!("bench on {spec}: its report: {e}")))?;
+            reports.push(report);
         }
-        let report: bob_core::bench::BenchReport = serde_json::from_slice(&stdout)
-            .map_err(|e| CliError::Environment(format!("bench on {spec}: its report: {e}")))?;
-        kernels.push(bob_core::bench::KernelBench {
-            kernel: spec.to_string(),
-            release: report.machine.kernel.clone(),
-            report,
-        });
+        kernels.extend(bob_core::bench::KernelBench::of_guests(spec.to_string(), reports));
     }
     let Some(report) = bob_core::bench::KernelBenchReport::of(kernels) else {
         return Ok(Conclusion::Guest(worst.max(crate::exit::ERROR)));
     };
     crate::print::render(&report, format)?;
     Ok(Conclusion::Guest(worst))
+}
+
+/// How many guests of `spec` work at once: `--vm-guests`, else one per core for a
+/// user-mode Linux kernel (its guest has one CPU) and one for a virtual machine (which
+/// has `--vm-cpus`).
+fn guests_for(spec: &KernelSpec, vm: &VmArgs) -> u32 {
+    let uml = matches!(spec, KernelSpec::Uml(_))
+        || matches!(spec, KernelSpec::Image { image, .. } if vm::uml::is_uml_binary(image));
+    vm.vm_guests.unwrap_or(if uml { bob_core::host::cores() as u32 } else { 1 })
 }
 
 /// `bob bench --recall --kernel LIST`: the recall run on each kernel named, in turn,
@@ -247,10 +284,7 @@ fn fanned_out_table<'a>(
     if table.record_only || table.traces.is_some() || table.cell.shard.is_some() {
         return None;
     }
-    let uml = matches!(spec, KernelSpec::Uml(_))
-        || matches!(spec, KernelSpec::Image { image, .. } if vm::uml::is_uml_binary(image));
-    let cores = bob_core::host::cores() as u32;
-    let guests = vm.vm_guests.unwrap_or(if uml { cores } else { 1 });
+    let guests = guests_for(spec, vm);
     (guests > 1).then_some((table, guests))
 }
 

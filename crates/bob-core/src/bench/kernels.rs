@@ -6,6 +6,10 @@
 //! sizing a run is the engine's wall time per state it mounted: a guest under emulation
 //! pays for every mount, fsck and page of I/O. The floor (one mount + umount) is set
 //! beside it, so a reader sees whether the guest slows the kernel's work or bob's own.
+//!
+//! A user-mode Linux guest has one CPU, so a table runs one guest per core; the benchmark
+//! does the same (each guest checks the cell's states at once) and a kernel's figure is
+//! what the machine delivers with all of them, set beside one guest's own.
 
 use std::fmt::Write as _;
 
@@ -20,8 +24,50 @@ pub struct KernelBench {
     pub kernel: String,
     /// The release the benchmark ran on (`uname -r`).
     pub release: String,
-    /// The report that kernel's bob wrote.
+    /// The report that kernel's bob wrote (the first guest's, when several ran).
     pub report: BenchReport,
+    /// How many guests ran the benchmark at once (1 for the host).
+    #[serde(default = "one")]
+    pub guests: u32,
+    /// Each guest's engine wall time per mounted state, ms, when several ran at once.
+    #[serde(default)]
+    pub guest_ms_per_mounted_state: Vec<f64>,
+    /// Engine wall time per mounted state on this kernel with every guest at work, ms:
+    /// the machine's rate is the sum of the guests' rates.
+    pub ms_per_mounted_state: f64,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// The ms per state of workers that ran at once, each at `each` ms per state: their
+/// rates add up. Workers that measured nothing (0) add nothing.
+fn together(each: &[f64]) -> f64 {
+    let per_ms: f64 = each.iter().filter(|ms| **ms > 0.0).map(|ms| 1.0 / ms).sum();
+    if per_ms > 0.0 {
+        1.0 / per_ms
+    } else {
+        0.0
+    }
+}
+
+impl KernelBench {
+    /// The benchmark of `kernel` from the reports of the guests that ran it at once (one
+    /// report for the host). `None` when there is none.
+    pub fn of_guests(kernel: String, reports: Vec<BenchReport>) -> Option<Self> {
+        let first = reports.first()?.clone();
+        let each: Vec<f64> = reports.iter().map(|r| r.engine_ms_per_mounted_state).collect();
+        let ms_per_mounted_state = together(&each);
+        Some(KernelBench {
+            kernel,
+            release: first.machine.kernel.clone(),
+            guests: reports.len() as u32,
+            guest_ms_per_mounted_state: if reports.len() > 1 { each } else { Vec::new() },
+            ms_per_mounted_state,
+            report: first,
+        })
+    }
 }
 
 /// How one kernel compares with the first (the host's).
@@ -69,11 +115,8 @@ impl KernelBenchReport {
             .iter()
             .map(|k| KernelRatio {
                 kernel: k.kernel.clone(),
-                ms_per_mounted_state: k.report.engine_ms_per_mounted_state,
-                mounted_state_ratio: ratio(
-                    k.report.engine_ms_per_mounted_state,
-                    base.report.engine_ms_per_mounted_state,
-                ),
+                ms_per_mounted_state: k.ms_per_mounted_state,
+                mounted_state_ratio: ratio(k.ms_per_mounted_state, base.ms_per_mounted_state),
                 floor_ms: k.report.floor_ms,
                 floor_ratio: ratio(k.report.floor_ms, base.report.floor_ms),
                 serial_ratio: ratio(
@@ -100,16 +143,25 @@ impl KernelBenchReport {
         }
         for k in &self.kernels {
             let r = &k.report;
+            let guests = match k.guest_ms_per_mounted_state.as_slice() {
+                [] | [_] => String::new(),
+                each => format!(
+                    " with {} guests at once (each {} ms)",
+                    each.len(),
+                    each.iter().map(|ms| format!("{ms:.1}")).collect::<Vec<_>>().join(", ")
+                ),
+            };
             let _ = writeln!(
                 s,
                 "{:<14} {:<28} {} jobs, {:>5} states, {:>5} mounted: {:8.1} ms per mounted \
-                 state ({:.1} ms with one worker), floor {:7.1} ms, cost {:.2}x floor, verdicts {}",
+                 state{guests} ({:.1} ms with one worker), floor {:7.1} ms, cost {:.2}x floor, \
+                 verdicts {}",
                 k.kernel,
                 k.release,
                 r.jobs,
                 r.states,
                 r.states_mounted,
-                r.engine_ms_per_mounted_state,
+                k.ms_per_mounted_state,
                 r.engine_serial.ms_per_mounted_state,
                 r.floor_ms,
                 r.cost_vs_floor,
@@ -125,5 +177,19 @@ impl KernelBenchReport {
             );
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::together;
+
+    #[test]
+    fn guests_at_once_add_their_rates() {
+        assert_eq!(together(&[8.0]), 8.0);
+        assert_eq!(together(&[8.0, 8.0]), 4.0);
+        assert!((together(&[24.0, 12.0]) - 8.0).abs() < 1e-9);
+        assert_eq!(together(&[0.0, 10.0]), 10.0);
+        assert_eq!(together(&[]), 0.0);
     }
 }
