@@ -448,24 +448,68 @@ pub(super) fn copy_own_build(
     release: &str,
 ) -> Result<PathBuf, Error> {
     let cache_error = |reason: String| Error::Cache { path: dir.to_owned(), reason };
+    let modules = modules.map(modules_dir).transpose()?;
+    let copy = dir.join(at);
+    // Several guests of one command (a table's shards, a benchmark's guests) resolve the
+    // kernel at once: under a lock, one that finds the same build there uses it, and a new
+    // build is made aside and renamed into place, so that none removes a copy another is
+    // booting.
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let lock_path = dir.with_file_name(format!("{name}.lock"));
+    let lock = std::fs::File::create(&lock_path).map_err(|e| cache_error(e.to_string()))?;
+    let _lock = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, e)| cache_error(format!("locking {}: {e}", lock_path.display())))?;
+    if same_build(&copy, image, dir, modules.as_deref(), release) {
+        return Ok(copy);
+    }
+    let partial = dir.with_file_name(format!(
+        ".{name}.partial-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let _ = std::fs::remove_dir_all(&partial); // a crashed run's leftover, if any
+    let made = (|| -> std::io::Result<()> {
+        let copy = partial.join(at);
+        if let Some(parent) = copy.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::copy(image, &copy)?;
+        if let Some(modules) = &modules {
+            std::fs::create_dir_all(partial.join("lib/modules"))?;
+            std::os::unix::fs::symlink(modules, partial.join("lib/modules").join(release))?;
+        }
+        Ok(())
+    })();
+    if let Err(e) = made {
+        let _ = std::fs::remove_dir_all(&partial);
+        return Err(cache_error(e.to_string()));
+    }
     match std::fs::remove_dir_all(dir) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            return Err(cache_error(e.to_string()))
+            let _ = std::fs::remove_dir_all(&partial);
+            return Err(cache_error(e.to_string()));
         }
         _ => {}
     }
-    let copy = dir.join(at);
-    if let Some(parent) = copy.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| cache_error(e.to_string()))?;
-    }
-    std::fs::copy(image, &copy).map_err(|e| cache_error(e.to_string()))?;
-    if let Some(modules) = modules {
-        let modules = modules_dir(modules)?;
-        std::fs::create_dir_all(dir.join("lib/modules")).map_err(|e| cache_error(e.to_string()))?;
-        std::os::unix::fs::symlink(&modules, dir.join("lib/modules").join(release))
-            .map_err(|e| cache_error(e.to_string()))?;
+    if let Err(e) = std::fs::rename(&partial, dir) {
+        let _ = std::fs::remove_dir_all(&partial);
+        return Err(cache_error(e.to_string()));
     }
     Ok(copy)
+}
+
+/// Whether the cache's `copy` (in `dir`) is `image`, byte for byte, with the same link to
+/// `modules`.
+fn same_build(copy: &Path, image: &Path, dir: &Path, modules: Option<&Path>, release: &str) -> bool {
+    let link = std::fs::read_link(dir.join("lib/modules").join(release)).ok();
+    if link.as_deref() != modules {
+        return false;
+    }
+    match (std::fs::metadata(copy), std::fs::metadata(image)) {
+        (Ok(a), Ok(b)) if a.len() == b.len() => {}
+        _ => return false,
+    }
+    matches!((std::fs::read(copy), std::fs::read(image)), (Ok(a), Ok(b)) if a == b)
 }
 
 /// `--modules DIR` made absolute, once checked to be a modules directory.
@@ -503,6 +547,44 @@ fn image_release(image: &Path) -> Result<String, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn guests_resolving_one_build_at_once_share_one_copy() {
+        let tmp = tempfile::tempdir().unwrap();
+        let image = tmp.path().join("linux");
+        std::fs::write(&image, vec![7u8; 1 << 20]).unwrap();
+        let modules = tmp.path().join("modules");
+        std::fs::create_dir_all(&modules).unwrap();
+        std::fs::write(modules.join("modules.order"), "").unwrap();
+        let dir = tmp.path().join("cache/own-uml-1.2.3");
+        std::fs::create_dir_all(tmp.path().join("cache")).unwrap();
+        let copies: Vec<_> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..4)
+                .map(|_| {
+                    scope.spawn(|| copy_own_build(&image, &dir, "linux", Some(&modules), "1.2.3"))
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for copy in copies {
+            assert_eq!(std::fs::read(copy.unwrap()).unwrap(), std::fs::read(&image).unwrap());
+        }
+        let leftovers: Vec<_> = std::fs::read_dir(tmp.path().join("cache"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        let mut leftovers = leftovers;
+        leftovers.sort();
+        assert_eq!(leftovers, ["own-uml-1.2.3", "own-uml-1.2.3.lock"], "no partial copy is left");
+        // The same build again is used as it is; a new one replaces it.
+        let inode = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+        let before = inode(&dir.join("linux"));
+        copy_own_build(&image, &dir, "linux", Some(&modules), "1.2.3").unwrap();
+        assert_eq!(inode(&dir.join("linux")), before);
+        std::fs::write(&image, vec![8u8; 1 << 20]).unwrap();
+        let copy = copy_own_build(&image, &dir, "linux", Some(&modules), "1.2.3").unwrap();
+        assert_eq!(std::fs::read(copy).unwrap(), vec![8u8; 1 << 20]);
+    }
 
     #[test]
     fn specs_parse_and_name_themselves() {
