@@ -302,6 +302,16 @@ fn run_op(
             buf.as_mut().copy_from_slice(&stamped(*offset, *len));
             f.write_all_at(buf.as_mut(), *offset).map_err(io(&p))
         }
+        Op::SyncWrite { path, offset, len, flag, direct } => {
+            // The flag on the descriptor, not a fsync after it: the write itself returns
+            // only once durable (generic_write_sync), which is the path this op tests.
+            let p = hp(path);
+            let bits = flag.bits() | if *direct { libc::O_DIRECT } else { 0 };
+            let f = OpenOptions::new().write(true).custom_flags(bits).open(&p).map_err(io(&p))?;
+            let mut buf = AlignedBuf::new(*len as usize);
+            buf.as_mut().copy_from_slice(&stamped(*offset, *len));
+            f.write_all_at(buf.as_mut(), *offset).map_err(io(&p))
+        }
         Op::MmapWrite { path, offset, len } => {
             let p = hp(path);
             let f = OpenOptions::new().read(true).write(true).open(&p).map_err(io(&p))?;

@@ -37,7 +37,7 @@ pub use check::{
 pub use exec::{execute, ExecError, OpEvent, Phase};
 pub use generate::random_synced;
 pub use model::{model_states, ModelError, ModelNode, ModelState};
-pub use op::{FallocMode, Op, OpKind, OpRef, RenameHow};
+pub use op::{FallocMode, Op, OpKind, OpRef, RenameHow, SyncFlag};
 pub use property::{Family, ParsePropertyError, Property};
 pub use schedule::{ParseScheduleError, Schedule};
 pub use snapshot::{take_snapshot, take_snapshot_with};

@@ -308,6 +308,7 @@ impl ModelState {
             Op::Write { path, offset, len }
             | Op::Append { path, offset, len }
             | Op::DirectWrite { path, offset, len }
+            | Op::SyncWrite { path, offset, len, .. }
             | Op::MmapWrite { path, offset, len } => {
                 let id = need(self, path, Some(NodeKind::File))?;
                 if !aligned(*offset) || !aligned(*len) {

@@ -66,6 +66,20 @@ pub enum Op {
     /// One pwrite of stamped data through O_DIRECT (offset and length 4 KiB-aligned in
     /// the generated workloads; the buffer is page-aligned).
     DirectWrite { path: String, offset: u64, len: u64 },
+    /// open(path, O_WRONLY | `flag` [| O_DIRECT]), one pwrite of stamped data, close: a
+    /// synchronous write, a persistence point of its own. When it returns, O_DSYNC
+    /// promises the range's data and what reading it needs (the size grown to cover it);
+    /// O_SYNC the inode as well (its attributes), as a fsync of that range would
+    /// (Linux runs both as `vfs_fsync_range` over the written bytes).
+    SyncWrite {
+        path: String,
+        offset: u64,
+        len: u64,
+        flag: SyncFlag,
+        /// O_DIRECT as well (the buffer page-aligned; the range should be block-aligned).
+        #[serde(default)]
+        direct: bool,
+    },
     /// ftruncate up to `offset + len` if the file is shorter, mmap, a copy of stamped data
     /// into the mapping, msync(MS_SYNC) of it, munmap. The model judges no promise of the
     /// msync (the persistence point after the op is what is judged).
@@ -224,6 +238,35 @@ impl std::str::FromStr for FallocMode {
     }
 }
 
+/// The synchronous open flag of a [`Op::SyncWrite`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum SyncFlag {
+    /// O_SYNC: file integrity completion (data and all the inode's metadata).
+    #[serde(rename = "o-sync")]
+    Sync,
+    /// O_DSYNC: data integrity completion (data and the metadata needed to read it).
+    #[serde(rename = "o-dsync")]
+    Dsync,
+}
+
+impl SyncFlag {
+    /// The name workload files use.
+    pub fn name(self) -> &'static str {
+        match self {
+            SyncFlag::Sync => "o-sync",
+            SyncFlag::Dsync => "o-dsync",
+        }
+    }
+
+    /// The open(2) flag.
+    pub fn bits(self) -> i32 {
+        match self {
+            SyncFlag::Sync => libc::O_SYNC,
+            SyncFlag::Dsync => libc::O_DSYNC,
+        }
+    }
+}
+
 /// renameat2(2)'s flags, one at a time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -313,6 +356,8 @@ pub enum OpKind {
     Falloc,
     /// A pwrite through O_DIRECT.
     DirectWrite,
+    /// A pwrite through O_SYNC or O_DSYNC (buffered or direct).
+    SyncWrite,
     /// A write through mmap, then msync.
     MmapWrite,
     /// symlink(2).
@@ -372,6 +417,7 @@ impl OpKind {
             OpKind::Output => "output",
             OpKind::Falloc => "falloc",
             OpKind::DirectWrite => "direct-write",
+            OpKind::SyncWrite => "sync-write",
             OpKind::MmapWrite => "mmap-write",
             OpKind::Symlink => "symlink",
             OpKind::Setxattr => "setxattr",
@@ -472,6 +518,7 @@ impl Op {
             Op::Output => OpKind::Output,
             Op::Falloc { .. } => OpKind::Falloc,
             Op::DirectWrite { .. } => OpKind::DirectWrite,
+            Op::SyncWrite { .. } => OpKind::SyncWrite,
             Op::MmapWrite { .. } => OpKind::MmapWrite,
             Op::Symlink { .. } => OpKind::Symlink,
             Op::Truncate { .. } => OpKind::Truncate,
@@ -501,11 +548,13 @@ impl Op {
     }
 
     /// Whether the op returns only after a flush makes something durable: fsync,
-    /// fdatasync (of files or directories), sync, and a synchronous creat.
+    /// fdatasync (of files or directories), sync, a synchronous creat and a synchronous
+    /// write.
     pub fn is_persistence_point(&self) -> bool {
         matches!(
             self,
             Op::Fsync { .. }
+                | Op::SyncWrite { .. }
                 | Op::Fdatasync { .. }
                 | Op::Sync
                 | Op::Syncfs
@@ -550,6 +599,7 @@ impl Op {
             | Op::WritebackStart { path }
             | Op::Falloc { path, .. }
             | Op::DirectWrite { path, .. }
+            | Op::SyncWrite { path, .. }
             | Op::MmapWrite { path, .. }
             | Op::Truncate { path, .. }
             | Op::Setxattr { path, .. }
@@ -578,6 +628,7 @@ impl Op {
             Op::Write { offset, len, .. }
             | Op::Append { offset, len, .. }
             | Op::DirectWrite { offset, len, .. }
+            | Op::SyncWrite { offset, len, .. }
             | Op::MmapWrite { offset, len, .. } => Some((*offset, *len)),
             Op::OtruncWrite { len, .. } | Op::TmpfileLink { len, .. } => Some((0, *len)),
             _ => None,
@@ -639,6 +690,10 @@ impl fmt::Display for Op {
             }
             Op::DirectWrite { path, offset, len } => {
                 write!(f, "direct-write {path} {len}@{offset}")
+            }
+            Op::SyncWrite { path, offset, len, flag, direct } => {
+                let d = if *direct { "-direct" } else { "" };
+                write!(f, "sync-write{d} {path} {} {len}@{offset}", flag.name())
             }
             Op::MmapWrite { path, offset, len } => write!(f, "mmap-write {path} {len}@{offset}"),
             Op::Symlink { target, path } => write!(f, "symlink {target} {path}"),

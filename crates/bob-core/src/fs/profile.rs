@@ -120,6 +120,10 @@ impl Profile {
             Op::TxnCommit { durable: false } => self.txn_commit,
             // O_SYNC plus fsync of the file and of its directory.
             Op::Creat { sync: true, .. } => self.fsync,
+            // The kernel runs a synchronous write's end as a fsync (O_SYNC) or a
+            // fdatasync (O_DSYNC) of the range written.
+            Op::SyncWrite { flag: workloads::SyncFlag::Sync, .. } => self.fsync,
+            Op::SyncWrite { flag: workloads::SyncFlag::Dsync, .. } => self.fdatasync,
             _ => Promise::Nothing,
         }
     }

@@ -113,6 +113,19 @@ fn xfstests_op(op: &Op, fill: &str) -> Option<XfsIo> {
         Op::DirectWrite { path, offset, len } => {
             io(path, true, vec![format!("pwrite -S {fill} {offset} {len}")])
         }
+        Op::SyncWrite { path, offset, len, flag, direct } => {
+            // O_SYNC on the descriptor (xfs_io -s); O_DSYNC as the write's RWF_DSYNC
+            // (pwrite -D), which Linux runs as O_DSYNC's write does.
+            let (open, each) = match flag {
+                workloads::SyncFlag::Sync => ("-s ", ""),
+                workloads::SyncFlag::Dsync => ("", "-D "),
+            };
+            let d = if *direct { "-d " } else { "" };
+            XfsIo::Shell(format!(
+                "$XFS_IO_PROG {d}{open}-c \"pwrite {each}-S {fill} {offset} {len}\" {} >> $seqres.full",
+                m(path)
+            ))
+        }
         Op::MmapWrite { path, offset, len } => io(
             path,
             false,
@@ -220,6 +233,7 @@ impl OpLines {
             Op::Write { .. }
                 | Op::Append { .. }
                 | Op::DirectWrite { .. }
+                | Op::SyncWrite { .. }
                 | Op::MmapWrite { .. }
                 | Op::OtruncWrite { .. }
                 | Op::TmpfileLink { .. }

@@ -507,6 +507,7 @@ impl View<'_> {
             Op::Write { offset, len, .. }
             | Op::Append { offset, len, .. }
             | Op::DirectWrite { offset, len, .. }
+            | Op::SyncWrite { offset, len, .. }
             | Op::MmapWrite { offset, len, .. } => self.data_effect(k, id, *offset, *len, false),
             Op::Symlink { path, .. } => {
                 Some(if self.entry_is(path, id) { Ok(()) } else { Err(self.name_desc(path, id)) })
@@ -898,9 +899,10 @@ impl View<'_> {
             let s = &self.states()[q + 1];
             match &self.w().ops[q] {
                 Op::Sync | Op::Syncfs | Op::Dsync | Op::Output => s.nodes.contains_key(&id),
-                Op::Fsync { path } | Op::Fdatasync { path } | Op::Creat { path, sync: true } => {
-                    s.id(path) == Some(id)
-                }
+                Op::Fsync { path }
+                | Op::Fdatasync { path }
+                | Op::Creat { path, sync: true }
+                | Op::SyncWrite { path, .. } => s.id(path) == Some(id),
                 _ => false,
             }
         })
@@ -1003,6 +1005,23 @@ impl View<'_> {
                 }
                 None
             }
+            Op::SyncWrite { path, offset, len, flag, .. } => {
+                // A synchronous write is a fsync (O_SYNC) or fdatasync (O_DSYNC) of its
+                // own range, as Linux runs it (`generic_write_sync`: `vfs_fsync_range`
+                // over the bytes written): the range's data and a size that reaches its
+                // end, nothing about the file's other dirty data; O_SYNC also the
+                // inode's attributes. Its name is promised as a fsync's is (not at all,
+                // unless something else made it durable).
+                let id = s.id(path)?;
+                if let Some(why) = self.range_promise(d, id, s, durable, (*offset, *len)) {
+                    return fail(why);
+                }
+                let metadata = *flag == crate::op::SyncFlag::Sync;
+                if let Some(why) = metadata.then(|| self.xattr_promise(d, id, s)).flatten() {
+                    return fail(why);
+                }
+                metadata.then(|| self.meta_promise(d, id, s)).flatten().and_then(fail)
+            }
             Op::Creat { path, sync: true } => {
                 let id = s.id(path)?;
                 (!touched(path) && !self.entry_is(path, id))
@@ -1070,6 +1089,31 @@ impl View<'_> {
     /// of the file may legally have dropped the data (zeros, a shorter size), but the file
     /// may never show data older than what was promised.
     fn file_promise(&self, d: usize, id: u32, s: &ModelState, durable: &[usize]) -> Option<Why> {
+        self.promise_over(d, id, s, durable, None)
+    }
+
+    /// What a synchronous write of `range` (offset, length) promised of file `id` as of
+    /// op `d`: [`View::file_promise`] narrowed to the range, the size at least its end.
+    fn range_promise(
+        &self,
+        d: usize,
+        id: u32,
+        s: &ModelState,
+        durable: &[usize],
+        range: (u64, u64),
+    ) -> Option<Why> {
+        self.promise_over(d, id, s, durable, Some(range))
+    }
+
+    /// [`View::file_promise`] over the whole file (`range` None) or over one range.
+    fn promise_over(
+        &self,
+        d: usize,
+        id: u32,
+        s: &ModelState,
+        durable: &[usize],
+        range: Option<(u64, u64)>,
+    ) -> Option<Why> {
         let later: Vec<(usize, &Op)> = self
             .w()
             .ops
@@ -1117,17 +1161,27 @@ impl View<'_> {
             return Some(Why::at(DiscrepancyKind::ReadError, name, story));
         }
         let want = &s.nodes[&id];
-        if !truncated_later
-            && (node.size < want.size || (later.is_empty() && node.size != want.size))
-        {
-            let story = format!("{name} has size {}, not {}", node.size, want.size);
+        // A range promises a size that reaches its end (more may be there: other dirty
+        // data of the file, written back or not); the whole file its size exactly.
+        let (first, end) = match range {
+            Some((offset, len)) => (offset / SECTOR, (offset + len).min(want.size)),
+            None => (0, want.size),
+        };
+        let short = node.size < end;
+        let exact = range.is_none() && later.is_empty() && node.size != want.size;
+        if !truncated_later && (short || exact) {
+            let story = match range {
+                Some(_) => format!("{name} has size {}, short of {end}", node.size),
+                None => format!("{name} has size {}, not {}", node.size, want.size),
+            };
             return Some(Why::at(DiscrepancyKind::WrongSize, name, story));
         }
         let content = node.content.as_ref()?;
         let later_ops: BTreeSet<u32> = later.iter().map(|(j, _)| *j as u32).collect();
-        let sectors = want.size.div_ceil(SECTOR);
-        let mut found = content.iter();
-        for (i, expect) in want.content.iter().take(sectors as usize).enumerate() {
+        let sectors = end.div_ceil(SECTOR);
+        let mut found = content.iter().skip(first as usize);
+        let expected = want.content.iter().take(sectors as usize).enumerate().skip(first as usize);
+        for (i, expect) in expected {
             let got = found.next().unwrap_or(SectorClass::Zero);
             let later_ok = matches!(got, SectorClass::Data { file, op: Some(o) } if file == id && later_ops.contains(&o))
                 || (truncated_later && got == SectorClass::Zero)

@@ -1,0 +1,91 @@
+//! The workload ops the recall catalog needed, recorded on real file systems on the host's
+//! kernel through `bob run --workload`: each one's promise holds where the kernel keeps it
+//! and is broken where the configuration cannot keep it (the negative controls).
+
+mod util;
+
+use std::path::{Path, PathBuf};
+use util::*;
+
+fn recall_workload(id: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../docs/recall/workloads/{id}.json"))
+}
+
+/// `bob run --fs FS --workload FILE --recordings 1 --format json` in `dir`: the exit code
+/// and the cell.
+fn run_workload(dir: &Dir, fs: &str, file: &Path, tag: &str) -> (i32, serde_json::Value) {
+    let out = run(&[
+        "run",
+        "--fs",
+        fs,
+        "--workload",
+        file.to_str().unwrap(),
+        "--recordings",
+        "1",
+        "--format",
+        "json",
+        "--scratch",
+        dir.scratch().to_str().unwrap(),
+        "--out",
+        dir.path().join(format!("out-{fs}-{tag}")).to_str().unwrap(),
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code().unwrap_or(-1), v)
+}
+
+/// How many crash states held op `index` to its promise.
+fn promised_states(cell: &serde_json::Value, index: u64) -> u64 {
+    cell["promises"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["op"]["index"] == index)
+        .and_then(|p| p["states"].as_u64())
+        .unwrap_or(0)
+}
+
+/// An O_SYNC direct write below a delayed buffered write past it (the catalog's cm-r23):
+/// ext4 keeps the size the write needs, once it returned; ext4 without barriers does not
+/// flush, so the crash states after it lack the write's size.
+#[test]
+fn a_synchronous_direct_write_is_durable_when_it_returns() {
+    let dir = Dir::new();
+    let file = recall_workload("cm-r23");
+    let (code, held) = run_workload(&dir, "ext4-ordered", &file, "r23");
+    assert_eq!((code, held["verdict"].as_str()), (0, Some("held")), "{held}");
+    assert!(promised_states(&held, 1) > 0, "the write's promise was due somewhere: {held}");
+    let (code, broken) = run_workload(&dir, "ext4-nobarrier", &file, "r23");
+    assert_eq!((code, broken["verdict"].as_str()), (1, Some("violated")), "{broken}");
+    assert_eq!(broken["discrepancy"]["kind"], "wrong-size", "{broken}");
+    assert_eq!(broken["discrepancy"]["ops"], serde_json::json!([1]), "{broken}");
+    assert_no_leaks(&dir.scratch());
+}
+
+/// A buffered O_DSYNC write that extends a file: its data and the size reaching it.
+#[test]
+fn a_buffered_o_dsync_write_extends_the_file_durably() {
+    let dir = Dir::new();
+    let file = dir.path().join("dsync.json");
+    let w = serde_json::json!({
+        "name": "dsync-append",
+        "property": null,
+        "setup": [{"op": "creat", "path": "/drain"}, {"op": "creat", "path": "/f"},
+                  {"op": "write", "path": "/f", "offset": 0, "len": 4096}],
+        "ops": [{"op": "sync-write", "path": "/f", "offset": 4096, "len": 8192,
+                 "flag": "o-dsync"},
+                {"op": "write", "path": "/f", "offset": 0, "len": 4096}],
+        "drain": [{"op": "append", "path": "/drain", "offset": 0, "len": 4096},
+                  {"op": "fsync", "path": "/drain"}, {"op": "sync"}]
+    });
+    std::fs::write(&file, serde_json::to_vec_pretty(&w).unwrap()).unwrap();
+    for fs in ["ext4-ordered", "xfs", "btrfs"] {
+        let (code, cell) = run_workload(&dir, fs, &file, "dsync");
+        assert_eq!((code, cell["verdict"].as_str()), (0, Some("held")), "{fs}: {cell}");
+        assert!(promised_states(&cell, 0) > 0, "{fs}: the promise was due: {cell}");
+    }
+    let (code, cell) = run_workload(&dir, "ext4-nobarrier", &file, "dsync");
+    assert_eq!((code, cell["verdict"].as_str()), (1, Some("violated")), "{cell}");
+    assert_eq!(cell["discrepancy"]["ops"], serde_json::json!([0]), "{cell}");
+    assert_no_leaks(&dir.scratch());
+}

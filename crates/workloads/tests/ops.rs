@@ -1,0 +1,97 @@
+//! The ops the recall catalog needed (synchronous writes, descriptors kept open, inode
+//! eviction): the model's and the oracle's rules on synthetic snapshots, no file system.
+
+use workloads::*;
+
+/// A workload file's text (the ops only; setup and drain as given) with inode numbers
+/// observed for every node the model makes.
+fn workload(setup: &str, ops: &str) -> (Workload, Observed, Vec<ModelState>) {
+    let text = format!(
+        r#"{{"name": "t", "property": null, "setup": [{setup}], "ops": [{ops}], "drain": []}}"#
+    );
+    let w: Workload = serde_json::from_str(&text).expect("the workload parses");
+    let states = model_states(&w);
+    assert_eq!(states.len(), w.ops.len() + 1, "the workload models");
+    let mut observed = Observed::default();
+    for id in states.last().unwrap().nodes.keys() {
+        observed.inos.insert(*id, 100 + u64::from(*id));
+    }
+    (w, observed, states)
+}
+
+fn findings(w: &Workload, obs: &Observed, snap: &Snapshot, durable: Vec<usize>) -> Vec<Finding> {
+    check_all(w, obs, snap, &CrashContext { durable_ops: durable })
+}
+
+fn file_mut<'a>(snap: &'a mut Snapshot, path: &str) -> &'a mut Node {
+    snap.entries.get_mut(path).unwrap_or_else(|| panic!("{path} in snapshot"))
+}
+
+/// File `path` of `snap` cut to `size` bytes (its content too).
+fn cut(snap: &mut Snapshot, path: &str, size: u64) {
+    let n = file_mut(snap, path);
+    n.size = size;
+    let content = n.content.as_mut().unwrap();
+    let kept: Vec<SectorClass> = content.iter().take((size / 512) as usize).collect();
+    let mut c = Content::new();
+    for class in kept {
+        c.push(class, 1);
+    }
+    *content = c;
+}
+
+#[test]
+fn a_synchronous_write_promises_its_range_and_the_size_to_read_it() {
+    // The recall catalog's ext4 direct-write bug: a delayed buffered write past the end,
+    // then an O_SYNC direct write below it; after the crash the size was 0.
+    let (w, obs, states) = workload(
+        r#"{"op": "creat", "path": "/f"}"#,
+        r#"{"op": "write", "path": "/f", "offset": 16384, "len": 4096},
+           {"op": "sync-write", "path": "/f", "offset": 0, "len": 4096, "flag": "o-sync",
+            "direct": true}"#,
+    );
+    assert!(w.ops[1].is_persistence_point());
+    assert_eq!(w.ops[1].to_string(), "sync-write-direct /f o-sync 4096@0");
+    let after = states[2].to_snapshot(&obs);
+    assert_eq!(after.entries["/f"].size, 20480);
+    assert!(findings(&w, &obs, &after, vec![1]).is_empty());
+    // The buffered write's data and size are not promised: only the range written.
+    let mut own = after.clone();
+    cut(&mut own, "/f", 4096);
+    assert!(findings(&w, &obs, &own, vec![1]).is_empty(), "only the range is promised");
+    // Size 0 (the bug): a violation of its size, once the write is durable.
+    let mut empty = after.clone();
+    cut(&mut empty, "/f", 0);
+    assert!(findings(&w, &obs, &empty, vec![]).is_empty(), "not durable: no promise");
+    let f = findings(&w, &obs, &empty, vec![1]);
+    assert_eq!(f[0].discrepancy.kind, DiscrepancyKind::WrongSize, "{f:?}");
+    assert!(f[0].story.contains("sync-write-direct /f o-sync 4096@0 (op 1)"), "{}", f[0].story);
+    assert!(f[0].story.contains("short of 4096"), "{}", f[0].story);
+    // The size, with zeros where the write went: its data is lost.
+    let mut zeros = after.clone();
+    file_mut(&mut zeros, "/f").content.as_mut().unwrap().set(0, 8, SectorClass::Zero);
+    let f = findings(&w, &obs, &zeros, vec![1]);
+    assert_eq!(f[0].discrepancy.kind, DiscrepancyKind::StaleData, "{f:?}");
+}
+
+#[test]
+fn o_sync_promises_the_inode_and_o_dsync_only_the_data() {
+    for (flag, promises_xattr) in [("o-sync", true), ("o-dsync", false)] {
+        let (w, obs, states) = workload(
+            r#"{"op": "creat", "path": "/f"}"#,
+            &format!(
+                r#"{{"op": "setxattr", "path": "/f", "name": "user.a", "value": "op0"}},
+                   {{"op": "sync-write", "path": "/f", "offset": 0, "len": 4096,
+                     "flag": "{flag}"}}"#
+            ),
+        );
+        let mut lost = states[2].to_snapshot(&obs);
+        assert!(findings(&w, &obs, &lost, vec![1]).is_empty(), "{flag}");
+        file_mut(&mut lost, "/f").xattrs.clear();
+        let f = findings(&w, &obs, &lost, vec![1]);
+        assert_eq!(!f.is_empty(), promises_xattr, "{flag}: {f:?}");
+        if promises_xattr {
+            assert_eq!(f[0].discrepancy.kind, DiscrepancyKind::WrongXattr);
+        }
+    }
+}
