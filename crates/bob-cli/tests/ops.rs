@@ -89,3 +89,16 @@ fn a_buffered_o_dsync_write_extends_the_file_durably() {
     assert_eq!(cell["discrepancy"]["ops"], serde_json::json!([0]), "{cell}");
     assert_no_leaks(&dir.scratch());
 }
+
+/// An unlink, the inode evicted, a fsync (the catalog's cm-r09, fstests generic/106): the
+/// eviction runs inside a recording and btrfs, which has the fix, keeps the fsync's
+/// promise (the file with one name and one link).
+#[test]
+fn drop_caches_between_an_unlink_and_a_fsync() {
+    let dir = Dir::new();
+    let file = recall_workload("cm-r09");
+    let (code, cell) = run_workload(&dir, "btrfs", &file, "r09");
+    assert_eq!((code, cell["verdict"].as_str()), (0, Some("held")), "{cell}");
+    assert!(promised_states(&cell, 4) > 0, "the fsync after the eviction was due: {cell}");
+    assert_no_leaks(&dir.scratch());
+}

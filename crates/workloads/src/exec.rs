@@ -252,6 +252,13 @@ fn run_op(
             // SAFETY: a valid open descriptor, owned by `f` for the call.
             check_rc(unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&f)) }, root)
         }
+        Op::DropCaches => {
+            // 2: slab objects (dentries and inodes) only, as fstests evicts an inode; the
+            // page cache (1) is left alone, as dropping it would not evict a dirty inode
+            // and would only slow the workload.
+            let p = Path::new("/proc/sys/vm/drop_caches");
+            std::fs::write(p, b"2").map_err(io(p))
+        }
         Op::Osync | Op::Dsync => {
             // The file system's control file: one write of the call's name.
             let p = root.join(crate::SYNC_CONTROL);

@@ -388,6 +388,8 @@ impl ModelState {
             Op::Fsync { path } => need(self, path, None).map(Some),
             Op::Fdatasync { path } => need(self, path, Some(NodeKind::File)).map(Some),
             Op::Sync | Op::Syncfs | Op::Osync | Op::Dsync | Op::Output => Ok(None),
+            // Evicting cached inodes changes nothing a reader sees.
+            Op::DropCaches => Ok(None),
             // The rollback of an abort is the history's (see `History::new`).
             Op::TxnBegin | Op::TxnCommit { .. } | Op::TxnAbort => Ok(None),
             Op::WritebackStart { path } => need(self, path, Some(NodeKind::File)).map(Some),

@@ -46,6 +46,12 @@ pub enum Op {
     Sync,
     /// syncfs(2) on the mount: everything of this file system (a drain schedule).
     Syncfs,
+    /// `echo 2 > /proc/sys/vm/drop_caches`: the kernel frees the dentries and inodes no one
+    /// holds, so the next op on a file loads its inode from the disk (and, on btrfs,
+    /// finds no in-memory record of what its log already holds), as fstests' generic/106
+    /// does between an unlink and a fsync. It writes nothing back and promises nothing;
+    /// the whole machine's caches are dropped (the kernel has no per-mount knob).
+    DropCaches,
     /// sync_file_range(path, 0, 0, SYNC_FILE_RANGE_WRITE): start writeback of the file's
     /// dirty data without waiting for it or committing metadata (a drain schedule).
     WritebackStart { path: String },
@@ -340,6 +346,8 @@ pub enum OpKind {
     Syncfs,
     /// sync_file_range(SYNC_FILE_RANGE_WRITE): writeback started, nothing waited for.
     WritebackStart,
+    /// Unused dentries and inodes evicted (drop_caches).
+    DropCaches,
     /// Begin of a transaction (Valor).
     TxnBegin,
     /// Commit of a transaction, durable or not (Valor).
@@ -409,6 +417,7 @@ impl OpKind {
             OpKind::Sync => "sync",
             OpKind::Syncfs => "syncfs",
             OpKind::WritebackStart => "writeback-start",
+            OpKind::DropCaches => "drop-caches",
             OpKind::TxnBegin => "txn-begin",
             OpKind::TxnCommit => "txn-commit",
             OpKind::TxnAbort => "txn-abort",
@@ -510,6 +519,7 @@ impl Op {
             Op::Sync => OpKind::Sync,
             Op::Syncfs => OpKind::Syncfs,
             Op::WritebackStart { .. } => OpKind::WritebackStart,
+            Op::DropCaches => OpKind::DropCaches,
             Op::TxnBegin => OpKind::TxnBegin,
             Op::TxnCommit { .. } => OpKind::TxnCommit,
             Op::TxnAbort => OpKind::TxnAbort,
@@ -575,6 +585,7 @@ impl Op {
                 | Op::Sync
                 | Op::Syncfs
                 | Op::WritebackStart { .. }
+                | Op::DropCaches
                 | Op::Osync
                 | Op::Dsync
                 | Op::TxnBegin
@@ -617,7 +628,9 @@ impl Op {
             | Op::DedupeRange { from, to, .. } => vec![from, to],
             // The target is a string stored in the link, not a name the op touches.
             Op::Symlink { path, .. } => vec![path],
-            Op::Sync | Op::Syncfs | Op::Osync | Op::Dsync | Op::Output => vec![],
+            Op::Sync | Op::Syncfs | Op::Osync | Op::Dsync | Op::Output | Op::DropCaches => {
+                vec![]
+            }
             Op::TxnBegin | Op::TxnCommit { .. } | Op::TxnAbort => vec![],
         }
     }
@@ -682,6 +695,7 @@ impl fmt::Display for Op {
             Op::Sync => write!(f, "sync"),
             Op::Syncfs => write!(f, "syncfs"),
             Op::WritebackStart { path } => write!(f, "writeback-start {path}"),
+            Op::DropCaches => write!(f, "drop-caches"),
             Op::Osync => write!(f, "osync"),
             Op::Dsync => write!(f, "dsync"),
             Op::Output => write!(f, "output"),

@@ -95,3 +95,29 @@ fn o_sync_promises_the_inode_and_o_dsync_only_the_data() {
         }
     }
 }
+
+#[test]
+fn drop_caches_changes_nothing_and_promises_nothing() {
+    // The catalog's cm-r09 (fstests generic/106): a link removed, the inode evicted, then
+    // a fsync of the file.
+    let (w, obs, states) = workload(
+        r#"{"op": "mkdir", "path": "/d"}, {"op": "creat", "path": "/d/foo"}"#,
+        r#"{"op": "link", "from": "/d/foo", "to": "/d/bar"}, {"op": "sync"},
+           {"op": "unlink", "path": "/d/bar"}, {"op": "drop-caches"},
+           {"op": "fsync", "path": "/d/foo"}"#,
+    );
+    let op = &w.ops[3];
+    assert_eq!((op.to_string(), op.kind().name()), ("drop-caches".into(), "drop-caches"));
+    assert!(!op.is_persistence_point() && !op.has_effect() && op.paths().is_empty());
+    let (mut before, mut after) = (states[3].clone(), states[4].clone());
+    (before.after_op, after.after_op) = (None, None);
+    assert_eq!(before, after, "the model does not change");
+    let snap = states[5].to_snapshot(&obs);
+    assert!(findings(&w, &obs, &snap, vec![1, 4]).is_empty());
+    // The removed link back after the fsync: two names for a file with one link.
+    let mut back = snap.clone();
+    back.entries.insert("/d/bar".into(), snap.entries["/d/foo"].clone());
+    let f = findings(&w, &obs, &back, vec![1, 4]);
+    assert_eq!(f[0].discrepancy.kind, DiscrepancyKind::WrongLinkCount, "{f:?}");
+    assert!(f[0].story.contains("fsync /d/foo (op 4)"), "{}", f[0].story);
+}

@@ -190,6 +190,7 @@ fn xfstests_op(op: &Op, fill: &str) -> Option<XfsIo> {
         Op::Sync => XfsIo::Commands { file: None, direct: false, cmds: vec!["sync".into()] },
         Op::Syncfs => XfsIo::Shell("$XFS_IO_PROG -c syncfs $SCRATCH_MNT".into()),
         Op::WritebackStart { path } => io(path, false, vec!["sync_range -w 0 0".into()]),
+        Op::DropCaches => XfsIo::Shell("echo 2 > /proc/sys/vm/drop_caches".into()),
         // OptFS's, Valor's and xsyncfs' calls exist only on bob's own file systems, which
         // xfstests cannot mount.
         Op::Osync | Op::Dsync | Op::Output | Op::TxnBegin | Op::TxnCommit { .. } | Op::TxnAbort => {

@@ -588,6 +588,7 @@ impl View<'_> {
             | Op::Dsync
             | Op::Output
             | Op::WritebackStart { .. }
+            | Op::DropCaches
             | Op::Falloc { .. }
             | Op::Clone { .. }
             | Op::CloneRange { .. }
