@@ -102,3 +102,79 @@ fn drop_caches_between_an_unlink_and_a_fsync() {
     assert!(promised_states(&cell, 4) > 0, "the fsync after the eviction was due: {cell}");
     assert_no_leaks(&dir.scratch());
 }
+
+/// Writes `w` (a workload's JSON) into `dir` as `NAME.json`.
+fn workload_file(dir: &Dir, w: &serde_json::Value) -> PathBuf {
+    let file = dir.path().join(format!("{}.json", w["name"].as_str().unwrap()));
+    std::fs::write(&file, serde_json::to_vec_pretty(w).unwrap()).unwrap();
+    file
+}
+
+fn drain() -> serde_json::Value {
+    serde_json::json!([{"op": "append", "path": "/drain", "offset": 0, "len": 4096},
+                       {"op": "fsync", "path": "/drain"}, {"op": "sync"}])
+}
+
+/// A descriptor kept open across the unlink of its only name, then fsynced through: the
+/// name must not come back holding the inode. ext4, xfs and btrfs hold it; ext4 without
+/// barriers, whose fsync flushes nothing, shows the name back (`stale-name`).
+#[test]
+fn a_fsync_through_a_descriptor_kept_across_an_unlink() {
+    let dir = Dir::new();
+    let file = workload_file(
+        &dir,
+        &serde_json::json!({
+            "name": "fd-fsync-unlinked",
+            "property": null,
+            "setup": [{"op": "creat", "path": "/drain"}, {"op": "mkdir", "path": "/d"},
+                      {"op": "creat", "path": "/d/dummy"},
+                      {"op": "write", "path": "/d/dummy", "offset": 0, "len": 4096}],
+            "ops": [{"op": "open", "path": "/d/dummy", "fd": "h"},
+                    {"op": "unlink", "path": "/d/dummy"},
+                    {"op": "fd-fsync", "fd": "h"},
+                    {"op": "close", "fd": "h"}],
+            "drain": drain()
+        }),
+    );
+    for fs in ["ext4-ordered", "xfs", "btrfs"] {
+        let (code, cell) = run_workload(&dir, fs, &file, "unlinked");
+        assert_eq!((code, cell["verdict"].as_str()), (0, Some("held")), "{fs}: {cell}");
+        assert!(promised_states(&cell, 2) > 0, "{fs}: the fsync was due: {cell}");
+    }
+    let (code, cell) = run_workload(&dir, "ext4-nobarrier", &file, "unlinked");
+    assert_eq!((code, cell["verdict"].as_str()), (1, Some("violated")), "{cell}");
+    assert_eq!(cell["discrepancy"]["kind"], "stale-name", "{cell}");
+    assert_eq!(cell["discrepancy"]["paths"], serde_json::json!(["/d/dummy"]), "{cell}");
+    assert_no_leaks(&dir.scratch());
+}
+
+/// Writes through a kept descriptor, a rename of its file, then a fsync through it: the
+/// promise follows the inode to its new name.
+#[test]
+fn a_fsync_through_a_descriptor_follows_a_rename() {
+    let dir = Dir::new();
+    let file = workload_file(
+        &dir,
+        &serde_json::json!({
+            "name": "fd-fsync-renamed",
+            "property": null,
+            "setup": [{"op": "creat", "path": "/drain"}, {"op": "mkdir", "path": "/d"},
+                      {"op": "creat", "path": "/d/foo"}],
+            "ops": [{"op": "open", "path": "/d/foo", "fd": "h"},
+                    {"op": "fd-write", "fd": "h", "offset": 0, "len": 8192},
+                    {"op": "rename", "from": "/d/foo", "to": "/d/bar"},
+                    {"op": "fd-fsync", "fd": "h"},
+                    {"op": "close", "fd": "h"}],
+            "drain": drain()
+        }),
+    );
+    for fs in ["ext4-ordered", "xfs", "btrfs"] {
+        let (code, cell) = run_workload(&dir, fs, &file, "renamed");
+        assert_eq!((code, cell["verdict"].as_str()), (0, Some("held")), "{fs}: {cell}");
+        assert!(promised_states(&cell, 3) > 0, "{fs}: the fsync was due: {cell}");
+    }
+    let (code, cell) = run_workload(&dir, "ext4-nobarrier", &file, "renamed");
+    assert_eq!((code, cell["verdict"].as_str()), (1, Some("violated")), "{cell}");
+    assert_eq!(cell["discrepancy"]["ops"][0], 3, "{cell}");
+    assert_no_leaks(&dir.scratch());
+}

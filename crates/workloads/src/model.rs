@@ -63,6 +63,10 @@ pub struct ModelState {
     pub nodes: BTreeMap<u32, ModelNode>,
     /// The id the next created node gets.
     pub next_id: u32,
+    /// Descriptors the workload keeps open (`open`), by the name it gave them, and the
+    /// node each was opened on: it stays that node's across unlinks and renames.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub handles: BTreeMap<String, u32>,
 }
 
 /// An op the model cannot apply (a path that does not exist, an unaligned write, ...).
@@ -103,6 +107,7 @@ impl ModelState {
             names: BTreeMap::from([("/".to_string(), ROOT_ID)]),
             nodes: BTreeMap::from([(ROOT_ID, root)]),
             next_id: ROOT_ID + 1,
+            handles: BTreeMap::new(),
         }
     }
 
@@ -142,6 +147,20 @@ impl ModelState {
         let id = self.id(p).ok_or_else(|| err(format!("{p} does not exist")))?;
         match kind {
             Some(k) if self.nodes[&id].kind != k => Err(err(format!("{p} is not a {k:?}"))),
+            _ => Ok(id),
+        }
+    }
+
+    /// The node descriptor `fd` was opened on (of `kind`, if given), or why `op` cannot
+    /// apply.
+    fn need_fd(&self, op: &Op, fd: &str, kind: Option<NodeKind>) -> Result<u32, ModelError> {
+        let err = |reason: String| ModelError { op: op.to_string(), reason };
+        let id =
+            *self.handles.get(fd).ok_or_else(|| err(format!("descriptor {fd} is not open")))?;
+        match kind {
+            Some(k) if self.nodes[&id].kind != k => {
+                Err(err(format!("descriptor {fd} is not a {k:?}")))
+            }
             _ => Ok(id),
         }
     }
@@ -386,6 +405,43 @@ impl ModelState {
                 Ok(Some(id))
             }
             Op::Fsync { path } => need(self, path, None).map(Some),
+            Op::Open { path, fd } => {
+                let id = need(self, path, None)?;
+                if !matches!(self.nodes[&id].kind, NodeKind::File | NodeKind::Dir) {
+                    return Err(err(format!(
+                        "{path}: descriptors are kept for files and directories"
+                    )));
+                }
+                if fd.is_empty() || self.handles.contains_key(fd) {
+                    return Err(err(format!("descriptor {fd:?} is empty or already open")));
+                }
+                self.handles.insert(fd.clone(), id);
+                Ok(Some(id))
+            }
+            Op::Close { fd } => {
+                let id = self.need_fd(op, fd, None)?;
+                self.handles.remove(fd);
+                Ok(Some(id))
+            }
+            Op::FdFsync { fd } => self.need_fd(op, fd, None).map(Some),
+            Op::FdFdatasync { fd } => self.need_fd(op, fd, Some(NodeKind::File)).map(Some),
+            Op::FdWrite { fd, offset, len } => {
+                // A write as `write` makes, to the node whatever its names are now.
+                let id = self.need_fd(op, fd, Some(NodeKind::File))?;
+                if !aligned(*offset) || !aligned(*len) {
+                    return Err(err("offset and length must be multiples of 512".into()));
+                }
+                let node = self.nodes.get_mut(&id).unwrap();
+                if node.size % SECTOR != 0 {
+                    return Err(err(format!(
+                        "descriptor {fd} has an unaligned size {}",
+                        node.size
+                    )));
+                }
+                node.content.set(offset / SECTOR, len / SECTOR, data_class(id, stamp_op));
+                node.size = node.size.max(offset + len);
+                Ok(Some(id))
+            }
             Op::Fdatasync { path } => need(self, path, Some(NodeKind::File)).map(Some),
             Op::Sync | Op::Syncfs | Op::Osync | Op::Dsync | Op::Output => Ok(None),
             // Evicting cached inodes changes nothing a reader sees.
@@ -644,6 +700,8 @@ impl History {
             }
             note(&s, &mut ever);
         }
+        // Descriptors live in one phase (each phase runs in its own call).
+        s.handles.clear();
         let mut states = vec![s.clone()];
         let mut op_ids = Vec::new();
         // The state at the open transaction's begin: an abort returns to it (a
@@ -673,6 +731,7 @@ impl History {
                 Err(e) => error = Some(e),
             }
         }
+        s.handles.clear();
         for op in &w.drain {
             if error.is_none() {
                 if let Err(e) = s.apply(op, DRAIN_OP) {
@@ -697,7 +756,14 @@ pub(crate) fn content_paths(w: &Workload) -> BTreeSet<String> {
     let h = History::new(w);
     let mut out = BTreeSet::new();
     for (k, op) in w.ops.iter().enumerate() {
-        let data = op.changes_data() || matches!(op, Op::Fsync { .. } | Op::Fdatasync { .. });
+        let data = op.changes_data()
+            || matches!(
+                op,
+                Op::Fsync { .. }
+                    | Op::Fdatasync { .. }
+                    | Op::FdFsync { .. }
+                    | Op::FdFdatasync { .. }
+            );
         if let (true, Some(Some(id))) = (data, h.op_ids.get(k)) {
             if h.states[k].nodes.get(id).is_some_and(|n| n.kind == NodeKind::File) {
                 out.extend(h.ever_names.get(id).into_iter().flatten().cloned());

@@ -42,6 +42,20 @@ pub enum Op {
     Fsync { path: String },
     /// fdatasync of a file.
     Fdatasync { path: String },
+    /// open(path) kept open as descriptor `fd` (a name the workload chooses) until
+    /// `close` or the end of the phase: O_RDWR for a file, O_RDONLY for a directory. The
+    /// `fd-*` ops act through it, whatever happens to its names meanwhile (an unlink, a
+    /// rename, an rmdir).
+    Open { path: String, fd: String },
+    /// close(fd).
+    Close { fd: String },
+    /// fsync(2) through descriptor `fd`: the inode, under whatever names it has then
+    /// (or none).
+    FdFsync { fd: String },
+    /// fdatasync(2) through descriptor `fd` (a file).
+    FdFdatasync { fd: String },
+    /// One pwrite of stamped data through descriptor `fd` (a file, named or not).
+    FdWrite { fd: String, offset: u64, len: u64 },
     /// sync(): everything.
     Sync,
     /// syncfs(2) on the mount: everything of this file system (a drain schedule).
@@ -340,6 +354,16 @@ pub enum OpKind {
     Fsync,
     /// fdatasync(2).
     Fdatasync,
+    /// open(2) of a descriptor kept open.
+    Open,
+    /// close(2) of a kept descriptor.
+    Close,
+    /// fsync(2) through a kept descriptor.
+    FdFsync,
+    /// fdatasync(2) through a kept descriptor.
+    FdFdatasync,
+    /// A pwrite through a kept descriptor.
+    FdWrite,
     /// sync(2).
     Sync,
     /// syncfs(2).
@@ -414,6 +438,11 @@ impl OpKind {
             OpKind::Truncate => "truncate",
             OpKind::Fsync => "fsync",
             OpKind::Fdatasync => "fdatasync",
+            OpKind::Open => "open",
+            OpKind::Close => "close",
+            OpKind::FdFsync => "fd-fsync",
+            OpKind::FdFdatasync => "fd-fdatasync",
+            OpKind::FdWrite => "fd-write",
             OpKind::Sync => "sync",
             OpKind::Syncfs => "syncfs",
             OpKind::WritebackStart => "writeback-start",
@@ -516,6 +545,11 @@ impl Op {
             Op::Rename { .. } => OpKind::Rename,
             Op::Fsync { .. } => OpKind::Fsync,
             Op::Fdatasync { .. } => OpKind::Fdatasync,
+            Op::Open { .. } => OpKind::Open,
+            Op::Close { .. } => OpKind::Close,
+            Op::FdFsync { .. } => OpKind::FdFsync,
+            Op::FdFdatasync { .. } => OpKind::FdFdatasync,
+            Op::FdWrite { .. } => OpKind::FdWrite,
             Op::Sync => OpKind::Sync,
             Op::Syncfs => OpKind::Syncfs,
             Op::WritebackStart { .. } => OpKind::WritebackStart,
@@ -564,6 +598,8 @@ impl Op {
         matches!(
             self,
             Op::Fsync { .. }
+                | Op::FdFsync { .. }
+                | Op::FdFdatasync { .. }
                 | Op::SyncWrite { .. }
                 | Op::Fdatasync { .. }
                 | Op::Sync
@@ -586,6 +622,10 @@ impl Op {
                 | Op::Syncfs
                 | Op::WritebackStart { .. }
                 | Op::DropCaches
+                | Op::Open { .. }
+                | Op::Close { .. }
+                | Op::FdFsync { .. }
+                | Op::FdFdatasync { .. }
                 | Op::Osync
                 | Op::Dsync
                 | Op::TxnBegin
@@ -618,6 +658,7 @@ impl Op {
             | Op::Chmod { path, .. }
             | Op::Chown { path, .. }
             | Op::Utimes { path, .. }
+            | Op::Open { path, .. }
             | Op::TmpfileLink { path, .. } => vec![path],
             Op::Link { from, to }
             | Op::Rename { from, to }
@@ -631,7 +672,23 @@ impl Op {
             Op::Sync | Op::Syncfs | Op::Osync | Op::Dsync | Op::Output | Op::DropCaches => {
                 vec![]
             }
+            // A descriptor names no path: what it acts on is the inode it was opened on.
+            Op::Close { .. } | Op::FdFsync { .. } | Op::FdFdatasync { .. } | Op::FdWrite { .. } => {
+                vec![]
+            }
             Op::TxnBegin | Op::TxnCommit { .. } | Op::TxnAbort => vec![],
+        }
+    }
+
+    /// The descriptor the op names (open, close and the `fd-*` ops).
+    pub fn fd(&self) -> Option<&str> {
+        match self {
+            Op::Open { fd, .. }
+            | Op::Close { fd }
+            | Op::FdFsync { fd }
+            | Op::FdFdatasync { fd }
+            | Op::FdWrite { fd, .. } => Some(fd),
+            _ => None,
         }
     }
 
@@ -642,6 +699,7 @@ impl Op {
             | Op::Append { offset, len, .. }
             | Op::DirectWrite { offset, len, .. }
             | Op::SyncWrite { offset, len, .. }
+            | Op::FdWrite { offset, len, .. }
             | Op::MmapWrite { offset, len, .. } => Some((*offset, *len)),
             Op::OtruncWrite { len, .. } | Op::TmpfileLink { len, .. } => Some((0, *len)),
             _ => None,
@@ -692,6 +750,11 @@ impl fmt::Display for Op {
             Op::Rename { from, to } => write!(f, "rename {from} {to}"),
             Op::Fsync { path } => write!(f, "fsync {path}"),
             Op::Fdatasync { path } => write!(f, "fdatasync {path}"),
+            Op::Open { path, fd } => write!(f, "open {path} {fd}"),
+            Op::Close { fd } => write!(f, "close {fd}"),
+            Op::FdFsync { fd } => write!(f, "fd-fsync {fd}"),
+            Op::FdFdatasync { fd } => write!(f, "fd-fdatasync {fd}"),
+            Op::FdWrite { fd, offset, len } => write!(f, "fd-write {fd} {len}@{offset}"),
             Op::Sync => write!(f, "sync"),
             Op::Syncfs => write!(f, "syncfs"),
             Op::WritebackStart { path } => write!(f, "writeback-start {path}"),

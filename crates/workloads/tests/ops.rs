@@ -121,3 +121,82 @@ fn drop_caches_changes_nothing_and_promises_nothing() {
     assert_eq!(f[0].discrepancy.kind, DiscrepancyKind::WrongLinkCount, "{f:?}");
     assert!(f[0].story.contains("fsync /d/foo (op 4)"), "{}", f[0].story);
 }
+
+#[test]
+fn a_fsync_through_a_descriptor_of_an_unlinked_file_must_not_bring_its_name_back() {
+    let ops = |sync: &str| {
+        format!(
+            r#"{{"op": "open", "path": "/d/foo", "fd": "h"}},
+               {{"op": "fd-write", "fd": "h", "offset": 0, "len": 4096}},
+               {{"op": "unlink", "path": "/d/foo"}},
+               {{"op": "{sync}", "fd": "h"}},
+               {{"op": "close", "fd": "h"}}"#
+        )
+    };
+    let setup = r#"{"op": "mkdir", "path": "/d"}, {"op": "creat", "path": "/d/foo"}"#;
+    let (w, obs, states) = workload(setup, &ops("fd-fsync"));
+    assert_eq!(w.ops[3].to_string(), "fd-fsync h");
+    assert!(w.ops[3].is_persistence_point());
+    assert!(
+        states[5].handles.is_empty() && states[4].handles["h"] == states[0].id("/d/foo").unwrap()
+    );
+    let gone = states[5].to_snapshot(&obs);
+    assert!(!gone.entries.contains_key("/d/foo"));
+    assert!(findings(&w, &obs, &gone, vec![3]).is_empty(), "the name is gone: nothing else");
+    // The unlinked name back, holding the inode the fsync made durable with no link.
+    let mut back = gone.clone();
+    back.entries.insert("/d/foo".into(), states[2].to_snapshot(&obs).entries["/d/foo"].clone());
+    let f = findings(&w, &obs, &back, vec![3]);
+    assert_eq!(f[0].discrepancy.kind, DiscrepancyKind::StaleName, "{f:?}");
+    assert!(f[0].story.contains("fd-fsync h (op 3)"), "{}", f[0].story);
+    assert!(f[0].story.contains("unlinked before the fsync"), "{}", f[0].story);
+    assert!(findings(&w, &obs, &back, vec![]).is_empty(), "not durable: no promise");
+    // fdatasync promises no attribute, the link count included.
+    let (w, obs, _) = workload(setup, &ops("fd-fdatasync"));
+    assert!(findings(&w, &obs, &back, vec![3]).is_empty());
+}
+
+#[test]
+fn a_fsync_through_a_descriptor_follows_the_inode_across_a_rename() {
+    let (w, obs, states) = workload(
+        r#"{"op": "mkdir", "path": "/d"}, {"op": "creat", "path": "/d/foo"}"#,
+        r#"{"op": "open", "path": "/d/foo", "fd": "h"},
+           {"op": "rename", "from": "/d/foo", "to": "/d/bar"},
+           {"op": "fd-write", "fd": "h", "offset": 0, "len": 4096},
+           {"op": "fd-fsync", "fd": "h"}"#,
+    );
+    let after = states[4].to_snapshot(&obs);
+    assert_eq!(after.entries["/d/bar"].size, 4096);
+    assert!(findings(&w, &obs, &after, vec![3]).is_empty());
+    // The data written through the descriptor, under the new name, is promised.
+    let mut lost = after.clone();
+    lost.entries.get_mut("/d/bar").unwrap().content.as_mut().unwrap().set(0, 8, SectorClass::Zero);
+    let f = findings(&w, &obs, &lost, vec![3]);
+    assert_eq!(f[0].discrepancy.kind, DiscrepancyKind::StaleData, "{f:?}");
+    assert!(f[0].story.contains("/d/bar"), "{}", f[0].story);
+}
+
+#[test]
+fn descriptors_must_be_open_in_their_phase() {
+    let parse = |setup: &str, ops: &str| -> Workload {
+        let text = format!(
+            r#"{{"name": "t", "property": null, "setup": [{setup}], "ops": [{ops}], "drain": []}}"#
+        );
+        serde_json::from_str(&text).unwrap()
+    };
+    // Never opened.
+    let w = parse(r#"{"op": "creat", "path": "/f"}"#, r#"{"op": "fd-fsync", "fd": "h"}"#);
+    assert_eq!(model_states(&w).len(), 1, "the model stops at the fd-fsync");
+    // Opened in the setup: closed when the setup's phase ended.
+    let w = parse(
+        r#"{"op": "creat", "path": "/f"}, {"op": "open", "path": "/f", "fd": "h"}"#,
+        r#"{"op": "fd-fsync", "fd": "h"}"#,
+    );
+    assert_eq!(model_states(&w).len(), 1);
+    // fdatasync and writes need a file.
+    let w = parse(
+        r#"{"op": "mkdir", "path": "/d"}"#,
+        r#"{"op": "open", "path": "/d", "fd": "h"}, {"op": "fd-fdatasync", "fd": "h"}"#,
+    );
+    assert_eq!(model_states(&w).len(), 2);
+}

@@ -109,9 +109,16 @@ impl Profile {
     /// Ops that are no persistence point promise [`Promise::Nothing`] of their own.
     pub fn promise_of(&self, op: &Op, dir: bool) -> Promise {
         match op {
-            Op::Fsync { .. } | Op::Fdatasync { .. } if dir => self.dir_fsync,
-            Op::Fsync { .. } => self.fsync,
-            Op::Fdatasync { .. } => self.fdatasync,
+            Op::Fsync { .. }
+            | Op::Fdatasync { .. }
+            | Op::FdFsync { .. }
+            | Op::FdFdatasync { .. }
+                if dir =>
+            {
+                self.dir_fsync
+            }
+            Op::Fsync { .. } | Op::FdFsync { .. } => self.fsync,
+            Op::Fdatasync { .. } | Op::FdFdatasync { .. } => self.fdatasync,
             Op::Sync => self.sync,
             Op::Syncfs => self.syncfs,
             Op::Dsync => self.dsync,

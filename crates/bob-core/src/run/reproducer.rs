@@ -191,12 +191,33 @@ fn xfstests_op(op: &Op, fill: &str) -> Option<XfsIo> {
         Op::Syncfs => XfsIo::Shell("$XFS_IO_PROG -c syncfs $SCRATCH_MNT".into()),
         Op::WritebackStart { path } => io(path, false, vec!["sync_range -w 0 0".into()]),
         Op::DropCaches => XfsIo::Shell("echo 2 > /proc/sys/vm/drop_caches".into()),
+        // A descriptor kept across other ops is a shell's: exec N< opens it (a file or a
+        // directory), the fd-* ops reopen it through /proc/self/fd/N (the same inode,
+        // named or not).
+        Op::Open { path, fd } => XfsIo::Shell(format!("exec {}< {}", fd_number(fd), m(path))),
+        Op::Close { fd } => XfsIo::Shell(format!("exec {}>&-", fd_number(fd))),
+        Op::FdFsync { fd } => fd_io(fd, vec!["fsync".into()]),
+        Op::FdFdatasync { fd } => fd_io(fd, vec!["fdatasync".into()]),
+        Op::FdWrite { fd, offset, len } => {
+            fd_io(fd, vec![format!("pwrite -S {fill} {offset} {len}")])
+        }
         // OptFS's, Valor's and xsyncfs' calls exist only on bob's own file systems, which
         // xfstests cannot mount.
         Op::Osync | Op::Dsync | Op::Output | Op::TxnBegin | Op::TxnCommit { .. } | Op::TxnAbort => {
             return None
         }
     })
+}
+
+/// The shell descriptor number of the workload's descriptor `fd`: one of 10-99, the
+/// same for the same name (a workload keeps one or two open, so names rarely share one).
+fn fd_number(fd: &str) -> u32 {
+    10 + fd.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b))) % 90
+}
+
+/// xfs_io running `cmds` on the open file behind the shell's descriptor for `fd`.
+fn fd_io(fd: &str, cmds: Vec<String>) -> XfsIo {
+    XfsIo::Commands { file: Some(format!("/proc/self/fd/{}", fd_number(fd))), direct: false, cmds }
 }
 
 /// The xfs_io command that runs fallocate in `mode`, and its keep-size flag (`-k `, or
@@ -235,6 +256,7 @@ impl OpLines {
                 | Op::Append { .. }
                 | Op::DirectWrite { .. }
                 | Op::SyncWrite { .. }
+                | Op::FdWrite { .. }
                 | Op::MmapWrite { .. }
                 | Op::OtruncWrite { .. }
                 | Op::TmpfileLink { .. }

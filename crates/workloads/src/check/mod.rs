@@ -509,6 +509,11 @@ impl View<'_> {
             | Op::DirectWrite { offset, len, .. }
             | Op::SyncWrite { offset, len, .. }
             | Op::MmapWrite { offset, len, .. } => self.data_effect(k, id, *offset, *len, false),
+            // A write to a file with no name left is nothing a reader can find.
+            Op::FdWrite { offset, len, .. } => {
+                self.states()[k + 1].names_of(id).next()?;
+                self.data_effect(k, id, *offset, *len, false)
+            }
             Op::Symlink { path, .. } => {
                 Some(if self.entry_is(path, id) { Ok(()) } else { Err(self.name_desc(path, id)) })
             }
@@ -589,6 +594,10 @@ impl View<'_> {
             | Op::Output
             | Op::WritebackStart { .. }
             | Op::DropCaches
+            | Op::Open { .. }
+            | Op::Close { .. }
+            | Op::FdFsync { .. }
+            | Op::FdFdatasync { .. }
             | Op::Falloc { .. }
             | Op::Clone { .. }
             | Op::CloneRange { .. }
@@ -904,6 +913,9 @@ impl View<'_> {
                 | Op::Fdatasync { path }
                 | Op::Creat { path, sync: true }
                 | Op::SyncWrite { path, .. } => s.id(path) == Some(id),
+                Op::FdFsync { .. } | Op::FdFdatasync { .. } => {
+                    self.o.h.op_ids.get(q).copied().flatten() == Some(id)
+                }
                 _ => false,
             }
         })
@@ -925,6 +937,15 @@ impl View<'_> {
                                     && s.id(path) == Some(id) =>
                             {
                                 true
+                            }
+                            // Through a descriptor: the file itself under the guarantee,
+                            // or the directory the name is in.
+                            Op::FdFsync { .. } => {
+                                let target = self.o.h.op_ids.get(q).copied().flatten();
+                                let guaranteed =
+                                    self.w().guarantees.contains(&Guarantee::FsyncPersistsName);
+                                (guaranteed && target == Some(id))
+                                    || (target.is_some() && target == s.id(parent(p)))
                             }
                             Op::Fsync { path } => path == parent(p),
                             Op::Creat { path, sync: true } => path == p,
@@ -973,11 +994,27 @@ impl View<'_> {
             };
         }
         match op {
-            Op::Fsync { path } | Op::Fdatasync { path } => {
-                let id = s.id(path)?;
+            Op::Fsync { .. }
+            | Op::Fdatasync { .. }
+            | Op::FdFsync { .. }
+            | Op::FdFdatasync { .. } => {
                 // fsync promises the inode's metadata, extended attributes included;
                 // fdatasync only what reading the data needs.
-                let metadata = matches!(op, Op::Fsync { .. });
+                let metadata = matches!(op, Op::Fsync { .. } | Op::FdFsync { .. });
+                let (id, path) = match op {
+                    Op::Fsync { path } | Op::Fdatasync { path } => (s.id(path)?, path.as_str()),
+                    // Through a descriptor the promise is the inode's, under the names it
+                    // has at the call: a rename before it moves the promise with the
+                    // inode. With no name left (unlinked, or an rmdir'ed directory) see
+                    // `unnamed_promise`.
+                    _ => {
+                        let id = self.o.h.op_ids.get(d).copied().flatten()?;
+                        match s.names_of(id).next() {
+                            Some(path) => (id, path),
+                            None => return self.unnamed_promise(d, id, metadata).and_then(fail),
+                        }
+                    }
+                };
                 if s.nodes[&id].kind == NodeKind::Dir {
                     return self
                         .dir_promise(d, path, &touched, durable)
@@ -995,8 +1032,7 @@ impl View<'_> {
                 }
                 // Under fsync-persists-name, a fsync promises every name the file has at
                 // the call (its own and other hard links), unless a later op moves it.
-                let names = matches!(op, Op::Fsync { .. })
-                    && self.w().guarantees.contains(&Guarantee::FsyncPersistsName);
+                let names = metadata && self.w().guarantees.contains(&Guarantee::FsyncPersistsName);
                 if names {
                     for p in s.names_of(id) {
                         if !touched(p) && !self.entry_is(p, id) {
@@ -1054,6 +1090,38 @@ impl View<'_> {
             }
             _ => None,
         }
+    }
+
+    /// What a fsync (`metadata`) or fdatasync through a descriptor promises of node `id`
+    /// when no name holds it at the call (op `d`). POSIX: fsync makes the file's data and
+    /// attributes durable, and a link count of 0 is one of them; the name is gone, so
+    /// nothing is promised about any name, but none may come back holding the inode (a
+    /// name to an inode durably counted as unlinked would resurrect a removed file: the
+    /// log-replay bugs that fsync an evicted or unlinked inode did that). fdatasync
+    /// promises only what reading the data needs, which for a nameless file is nothing
+    /// a reader can reach. A directory removed before the fsync was empty: nothing to
+    /// promise. The removal is not promised as such (no directory was synced: the old
+    /// name may come back holding another inode, a reused number included), but a name
+    /// holding this inode contradicts the link count of 0 the fsync made durable.
+    fn unnamed_promise(&self, d: usize, id: u32, metadata: bool) -> Option<Why> {
+        if !metadata || self.kind_of(id) != NodeKind::File {
+            return None;
+        }
+        let names = self.o.h.ever_names.get(&id)?;
+        for p in names {
+            // A later file at that name that the file system gave the same inode number
+            // is that file, not this one back.
+            let reused = self.states()[d + 1..]
+                .iter()
+                .chain(std::iter::once(&self.o.h.final_state))
+                .filter_map(|s| s.id(p))
+                .any(|other| other != id && self.entry_is(p, other));
+            if !reused && self.entry_is(p, id) {
+                let tail = " (unlinked before the fsync through its descriptor)";
+                return Some(self.still_names(p, id, tail));
+            }
+        }
+        None
     }
 
     /// Names in directory `dir` as of op `d`: each whose inode was durable by then holds
