@@ -33,7 +33,16 @@ pub struct ModelNode {
     /// a set mtime, as the kernel sets the clock's.
     #[serde(default, skip_serializing_if = "is_unset")]
     pub meta: InodeMeta,
+    /// Byte ranges (start, end) a fallocate with keep-size allocated, sorted and
+    /// disjoint: the part past the size is allocation no reader sees, which a fsync
+    /// promises all the same (see [`ModelNode::allocated_past_eof`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prealloc: Vec<(u64, u64)>,
 }
+
+/// The block size allocation is counted in: every file system bob runs allocates 4 KiB
+/// blocks (mkfs' defaults on 4 KiB pages).
+pub const ALLOC_BLOCK: u64 = 4096;
 
 fn is_unset(m: &InodeMeta) -> bool {
     *m == InodeMeta::default()
@@ -48,6 +57,74 @@ impl ModelNode {
             content: Content::new(),
             xattrs: BTreeMap::new(),
             meta: InodeMeta::default(),
+            prealloc: Vec::new(),
+        }
+    }
+
+    /// Bytes of whole blocks a keep-size fallocate allocated at or past the size rounded
+    /// up to a block: what a file system must still have allocated there. Blocks only
+    /// partly inside a range are left out (a file system may allocate finer).
+    pub fn allocated_past_eof(&self) -> u64 {
+        let eof = self.size.div_ceil(ALLOC_BLOCK) * ALLOC_BLOCK;
+        self.prealloc
+            .iter()
+            .map(|&(a, b)| {
+                let a = a.max(eof).div_ceil(ALLOC_BLOCK) * ALLOC_BLOCK;
+                (b / ALLOC_BLOCK * ALLOC_BLOCK).saturating_sub(a)
+            })
+            .sum()
+    }
+
+    /// What `op` (acting on this node) does to the allocation past its end: a keep-size
+    /// allocation adds its range, a hole punched removes its range, writes and a
+    /// size-changing allocation leave it; anything else that changes the file (a
+    /// truncate, an O_TRUNC, a shift, a clone over it) may free it, and the model then
+    /// claims nothing.
+    fn track_prealloc(&mut self, op: &Op) {
+        let cut = |ranges: &mut Vec<(u64, u64)>, o: u64, e: u64| {
+            let mut out = Vec::new();
+            for &(a, b) in ranges.iter() {
+                if a < o.min(b) {
+                    out.push((a, o.min(b)));
+                }
+                if e.max(a) < b {
+                    out.push((e.max(a), b));
+                }
+            }
+            *ranges = out;
+        };
+        match op {
+            Op::Falloc {
+                mode: FallocMode::KeepSize | FallocMode::ZeroRangeKeepSize,
+                offset,
+                len,
+                ..
+            } => {
+                let (o, e) = (*offset, offset + len);
+                cut(&mut self.prealloc, o, e);
+                self.prealloc.push((o, e));
+                self.prealloc.sort_unstable();
+                // Adjacent ranges become one.
+                let mut merged: Vec<(u64, u64)> = Vec::new();
+                for (a, b) in std::mem::take(&mut self.prealloc) {
+                    match merged.last_mut() {
+                        Some(last) if last.1 >= a => last.1 = last.1.max(b),
+                        _ => merged.push((a, b)),
+                    }
+                }
+                self.prealloc = merged;
+            }
+            Op::Falloc { mode: FallocMode::PunchHole, offset, len, .. } => {
+                cut(&mut self.prealloc, *offset, offset + len)
+            }
+            Op::Falloc { mode: FallocMode::Default | FallocMode::UnshareRange, .. }
+            | Op::Write { .. }
+            | Op::Append { .. }
+            | Op::DirectWrite { .. }
+            | Op::SyncWrite { .. }
+            | Op::FdWrite { .. } => {}
+            o if o.changes_data() => self.prealloc.clear(),
+            _ => {}
         }
     }
 }
@@ -131,6 +208,9 @@ impl ModelState {
     /// creat/mkdir, the source for link/rename), `None` for sync.
     pub fn apply(&mut self, op: &Op, stamp_op: u32) -> Result<Option<u32>, ModelError> {
         let id = self.apply_op(op, stamp_op)?;
+        if let (true, Some(node)) = (op.changes_data(), id.and_then(|i| self.nodes.get_mut(&i))) {
+            node.track_prealloc(op);
+        }
         // A change of the data sets the modification time from the clock: a time the
         // workload set is no longer what the file shows.
         if let (true, Some(id)) = (op.changes_data(), id) {
@@ -541,6 +621,7 @@ impl ModelState {
                         read_error: None,
                         xattrs: n.xattrs.clone(),
                         meta: (!is_unset(&n.meta)).then_some(n.meta),
+                        allocated_past_eof: None,
                     },
                     k => Node {
                         ino,
@@ -551,6 +632,8 @@ impl ModelState {
                         read_error: None,
                         xattrs: n.xattrs.clone(),
                         meta: (!is_unset(&n.meta)).then_some(n.meta),
+                        allocated_past_eof: (!n.prealloc.is_empty())
+                            .then(|| n.allocated_past_eof()),
                     },
                 };
                 (p.clone(), node)

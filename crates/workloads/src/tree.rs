@@ -167,6 +167,10 @@ pub struct Node {
     /// (chmod, chown, utimensat).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub meta: Option<InodeMeta>,
+    /// Bytes of its extents (FIEMAP) at or past its size rounded up to a 4 KiB block,
+    /// read when the workload allocates past a file's end (fallocate with keep-size).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocated_past_eof: Option<u64>,
 }
 
 /// The attributes of an inode the attribute ops set: permission bits, owner, and the

@@ -200,3 +200,53 @@ fn descriptors_must_be_open_in_their_phase() {
     );
     assert_eq!(model_states(&w).len(), 2);
 }
+
+#[test]
+fn a_fsync_promises_the_blocks_a_keep_size_fallocate_left_past_the_end() {
+    // The catalog's cm-n08 (fstests generic/483): 4 KiB written, 4 KiB allocated past
+    // the end, fsync.
+    let (w, obs, states) = workload(
+        r#"{"op": "creat", "path": "/foo"}"#,
+        r#"{"op": "write", "path": "/foo", "offset": 0, "len": 4096},
+           {"op": "falloc", "path": "/foo", "mode": "keep-size", "offset": 4096, "len": 4096},
+           {"op": "fsync", "path": "/foo"}"#,
+    );
+    let node = states[2].node("/foo").unwrap();
+    assert_eq!(
+        (node.size, node.prealloc.clone(), node.allocated_past_eof()),
+        (4096, vec![(4096, 8192)], 4096)
+    );
+    let after = states[3].to_snapshot(&obs);
+    assert_eq!(after.entries["/foo"].allocated_past_eof, Some(4096));
+    assert!(findings(&w, &obs, &after, vec![2]).is_empty());
+    // More allocated (speculative preallocation, a coarser block) is no loss.
+    let mut more = after.clone();
+    file_mut(&mut more, "/foo").allocated_past_eof = Some(65536);
+    assert!(findings(&w, &obs, &more, vec![2]).is_empty());
+    // The blocks gone after the fsync: their own kind of discrepancy.
+    let mut lost = after.clone();
+    file_mut(&mut lost, "/foo").allocated_past_eof = Some(0);
+    let f = findings(&w, &obs, &lost, vec![2]);
+    assert_eq!(f[0].discrepancy.kind, DiscrepancyKind::LostAllocation, "{f:?}");
+    assert!(f[0].story.contains("0 bytes allocated past its end (4096)"), "{}", f[0].story);
+    assert!(findings(&w, &obs, &lost, vec![]).is_empty(), "not durable: no promise");
+    // Not read (a file system without FIEMAP): not judged.
+    file_mut(&mut lost, "/foo").allocated_past_eof = None;
+    assert!(findings(&w, &obs, &lost, vec![2]).is_empty());
+}
+
+#[test]
+fn the_model_forgets_an_allocation_a_later_op_may_free() {
+    let (_, _, states) = workload(
+        r#"{"op": "creat", "path": "/foo"}"#,
+        r#"{"op": "falloc", "path": "/foo", "mode": "keep-size", "offset": 0, "len": 16384},
+           {"op": "falloc", "path": "/foo", "mode": "punch-hole", "offset": 4096, "len": 4096},
+           {"op": "write", "path": "/foo", "offset": 0, "len": 4096},
+           {"op": "truncate", "path": "/foo", "size": 512}"#,
+    );
+    assert_eq!(states[1].node("/foo").unwrap().allocated_past_eof(), 16384);
+    assert_eq!(states[2].node("/foo").unwrap().prealloc, vec![(0, 4096), (8192, 16384)]);
+    // The write made the first block data: only what lies past the new end counts.
+    assert_eq!(states[3].node("/foo").unwrap().allocated_past_eof(), 8192);
+    assert!(states[4].node("/foo").unwrap().prealloc.is_empty(), "a truncate may free it");
+}

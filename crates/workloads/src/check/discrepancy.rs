@@ -36,6 +36,9 @@ pub enum DiscrepancyKind {
     WrongAttr,
     /// Reading promised data failed.
     ReadError,
+    /// Blocks allocated past the end of a file (fallocate with keep-size) and promised
+    /// are no longer allocated.
+    LostAllocation,
     /// A durably committed transaction's write is not there after its commit returned.
     TxnLost,
     /// A transaction is partly there, or an aborted or unfinished one left a trace.
@@ -61,6 +64,7 @@ impl DiscrepancyKind {
         DiscrepancyKind::WrongXattr,
         DiscrepancyKind::WrongAttr,
         DiscrepancyKind::ReadError,
+        DiscrepancyKind::LostAllocation,
         DiscrepancyKind::TxnLost,
         DiscrepancyKind::TxnNotAtomic,
         DiscrepancyKind::NotAtomic,
@@ -80,6 +84,7 @@ impl DiscrepancyKind {
             DiscrepancyKind::WrongXattr => "wrong-xattr",
             DiscrepancyKind::WrongAttr => "wrong-attr",
             DiscrepancyKind::ReadError => "read-error",
+            DiscrepancyKind::LostAllocation => "lost-allocation",
             DiscrepancyKind::TxnLost => "txn-lost",
             DiscrepancyKind::TxnNotAtomic => "txn-not-atomic",
             DiscrepancyKind::NotAtomic => "not-atomic",
