@@ -196,3 +196,21 @@ fn blocks_allocated_past_the_end_survive_a_fdatasync() {
     assert_eq!(cell["discrepancy"]["kind"], "lost-allocation", "{cell}");
     assert_no_leaks(&dir.scratch());
 }
+
+/// A file created and fsynced, then, on every recovered state, new files and directories
+/// created where the workload's were (the catalog's cm-r26, fstests generic/481, under
+/// the `creatable-after-recovery` guarantee): ext4, xfs and btrfs, all with the fix,
+/// accept them. (That a name which cannot be made is a violation is
+/// `names_that_cannot_be_created_after_recovery_are_a_violation_of_their_own` in the
+/// workloads crate's tests, on a real directory.)
+#[test]
+fn new_names_can_be_created_after_recovery() {
+    let dir = Dir::new();
+    let file = recall_workload("cm-r26");
+    for fs in ["btrfs", "ext4-ordered", "xfs"] {
+        let (code, cell) = run_workload(&dir, fs, &file, "r26");
+        assert_eq!((code, cell["verdict"].as_str()), (0, Some("held")), "{fs}: {cell}");
+        assert!(cell["states_mounted"].as_u64().unwrap_or(0) > 0, "{fs}: {cell}");
+    }
+    assert_no_leaks(&dir.scratch());
+}

@@ -639,7 +639,7 @@ impl ModelState {
                 (p.clone(), node)
             })
             .collect();
-        Snapshot { entries }
+        Snapshot { entries, not_creatable: BTreeMap::new() }
     }
 }
 

@@ -182,6 +182,78 @@ pub fn take_snapshot_with(root: &Path, w: &Workload, detects: bool) -> std::io::
     Ok(snap)
 }
 
+/// The name of the file and of the directory [`create_after_recovery`] makes in each
+/// directory (no workload uses them).
+pub const NEW_FILE: &str = "bob-new-file";
+/// See [`NEW_FILE`].
+pub const NEW_DIR: &str = "bob-new-dir";
+/// At most this many names are created after recovery (a workload with thousands of
+/// removed names would otherwise create thousands per crash state).
+pub const MAX_CREATED: usize = 64;
+
+/// Creates new names on the recovered, judged and writable tree under `root` (its
+/// snapshot `snap`): a file and a directory in every directory the workload ever named
+/// that the snapshot shows, and every name the model ever gave that the snapshot does not
+/// show (a removed or lost name) in a directory it shows, as what it was (a directory for
+/// a directory, else a file). Each name that cannot be made is returned with its error
+/// (EEXIST where the snapshot shows no such name, ENOSPC, EIO, EUCLEAN...). What it
+/// makes stays: the crash state's writes go to its private overlay, discarded after.
+pub fn create_after_recovery(
+    root: &Path,
+    w: &Workload,
+    snap: &Snapshot,
+) -> std::collections::BTreeMap<String, String> {
+    let h = crate::model::History::new(w);
+    let is_dir = |p: &str| snap.entries.get(p).is_some_and(|n| n.kind == NodeKind::Dir);
+    let join = |dir: &str, name: &str| match dir {
+        "/" => format!("/{name}"),
+        d => format!("{d}/{name}"),
+    };
+    // Every name the model ever gave, with whether it named a directory.
+    let mut ever: std::collections::BTreeMap<&str, bool> = std::collections::BTreeMap::new();
+    for (id, names) in &h.ever_names {
+        let dir = h.final_state.nodes.get(id).is_some_and(|n| n.kind == NodeKind::Dir)
+            || h.states.iter().any(|s| s.nodes.get(id).is_some_and(|n| n.kind == NodeKind::Dir));
+        for n in names {
+            ever.insert(n.as_str(), dir);
+        }
+    }
+    let mut wanted: Vec<(String, bool)> = Vec::new();
+    let dirs: BTreeSet<&str> = ever
+        .iter()
+        .filter(|(p, d)| **d && is_dir(p))
+        .map(|(p, _)| *p)
+        .chain(std::iter::once("/"))
+        .collect();
+    for d in &dirs {
+        wanted.push((join(d, NEW_FILE), false));
+        wanted.push((join(d, NEW_DIR), true));
+    }
+    for (p, d) in &ever {
+        let parent = crate::model::parent(p);
+        if *p != "/" && *p != DRAIN_FILE && !snap.entries.contains_key(*p) && is_dir(parent) {
+            wanted.push((p.to_string(), *d));
+        }
+    }
+    let mut failed = std::collections::BTreeMap::new();
+    for (p, dir) in wanted.into_iter().take(MAX_CREATED) {
+        // A name the snapshot already shows is no test of creation.
+        if snap.entries.contains_key(&p) {
+            continue;
+        }
+        let host = root.join(p.trim_start_matches('/'));
+        let res = if dir {
+            std::fs::create_dir(&host)
+        } else {
+            std::fs::OpenOptions::new().write(true).create_new(true).open(&host).map(drop)
+        };
+        if let Err(e) = res {
+            failed.insert(p, e.to_string());
+        }
+    }
+    failed
+}
+
 /// FS_IOC_FIEMAP, `_IOWR('f', 11, struct fiemap)` (linux/fs.h); the libc crate lacks it.
 const FS_IOC_FIEMAP: libc::c_ulong = 0xc020_660b;
 /// fiemap_extent.fe_flags: the file's last extent.

@@ -200,6 +200,11 @@ impl Node {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
     pub entries: BTreeMap<String, Node>,
+    /// Names that could not be created on the recovered state after it was judged (the
+    /// `creatable-after-recovery` guarantee), with the error: empty where none was tried
+    /// or every one was made.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub not_creatable: BTreeMap<String, String>,
 }
 
 /// What the real run observed: the st_ino of every file and directory the model knows,

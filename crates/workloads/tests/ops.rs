@@ -250,3 +250,41 @@ fn the_model_forgets_an_allocation_a_later_op_may_free() {
     assert_eq!(states[3].node("/foo").unwrap().allocated_past_eof(), 8192);
     assert!(states[4].node("/foo").unwrap().prealloc.is_empty(), "a truncate may free it");
 }
+
+#[test]
+fn names_that_cannot_be_created_after_recovery_are_a_violation_of_their_own() {
+    let text = r#"{"name": "t", "property": null,
+        "setup": [{"op": "mkdir", "path": "/d"}],
+        "ops": [{"op": "creat", "path": "/d/foo"}, {"op": "fsync", "path": "/d/foo"},
+                {"op": "unlink", "path": "/d/foo"}],
+        "drain": [], "guarantees": ["creatable-after-recovery"]}"#;
+    let w: Workload = serde_json::from_str(text).unwrap();
+    let states = model_states(&w);
+    let mut obs = Observed::default();
+    for id in states.last().unwrap().nodes.keys() {
+        obs.inos.insert(*id, 100 + u64::from(*id));
+    }
+    // A real tree: /d, and /d/foo on the disk although the snapshot (taken before it
+    // was made) does not show it, as a name whose inode number the file system hands
+    // out again would be.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("d")).unwrap();
+    let snap = states[3].to_snapshot(&obs);
+    assert!(!snap.entries.contains_key("/d/foo"));
+    std::fs::write(dir.path().join("d/foo"), b"").unwrap();
+    let failed = create_after_recovery(dir.path(), &w, &snap);
+    // The new file and directory in / and /d were made; the removed name was not.
+    assert!(dir.path().join("d/bob-new-dir").is_dir() && dir.path().join("bob-new-file").is_file());
+    assert_eq!(failed.keys().collect::<Vec<_>>(), ["/d/foo"], "{failed:?}");
+    assert!(failed["/d/foo"].contains("exists"), "{failed:?}");
+    let mut judged = snap.clone();
+    judged.not_creatable = failed;
+    let f = findings(&w, &obs, &judged, vec![]);
+    assert_eq!(f[0].discrepancy.kind, DiscrepancyKind::NotCreatable, "{f:?}");
+    assert!(
+        f[0].story.starts_with("after recovery, /d/foo could not be created"),
+        "{}",
+        f[0].story
+    );
+    assert!(findings(&w, &obs, &snap, vec![1]).is_empty());
+}

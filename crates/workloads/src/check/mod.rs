@@ -332,6 +332,19 @@ impl<'w> Oracle<'w> {
                 out.push(Finding::of(Family::Durability, d, why));
             }
         }
+        if let Some((path, error)) = snap.not_creatable.iter().next() {
+            // After everything else: the state was judged before anything was created.
+            let story = format!(
+                "after recovery, {path} could not be created: {error}{}",
+                match snap.not_creatable.len() {
+                    1 => String::new(),
+                    n => format!(" (and {} other name(s))", n - 1),
+                }
+            );
+            let mut why = Why::new(DiscrepancyKind::NotCreatable, story);
+            why.discrepancy.paths = snap.not_creatable.keys().cloned().collect();
+            out.push(Finding::of(Family::Durability, self.w.ops.len(), why));
+        }
         if family.is_none() && self.w.ops.contains(&Op::TxnBegin) {
             // A transaction promises to be all or nothing and a durable commit to be
             // durable, whatever the workload's property: judged whole (`txn`).
