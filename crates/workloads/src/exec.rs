@@ -377,9 +377,11 @@ fn run_op(
             let p = hp(path);
             let bits = flag.bits() | if *direct { libc::O_DIRECT } else { 0 };
             let f = OpenOptions::new().write(true).custom_flags(bits).open(&p).map_err(io(&p))?;
+            // Page-aligned, as O_DIRECT needs (the buffer has at least one byte).
             let mut buf = AlignedBuf::new(*len as usize);
-            buf.as_mut().copy_from_slice(&stamped(*offset, *len));
-            f.write_all_at(buf.as_mut(), *offset).map_err(io(&p))
+            let data = &mut buf.as_mut()[..*len as usize];
+            data.copy_from_slice(&stamped(*offset, *len));
+            f.write_all_at(data, *offset).map_err(io(&p))
         }
         Op::MmapWrite { path, offset, len } => {
             let p = hp(path);

@@ -909,6 +909,73 @@ mod tests {
         assert!(std::process::Command::new("bash").arg("-n").arg(&f).status().unwrap().success());
     }
 
+    /// The ops written by hand for the recall catalog (a synchronous write, an eviction, a
+    /// descriptor kept across an unlink) export as xfs_io and shell lines that parse and
+    /// pass the lint.
+    #[test]
+    fn xfstests_export_of_sync_writes_evictions_and_kept_descriptors() {
+        let f = |p: &str| p.to_string();
+        let w = Workload {
+            name: "ops".into(),
+            property: None,
+            setup: vec![
+                Op::Creat { path: f("/drain"), sync: false },
+                Op::Mkdir { path: f("/A") },
+                Op::Creat { path: f("/A/foo"), sync: false },
+            ],
+            ops: vec![
+                Op::SyncWrite {
+                    path: f("/A/foo"),
+                    offset: 0,
+                    len: 4096,
+                    flag: workloads::SyncFlag::Sync,
+                    direct: true,
+                },
+                Op::SyncWrite {
+                    path: f("/A/foo"),
+                    offset: 4096,
+                    len: 4096,
+                    flag: workloads::SyncFlag::Dsync,
+                    direct: false,
+                },
+                Op::Open { path: f("/A/foo"), fd: f("h") },
+                Op::Unlink { path: f("/A/foo") },
+                Op::DropCaches,
+                Op::FdWrite { fd: f("h"), offset: 0, len: 4096 },
+                Op::FdFsync { fd: f("h") },
+                Op::Close { fd: f("h") },
+            ],
+            drain: vec![Op::Sync],
+            commit_midway: vec![],
+            guarantees: vec![],
+        };
+        let config = crate::fs::by_name("ext4-ordered").unwrap();
+        let t = xfstests("996", &config, &w, "ops", false);
+        let m = "$SCRATCH_MNT/A/foo";
+        let n = fd_number("h");
+        for line in [
+            format!("$XFS_IO_PROG -d -s -c \"pwrite -S 0x41 0 4096\" {m} >> $seqres.full"),
+            format!("$XFS_IO_PROG -c \"pwrite -D -S 0x42 4096 4096\" {m} >> $seqres.full"),
+            format!("exec {n}< {m}"),
+            "echo 2 > /proc/sys/vm/drop_caches".to_string(),
+            format!("-c \"open /proc/self/fd/{n}\" -c \"fsync\""),
+            format!("exec {n}>&-"),
+        ] {
+            assert!(t.contains(&line), "{line:?} in {t}");
+        }
+        let golden = xfstests_out("996");
+        assert_eq!(crate::run::xfstests_lint::lint("996", &t, Some(&golden)), vec![]);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("996");
+        std::fs::write(&file, &t).unwrap();
+        assert!(std::process::Command::new("bash")
+            .arg("-n")
+            .arg(&file)
+            .status()
+            .unwrap()
+            .success());
+    }
+
     /// A configuration with its own options is a test of its file system's directory
     /// that forces them (a generic test under default options could never fail); one
     /// with the defaults is generic.
