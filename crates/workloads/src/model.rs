@@ -437,14 +437,22 @@ impl ModelState {
                 Ok(Some(id))
             }
             Op::Link { from, to } => {
-                let id = need(self, from, Some(NodeKind::File))?;
+                // A file, or a symlink (link(2) links the symlink itself, not its target:
+                // the special files' log-replay bugs linked them so).
+                let id = need(self, from, None)?;
+                if !matches!(self.nodes[&id].kind, NodeKind::File | NodeKind::Symlink) {
+                    return Err(err(format!("{from}: links are made to files and symlinks")));
+                }
                 need_absent_in_dir(self, to)?;
                 self.names.insert(to.clone(), id);
                 self.nodes.get_mut(&id).unwrap().nlink += 1;
                 Ok(Some(id))
             }
             Op::Unlink { path } => {
-                let id = need(self, path, Some(NodeKind::File))?;
+                let id = need(self, path, None)?;
+                if !matches!(self.nodes[&id].kind, NodeKind::File | NodeKind::Symlink) {
+                    return Err(err(format!("{path}: unlink removes files and symlinks")));
+                }
                 self.names.remove(path);
                 self.nodes.get_mut(&id).unwrap().nlink -= 1;
                 Ok(Some(id))

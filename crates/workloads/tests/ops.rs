@@ -288,3 +288,27 @@ fn names_that_cannot_be_created_after_recovery_are_a_violation_of_their_own() {
     );
     assert!(findings(&w, &obs, &snap, vec![1]).is_empty());
 }
+
+#[test]
+fn a_symlink_may_be_linked_and_unlinked() {
+    // The catalog's cm-r25, its symlink variant (fstests generic/479).
+    let (w, obs, states) = workload(
+        r#"{"op": "mkdir", "path": "/d"}, {"op": "symlink", "target": "t", "path": "/d/foo"}"#,
+        r#"{"op": "creat", "path": "/d/dummy"}, {"op": "open", "path": "/d/dummy", "fd": "h"},
+           {"op": "fd-fsync", "fd": "h"},
+           {"op": "rename", "from": "/d/foo", "to": "/d/bar"},
+           {"op": "link", "from": "/d/bar", "to": "/d/foo"},
+           {"op": "unlink", "path": "/d/dummy"}, {"op": "fd-fsync", "fd": "h"},
+           {"op": "close", "fd": "h"}, {"op": "unlink", "path": "/d/bar"}"#,
+    );
+    let link = states[5].node("/d/foo").unwrap();
+    assert_eq!((link.kind, link.nlink), (NodeKind::Symlink, 2));
+    assert_eq!(states[5].id("/d/foo"), states[5].id("/d/bar"));
+    assert_eq!(states[9].node("/d/foo").unwrap().nlink, 1);
+    let snap = states[9].to_snapshot(&obs);
+    assert!(findings(&w, &obs, &snap, vec![2, 6]).is_empty());
+    // A directory is still no link's source.
+    let text = r#"{"name": "t", "property": null, "setup": [{"op": "mkdir", "path": "/d"}],
+        "ops": [{"op": "link", "from": "/d", "to": "/e"}], "drain": []}"#;
+    assert_eq!(model_states(&serde_json::from_str(text).unwrap()).len(), 1);
+}
