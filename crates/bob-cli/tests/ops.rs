@@ -214,3 +214,15 @@ fn new_names_can_be_created_after_recovery() {
     }
     assert_no_leaks(&dir.scratch());
 }
+
+/// A symlink renamed and linked back, a descriptor of a file fsynced after its unlink (the
+/// catalog's cm-r25, its symlink variant, fstests generic/479): btrfs, with the fix,
+/// replays its log and keeps the fsyncs' promises.
+#[test]
+fn a_linked_symlink_and_a_fsync_through_an_unlinked_descriptor() {
+    let dir = Dir::new();
+    let (code, cell) = run_workload(&dir, "btrfs", &recall_workload("cm-r25"), "r25");
+    assert_eq!((code, cell["verdict"].as_str()), (0, Some("held")), "{cell}");
+    assert!(promised_states(&cell, 6) > 0, "the fsync after the unlink was due: {cell}");
+    assert_no_leaks(&dir.scratch());
+}
