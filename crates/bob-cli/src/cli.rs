@@ -599,7 +599,7 @@ pub struct ExploreCmdArgs {
     pub nested: bool,
     /// Promises the oracle holds each workload to: posix (default), documented (each
     /// file system's documented stronger guarantees), or named ones
-    /// (fsync-persists-name), comma-separated.
+    /// (fsync-persists-name, creatable-after-recovery), comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "posix")]
     pub guarantee: Vec<String>,
     /// Run K workloads drawn at random (with --seed) instead of all.

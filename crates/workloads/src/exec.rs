@@ -75,6 +75,9 @@ pub fn execute(
     for (op, stamp_op) in earlier {
         model.apply(op, stamp_op).map_err(ExecError::Earlier)?;
     }
+    // Descriptors live in one phase: those of earlier phases were closed with their call.
+    model.handles.clear();
+    let mut fds = Descriptors::new();
     fill_observed(&model, root, observed);
     observed
         .inos
@@ -92,7 +95,15 @@ pub fn execute(
             next.apply(op, stamp_op).map_err(|source| ExecError::Model { phase, index, source })?;
         on_op(OpEvent::Begin { index, op });
         let midway = phase == Phase::Workload && w.commit_midway.contains(&index);
-        run_op(op, root, id.unwrap_or(0), stamp_op, gen, midway).map_err(|e| match e {
+        let ran = match op {
+            Op::Open { .. }
+            | Op::Close { .. }
+            | Op::FdFsync { .. }
+            | Op::FdFdatasync { .. }
+            | Op::FdWrite { .. } => run_fd_op(op, root, &mut fds, id.unwrap_or(0), stamp_op, gen),
+            _ => run_op(op, root, id.unwrap_or(0), stamp_op, gen, midway),
+        };
+        ran.map_err(|e| match e {
             RunError::Io(path, source) => {
                 ExecError::Io { phase, index, op: op.to_string(), path, source }
             }
@@ -121,6 +132,57 @@ pub fn execute(
     }
     fill_observed(&model, root, observed);
     Ok(())
+}
+
+/// The descriptors a phase keeps open, by the workload's names for them; dropped (closed)
+/// when the phase ends.
+type Descriptors = std::collections::BTreeMap<String, File>;
+
+/// The ops that act through a kept descriptor (open, close, and the `fd-*` ops).
+fn run_fd_op(
+    op: &Op,
+    root: &Path,
+    fds: &mut Descriptors,
+    id: u32,
+    stamp_op: u32,
+    gen: u32,
+) -> Result<(), RunError> {
+    // A descriptor's name stands in for a path in errors.
+    let name = |fd: &str| PathBuf::from(format!("descriptor {fd}"));
+    // The model checked that the descriptor is open in this phase.
+    let fd_of = |fds: &Descriptors, fd: &str| -> Result<File, RunError> {
+        let f = fds.get(fd).ok_or_else(|| {
+            let e = std::io::Error::new(std::io::ErrorKind::NotFound, "descriptor not open");
+            RunError::Io(name(fd), e)
+        })?;
+        // A second descriptor of the same open file (dup(2)): what it syncs and writes is
+        // the kept one's.
+        f.try_clone().map_err(io(&name(fd)))
+    };
+    match op {
+        Op::Open { path, fd } => {
+            let p = host_path(root, path);
+            let is_dir = std::fs::symlink_metadata(&p).map_err(io(&p))?.is_dir();
+            let f = if is_dir {
+                File::open(&p)
+            } else {
+                OpenOptions::new().read(true).write(true).open(&p)
+            }
+            .map_err(io(&p))?;
+            fds.insert(fd.clone(), f);
+            Ok(())
+        }
+        Op::Close { fd } => {
+            drop(fds.remove(fd));
+            Ok(())
+        }
+        Op::FdFsync { fd } => fd_of(fds, fd)?.sync_all().map_err(io(&name(fd))),
+        Op::FdFdatasync { fd } => fd_of(fds, fd)?.sync_data().map_err(io(&name(fd))),
+        Op::FdWrite { fd, offset, len } => fd_of(fds, fd)?
+            .write_all_at(&stamped(id, *offset, *len, stamp_op, gen), *offset)
+            .map_err(io(&name(fd))),
+        _ => Ok(()),
+    }
 }
 
 fn fill_observed(model: &ModelState, root: &Path, observed: &mut Observed) {
@@ -252,6 +314,13 @@ fn run_op(
             // SAFETY: a valid open descriptor, owned by `f` for the call.
             check_rc(unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&f)) }, root)
         }
+        Op::DropCaches => {
+            // 2: slab objects (dentries and inodes) only, as fstests evicts an inode; the
+            // page cache (1) is left alone, as dropping it would not evict a dirty inode
+            // and would only slow the workload.
+            let p = Path::new("/proc/sys/vm/drop_caches");
+            std::fs::write(p, b"2").map_err(io(p))
+        }
         Op::Osync | Op::Dsync => {
             // The file system's control file: one write of the call's name.
             let p = root.join(crate::SYNC_CONTROL);
@@ -302,6 +371,18 @@ fn run_op(
             buf.as_mut().copy_from_slice(&stamped(*offset, *len));
             f.write_all_at(buf.as_mut(), *offset).map_err(io(&p))
         }
+        Op::SyncWrite { path, offset, len, flag, direct } => {
+            // The flag on the descriptor, not a fsync after it: the write itself returns
+            // only once durable (generic_write_sync), which is the path this op tests.
+            let p = hp(path);
+            let bits = flag.bits() | if *direct { libc::O_DIRECT } else { 0 };
+            let f = OpenOptions::new().write(true).custom_flags(bits).open(&p).map_err(io(&p))?;
+            // Page-aligned, as O_DIRECT needs (the buffer has at least one byte).
+            let mut buf = AlignedBuf::new(*len as usize);
+            let data = &mut buf.as_mut()[..*len as usize];
+            data.copy_from_slice(&stamped(*offset, *len));
+            f.write_all_at(data, *offset).map_err(io(&p))
+        }
         Op::MmapWrite { path, offset, len } => {
             let p = hp(path);
             let f = OpenOptions::new().read(true).write(true).open(&p).map_err(io(&p))?;
@@ -334,6 +415,12 @@ fn run_op(
         | Op::CloneRange { .. }
         | Op::CopyRange { .. }
         | Op::DedupeRange { .. } => run_beyond_ace(op, root, id, stamp_op, gen),
+        // Run through the phase's descriptors (`run_fd_op`).
+        Op::Open { .. }
+        | Op::Close { .. }
+        | Op::FdFsync { .. }
+        | Op::FdFdatasync { .. }
+        | Op::FdWrite { .. } => Ok(()),
         Op::WritebackStart { path } => {
             // Starts writeback of the whole file and returns without waiting for it or
             // for any metadata: the `writeback-commit` drain schedule's first step.

@@ -37,10 +37,10 @@ pub use check::{
 pub use exec::{execute, ExecError, OpEvent, Phase};
 pub use generate::random_synced;
 pub use model::{model_states, ModelError, ModelNode, ModelState};
-pub use op::{FallocMode, Op, OpKind, OpRef, RenameHow};
+pub use op::{FallocMode, Op, OpKind, OpRef, RenameHow, SyncFlag};
 pub use property::{Family, ParsePropertyError, Property};
 pub use schedule::{ParseScheduleError, Schedule};
-pub use snapshot::{take_snapshot, take_snapshot_with};
+pub use snapshot::{create_after_recovery, take_snapshot, take_snapshot_with};
 pub use stamp::SectorClass;
 pub use tree::{Content, InodeMeta, Node, NodeKind, Observed, Snapshot};
 pub use workload::{

@@ -33,7 +33,16 @@ pub struct ModelNode {
     /// a set mtime, as the kernel sets the clock's.
     #[serde(default, skip_serializing_if = "is_unset")]
     pub meta: InodeMeta,
+    /// Byte ranges (start, end) a fallocate with keep-size allocated, sorted and
+    /// disjoint: the part past the size is allocation no reader sees, which a fsync
+    /// promises all the same (see [`ModelNode::allocated_past_eof`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prealloc: Vec<(u64, u64)>,
 }
+
+/// The block size allocation is counted in: every file system bob runs allocates 4 KiB
+/// blocks (mkfs' defaults on 4 KiB pages).
+pub const ALLOC_BLOCK: u64 = 4096;
 
 fn is_unset(m: &InodeMeta) -> bool {
     *m == InodeMeta::default()
@@ -48,6 +57,74 @@ impl ModelNode {
             content: Content::new(),
             xattrs: BTreeMap::new(),
             meta: InodeMeta::default(),
+            prealloc: Vec::new(),
+        }
+    }
+
+    /// Bytes of whole blocks a keep-size fallocate allocated at or past the size rounded
+    /// up to a block: what a file system must still have allocated there. Blocks only
+    /// partly inside a range are left out (a file system may allocate finer).
+    pub fn allocated_past_eof(&self) -> u64 {
+        let eof = self.size.div_ceil(ALLOC_BLOCK) * ALLOC_BLOCK;
+        self.prealloc
+            .iter()
+            .map(|&(a, b)| {
+                let a = a.max(eof).div_ceil(ALLOC_BLOCK) * ALLOC_BLOCK;
+                (b / ALLOC_BLOCK * ALLOC_BLOCK).saturating_sub(a)
+            })
+            .sum()
+    }
+
+    /// What `op` (acting on this node) does to the allocation past its end: a keep-size
+    /// allocation adds its range, a hole punched removes its range, writes and a
+    /// size-changing allocation leave it; anything else that changes the file (a
+    /// truncate, an O_TRUNC, a shift, a clone over it) may free it, and the model then
+    /// claims nothing.
+    fn track_prealloc(&mut self, op: &Op) {
+        let cut = |ranges: &mut Vec<(u64, u64)>, o: u64, e: u64| {
+            let mut out = Vec::new();
+            for &(a, b) in ranges.iter() {
+                if a < o.min(b) {
+                    out.push((a, o.min(b)));
+                }
+                if e.max(a) < b {
+                    out.push((e.max(a), b));
+                }
+            }
+            *ranges = out;
+        };
+        match op {
+            Op::Falloc {
+                mode: FallocMode::KeepSize | FallocMode::ZeroRangeKeepSize,
+                offset,
+                len,
+                ..
+            } => {
+                let (o, e) = (*offset, offset + len);
+                cut(&mut self.prealloc, o, e);
+                self.prealloc.push((o, e));
+                self.prealloc.sort_unstable();
+                // Adjacent ranges become one.
+                let mut merged: Vec<(u64, u64)> = Vec::new();
+                for (a, b) in std::mem::take(&mut self.prealloc) {
+                    match merged.last_mut() {
+                        Some(last) if last.1 >= a => last.1 = last.1.max(b),
+                        _ => merged.push((a, b)),
+                    }
+                }
+                self.prealloc = merged;
+            }
+            Op::Falloc { mode: FallocMode::PunchHole, offset, len, .. } => {
+                cut(&mut self.prealloc, *offset, offset + len)
+            }
+            Op::Falloc { mode: FallocMode::Default | FallocMode::UnshareRange, .. }
+            | Op::Write { .. }
+            | Op::Append { .. }
+            | Op::DirectWrite { .. }
+            | Op::SyncWrite { .. }
+            | Op::FdWrite { .. } => {}
+            o if o.changes_data() => self.prealloc.clear(),
+            _ => {}
         }
     }
 }
@@ -63,6 +140,10 @@ pub struct ModelState {
     pub nodes: BTreeMap<u32, ModelNode>,
     /// The id the next created node gets.
     pub next_id: u32,
+    /// Descriptors the workload keeps open (`open`), by the name it gave them, and the
+    /// node each was opened on: it stays that node's across unlinks and renames.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub handles: BTreeMap<String, u32>,
 }
 
 /// An op the model cannot apply (a path that does not exist, an unaligned write, ...).
@@ -103,6 +184,7 @@ impl ModelState {
             names: BTreeMap::from([("/".to_string(), ROOT_ID)]),
             nodes: BTreeMap::from([(ROOT_ID, root)]),
             next_id: ROOT_ID + 1,
+            handles: BTreeMap::new(),
         }
     }
 
@@ -126,6 +208,9 @@ impl ModelState {
     /// creat/mkdir, the source for link/rename), `None` for sync.
     pub fn apply(&mut self, op: &Op, stamp_op: u32) -> Result<Option<u32>, ModelError> {
         let id = self.apply_op(op, stamp_op)?;
+        if let (true, Some(node)) = (op.changes_data(), id.and_then(|i| self.nodes.get_mut(&i))) {
+            node.track_prealloc(op);
+        }
         // A change of the data sets the modification time from the clock: a time the
         // workload set is no longer what the file shows.
         if let (true, Some(id)) = (op.changes_data(), id) {
@@ -142,6 +227,20 @@ impl ModelState {
         let id = self.id(p).ok_or_else(|| err(format!("{p} does not exist")))?;
         match kind {
             Some(k) if self.nodes[&id].kind != k => Err(err(format!("{p} is not a {k:?}"))),
+            _ => Ok(id),
+        }
+    }
+
+    /// The node descriptor `fd` was opened on (of `kind`, if given), or why `op` cannot
+    /// apply.
+    fn need_fd(&self, op: &Op, fd: &str, kind: Option<NodeKind>) -> Result<u32, ModelError> {
+        let err = |reason: String| ModelError { op: op.to_string(), reason };
+        let id =
+            *self.handles.get(fd).ok_or_else(|| err(format!("descriptor {fd} is not open")))?;
+        match kind {
+            Some(k) if self.nodes[&id].kind != k => {
+                Err(err(format!("descriptor {fd} is not a {k:?}")))
+            }
             _ => Ok(id),
         }
     }
@@ -308,6 +407,7 @@ impl ModelState {
             Op::Write { path, offset, len }
             | Op::Append { path, offset, len }
             | Op::DirectWrite { path, offset, len }
+            | Op::SyncWrite { path, offset, len, .. }
             | Op::MmapWrite { path, offset, len } => {
                 let id = need(self, path, Some(NodeKind::File))?;
                 if !aligned(*offset) || !aligned(*len) {
@@ -337,14 +437,22 @@ impl ModelState {
                 Ok(Some(id))
             }
             Op::Link { from, to } => {
-                let id = need(self, from, Some(NodeKind::File))?;
+                // A file, or a symlink (link(2) links the symlink itself, not its target:
+                // the special files' log-replay bugs linked them so).
+                let id = need(self, from, None)?;
+                if !matches!(self.nodes[&id].kind, NodeKind::File | NodeKind::Symlink) {
+                    return Err(err(format!("{from}: links are made to files and symlinks")));
+                }
                 need_absent_in_dir(self, to)?;
                 self.names.insert(to.clone(), id);
                 self.nodes.get_mut(&id).unwrap().nlink += 1;
                 Ok(Some(id))
             }
             Op::Unlink { path } => {
-                let id = need(self, path, Some(NodeKind::File))?;
+                let id = need(self, path, None)?;
+                if !matches!(self.nodes[&id].kind, NodeKind::File | NodeKind::Symlink) {
+                    return Err(err(format!("{path}: unlink removes files and symlinks")));
+                }
                 self.names.remove(path);
                 self.nodes.get_mut(&id).unwrap().nlink -= 1;
                 Ok(Some(id))
@@ -385,8 +493,47 @@ impl ModelState {
                 Ok(Some(id))
             }
             Op::Fsync { path } => need(self, path, None).map(Some),
+            Op::Open { path, fd } => {
+                let id = need(self, path, None)?;
+                if !matches!(self.nodes[&id].kind, NodeKind::File | NodeKind::Dir) {
+                    return Err(err(format!(
+                        "{path}: descriptors are kept for files and directories"
+                    )));
+                }
+                if fd.is_empty() || self.handles.contains_key(fd) {
+                    return Err(err(format!("descriptor {fd:?} is empty or already open")));
+                }
+                self.handles.insert(fd.clone(), id);
+                Ok(Some(id))
+            }
+            Op::Close { fd } => {
+                let id = self.need_fd(op, fd, None)?;
+                self.handles.remove(fd);
+                Ok(Some(id))
+            }
+            Op::FdFsync { fd } => self.need_fd(op, fd, None).map(Some),
+            Op::FdFdatasync { fd } => self.need_fd(op, fd, Some(NodeKind::File)).map(Some),
+            Op::FdWrite { fd, offset, len } => {
+                // A write as `write` makes, to the node whatever its names are now.
+                let id = self.need_fd(op, fd, Some(NodeKind::File))?;
+                if !aligned(*offset) || !aligned(*len) {
+                    return Err(err("offset and length must be multiples of 512".into()));
+                }
+                let node = self.nodes.get_mut(&id).unwrap();
+                if node.size % SECTOR != 0 {
+                    return Err(err(format!(
+                        "descriptor {fd} has an unaligned size {}",
+                        node.size
+                    )));
+                }
+                node.content.set(offset / SECTOR, len / SECTOR, data_class(id, stamp_op));
+                node.size = node.size.max(offset + len);
+                Ok(Some(id))
+            }
             Op::Fdatasync { path } => need(self, path, Some(NodeKind::File)).map(Some),
             Op::Sync | Op::Syncfs | Op::Osync | Op::Dsync | Op::Output => Ok(None),
+            // Evicting cached inodes changes nothing a reader sees.
+            Op::DropCaches => Ok(None),
             // The rollback of an abort is the history's (see `History::new`).
             Op::TxnBegin | Op::TxnCommit { .. } | Op::TxnAbort => Ok(None),
             Op::WritebackStart { path } => need(self, path, Some(NodeKind::File)).map(Some),
@@ -482,6 +629,7 @@ impl ModelState {
                         read_error: None,
                         xattrs: n.xattrs.clone(),
                         meta: (!is_unset(&n.meta)).then_some(n.meta),
+                        allocated_past_eof: None,
                     },
                     k => Node {
                         ino,
@@ -492,12 +640,14 @@ impl ModelState {
                         read_error: None,
                         xattrs: n.xattrs.clone(),
                         meta: (!is_unset(&n.meta)).then_some(n.meta),
+                        allocated_past_eof: (!n.prealloc.is_empty())
+                            .then(|| n.allocated_past_eof()),
                     },
                 };
                 (p.clone(), node)
             })
             .collect();
-        Snapshot { entries }
+        Snapshot { entries, not_creatable: BTreeMap::new() }
     }
 }
 
@@ -641,6 +791,8 @@ impl History {
             }
             note(&s, &mut ever);
         }
+        // Descriptors live in one phase (each phase runs in its own call).
+        s.handles.clear();
         let mut states = vec![s.clone()];
         let mut op_ids = Vec::new();
         // The state at the open transaction's begin: an abort returns to it (a
@@ -670,6 +822,7 @@ impl History {
                 Err(e) => error = Some(e),
             }
         }
+        s.handles.clear();
         for op in &w.drain {
             if error.is_none() {
                 if let Err(e) = s.apply(op, DRAIN_OP) {
@@ -694,7 +847,14 @@ pub(crate) fn content_paths(w: &Workload) -> BTreeSet<String> {
     let h = History::new(w);
     let mut out = BTreeSet::new();
     for (k, op) in w.ops.iter().enumerate() {
-        let data = op.changes_data() || matches!(op, Op::Fsync { .. } | Op::Fdatasync { .. });
+        let data = op.changes_data()
+            || matches!(
+                op,
+                Op::Fsync { .. }
+                    | Op::Fdatasync { .. }
+                    | Op::FdFsync { .. }
+                    | Op::FdFdatasync { .. }
+            );
         if let (true, Some(Some(id))) = (data, h.op_ids.get(k)) {
             if h.states[k].nodes.get(id).is_some_and(|n| n.kind == NodeKind::File) {
                 out.extend(h.ever_names.get(id).into_iter().flatten().cloned());

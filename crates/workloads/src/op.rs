@@ -42,10 +42,30 @@ pub enum Op {
     Fsync { path: String },
     /// fdatasync of a file.
     Fdatasync { path: String },
+    /// open(path) kept open as descriptor `fd` (a name the workload chooses) until
+    /// `close` or the end of the phase: O_RDWR for a file, O_RDONLY for a directory. The
+    /// `fd-*` ops act through it, whatever happens to its names meanwhile (an unlink, a
+    /// rename, an rmdir).
+    Open { path: String, fd: String },
+    /// close(fd).
+    Close { fd: String },
+    /// fsync(2) through descriptor `fd`: the inode, under whatever names it has then
+    /// (or none).
+    FdFsync { fd: String },
+    /// fdatasync(2) through descriptor `fd` (a file).
+    FdFdatasync { fd: String },
+    /// One pwrite of stamped data through descriptor `fd` (a file, named or not).
+    FdWrite { fd: String, offset: u64, len: u64 },
     /// sync(): everything.
     Sync,
     /// syncfs(2) on the mount: everything of this file system (a drain schedule).
     Syncfs,
+    /// `echo 2 > /proc/sys/vm/drop_caches`: the kernel frees the dentries and inodes no one
+    /// holds, so the next op on a file loads its inode from the disk (and, on btrfs,
+    /// finds no in-memory record of what its log already holds), as fstests' generic/106
+    /// does between an unlink and a fsync. It writes nothing back and promises nothing;
+    /// the whole machine's caches are dropped (the kernel has no per-mount knob).
+    DropCaches,
     /// sync_file_range(path, 0, 0, SYNC_FILE_RANGE_WRITE): start writeback of the file's
     /// dirty data without waiting for it or committing metadata (a drain schedule).
     WritebackStart { path: String },
@@ -66,6 +86,20 @@ pub enum Op {
     /// One pwrite of stamped data through O_DIRECT (offset and length 4 KiB-aligned in
     /// the generated workloads; the buffer is page-aligned).
     DirectWrite { path: String, offset: u64, len: u64 },
+    /// open(path, O_WRONLY | `flag` [| O_DIRECT]), one pwrite of stamped data, close: a
+    /// synchronous write, a persistence point of its own. When it returns, O_DSYNC
+    /// promises the range's data and what reading it needs (the size grown to cover it);
+    /// O_SYNC the inode as well (its attributes), as a fsync of that range would
+    /// (Linux runs both as `vfs_fsync_range` over the written bytes).
+    SyncWrite {
+        path: String,
+        offset: u64,
+        len: u64,
+        flag: SyncFlag,
+        /// O_DIRECT as well (the buffer page-aligned; the range should be block-aligned).
+        #[serde(default)]
+        direct: bool,
+    },
     /// ftruncate up to `offset + len` if the file is shorter, mmap, a copy of stamped data
     /// into the mapping, msync(MS_SYNC) of it, munmap. The model judges no promise of the
     /// msync (the persistence point after the op is what is judged).
@@ -224,6 +258,35 @@ impl std::str::FromStr for FallocMode {
     }
 }
 
+/// The synchronous open flag of a [`Op::SyncWrite`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum SyncFlag {
+    /// O_SYNC: file integrity completion (data and all the inode's metadata).
+    #[serde(rename = "o-sync")]
+    Sync,
+    /// O_DSYNC: data integrity completion (data and the metadata needed to read it).
+    #[serde(rename = "o-dsync")]
+    Dsync,
+}
+
+impl SyncFlag {
+    /// The name workload files use.
+    pub fn name(self) -> &'static str {
+        match self {
+            SyncFlag::Sync => "o-sync",
+            SyncFlag::Dsync => "o-dsync",
+        }
+    }
+
+    /// The open(2) flag.
+    pub fn bits(self) -> i32 {
+        match self {
+            SyncFlag::Sync => libc::O_SYNC,
+            SyncFlag::Dsync => libc::O_DSYNC,
+        }
+    }
+}
+
 /// renameat2(2)'s flags, one at a time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -291,12 +354,24 @@ pub enum OpKind {
     Fsync,
     /// fdatasync(2).
     Fdatasync,
+    /// open(2) of a descriptor kept open.
+    Open,
+    /// close(2) of a kept descriptor.
+    Close,
+    /// fsync(2) through a kept descriptor.
+    FdFsync,
+    /// fdatasync(2) through a kept descriptor.
+    FdFdatasync,
+    /// A pwrite through a kept descriptor.
+    FdWrite,
     /// sync(2).
     Sync,
     /// syncfs(2).
     Syncfs,
     /// sync_file_range(SYNC_FILE_RANGE_WRITE): writeback started, nothing waited for.
     WritebackStart,
+    /// Unused dentries and inodes evicted (drop_caches).
+    DropCaches,
     /// Begin of a transaction (Valor).
     TxnBegin,
     /// Commit of a transaction, durable or not (Valor).
@@ -313,6 +388,8 @@ pub enum OpKind {
     Falloc,
     /// A pwrite through O_DIRECT.
     DirectWrite,
+    /// A pwrite through O_SYNC or O_DSYNC (buffered or direct).
+    SyncWrite,
     /// A write through mmap, then msync.
     MmapWrite,
     /// symlink(2).
@@ -361,9 +438,15 @@ impl OpKind {
             OpKind::Truncate => "truncate",
             OpKind::Fsync => "fsync",
             OpKind::Fdatasync => "fdatasync",
+            OpKind::Open => "open",
+            OpKind::Close => "close",
+            OpKind::FdFsync => "fd-fsync",
+            OpKind::FdFdatasync => "fd-fdatasync",
+            OpKind::FdWrite => "fd-write",
             OpKind::Sync => "sync",
             OpKind::Syncfs => "syncfs",
             OpKind::WritebackStart => "writeback-start",
+            OpKind::DropCaches => "drop-caches",
             OpKind::TxnBegin => "txn-begin",
             OpKind::TxnCommit => "txn-commit",
             OpKind::TxnAbort => "txn-abort",
@@ -372,6 +455,7 @@ impl OpKind {
             OpKind::Output => "output",
             OpKind::Falloc => "falloc",
             OpKind::DirectWrite => "direct-write",
+            OpKind::SyncWrite => "sync-write",
             OpKind::MmapWrite => "mmap-write",
             OpKind::Symlink => "symlink",
             OpKind::Setxattr => "setxattr",
@@ -461,9 +545,15 @@ impl Op {
             Op::Rename { .. } => OpKind::Rename,
             Op::Fsync { .. } => OpKind::Fsync,
             Op::Fdatasync { .. } => OpKind::Fdatasync,
+            Op::Open { .. } => OpKind::Open,
+            Op::Close { .. } => OpKind::Close,
+            Op::FdFsync { .. } => OpKind::FdFsync,
+            Op::FdFdatasync { .. } => OpKind::FdFdatasync,
+            Op::FdWrite { .. } => OpKind::FdWrite,
             Op::Sync => OpKind::Sync,
             Op::Syncfs => OpKind::Syncfs,
             Op::WritebackStart { .. } => OpKind::WritebackStart,
+            Op::DropCaches => OpKind::DropCaches,
             Op::TxnBegin => OpKind::TxnBegin,
             Op::TxnCommit { .. } => OpKind::TxnCommit,
             Op::TxnAbort => OpKind::TxnAbort,
@@ -472,6 +562,7 @@ impl Op {
             Op::Output => OpKind::Output,
             Op::Falloc { .. } => OpKind::Falloc,
             Op::DirectWrite { .. } => OpKind::DirectWrite,
+            Op::SyncWrite { .. } => OpKind::SyncWrite,
             Op::MmapWrite { .. } => OpKind::MmapWrite,
             Op::Symlink { .. } => OpKind::Symlink,
             Op::Truncate { .. } => OpKind::Truncate,
@@ -501,11 +592,15 @@ impl Op {
     }
 
     /// Whether the op returns only after a flush makes something durable: fsync,
-    /// fdatasync (of files or directories), sync, and a synchronous creat.
+    /// fdatasync (of files or directories), sync, a synchronous creat and a synchronous
+    /// write.
     pub fn is_persistence_point(&self) -> bool {
         matches!(
             self,
             Op::Fsync { .. }
+                | Op::FdFsync { .. }
+                | Op::FdFdatasync { .. }
+                | Op::SyncWrite { .. }
                 | Op::Fdatasync { .. }
                 | Op::Sync
                 | Op::Syncfs
@@ -526,6 +621,11 @@ impl Op {
                 | Op::Sync
                 | Op::Syncfs
                 | Op::WritebackStart { .. }
+                | Op::DropCaches
+                | Op::Open { .. }
+                | Op::Close { .. }
+                | Op::FdFsync { .. }
+                | Op::FdFdatasync { .. }
                 | Op::Osync
                 | Op::Dsync
                 | Op::TxnBegin
@@ -550,6 +650,7 @@ impl Op {
             | Op::WritebackStart { path }
             | Op::Falloc { path, .. }
             | Op::DirectWrite { path, .. }
+            | Op::SyncWrite { path, .. }
             | Op::MmapWrite { path, .. }
             | Op::Truncate { path, .. }
             | Op::Setxattr { path, .. }
@@ -557,6 +658,7 @@ impl Op {
             | Op::Chmod { path, .. }
             | Op::Chown { path, .. }
             | Op::Utimes { path, .. }
+            | Op::Open { path, .. }
             | Op::TmpfileLink { path, .. } => vec![path],
             Op::Link { from, to }
             | Op::Rename { from, to }
@@ -567,8 +669,26 @@ impl Op {
             | Op::DedupeRange { from, to, .. } => vec![from, to],
             // The target is a string stored in the link, not a name the op touches.
             Op::Symlink { path, .. } => vec![path],
-            Op::Sync | Op::Syncfs | Op::Osync | Op::Dsync | Op::Output => vec![],
+            Op::Sync | Op::Syncfs | Op::Osync | Op::Dsync | Op::Output | Op::DropCaches => {
+                vec![]
+            }
+            // A descriptor names no path: what it acts on is the inode it was opened on.
+            Op::Close { .. } | Op::FdFsync { .. } | Op::FdFdatasync { .. } | Op::FdWrite { .. } => {
+                vec![]
+            }
             Op::TxnBegin | Op::TxnCommit { .. } | Op::TxnAbort => vec![],
+        }
+    }
+
+    /// The descriptor the op names (open, close and the `fd-*` ops).
+    pub fn fd(&self) -> Option<&str> {
+        match self {
+            Op::Open { fd, .. }
+            | Op::Close { fd }
+            | Op::FdFsync { fd }
+            | Op::FdFdatasync { fd }
+            | Op::FdWrite { fd, .. } => Some(fd),
+            _ => None,
         }
     }
 
@@ -578,6 +698,8 @@ impl Op {
             Op::Write { offset, len, .. }
             | Op::Append { offset, len, .. }
             | Op::DirectWrite { offset, len, .. }
+            | Op::SyncWrite { offset, len, .. }
+            | Op::FdWrite { offset, len, .. }
             | Op::MmapWrite { offset, len, .. } => Some((*offset, *len)),
             Op::OtruncWrite { len, .. } | Op::TmpfileLink { len, .. } => Some((0, *len)),
             _ => None,
@@ -628,9 +750,15 @@ impl fmt::Display for Op {
             Op::Rename { from, to } => write!(f, "rename {from} {to}"),
             Op::Fsync { path } => write!(f, "fsync {path}"),
             Op::Fdatasync { path } => write!(f, "fdatasync {path}"),
+            Op::Open { path, fd } => write!(f, "open {path} {fd}"),
+            Op::Close { fd } => write!(f, "close {fd}"),
+            Op::FdFsync { fd } => write!(f, "fd-fsync {fd}"),
+            Op::FdFdatasync { fd } => write!(f, "fd-fdatasync {fd}"),
+            Op::FdWrite { fd, offset, len } => write!(f, "fd-write {fd} {len}@{offset}"),
             Op::Sync => write!(f, "sync"),
             Op::Syncfs => write!(f, "syncfs"),
             Op::WritebackStart { path } => write!(f, "writeback-start {path}"),
+            Op::DropCaches => write!(f, "drop-caches"),
             Op::Osync => write!(f, "osync"),
             Op::Dsync => write!(f, "dsync"),
             Op::Output => write!(f, "output"),
@@ -639,6 +767,10 @@ impl fmt::Display for Op {
             }
             Op::DirectWrite { path, offset, len } => {
                 write!(f, "direct-write {path} {len}@{offset}")
+            }
+            Op::SyncWrite { path, offset, len, flag, direct } => {
+                let d = if *direct { "-direct" } else { "" };
+                write!(f, "sync-write{d} {path} {} {len}@{offset}", flag.name())
             }
             Op::MmapWrite { path, offset, len } => write!(f, "mmap-write {path} {len}@{offset}"),
             Op::Symlink { target, path } => write!(f, "symlink {target} {path}"),

@@ -51,11 +51,22 @@ pub fn take_snapshot_with(root: &Path, w: &Workload, detects: bool) -> std::io::
         read_error: Some(e.to_string()),
         xattrs: Default::default(),
         meta: None,
+        allocated_past_eof: None,
     };
     // Reading extended attributes costs a listxattr per name: only when the workload
     // sets or removes any.
     let with_xattrs = w.setup.iter().chain(&w.ops).any(|o| o.is_xattr());
     let with_meta = w.setup.iter().chain(&w.ops).any(|o| o.kind().is_attr_op());
+    // Extents cost a FIEMAP per file: only when the workload allocates past an end.
+    let with_extents = w.setup.iter().chain(&w.ops).any(|o| {
+        matches!(
+            o,
+            crate::Op::Falloc {
+                mode: crate::FallocMode::KeepSize | crate::FallocMode::ZeroRangeKeepSize,
+                ..
+            }
+        )
+    });
     let mut snap = Snapshot::default();
     let mut stack = vec![String::from("/")];
     while let Some(path) = stack.pop() {
@@ -93,7 +104,14 @@ pub fn take_snapshot_with(root: &Path, w: &Workload, detects: bool) -> std::io::
                 owner: Some((md.uid(), md.gid())),
                 mtime: Some(md.mtime()),
             }),
+            allocated_past_eof: None,
         };
+        if with_extents && kind == NodeKind::File && wanted.contains(&path) {
+            // A file system without FIEMAP (or a file it refuses to map) leaves the
+            // allocation unjudged rather than failing the walk.
+            let eof = md.size().div_ceil(crate::model::ALLOC_BLOCK) * crate::model::ALLOC_BLOCK;
+            node.allocated_past_eof = allocated_from(&fs_path, eof).ok();
+        }
         if with_xattrs && matches!(kind, NodeKind::File | NodeKind::Dir) {
             match read_user_xattrs(&fs_path) {
                 Ok(x) => node.xattrs = x,
@@ -164,6 +182,150 @@ pub fn take_snapshot_with(root: &Path, w: &Workload, detects: bool) -> std::io::
     Ok(snap)
 }
 
+/// The name of the file and of the directory [`create_after_recovery`] makes in each
+/// directory (no workload uses them).
+pub const NEW_FILE: &str = "bob-new-file";
+/// See [`NEW_FILE`].
+pub const NEW_DIR: &str = "bob-new-dir";
+/// At most this many names are created after recovery (a workload with thousands of
+/// removed names would otherwise create thousands per crash state).
+pub const MAX_CREATED: usize = 64;
+
+/// Creates new names on the recovered, judged and writable tree under `root` (its
+/// snapshot `snap`): a file and a directory in every directory the workload ever named
+/// that the snapshot shows, and every name the model ever gave that the snapshot does not
+/// show (a removed or lost name) in a directory it shows, as what it was (a directory for
+/// a directory, else a file). Each name that cannot be made is returned with its error
+/// (EEXIST where the snapshot shows no such name, ENOSPC, EIO, EUCLEAN...). What it
+/// makes stays: the crash state's writes go to its private overlay, discarded after.
+pub fn create_after_recovery(
+    root: &Path,
+    w: &Workload,
+    snap: &Snapshot,
+) -> std::collections::BTreeMap<String, String> {
+    let h = crate::model::History::new(w);
+    let is_dir = |p: &str| snap.entries.get(p).is_some_and(|n| n.kind == NodeKind::Dir);
+    let join = |dir: &str, name: &str| match dir {
+        "/" => format!("/{name}"),
+        d => format!("{d}/{name}"),
+    };
+    // Every name the model ever gave, with whether it named a directory.
+    let mut ever: std::collections::BTreeMap<&str, bool> = std::collections::BTreeMap::new();
+    for (id, names) in &h.ever_names {
+        let dir = h.final_state.nodes.get(id).is_some_and(|n| n.kind == NodeKind::Dir)
+            || h.states.iter().any(|s| s.nodes.get(id).is_some_and(|n| n.kind == NodeKind::Dir));
+        for n in names {
+            ever.insert(n.as_str(), dir);
+        }
+    }
+    let mut wanted: Vec<(String, bool)> = Vec::new();
+    let dirs: BTreeSet<&str> = ever
+        .iter()
+        .filter(|(p, d)| **d && is_dir(p))
+        .map(|(p, _)| *p)
+        .chain(std::iter::once("/"))
+        .collect();
+    for d in &dirs {
+        wanted.push((join(d, NEW_FILE), false));
+        wanted.push((join(d, NEW_DIR), true));
+    }
+    for (p, d) in &ever {
+        let parent = crate::model::parent(p);
+        if *p != "/" && *p != DRAIN_FILE && !snap.entries.contains_key(*p) && is_dir(parent) {
+            wanted.push((p.to_string(), *d));
+        }
+    }
+    let mut failed = std::collections::BTreeMap::new();
+    for (p, dir) in wanted.into_iter().take(MAX_CREATED) {
+        // A name the snapshot already shows is no test of creation.
+        if snap.entries.contains_key(&p) {
+            continue;
+        }
+        let host = root.join(p.trim_start_matches('/'));
+        let res = if dir {
+            std::fs::create_dir(&host)
+        } else {
+            std::fs::OpenOptions::new().write(true).create_new(true).open(&host).map(drop)
+        };
+        if let Err(e) = res {
+            failed.insert(p, e.to_string());
+        }
+    }
+    failed
+}
+
+/// FS_IOC_FIEMAP, `_IOWR('f', 11, struct fiemap)` (linux/fs.h); the libc crate lacks it.
+const FS_IOC_FIEMAP: libc::c_ulong = 0xc020_660b;
+/// fiemap_extent.fe_flags: the file's last extent.
+const FIEMAP_EXTENT_LAST: u32 = 0x1;
+/// Extents asked for per call.
+const FIEMAP_BATCH: usize = 32;
+
+/// struct fiemap_extent.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct FiemapExtent {
+    fe_logical: u64,
+    fe_physical: u64,
+    fe_length: u64,
+    fe_reserved64: [u64; 2],
+    fe_flags: u32,
+    fe_reserved: [u32; 3],
+}
+
+/// struct fiemap with room for [`FIEMAP_BATCH`] extents after it.
+#[repr(C)]
+struct Fiemap {
+    fm_start: u64,
+    fm_length: u64,
+    fm_flags: u32,
+    fm_mapped_extents: u32,
+    fm_extent_count: u32,
+    fm_reserved: u32,
+    fm_extents: [FiemapExtent; FIEMAP_BATCH],
+}
+
+/// Bytes of the extents of the file at `path` at or past byte `from` (FIEMAP, without
+/// FIEMAP_FLAG_SYNC: a recovered, read-only tree has nothing to write back), unwritten
+/// (preallocated) extents included.
+fn allocated_from(path: &Path, from: u64) -> std::io::Result<u64> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(path)?;
+    let mut total = 0u64;
+    let mut start = from;
+    loop {
+        let mut map = Fiemap {
+            fm_start: start,
+            fm_length: u64::MAX - start,
+            fm_flags: 0,
+            fm_mapped_extents: 0,
+            fm_extent_count: FIEMAP_BATCH as u32,
+            fm_reserved: 0,
+            fm_extents: [FiemapExtent::default(); FIEMAP_BATCH],
+        };
+        // SAFETY: a valid descriptor and a struct fiemap with room for the extent count
+        // it declares, alive across the call.
+        let rc = unsafe { libc::ioctl(f.as_raw_fd(), FS_IOC_FIEMAP as _, &mut map) };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let n = (map.fm_mapped_extents as usize).min(FIEMAP_BATCH);
+        if n == 0 {
+            return Ok(total);
+        }
+        for e in &map.fm_extents[..n] {
+            let end = e.fe_logical.saturating_add(e.fe_length);
+            total += end.saturating_sub(e.fe_logical.max(from));
+        }
+        let last = &map.fm_extents[n - 1];
+        let next = last.fe_logical.saturating_add(last.fe_length);
+        if last.fe_flags & FIEMAP_EXTENT_LAST != 0 || next <= start {
+            return Ok(total);
+        }
+        start = next;
+    }
+}
+
 /// `e` with the path and the call that failed in front ("/A/f0: stat: Bad message (os
 /// error 74)"), keeping its kind: a walk that fails says where.
 fn at_path(path: &str, call: &str, e: std::io::Error) -> std::io::Error {
@@ -222,6 +384,29 @@ fn classify_file(path: &Path, size: u64) -> std::io::Result<Content> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// FIEMAP counts a keep-size allocation past the end (unwritten extents) and only
+    /// what lies past the offset asked, on the file system the tests' directory is on.
+    #[test]
+    fn allocation_past_the_end_is_counted_from_the_extents() {
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        let f = std::fs::File::create(&p).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&f, &[7u8; 4096], 0).unwrap();
+        // SAFETY: a valid descriptor; the kernel checks the mode and range.
+        let rc = unsafe { libc::fallocate(f.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, 8192, 8192) };
+        if rc != 0 {
+            eprintln!("no fallocate here: {}", std::io::Error::last_os_error());
+            return;
+        }
+        f.sync_all().unwrap();
+        match allocated_from(&p, 4096) {
+            Ok(n) => assert!((8192..=12288).contains(&n), "{n} bytes past 4096"),
+            Err(e) => eprintln!("no FIEMAP here: {e}"),
+        }
+        assert_eq!(allocated_from(&p, 1 << 20).unwrap_or(0), 0);
+    }
 
     /// Classifies a whole file's bytes, as the walk did before it read in chunks.
     fn classify_bytes(bytes: &[u8]) -> Content {

@@ -167,6 +167,10 @@ pub struct Node {
     /// (chmod, chown, utimensat).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub meta: Option<InodeMeta>,
+    /// Bytes of its extents (FIEMAP) at or past its size rounded up to a 4 KiB block,
+    /// read when the workload allocates past a file's end (fallocate with keep-size).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocated_past_eof: Option<u64>,
 }
 
 /// The attributes of an inode the attribute ops set: permission bits, owner, and the
@@ -196,6 +200,11 @@ impl Node {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
     pub entries: BTreeMap<String, Node>,
+    /// Names that could not be created on the recovered state after it was judged (the
+    /// `creatable-after-recovery` guarantee), with the error: empty where none was tried
+    /// or every one was made.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub not_creatable: BTreeMap<String, String>,
 }
 
 /// What the real run observed: the st_ino of every file and directory the model knows,

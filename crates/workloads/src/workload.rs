@@ -85,16 +85,25 @@ pub enum Guarantee {
     /// and their parents), without a fsync of the directory: ext4's and btrfs's behaviour
     /// (a fsync commits the journal transaction or log tree holding the new entry).
     FsyncPersistsName,
+    /// After recovery the file system still accepts new files and directories where the
+    /// workload's were: the check mounts the recovered state again once it has judged it
+    /// and creates names ([`crate::create_after_recovery`]); one that cannot be made is a
+    /// violation (`not-creatable`). Not POSIX, but what every file system means by
+    /// recovering: the btrfs log replay that left the highest inode number stale made
+    /// every later creat fail with EEXIST. Costs a second mount per crash state.
+    CreatableAfterRecovery,
 }
 
 impl Guarantee {
     /// Every guarantee.
-    pub const ALL: &'static [Guarantee] = &[Guarantee::FsyncPersistsName];
+    pub const ALL: &'static [Guarantee] =
+        &[Guarantee::FsyncPersistsName, Guarantee::CreatableAfterRecovery];
 
     /// The kebab-case name.
     pub fn name(self) -> &'static str {
         match self {
             Guarantee::FsyncPersistsName => "fsync-persists-name",
+            Guarantee::CreatableAfterRecovery => "creatable-after-recovery",
         }
     }
 }

@@ -415,6 +415,9 @@ impl MountedState<'_> {
     ) -> Result<StateCheck, Error> {
         self.loopdev.detach()?;
         clock.steps.detach_ms = clock.laps.lap();
+        // The same recovered image: what could be created on it is the earlier state's.
+        let mut snapshot = snapshot;
+        snapshot.not_creatable = hit.snapshot.not_creatable.clone();
         let durable_ops = self.state.durable_ops;
         let mut check = oracle_verdict(self.subject, snapshot, hit.fsck.clone(), durable_ops)
             .after_repair(self.repair);
@@ -462,6 +465,8 @@ impl MountedState<'_> {
                 Err(timed_out) => return Ok(timed_out.after_repair(self.repair)),
             },
         };
+        let mut snapshot = snapshot;
+        snapshot.not_creatable = self.create_after_recovery(&snapshot)?;
         self.loopdev.detach()?;
         clock.steps.detach_ms = clock.laps.lap();
 
@@ -482,6 +487,47 @@ impl MountedState<'_> {
         check.reads_behind = fsck_behind;
         check.steps = Some(clock.steps);
         Ok(check)
+    }
+
+    /// Under the workload's `creatable-after-recovery` guarantee: the state, judged and
+    /// fsck'ed, mounted again (writable, as recovery mounts it) and new names created on
+    /// it ([`workloads::create_after_recovery`]), last, so that nothing else the check
+    /// reads has seen them; the names that could not be made. Its writes go to the
+    /// state's private overlay, and its reads reach the view (the loop device's cache
+    /// dropped first) before the recovered image's reads are remembered, so a state
+    /// sharing this one's check by reads agrees on what the creation read too.
+    fn create_after_recovery(
+        &self,
+        snapshot: &Snapshot,
+    ) -> Result<std::collections::BTreeMap<String, String>, Error> {
+        let wanted = workloads::Guarantee::CreatableAfterRecovery;
+        if !self.subject.workload.guarantees.contains(&wanted) {
+            return Ok(Default::default());
+        }
+        self.loopdev.drop_cache()?;
+        let config = &self.subject.config;
+        let options = config.check_mount_options();
+        let again = mount::mount_within(
+            self.loopdev.path(),
+            self.state.mnt,
+            config.fstype,
+            &options,
+            self.timeouts.recovery,
+        );
+        let failed = |why: String| std::collections::BTreeMap::from([("/".to_owned(), why)]);
+        match again {
+            Some(Ok(m)) => {
+                let out = workloads::create_after_recovery(
+                    self.state.mnt,
+                    &self.subject.workload,
+                    snapshot,
+                );
+                m.unmount()?;
+                Ok(out)
+            }
+            Some(Err(e)) => Ok(failed(format!("it did not mount again: {e}"))),
+            None => Ok(failed("mounting it again timed out".into())),
+        }
     }
 
     /// Runs the configuration's read-only fsck on the unmounted state: its complaint, or

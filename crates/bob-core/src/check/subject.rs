@@ -207,11 +207,15 @@ impl Subject {
             .enumerate()
             .filter(|(_, op)| op.is_persistence_point())
             .filter(|(k, op)| {
-                let dir = op.paths().first().is_some_and(|p| {
-                    states
-                        .get(*k)
-                        .and_then(|s| s.node(p))
-                        .is_some_and(|n| n.kind == workloads::NodeKind::Dir)
+                // The node the op names: by its path, or the one its descriptor was
+                // opened on.
+                let dir = states.get(*k).is_some_and(|s| {
+                    let node = match (op.paths().first(), op.fd()) {
+                        (Some(p), _) => s.node(p),
+                        (None, Some(fd)) => s.handles.get(fd).and_then(|id| s.nodes.get(id)),
+                        (None, None) => None,
+                    };
+                    node.is_some_and(|n| n.kind == workloads::NodeKind::Dir)
                 });
                 profile.promise_of(op, dir) == crate::fs::Promise::Durable
             })

@@ -109,9 +109,16 @@ impl Profile {
     /// Ops that are no persistence point promise [`Promise::Nothing`] of their own.
     pub fn promise_of(&self, op: &Op, dir: bool) -> Promise {
         match op {
-            Op::Fsync { .. } | Op::Fdatasync { .. } if dir => self.dir_fsync,
-            Op::Fsync { .. } => self.fsync,
-            Op::Fdatasync { .. } => self.fdatasync,
+            Op::Fsync { .. }
+            | Op::Fdatasync { .. }
+            | Op::FdFsync { .. }
+            | Op::FdFdatasync { .. }
+                if dir =>
+            {
+                self.dir_fsync
+            }
+            Op::Fsync { .. } | Op::FdFsync { .. } => self.fsync,
+            Op::Fdatasync { .. } | Op::FdFdatasync { .. } => self.fdatasync,
             Op::Sync => self.sync,
             Op::Syncfs => self.syncfs,
             Op::Dsync => self.dsync,
@@ -120,6 +127,10 @@ impl Profile {
             Op::TxnCommit { durable: false } => self.txn_commit,
             // O_SYNC plus fsync of the file and of its directory.
             Op::Creat { sync: true, .. } => self.fsync,
+            // The kernel runs a synchronous write's end as a fsync (O_SYNC) or a
+            // fdatasync (O_DSYNC) of the range written.
+            Op::SyncWrite { flag: workloads::SyncFlag::Sync, .. } => self.fsync,
+            Op::SyncWrite { flag: workloads::SyncFlag::Dsync, .. } => self.fdatasync,
             _ => Promise::Nothing,
         }
     }

@@ -113,6 +113,19 @@ fn xfstests_op(op: &Op, fill: &str) -> Option<XfsIo> {
         Op::DirectWrite { path, offset, len } => {
             io(path, true, vec![format!("pwrite -S {fill} {offset} {len}")])
         }
+        Op::SyncWrite { path, offset, len, flag, direct } => {
+            // O_SYNC on the descriptor (xfs_io -s); O_DSYNC as the write's RWF_DSYNC
+            // (pwrite -D), which Linux runs as O_DSYNC's write does.
+            let (open, each) = match flag {
+                workloads::SyncFlag::Sync => ("-s ", ""),
+                workloads::SyncFlag::Dsync => ("", "-D "),
+            };
+            let d = if *direct { "-d " } else { "" };
+            XfsIo::Shell(format!(
+                "$XFS_IO_PROG {d}{open}-c \"pwrite {each}-S {fill} {offset} {len}\" {} >> $seqres.full",
+                m(path)
+            ))
+        }
         Op::MmapWrite { path, offset, len } => io(
             path,
             false,
@@ -177,12 +190,34 @@ fn xfstests_op(op: &Op, fill: &str) -> Option<XfsIo> {
         Op::Sync => XfsIo::Commands { file: None, direct: false, cmds: vec!["sync".into()] },
         Op::Syncfs => XfsIo::Shell("$XFS_IO_PROG -c syncfs $SCRATCH_MNT".into()),
         Op::WritebackStart { path } => io(path, false, vec!["sync_range -w 0 0".into()]),
+        Op::DropCaches => XfsIo::Shell("echo 2 > /proc/sys/vm/drop_caches".into()),
+        // A descriptor kept across other ops is a shell's: exec N< opens it (a file or a
+        // directory), the fd-* ops reopen it through /proc/self/fd/N (the same inode,
+        // named or not).
+        Op::Open { path, fd } => XfsIo::Shell(format!("exec {}< {}", fd_number(fd), m(path))),
+        Op::Close { fd } => XfsIo::Shell(format!("exec {}>&-", fd_number(fd))),
+        Op::FdFsync { fd } => fd_io(fd, vec!["fsync".into()]),
+        Op::FdFdatasync { fd } => fd_io(fd, vec!["fdatasync".into()]),
+        Op::FdWrite { fd, offset, len } => {
+            fd_io(fd, vec![format!("pwrite -S {fill} {offset} {len}")])
+        }
         // OptFS's, Valor's and xsyncfs' calls exist only on bob's own file systems, which
         // xfstests cannot mount.
         Op::Osync | Op::Dsync | Op::Output | Op::TxnBegin | Op::TxnCommit { .. } | Op::TxnAbort => {
             return None
         }
     })
+}
+
+/// The shell descriptor number of the workload's descriptor `fd`: one of 10-99, the
+/// same for the same name (a workload keeps one or two open, so names rarely share one).
+fn fd_number(fd: &str) -> u32 {
+    10 + fd.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b))) % 90
+}
+
+/// xfs_io running `cmds` on the open file behind the shell's descriptor for `fd`.
+fn fd_io(fd: &str, cmds: Vec<String>) -> XfsIo {
+    XfsIo::Commands { file: Some(format!("/proc/self/fd/{}", fd_number(fd))), direct: false, cmds }
 }
 
 /// The xfs_io command that runs fallocate in `mode`, and its keep-size flag (`-k `, or
@@ -220,6 +255,8 @@ impl OpLines {
             Op::Write { .. }
                 | Op::Append { .. }
                 | Op::DirectWrite { .. }
+                | Op::SyncWrite { .. }
+                | Op::FdWrite { .. }
                 | Op::MmapWrite { .. }
                 | Op::OtruncWrite { .. }
                 | Op::TmpfileLink { .. }
@@ -629,6 +666,15 @@ fn promise_checks(
                 }
                 t
             }
+            // Through a descriptor: the names the inode has at the call (none: nothing
+            // a replay can look up).
+            Op::FdFsync { fd } | Op::FdFdatasync { fd } => state
+                .handles
+                .get(fd)
+                .map(|&id| state.names_of(id).map(str::to_owned).collect())
+                .unwrap_or_default(),
+            // A synchronous write promises its range, not the file a checksum covers.
+            Op::SyncWrite { .. } => Vec::new(),
             _ => state
                 .names
                 .keys()
@@ -643,9 +689,16 @@ fn promise_checks(
             // A fsynced file's name is promised only if it was durable already (the
             // setup's), or under fsync-persists-name; otherwise only its size, if
             // the name is there.
-            let name_promised = !matches!(op, Op::Fsync { .. } | Op::Fdatasync { .. })
+            let file_sync = matches!(
+                op,
+                Op::Fsync { .. }
+                    | Op::Fdatasync { .. }
+                    | Op::FdFsync { .. }
+                    | Op::FdFdatasync { .. }
+            );
+            let name_promised = !file_sync
                 || model[0].id(&p).is_some() && model[0].id(&p) == state.id(&p)
-                || (matches!(op, Op::Fsync { .. })
+                || (matches!(op, Op::Fsync { .. } | Op::FdFsync { .. })
                     && w.guarantees.contains(&workloads::Guarantee::FsyncPersistsName));
             let absent_ok =
                 if name_promised { String::new() } else { format!("[ ! -e $SCRATCH_MNT{p} ] || ") };
@@ -670,8 +723,8 @@ fn promise_checks(
                         ("%Y", n.meta.mtime.map(|t| t.to_string()), "mtime"),
                     ];
                     for (format, want, what) in attrs {
-                        let Some(want) = want.filter(|_| !matches!(op, Op::Fdatasync { .. }))
-                        else {
+                        let datasync = matches!(op, Op::Fdatasync { .. } | Op::FdFdatasync { .. });
+                        let Some(want) = want.filter(|_| !datasync) else {
                             continue;
                         };
                         checks.push(format!(
@@ -870,6 +923,81 @@ mod tests {
         let f = dir.path().join("997");
         std::fs::write(&f, &t).unwrap();
         assert!(std::process::Command::new("bash").arg("-n").arg(&f).status().unwrap().success());
+    }
+
+    /// The ops written by hand for the recall catalog (a synchronous write, an eviction, a
+    /// descriptor kept across an unlink) export as xfs_io and shell lines that parse and
+    /// pass the lint.
+    #[test]
+    fn xfstests_export_of_sync_writes_evictions_and_kept_descriptors() {
+        let f = |p: &str| p.to_string();
+        let w = Workload {
+            name: "ops".into(),
+            property: None,
+            setup: vec![
+                Op::Creat { path: f("/drain"), sync: false },
+                Op::Mkdir { path: f("/A") },
+                Op::Creat { path: f("/A/foo"), sync: false },
+            ],
+            ops: vec![
+                Op::SyncWrite {
+                    path: f("/A/foo"),
+                    offset: 0,
+                    len: 4096,
+                    flag: workloads::SyncFlag::Sync,
+                    direct: true,
+                },
+                Op::SyncWrite {
+                    path: f("/A/foo"),
+                    offset: 4096,
+                    len: 4096,
+                    flag: workloads::SyncFlag::Dsync,
+                    direct: false,
+                },
+                Op::Open { path: f("/A/foo"), fd: f("h") },
+                Op::Unlink { path: f("/A/foo") },
+                Op::DropCaches,
+                Op::FdWrite { fd: f("h"), offset: 0, len: 4096 },
+                Op::FdFsync { fd: f("h") },
+                Op::Close { fd: f("h") },
+            ],
+            drain: vec![Op::Sync],
+            commit_midway: vec![],
+            guarantees: vec![],
+        };
+        let config = crate::fs::by_name("ext4-ordered").unwrap();
+        let t = xfstests("996", &config, &w, "ops", false);
+        let m = "$SCRATCH_MNT/A/foo";
+        let n = fd_number("h");
+        for line in [
+            format!("$XFS_IO_PROG -d -s -c \"pwrite -S 0x41 0 4096\" {m} >> $seqres.full"),
+            format!("$XFS_IO_PROG -c \"pwrite -D -S 0x42 4096 4096\" {m} >> $seqres.full"),
+            format!("exec {n}< {m}"),
+            "echo 2 > /proc/sys/vm/drop_caches".to_string(),
+            format!("-c \"open /proc/self/fd/{n}\" -c \"fsync\""),
+            format!("exec {n}>&-"),
+        ] {
+            assert!(t.contains(&line), "{line:?} in {t}");
+        }
+        // No whole-file checksum after the synchronous write (it promises its range) or
+        // after the fsync of a file with no name left.
+        for mark in ["bob_op0", "bob_op6"] {
+            let replay = format!("_log_writes_replay_log {mark} $DMTHIN_VOL_DEV");
+            let after = t.split(&replay).nth(1).unwrap_or_else(|| panic!("{mark} in {t}"));
+            let section = after.split("_log_writes_replay_log").next().unwrap();
+            assert!(!section.contains("md5sum"), "{mark}: {section}");
+        }
+        let golden = xfstests_out("996");
+        assert_eq!(crate::run::xfstests_lint::lint("996", &t, Some(&golden)), vec![]);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("996");
+        std::fs::write(&file, &t).unwrap();
+        assert!(std::process::Command::new("bash")
+            .arg("-n")
+            .arg(&file)
+            .status()
+            .unwrap()
+            .success());
     }
 
     /// A configuration with its own options is a test of its file system's directory

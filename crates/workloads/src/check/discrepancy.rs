@@ -36,6 +36,11 @@ pub enum DiscrepancyKind {
     WrongAttr,
     /// Reading promised data failed.
     ReadError,
+    /// Blocks allocated past the end of a file (fallocate with keep-size) and promised
+    /// are no longer allocated.
+    LostAllocation,
+    /// A new file or directory could not be created on the recovered file system.
+    NotCreatable,
     /// A durably committed transaction's write is not there after its commit returned.
     TxnLost,
     /// A transaction is partly there, or an aborted or unfinished one left a trace.
@@ -61,6 +66,8 @@ impl DiscrepancyKind {
         DiscrepancyKind::WrongXattr,
         DiscrepancyKind::WrongAttr,
         DiscrepancyKind::ReadError,
+        DiscrepancyKind::LostAllocation,
+        DiscrepancyKind::NotCreatable,
         DiscrepancyKind::TxnLost,
         DiscrepancyKind::TxnNotAtomic,
         DiscrepancyKind::NotAtomic,
@@ -80,6 +87,8 @@ impl DiscrepancyKind {
             DiscrepancyKind::WrongXattr => "wrong-xattr",
             DiscrepancyKind::WrongAttr => "wrong-attr",
             DiscrepancyKind::ReadError => "read-error",
+            DiscrepancyKind::LostAllocation => "lost-allocation",
+            DiscrepancyKind::NotCreatable => "not-creatable",
             DiscrepancyKind::TxnLost => "txn-lost",
             DiscrepancyKind::TxnNotAtomic => "txn-not-atomic",
             DiscrepancyKind::NotAtomic => "not-atomic",

@@ -332,6 +332,19 @@ impl<'w> Oracle<'w> {
                 out.push(Finding::of(Family::Durability, d, why));
             }
         }
+        if let Some((path, error)) = snap.not_creatable.iter().next() {
+            // After everything else: the state was judged before anything was created.
+            let story = format!(
+                "after recovery, {path} could not be created: {error}{}",
+                match snap.not_creatable.len() {
+                    1 => String::new(),
+                    n => format!(" (and {} other name(s))", n - 1),
+                }
+            );
+            let mut why = Why::new(DiscrepancyKind::NotCreatable, story);
+            why.discrepancy.paths = snap.not_creatable.keys().cloned().collect();
+            out.push(Finding::of(Family::Durability, self.w.ops.len(), why));
+        }
         if family.is_none() && self.w.ops.contains(&Op::TxnBegin) {
             // A transaction promises to be all or nothing and a durable commit to be
             // durable, whatever the workload's property: judged whole (`txn`).
@@ -507,7 +520,13 @@ impl View<'_> {
             Op::Write { offset, len, .. }
             | Op::Append { offset, len, .. }
             | Op::DirectWrite { offset, len, .. }
+            | Op::SyncWrite { offset, len, .. }
             | Op::MmapWrite { offset, len, .. } => self.data_effect(k, id, *offset, *len, false),
+            // A write to a file with no name left is nothing a reader can find.
+            Op::FdWrite { offset, len, .. } => {
+                self.states()[k + 1].names_of(id).next()?;
+                self.data_effect(k, id, *offset, *len, false)
+            }
             Op::Symlink { path, .. } => {
                 Some(if self.entry_is(path, id) { Ok(()) } else { Err(self.name_desc(path, id)) })
             }
@@ -587,6 +606,11 @@ impl View<'_> {
             | Op::Dsync
             | Op::Output
             | Op::WritebackStart { .. }
+            | Op::DropCaches
+            | Op::Open { .. }
+            | Op::Close { .. }
+            | Op::FdFsync { .. }
+            | Op::FdFdatasync { .. }
             | Op::Falloc { .. }
             | Op::Clone { .. }
             | Op::CloneRange { .. }
@@ -898,8 +922,12 @@ impl View<'_> {
             let s = &self.states()[q + 1];
             match &self.w().ops[q] {
                 Op::Sync | Op::Syncfs | Op::Dsync | Op::Output => s.nodes.contains_key(&id),
-                Op::Fsync { path } | Op::Fdatasync { path } | Op::Creat { path, sync: true } => {
-                    s.id(path) == Some(id)
+                Op::Fsync { path }
+                | Op::Fdatasync { path }
+                | Op::Creat { path, sync: true }
+                | Op::SyncWrite { path, .. } => s.id(path) == Some(id),
+                Op::FdFsync { .. } | Op::FdFdatasync { .. } => {
+                    self.o.h.op_ids.get(q).copied().flatten() == Some(id)
                 }
                 _ => false,
             }
@@ -922,6 +950,15 @@ impl View<'_> {
                                     && s.id(path) == Some(id) =>
                             {
                                 true
+                            }
+                            // Through a descriptor: the file itself under the guarantee,
+                            // or the directory the name is in.
+                            Op::FdFsync { .. } => {
+                                let target = self.o.h.op_ids.get(q).copied().flatten();
+                                let guaranteed =
+                                    self.w().guarantees.contains(&Guarantee::FsyncPersistsName);
+                                (guaranteed && target == Some(id))
+                                    || (target.is_some() && target == s.id(parent(p)))
                             }
                             Op::Fsync { path } => path == parent(p),
                             Op::Creat { path, sync: true } => path == p,
@@ -970,11 +1007,27 @@ impl View<'_> {
             };
         }
         match op {
-            Op::Fsync { path } | Op::Fdatasync { path } => {
-                let id = s.id(path)?;
+            Op::Fsync { .. }
+            | Op::Fdatasync { .. }
+            | Op::FdFsync { .. }
+            | Op::FdFdatasync { .. } => {
                 // fsync promises the inode's metadata, extended attributes included;
                 // fdatasync only what reading the data needs.
-                let metadata = matches!(op, Op::Fsync { .. });
+                let metadata = matches!(op, Op::Fsync { .. } | Op::FdFsync { .. });
+                let (id, path) = match op {
+                    Op::Fsync { path } | Op::Fdatasync { path } => (s.id(path)?, path.as_str()),
+                    // Through a descriptor the promise is the inode's, under the names it
+                    // has at the call: a rename before it moves the promise with the
+                    // inode. With no name left (unlinked, or an rmdir'ed directory) see
+                    // `unnamed_promise`.
+                    _ => {
+                        let id = self.o.h.op_ids.get(d).copied().flatten()?;
+                        match s.names_of(id).next() {
+                            Some(path) => (id, path),
+                            None => return self.unnamed_promise(d, id, metadata).and_then(fail),
+                        }
+                    }
+                };
                 if s.nodes[&id].kind == NodeKind::Dir {
                     return self
                         .dir_promise(d, path, &touched, durable)
@@ -982,6 +1035,9 @@ impl View<'_> {
                         .and_then(fail);
                 }
                 if let Some(why) = self.file_promise(d, id, s, durable) {
+                    return fail(why);
+                }
+                if let Some(why) = self.alloc_promise(d, id, s) {
                     return fail(why);
                 }
                 if let Some(why) = metadata.then(|| self.xattr_promise(d, id, s)).flatten() {
@@ -992,8 +1048,7 @@ impl View<'_> {
                 }
                 // Under fsync-persists-name, a fsync promises every name the file has at
                 // the call (its own and other hard links), unless a later op moves it.
-                let names = matches!(op, Op::Fsync { .. })
-                    && self.w().guarantees.contains(&Guarantee::FsyncPersistsName);
+                let names = metadata && self.w().guarantees.contains(&Guarantee::FsyncPersistsName);
                 if names {
                     for p in s.names_of(id) {
                         if !touched(p) && !self.entry_is(p, id) {
@@ -1002,6 +1057,23 @@ impl View<'_> {
                     }
                 }
                 None
+            }
+            Op::SyncWrite { path, offset, len, flag, .. } => {
+                // A synchronous write is a fsync (O_SYNC) or fdatasync (O_DSYNC) of its
+                // own range, as Linux runs it (`generic_write_sync`: `vfs_fsync_range`
+                // over the bytes written): the range's data and a size that reaches its
+                // end, nothing about the file's other dirty data; O_SYNC also the
+                // inode's attributes. Its name is promised as a fsync's is (not at all,
+                // unless something else made it durable).
+                let id = s.id(path)?;
+                if let Some(why) = self.range_promise(d, id, s, durable, (*offset, *len)) {
+                    return fail(why);
+                }
+                let metadata = *flag == crate::op::SyncFlag::Sync;
+                if let Some(why) = metadata.then(|| self.xattr_promise(d, id, s)).flatten() {
+                    return fail(why);
+                }
+                metadata.then(|| self.meta_promise(d, id, s)).flatten().and_then(fail)
             }
             Op::Creat { path, sync: true } => {
                 let id = s.id(path)?;
@@ -1019,6 +1091,7 @@ impl View<'_> {
                         None
                     } else {
                         self.file_promise(d, id, s, durable)
+                            .or_else(|| self.alloc_promise(d, id, s))
                     };
                     let why = why.or_else(|| {
                         (n.kind != NodeKind::Symlink)
@@ -1034,6 +1107,38 @@ impl View<'_> {
             }
             _ => None,
         }
+    }
+
+    /// What a fsync (`metadata`) or fdatasync through a descriptor promises of node `id`
+    /// when no name holds it at the call (op `d`). POSIX: fsync makes the file's data and
+    /// attributes durable, and a link count of 0 is one of them; the name is gone, so
+    /// nothing is promised about any name, but none may come back holding the inode (a
+    /// name to an inode durably counted as unlinked would resurrect a removed file: the
+    /// log-replay bugs that fsync an evicted or unlinked inode did that). fdatasync
+    /// promises only what reading the data needs, which for a nameless file is nothing
+    /// a reader can reach. A directory removed before the fsync was empty: nothing to
+    /// promise. The removal is not promised as such (no directory was synced: the old
+    /// name may come back holding another inode, a reused number included), but a name
+    /// holding this inode contradicts the link count of 0 the fsync made durable.
+    fn unnamed_promise(&self, d: usize, id: u32, metadata: bool) -> Option<Why> {
+        if !metadata || self.kind_of(id) != NodeKind::File {
+            return None;
+        }
+        let names = self.o.h.ever_names.get(&id)?;
+        for p in names {
+            // A later file at that name that the file system gave the same inode number
+            // is that file, not this one back.
+            let reused = self.states()[d + 1..]
+                .iter()
+                .chain(std::iter::once(&self.o.h.final_state))
+                .filter_map(|s| s.id(p))
+                .any(|other| other != id && self.entry_is(p, other));
+            if !reused && self.entry_is(p, id) {
+                let tail = " (unlinked before the fsync through its descriptor)";
+                return Some(self.still_names(p, id, tail));
+            }
+        }
+        None
     }
 
     /// Names in directory `dir` as of op `d`: each whose inode was durable by then holds
@@ -1070,6 +1175,31 @@ impl View<'_> {
     /// of the file may legally have dropped the data (zeros, a shorter size), but the file
     /// may never show data older than what was promised.
     fn file_promise(&self, d: usize, id: u32, s: &ModelState, durable: &[usize]) -> Option<Why> {
+        self.promise_over(d, id, s, durable, None)
+    }
+
+    /// What a synchronous write of `range` (offset, length) promised of file `id` as of
+    /// op `d`: [`View::file_promise`] narrowed to the range, the size at least its end.
+    fn range_promise(
+        &self,
+        d: usize,
+        id: u32,
+        s: &ModelState,
+        durable: &[usize],
+        range: (u64, u64),
+    ) -> Option<Why> {
+        self.promise_over(d, id, s, durable, Some(range))
+    }
+
+    /// [`View::file_promise`] over the whole file (`range` None) or over one range.
+    fn promise_over(
+        &self,
+        d: usize,
+        id: u32,
+        s: &ModelState,
+        durable: &[usize],
+        range: Option<(u64, u64)>,
+    ) -> Option<Why> {
         let later: Vec<(usize, &Op)> = self
             .w()
             .ops
@@ -1117,17 +1247,27 @@ impl View<'_> {
             return Some(Why::at(DiscrepancyKind::ReadError, name, story));
         }
         let want = &s.nodes[&id];
-        if !truncated_later
-            && (node.size < want.size || (later.is_empty() && node.size != want.size))
-        {
-            let story = format!("{name} has size {}, not {}", node.size, want.size);
+        // A range promises a size that reaches its end (more may be there: other dirty
+        // data of the file, written back or not); the whole file its size exactly.
+        let (first, end) = match range {
+            Some((offset, len)) => (offset / SECTOR, (offset + len).min(want.size)),
+            None => (0, want.size),
+        };
+        let short = node.size < end;
+        let exact = range.is_none() && later.is_empty() && node.size != want.size;
+        if !truncated_later && (short || exact) {
+            let story = match range {
+                Some(_) => format!("{name} has size {}, short of {end}", node.size),
+                None => format!("{name} has size {}, not {}", node.size, want.size),
+            };
             return Some(Why::at(DiscrepancyKind::WrongSize, name, story));
         }
         let content = node.content.as_ref()?;
         let later_ops: BTreeSet<u32> = later.iter().map(|(j, _)| *j as u32).collect();
-        let sectors = want.size.div_ceil(SECTOR);
-        let mut found = content.iter();
-        for (i, expect) in want.content.iter().take(sectors as usize).enumerate() {
+        let sectors = end.div_ceil(SECTOR);
+        let mut found = content.iter().skip(first as usize);
+        let expected = want.content.iter().take(sectors as usize).enumerate().skip(first as usize);
+        for (i, expect) in expected {
             let got = found.next().unwrap_or(SectorClass::Zero);
             let later_ok = matches!(got, SectorClass::Data { file, op: Some(o) } if file == id && later_ops.contains(&o))
                 || (truncated_later && got == SectorClass::Zero)
@@ -1137,6 +1277,37 @@ impl View<'_> {
             }
         }
         self.link_count_promise(d, id, name, node)
+    }
+
+    /// The blocks a keep-size fallocate allocated past file `id`'s end, as of op `d` (a
+    /// fsync, fdatasync or sync). No reader sees them, but the file system made them
+    /// part of the inode (its block count, its extents), so a fsync persists them, and
+    /// fdatasync too: Linux treats an allocation as metadata needed to read the file
+    /// later (ext4's fix for fdatasync after fallocate, btrfs' for prealloc extents past
+    /// i_size lost at log replay, fstests generic/468 and generic/483 hold it). Judged
+    /// only when no later op changes the file (a write may fill them, a truncate free
+    /// them) and the size is the promised one (a wrong size is its own finding); at
+    /// least the promised bytes must be allocated past the end (more is speculative
+    /// preallocation or a coarser block).
+    fn alloc_promise(&self, d: usize, id: u32, s: &ModelState) -> Option<Why> {
+        let want = s.nodes.get(&id)?;
+        let promised = want.allocated_past_eof();
+        if promised == 0 {
+            return None;
+        }
+        let changed_later = self.w().ops.iter().enumerate().skip(d + 1).any(|(j, o)| {
+            o.changes_data() && self.o.h.op_ids.get(j).copied().flatten() == Some(id)
+        });
+        let (name, node) = self.find_file(id)?;
+        let found = node.allocated_past_eof?;
+        if changed_later || node.size != want.size || found >= promised {
+            return None;
+        }
+        let story = format!(
+            "{name} has {found} bytes allocated past its end ({}), not the {promised} a keep-size fallocate left",
+            node.size
+        );
+        Some(Why::at(DiscrepancyKind::LostAllocation, name, story))
     }
 
     /// Sector `offset` of file `id` (found as `name`) reads `got` where `expect` was
