@@ -1023,6 +1023,25 @@ pub(crate) fn complaint(program: &str, out: &crate::device::cmd::Output) -> Stri
     }
 }
 
+/// The line in which a routine recovery tool says it did not replay the journal though it
+/// exits as if it had recovered the state: fsck.jfs prints "logredo failed (rc=...).
+/// fsck continuing.", then reformats the log (dropping every committed transaction in
+/// it) and exits 0. Debian bookworm's jfsutils 1.1.15-5 does so on logs the kernel wrote
+/// that upstream's 1.1.15 replays (docs/filesystems.md); a state recovered so is not the
+/// kernel's crash state, and a lost fsync in it is the tool's, not the kernel's.
+pub(crate) fn journal_not_replayed(
+    program: &str,
+    out: &crate::device::cmd::Output,
+) -> Option<String> {
+    let line = match program {
+        "fsck.jfs" => {
+            out.stdout.lines().chain(out.stderr.lines()).find(|l| l.contains("logredo failed"))
+        }
+        _ => None,
+    }?;
+    Some(line.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
 /// Why a file system could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum MkfsError {
@@ -1291,6 +1310,28 @@ mod tests {
                 assert_ne!(package, "the package that provides it", "{}: {program}", c.name);
             }
         }
+    }
+
+    #[test]
+    fn a_journal_fsck_jfs_did_not_replay_is_seen_though_it_exits_0() {
+        // What Debian bookworm's fsck.jfs -p printed on a crash state of Linux 7.2.8.
+        let printed = "**Phase 0 - Replay Journal Log\n\
+                       logredo failed (rc=-274).  fsck continuing.\n\
+                       **Phase 1 - Check Blocks, Files/Directories, and  Directory Entries\n\
+                       **Phase 9 - Reformat File System Log\nFilesystem is clean.\n";
+        let out = |stdout: &str| crate::device::cmd::Output {
+            code: Some(0),
+            stdout: stdout.into(),
+            stderr: String::new(),
+        };
+        assert_eq!(
+            journal_not_replayed("fsck.jfs", &out(printed)).as_deref(),
+            Some("logredo failed (rc=-274). fsck continuing.")
+        );
+        let replayed =
+            "**Phase 0 - Replay Journal Log\n**Phase 1 - Check Blocks\nFilesystem is clean.\n";
+        assert_eq!(journal_not_replayed("fsck.jfs", &out(replayed)), None);
+        assert_eq!(journal_not_replayed("e2fsck", &out(printed)), None);
     }
 
     #[test]

@@ -500,7 +500,13 @@ pub(super) fn copy_own_build(
 
 /// Whether the cache's `copy` (in `dir`) is `image`, byte for byte, with the same link to
 /// `modules`.
-fn same_build(copy: &Path, image: &Path, dir: &Path, modules: Option<&Path>, release: &str) -> bool {
+fn same_build(
+    copy: &Path,
+    image: &Path,
+    dir: &Path,
+    modules: Option<&Path>,
+    release: &str,
+) -> bool {
     let link = std::fs::read_link(dir.join("lib/modules").join(release)).ok();
     if link.as_deref() != modules {
         return false;
