@@ -410,19 +410,11 @@ impl ModelState {
             | Op::SyncWrite { path, offset, len, .. }
             | Op::MmapWrite { path, offset, len } => {
                 let id = need(self, path, Some(NodeKind::File))?;
-                if !aligned(*offset) || !aligned(*len) {
-                    return Err(err("offset and length must be multiples of 512".into()));
+                let size = self.nodes[&id].size;
+                if matches!(op, Op::Append { .. }) && size != *offset {
+                    return Err(err(format!("{path} has size {size}, not {offset}")));
                 }
-                let node = self.nodes.get_mut(&id).unwrap();
-                if matches!(op, Op::Append { .. }) && node.size != *offset {
-                    return Err(err(format!("{path} has size {}, not {offset}", node.size)));
-                }
-                if node.size % SECTOR != 0 {
-                    return Err(err(format!("{path} has an unaligned size {}", node.size)));
-                }
-                node.content.set(offset / SECTOR, len / SECTOR, data_class(id, stamp_op));
-                node.size = node.size.max(offset + len);
-                Ok(Some(id))
+                self.write_range(op, path, id, (*offset, *len), stamp_op).map(Some)
             }
             Op::OtruncWrite { path, len, chunk } => {
                 let id = need(self, path, Some(NodeKind::File))?;
@@ -457,55 +449,9 @@ impl ModelState {
                 self.nodes.get_mut(&id).unwrap().nlink -= 1;
                 Ok(Some(id))
             }
-            Op::Rename { from, to } => {
-                let id = need(self, from, None)?;
-                need(self, parent(to), Some(NodeKind::Dir))?;
-                if to.starts_with(&format!("{from}/")) {
-                    return Err(err(format!("{to} is inside {from}")));
-                }
-                match self.id(to) {
-                    Some(t) if t == id => return Ok(Some(id)),
-                    Some(t)
-                        if self.nodes[&t].kind == NodeKind::File
-                            && self.nodes[&id].kind == NodeKind::File =>
-                    {
-                        self.names.remove(to);
-                        self.nodes.get_mut(&t).unwrap().nlink -= 1;
-                    }
-                    Some(_) => {
-                        return Err(err(format!(
-                            "{to} exists and is not a file replaced by a file"
-                        )))
-                    }
-                    None => {}
-                }
-                let prefix = format!("{from}/");
-                let moved: Vec<(String, u32)> = self
-                    .names
-                    .range(from.clone()..)
-                    .take_while(|(p, _)| *p == from || p.starts_with(&prefix))
-                    .map(|(p, &i)| (p.clone(), i))
-                    .collect();
-                for (p, i) in moved {
-                    self.names.remove(&p);
-                    self.names.insert(format!("{to}{}", &p[from.len()..]), i);
-                }
-                Ok(Some(id))
-            }
+            Op::Rename { from, to } => self.rename(op, from, to).map(Some),
             Op::Fsync { path } => need(self, path, None).map(Some),
-            Op::Open { path, fd } => {
-                let id = need(self, path, None)?;
-                if !matches!(self.nodes[&id].kind, NodeKind::File | NodeKind::Dir) {
-                    return Err(err(format!(
-                        "{path}: descriptors are kept for files and directories"
-                    )));
-                }
-                if fd.is_empty() || self.handles.contains_key(fd) {
-                    return Err(err(format!("descriptor {fd:?} is empty or already open")));
-                }
-                self.handles.insert(fd.clone(), id);
-                Ok(Some(id))
-            }
+            Op::Open { path, fd } => self.open(op, path, fd).map(Some),
             Op::Close { fd } => {
                 let id = self.need_fd(op, fd, None)?;
                 self.handles.remove(fd);
@@ -516,19 +462,8 @@ impl ModelState {
             Op::FdWrite { fd, offset, len } => {
                 // A write as `write` makes, to the node whatever its names are now.
                 let id = self.need_fd(op, fd, Some(NodeKind::File))?;
-                if !aligned(*offset) || !aligned(*len) {
-                    return Err(err("offset and length must be multiples of 512".into()));
-                }
-                let node = self.nodes.get_mut(&id).unwrap();
-                if node.size % SECTOR != 0 {
-                    return Err(err(format!(
-                        "descriptor {fd} has an unaligned size {}",
-                        node.size
-                    )));
-                }
-                node.content.set(offset / SECTOR, len / SECTOR, data_class(id, stamp_op));
-                node.size = node.size.max(offset + len);
-                Ok(Some(id))
+                let what = format!("descriptor {fd}");
+                self.write_range(op, &what, id, (*offset, *len), stamp_op).map(Some)
             }
             Op::Fdatasync { path } => need(self, path, Some(NodeKind::File)).map(Some),
             Op::Sync | Op::Syncfs | Op::Osync | Op::Dsync | Op::Output => Ok(None),
@@ -549,30 +484,7 @@ impl ModelState {
             }
             Op::Falloc { path, mode, offset, len } => {
                 let id = need(self, path, Some(NodeKind::File))?;
-                if !aligned(*offset) || !aligned(*len) || *len == 0 {
-                    return Err(err("offset and length must be multiples of 512".into()));
-                }
-                let node = self.nodes.get_mut(&id).unwrap();
-                let end = offset + len;
-                if mode.shifts() {
-                    return shift(node, *mode, *offset, *len).map(|()| Some(id)).map_err(err);
-                }
-                // What a reader sees: zeroing modes zero the range (within the size when
-                // the size is kept); allocation past the end reads as zeros once the size
-                // covers it; a kept size hides whatever lies beyond it.
-                let visible_end = if mode.keeps_size() { end.min(node.size) } else { end };
-                if mode.zeroes() && visible_end > *offset {
-                    node.content.set(
-                        offset / SECTOR,
-                        (visible_end - offset) / SECTOR,
-                        SectorClass::Zero,
-                    );
-                }
-                if !mode.keeps_size() && end > node.size {
-                    node.content.resize(end / SECTOR);
-                    node.size = end;
-                }
-                Ok(Some(id))
+                self.falloc(op, id, *mode, *offset, *len).map(Some)
             }
             Op::Setxattr { path, name, value } => {
                 let id = need(self, path, None)?;
@@ -607,6 +519,113 @@ impl ModelState {
                 ))
             }
         }
+    }
+
+    /// A write of `(offset, len)` to node `id` (`what` names it in an error): the range
+    /// holds `stamp_op`'s data and the size reaches its end.
+    fn write_range(
+        &mut self,
+        op: &Op,
+        what: &str,
+        id: u32,
+        (offset, len): (u64, u64),
+        stamp_op: u32,
+    ) -> Result<u32, ModelError> {
+        let err = |reason: String| ModelError { op: op.to_string(), reason };
+        if offset % SECTOR != 0 || len % SECTOR != 0 {
+            return Err(err("offset and length must be multiples of 512".into()));
+        }
+        let node = self.nodes.get_mut(&id).unwrap();
+        if node.size % SECTOR != 0 {
+            return Err(err(format!("{what} has an unaligned size {}", node.size)));
+        }
+        node.content.set(offset / SECTOR, len / SECTOR, data_class(id, stamp_op));
+        node.size = node.size.max(offset + len);
+        Ok(id)
+    }
+
+    /// `rename from to`: a file may replace a file; a directory moves with every name
+    /// below it.
+    fn rename(&mut self, op: &Op, from: &str, to: &str) -> Result<u32, ModelError> {
+        let err = |reason: String| ModelError { op: op.to_string(), reason };
+        let id = self.need(op, from, None)?;
+        self.need(op, parent(to), Some(NodeKind::Dir))?;
+        if to.starts_with(&format!("{from}/")) {
+            return Err(err(format!("{to} is inside {from}")));
+        }
+        match self.id(to) {
+            Some(t) if t == id => return Ok(id),
+            Some(t)
+                if self.nodes[&t].kind == NodeKind::File
+                    && self.nodes[&id].kind == NodeKind::File =>
+            {
+                self.names.remove(to);
+                self.nodes.get_mut(&t).unwrap().nlink -= 1;
+            }
+            Some(_) => {
+                return Err(err(format!("{to} exists and is not a file replaced by a file")))
+            }
+            None => {}
+        }
+        let prefix = format!("{from}/");
+        let moved: Vec<(String, u32)> = self
+            .names
+            .range(from.to_owned()..)
+            .take_while(|(p, _)| *p == from || p.starts_with(&prefix))
+            .map(|(p, &i)| (p.clone(), i))
+            .collect();
+        for (p, i) in moved {
+            self.names.remove(&p);
+            self.names.insert(format!("{to}{}", &p[from.len()..]), i);
+        }
+        Ok(id)
+    }
+
+    /// A fallocate of `mode` over `(offset, len)` of file `id`, as a reader sees it.
+    fn falloc(
+        &mut self,
+        op: &Op,
+        id: u32,
+        mode: FallocMode,
+        offset: u64,
+        len: u64,
+    ) -> Result<u32, ModelError> {
+        let err = |reason: String| ModelError { op: op.to_string(), reason };
+        if offset % SECTOR != 0 || len % SECTOR != 0 || len == 0 {
+            return Err(err("offset and length must be multiples of 512".into()));
+        }
+        let node = self.nodes.get_mut(&id).unwrap();
+        let end = offset + len;
+        if mode.shifts() {
+            return shift(node, mode, offset, len).map(|()| id).map_err(err);
+        }
+        // What a reader sees: zeroing modes zero the range (within the size when the size
+        // is kept); allocation past the end reads as zeros once the size covers it; a kept
+        // size hides whatever lies beyond it.
+        let visible_end = if mode.keeps_size() { end.min(node.size) } else { end };
+        if mode.zeroes() && visible_end > offset {
+            node.content.set(offset / SECTOR, (visible_end - offset) / SECTOR, SectorClass::Zero);
+        }
+        if !mode.keeps_size() && end > node.size {
+            node.content.resize(end / SECTOR);
+            node.size = end;
+        }
+        Ok(id)
+    }
+
+    /// `open path` as descriptor `fd`: kept for a file or a directory, under a name not
+    /// in use.
+    fn open(&mut self, op: &Op, path: &str, fd: &str) -> Result<u32, ModelError> {
+        let err = |reason: String| ModelError { op: op.to_string(), reason };
+        let id = self.need(op, path, None)?;
+        if !matches!(self.nodes[&id].kind, NodeKind::File | NodeKind::Dir) {
+            return Err(err(format!("{path}: descriptors are kept for files and directories")));
+        }
+        if fd.is_empty() || self.handles.contains_key(fd) {
+            return Err(err(format!("descriptor {fd:?} is empty or already open")));
+        }
+        self.handles.insert(fd.to_owned(), id);
+        Ok(id)
     }
 
     /// The snapshot a file system that persisted exactly this state would give: inode

@@ -79,18 +79,7 @@ pub fn take_snapshot_with(root: &Path, w: &Workload, detects: bool) -> std::io::
             }
             Err(e) => return Err(at_path(&path, "stat", e)),
         };
-        let ft = md.file_type();
-        let kind = if ft.is_file() {
-            NodeKind::File
-        } else if ft.is_dir() {
-            NodeKind::Dir
-        } else if ft.is_symlink() {
-            NodeKind::Symlink
-        } else if std::os::unix::fs::FileTypeExt::is_char_device(&ft) && md.rdev() == 0 {
-            NodeKind::Whiteout
-        } else {
-            NodeKind::Other
-        };
+        let kind = node_kind(&md);
         let mut node = Node {
             ino: md.ino(),
             kind,
@@ -133,53 +122,87 @@ pub fn take_snapshot_with(root: &Path, w: &Workload, detects: bool) -> std::io::
             }
         }
         if kind == NodeKind::Dir {
-            let listed = std::fs::read_dir(&fs_path)
-                .and_then(|d| {
-                    d.take(MAX_DIR_ENTRIES + 1)
-                        .map(|e| e.map(|e| e.file_name()))
-                        .collect::<Result<Vec<_>, _>>()
-                })
-                .and_then(|names| match names.len() + snap.entries.len() > MAX_DIR_ENTRIES {
-                    true => Err(std::io::Error::new(
-                        std::io::ErrorKind::InvalidData,
-                        format!("lists more than {MAX_DIR_ENTRIES} names (a damaged listing)"),
-                    )),
-                    false => Ok(names),
-                });
-            let listed = match listed {
-                Ok(l) => l,
-                Err(e) if tolerant => {
-                    node.read_error = Some(format!("readdir: {e}"));
-                    Vec::new()
-                }
-                Err(e) => return Err(at_path(&path, "readdir", e)),
-            };
-            // A name no directory may hold (empty, "." or "..", or with a '/' or NUL: a
-            // damaged directory block served as it is) would walk a directory again, or
-            // forever ("" joins to the directory itself).
-            let invalid = |n: &str| matches!(n, "" | "." | "..") || n.contains(['/', '\0']);
-            if let Some(bad) = listed.iter().find(|n| invalid(&n.to_string_lossy())) {
-                let e = std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    format!("lists an invalid name {:?}", bad),
-                );
-                if !tolerant {
-                    return Err(at_path(&path, "readdir", e));
-                }
-                node.read_error = Some(format!("readdir: {e}"));
-            }
+            let listed = list_dir(&fs_path, snap.entries.len(), tolerant, &mut node)
+                .map_err(|e| at_path(&path, "readdir", e))?;
             for name in listed {
-                let name = name.to_string_lossy().into_owned();
-                if (path == "/" && name == "lost+found") || invalid(&name) {
-                    continue;
-                }
                 let child = if path == "/" { format!("/{name}") } else { format!("{path}/{name}") };
-                stack.push(child);
+                if child != "/lost+found" {
+                    stack.push(child);
+                }
             }
         }
         snap.entries.insert(path, node);
     }
     Ok(snap)
+}
+
+/// The kind of inode `md` describes (a character device numbered 0:0 is an overlay
+/// whiteout).
+fn node_kind(md: &std::fs::Metadata) -> NodeKind {
+    let ft = md.file_type();
+    if ft.is_file() {
+        NodeKind::File
+    } else if ft.is_dir() {
+        NodeKind::Dir
+    } else if ft.is_symlink() {
+        NodeKind::Symlink
+    } else if std::os::unix::fs::FileTypeExt::is_char_device(&ft) && md.rdev() == 0 {
+        NodeKind::Whiteout
+    } else {
+        NodeKind::Other
+    }
+}
+
+/// The names directory `fs_path` lists that the walk descends into, given `seen` entries
+/// already walked. A listing that fails, is implausibly long or holds a name no directory
+/// may hold is an error, or with `tolerant` the directory's `read_error` (and what valid
+/// names it listed).
+fn list_dir(
+    fs_path: &Path,
+    seen: usize,
+    tolerant: bool,
+    node: &mut Node,
+) -> std::io::Result<Vec<String>> {
+    let listed = std::fs::read_dir(fs_path)
+        .and_then(|d| {
+            d.take(MAX_DIR_ENTRIES + 1)
+                .map(|e| e.map(|e| e.file_name()))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .and_then(|names| match names.len() + seen > MAX_DIR_ENTRIES {
+            true => Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("lists more than {MAX_DIR_ENTRIES} names (a damaged listing)"),
+            )),
+            false => Ok(names),
+        });
+    let listed = match listed {
+        Ok(l) => l,
+        Err(e) if tolerant => {
+            node.read_error = Some(format!("readdir: {e}"));
+            Vec::new()
+        }
+        Err(e) => return Err(e),
+    };
+    // A name no directory may hold (empty, "." or "..", or with a '/' or NUL: a damaged
+    // directory block served as it is) would walk a directory again, or forever (""
+    // joins to the directory itself).
+    let invalid = |n: &str| matches!(n, "" | "." | "..") || n.contains(['/', '\0']);
+    if let Some(bad) = listed.iter().find(|n| invalid(&n.to_string_lossy())) {
+        let e = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("lists an invalid name {:?}", bad),
+        );
+        if !tolerant {
+            return Err(e);
+        }
+        node.read_error = Some(format!("readdir: {e}"));
+    }
+    Ok(listed
+        .into_iter()
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|n| !invalid(n))
+        .collect())
 }
 
 /// The name of the file and of the directory [`create_after_recovery`] makes in each

@@ -1010,54 +1010,7 @@ impl View<'_> {
             Op::Fsync { .. }
             | Op::Fdatasync { .. }
             | Op::FdFsync { .. }
-            | Op::FdFdatasync { .. } => {
-                // fsync promises the inode's metadata, extended attributes included;
-                // fdatasync only what reading the data needs.
-                let metadata = matches!(op, Op::Fsync { .. } | Op::FdFsync { .. });
-                let (id, path) = match op {
-                    Op::Fsync { path } | Op::Fdatasync { path } => (s.id(path)?, path.as_str()),
-                    // Through a descriptor the promise is the inode's, under the names it
-                    // has at the call: a rename before it moves the promise with the
-                    // inode. With no name left (unlinked, or an rmdir'ed directory) see
-                    // `unnamed_promise`.
-                    _ => {
-                        let id = self.o.h.op_ids.get(d).copied().flatten()?;
-                        match s.names_of(id).next() {
-                            Some(path) => (id, path),
-                            None => return self.unnamed_promise(d, id, metadata).and_then(fail),
-                        }
-                    }
-                };
-                if s.nodes[&id].kind == NodeKind::Dir {
-                    return self
-                        .dir_promise(d, path, &touched, durable)
-                        .or_else(|| metadata.then(|| self.xattr_promise(d, id, s)).flatten())
-                        .and_then(fail);
-                }
-                if let Some(why) = self.file_promise(d, id, s, durable) {
-                    return fail(why);
-                }
-                if let Some(why) = self.alloc_promise(d, id, s) {
-                    return fail(why);
-                }
-                if let Some(why) = metadata.then(|| self.xattr_promise(d, id, s)).flatten() {
-                    return fail(why);
-                }
-                if let Some(why) = metadata.then(|| self.meta_promise(d, id, s)).flatten() {
-                    return fail(why);
-                }
-                // Under fsync-persists-name, a fsync promises every name the file has at
-                // the call (its own and other hard links), unless a later op moves it.
-                let names = metadata && self.w().guarantees.contains(&Guarantee::FsyncPersistsName);
-                if names {
-                    for p in s.names_of(id) {
-                        if !touched(p) && !self.entry_is(p, id) {
-                            return fail(self.name_desc(p, id));
-                        }
-                    }
-                }
-                None
-            }
+            | Op::FdFdatasync { .. } => self.fsync_promise(d, op, &touched, durable).and_then(fail),
             Op::SyncWrite { path, offset, len, flag, .. } => {
                 // A synchronous write is a fsync (O_SYNC) or fdatasync (O_DSYNC) of its
                 // own range, as Linux runs it (`generic_write_sync`: `vfs_fsync_range`
@@ -1082,31 +1035,97 @@ impl View<'_> {
                     .and_then(fail)
             }
             Op::Sync | Op::Syncfs | Op::Dsync | Op::Output => {
-                for (p, &id) in s.names.iter().filter(|(p, _)| *p != DRAIN_FILE) {
-                    let n = &s.nodes[&id];
-                    let why = if n.kind == NodeKind::Dir {
-                        self.dir_promise(d, p, &touched, durable)
-                    } else if matches!(n.kind, NodeKind::Symlink | NodeKind::Whiteout) {
-                        // Its name is its parent directory's promise.
-                        None
-                    } else {
-                        self.file_promise(d, id, s, durable)
-                            .or_else(|| self.alloc_promise(d, id, s))
-                    };
-                    let why = why.or_else(|| {
-                        (n.kind != NodeKind::Symlink)
-                            .then(|| self.xattr_promise(d, id, s))
-                            .flatten()
-                    });
-                    let why = why.or_else(|| self.meta_promise(d, id, s));
-                    if let Some(why) = why {
-                        return fail(why);
-                    }
-                }
-                None
+                self.sync_promise(d, &touched, durable).and_then(fail)
             }
             _ => None,
         }
+    }
+
+    /// What fsync or fdatasync (op `d`, by path or through a descriptor) promised that this
+    /// crash state lacks, untold.
+    fn fsync_promise(
+        &self,
+        d: usize,
+        op: &Op,
+        touched: &dyn Fn(&str) -> bool,
+        durable: &[usize],
+    ) -> Option<Why> {
+        let s = self.states().get(d + 1)?;
+        // fsync promises the inode's metadata, extended attributes included;
+        // fdatasync only what reading the data needs.
+        let metadata = matches!(op, Op::Fsync { .. } | Op::FdFsync { .. });
+        let (id, path) = match op {
+            Op::Fsync { path } | Op::Fdatasync { path } => (s.id(path)?, path.as_str()),
+            // Through a descriptor the promise is the inode's, under the names it
+            // has at the call: a rename before it moves the promise with the
+            // inode. With no name left (unlinked, or an rmdir'ed directory) see
+            // `unnamed_promise`.
+            _ => {
+                let id = self.o.h.op_ids.get(d).copied().flatten()?;
+                match s.names_of(id).next() {
+                    Some(path) => (id, path),
+                    None => return self.unnamed_promise(d, id, metadata),
+                }
+            }
+        };
+        if s.nodes[&id].kind == NodeKind::Dir {
+            return self
+                .dir_promise(d, path, &touched, durable)
+                .or_else(|| metadata.then(|| self.xattr_promise(d, id, s)).flatten());
+        }
+        if let Some(why) = self.file_promise(d, id, s, durable) {
+            return Some(why);
+        }
+        if let Some(why) = self.alloc_promise(d, id, s) {
+            return Some(why);
+        }
+        if let Some(why) = metadata.then(|| self.xattr_promise(d, id, s)).flatten() {
+            return Some(why);
+        }
+        if let Some(why) = metadata.then(|| self.meta_promise(d, id, s)).flatten() {
+            return Some(why);
+        }
+        // Under fsync-persists-name, a fsync promises every name the file has at
+        // the call (its own and other hard links), unless a later op moves it.
+        let names = metadata && self.w().guarantees.contains(&Guarantee::FsyncPersistsName);
+        if names {
+            for p in s.names_of(id) {
+                if !touched(p) && !self.entry_is(p, id) {
+                    return Some(self.name_desc(p, id));
+                }
+            }
+        }
+        None
+    }
+
+    /// What sync, syncfs, a dsync point or a released output (op `d`) promised that this
+    /// crash state lacks, untold: every name's file, directory, attributes.
+    fn sync_promise(
+        &self,
+        d: usize,
+        touched: &dyn Fn(&str) -> bool,
+        durable: &[usize],
+    ) -> Option<Why> {
+        let s = self.states().get(d + 1)?;
+        for (p, &id) in s.names.iter().filter(|(p, _)| *p != DRAIN_FILE) {
+            let n = &s.nodes[&id];
+            let why = if n.kind == NodeKind::Dir {
+                self.dir_promise(d, p, touched, durable)
+            } else if matches!(n.kind, NodeKind::Symlink | NodeKind::Whiteout) {
+                // Its name is its parent directory's promise.
+                None
+            } else {
+                self.file_promise(d, id, s, durable).or_else(|| self.alloc_promise(d, id, s))
+            };
+            let why = why.or_else(|| {
+                (n.kind != NodeKind::Symlink).then(|| self.xattr_promise(d, id, s)).flatten()
+            });
+            let why = why.or_else(|| self.meta_promise(d, id, s));
+            if let Some(why) = why {
+                return Some(why);
+            }
+        }
+        None
     }
 
     /// What a fsync (`metadata`) or fdatasync through a descriptor promises of node `id`
