@@ -12,6 +12,8 @@
 //!
 //! * [`host`]: what the machine and this process say about themselves (kernel release,
 //!   command line, cores, memory, load).
+//! * [`files`]: whole image files, sparse: a copy that keeps holes, a digest that hashes
+//!   them without reading them.
 //! * [`device`]: loop devices, mounts and bob's FUSE disk, each released on every exit
 //!   path, and [`device::cmd`], the one way bob runs a program.
 //! * [`record`]: runs a workload on a recording disk and produces a [`trace::Trace`].
@@ -43,6 +45,7 @@ pub mod bench;
 pub mod check;
 pub mod crash;
 pub mod device;
+pub mod files;
 pub mod fs;
 pub mod host;
 pub mod image;

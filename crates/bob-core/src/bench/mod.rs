@@ -8,7 +8,7 @@
 //!    whole, write the state's sectors into the copy, [`check::check_image`] it (loop
 //!    device, recovery mount, snapshot, umount, fsck, detach), delete the copy;
 //!    A second, kinder naive variant copies only the image's data (holes stay holes, see
-//!    [`crate::image::copy_sparse`]) on an evenly spaced sample of the states, so that the
+//!    [`crate::files::copy_sparse`]) on an evenly spaced sample of the states, so that the
 //!    engine is also compared with a naive tool that does not write the whole image;
 //! 2. the engine, [`check::run_states`] with its default behaviour (dedup, parallel
 //!    workers over copy-on-write views), timed on all states, then once more on every
@@ -552,7 +552,7 @@ fn naive_phase(ctx: &Phase<'_>, rec: &Recorded) -> Result<NaiveRuns, Error> {
         &rec.subject,
         &rec.base_path,
         &sampled,
-        crate::image::copy_sparse,
+        crate::files::copy_sparse,
         ctx.work,
         options,
         ctx.progress,

@@ -455,7 +455,7 @@ pub(super) fn record(req: &RecordRequest<'_>) -> Result<Recording, super::Error>
         config.mkfs_on(data_dev.path(), req.timeouts.mkfs)?;
     }
     // What the data device holds before the target exists; the log's prefix goes on it.
-    crate::image::copy_sparse(&data_path, &base_path).map_err(io_err(&base_path))?;
+    crate::files::copy_sparse(&data_path, &base_path).map_err(io_err(&base_path))?;
 
     let name = format!("bob-log-{}-{}", std::process::id(), unique());
     let target = DmTarget::create(&name, data_dev.path(), log_dev.path()).map_err(dm_err)?;
@@ -502,7 +502,7 @@ pub(super) fn record(req: &RecordRequest<'_>) -> Result<Recording, super::Error>
     data_dev.detach()?;
     // Scratch in the recording's work directory, which goes with it if this fails.
     let _ = std::fs::remove_file(&data_path);
-    super::finish(req, trace, observed, base_path, None, setup)
+    super::sidecar::finish(req, trace, observed, base_path, None, setup)
 }
 
 /// A number no other recording of this process uses at the same time (targets are

@@ -129,7 +129,7 @@ fn copy_private(from: &Path, to: &Path) -> std::io::Result<()> {
         return Ok(());
     }
     drop(dst);
-    crate::image::copy_sparse(from, to)
+    crate::files::copy_sparse(from, to)
 }
 
 #[cfg(test)]

@@ -373,6 +373,17 @@ pub fn parse_line(line: &str) -> Option<ReqEvent> {
     })
 }
 
+/// Starts the block-tracepoint annotator on `dev` (the default of every recording), on
+/// tracefs where it is mounted, else on a private mount of it for the session (a fresh
+/// machine often has it unmounted, and without it the FUA marks that the real-FUA disk
+/// model needs would be missing); `None` where the kernel has no tracefs or it cannot
+/// start, which only costs the annotations.
+pub fn default_tracing(dev: &Path) -> Option<TracefsSession> {
+    // `start` mounts tracefs privately when it is not mounted, and refuses a kernel
+    // without it.
+    TracefsSession::start(dev).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

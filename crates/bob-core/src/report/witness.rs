@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::check::{StateCheck, Subject};
 use crate::crash::{DiskModel, OverlayBuilder};
-use crate::image::{copy_sparse, CrashView};
+use crate::files::copy_sparse;
+use crate::image::CrashView;
 use crate::trace::sidecar::Sidecar;
 use crate::trace::TraceDir;
 
@@ -139,7 +140,7 @@ pub fn write(
     let mut record = record.clone();
     for name in replay_inputs(dir, sidecar) {
         let path = dir.join(&name);
-        record.files.insert(name, crate::image::file_digest(&path).map_err(io(&path))?);
+        record.files.insert(name, crate::files::file_digest(&path).map_err(io(&path))?);
     }
     let record = &record;
     write_json(&dir.join("state.json"), record)?;
@@ -181,7 +182,7 @@ fn replay_inputs(dir: &Path, sidecar: &Sidecar) -> Vec<String> {
 pub fn verify(dir: &Path, record: &StateRecord) -> Result<(), Error> {
     for (name, recorded) in &record.files {
         let path = dir.join(name);
-        let now = crate::image::file_digest(&path).map_err(io(&path))?;
+        let now = crate::files::file_digest(&path).map_err(io(&path))?;
         if now != *recorded {
             return Err(Error::Changed { path, recorded: recorded.clone(), now });
         }
