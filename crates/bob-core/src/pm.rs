@@ -1,6 +1,6 @@
 //! The second device: an emulated persistent-memory (PM) region, for designs that keep
 //! state in byte-addressable persistent memory (researchfs' Conquest). This machine has no
-//! pmem or DAX, so the region is bob's: [`crate::record::pm::PmRecorder`] implements
+//! pmem or DAX, so the region is bob's: [`crate::record::pm_recorder::PmRecorder`] implements
 //! [`researchfs::PersistentMemory`] (stores, cache-line write-backs, fences) and logs each
 //! call in order into a log of its own beside the disk's dm-log-writes log ([`PmTrace`]:
 //! `pm.log` and the region's base image `pm-base.img`, next to `base.img`).
@@ -22,7 +22,7 @@
 //! then each line torn alone after each of its changed words. Crash points: right before
 //! every fence (the most lines pending), at every mark, and at the end.
 //!
-//! Combined with the disk ([`crate::crash::pm::combined`]): every disk state of the usual strategies gets
+//! Combined with the disk ([`crate::crash::pm_states::combined`]): every disk state of the usual strategies gets
 //! the PM as persisted at its crash time (fenced lines only); every PM cut gets the disk
 //! as durable at its crash time (the epochs closed before it, none of the one in flight,
 //! `e<k>:-`). So the product is bounded by the sum of the two, not the product, and each
@@ -37,9 +37,9 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 /// A cache line, the unit a write-back or an eviction persists.
-pub const LINE: u64 = researchfs::pm::LINE;
+pub const LINE: u64 = researchfs::persistent_memory::LINE;
 /// The atomic store unit.
-pub const WORD: u64 = researchfs::pm::WORD;
+pub const WORD: u64 = researchfs::persistent_memory::WORD;
 /// File name of the PM log in a trace directory.
 pub const PM_LOG_FILE: &str = "pm.log";
 /// File name of the PM region's base image in a trace directory.

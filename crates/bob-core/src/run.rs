@@ -1029,7 +1029,7 @@ fn check_schedule(
     let mut states = all_states.states.enumerate().filter_map(|(position, state)| {
         generated = position + 1;
         if let (Some((index, count)), Some(builder)) = (opts.shard, &shard_builder) {
-            let digest = crash::pm::digest(
+            let digest = crash::pm_states::digest(
                 builder.state(&state.id).digest(&subject.trace),
                 subject.pm.as_deref(),
                 state.id.pm.as_ref(),

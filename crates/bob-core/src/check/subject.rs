@@ -104,7 +104,7 @@ pub struct Subject {
 impl Subject {
     /// Every crash state of this trace under `strategies` and `limits`, lazily: the
     /// disk's, and with a persistent-memory region the states naming both devices
-    /// ([`crate::crash::pm::combined`]); and how many the state cap left out.
+    /// ([`crate::crash::pm_states::combined`]); and how many the state cap left out.
     pub fn crash_states<'a>(
         &'a self,
         strategies: &[crate::crash::Strategy],
@@ -114,7 +114,7 @@ impl Subject {
         // Known once the stream is built: its counting pass comes before the first state.
         let left_out = disk.truncated();
         let states: Box<dyn Iterator<Item = crate::crash::CrashState> + 'a> = match &self.pm {
-            Some(pm) => Box::new(crate::crash::pm::combined(
+            Some(pm) => Box::new(crate::crash::pm_states::combined(
                 pm,
                 &self.trace,
                 &self.epochs,

@@ -40,7 +40,7 @@ pub mod disk;
 pub mod epoch;
 pub mod id;
 pub mod overlay;
-pub mod pm;
+pub mod pm_states;
 pub mod strategy;
 
 #[cfg(test)]

@@ -86,7 +86,7 @@ pub enum Strategy {
     /// an untagged write counts as `metadata` or `data` by its METADATA flag.
     DropRole,
     /// The cache-line cuts of a persistent-memory region ([`crate::pm`]), paired with the
-    /// disk by [`crate::crash::pm::combined`]. A label only, not in [`Strategy::ALL`]:
+    /// disk by [`crate::crash::pm_states::combined`]. A label only, not in [`Strategy::ALL`]:
     /// a recording with a PM region always gets its cuts, and a disk's epochs none.
     PmCacheLines,
 }

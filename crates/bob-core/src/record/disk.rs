@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::live::{LiveMap, Source};
-use super::{io_err, latency, pm, Error};
+use super::{io_err, latency, pm_recorder, Error};
 use crate::device::fusedisk::Disk;
 use crate::trace::file::LogStream;
 use crate::trace::log::LogError;
@@ -33,7 +33,7 @@ pub struct RecordingDisk {
     pub(super) size: u64,
     state: Mutex<RecState>,
     /// The PM region recorded beside this disk, which gets a copy of every mark.
-    pm: Mutex<Option<Arc<pm::PmRecorder>>>,
+    pm: Mutex<Option<Arc<pm_recorder::PmRecorder>>>,
 }
 
 #[derive(Default)]
@@ -206,7 +206,7 @@ impl RecordingDisk {
     }
 
     /// Copies every later mark into `pm`'s log ([`crate::pm`]).
-    pub fn tie_pm(&self, pm: Arc<pm::PmRecorder>) {
+    pub fn tie_pm(&self, pm: Arc<pm_recorder::PmRecorder>) {
         *self.pm.lock().unwrap_or_else(|p| p.into_inner()) = Some(pm);
     }
 

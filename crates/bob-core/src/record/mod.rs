@@ -20,7 +20,7 @@ pub mod dmlogwrites;
 pub mod latency;
 mod live;
 mod mounted;
-pub mod pm;
+pub mod pm_recorder;
 mod research;
 pub mod setup;
 mod sidecar;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use workloads::{Observed, Phase, Workload};
 
-use super::{io_err, pm, run_marked, Error, RecordRequest, RecordingDisk, LOG_FILE};
+use super::{io_err, pm_recorder, run_marked, Error, RecordRequest, RecordingDisk, LOG_FILE};
 use crate::device::fusedisk::Disk;
 use crate::device::loopdev::LoopDevice;
 use crate::fs::FsConfig;
@@ -74,7 +74,7 @@ pub(super) fn record_research(
     // A PM design gets the second device: bob's PM region, its log tied to the disk's.
     let pm = design.pm_fenced().map(|_| {
         let size = researchfs::ConquestDevice::pm_size(config.image_bytes);
-        let pm = Arc::new(pm::PmRecorder::new(disk.clone(), size));
+        let pm = Arc::new(pm_recorder::PmRecorder::new(disk.clone(), size));
         disk.tie_pm(pm.clone());
         pm
     });

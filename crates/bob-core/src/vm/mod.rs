@@ -9,19 +9,19 @@
 //! command, never one per state: the guest runs the whole engine with its workers.
 //!
 //! * [`kernel`]: which kernel (`--kernel`), fetched into and found in bob's kernel cache.
-//! * [`guest`]: one boot: acceleration (KVM where it works, emulation where not), the
+//! * [`boot`]: one boot: acceleration (KVM where it works, emulation where not), the
 //!   command, its output, and how the guest ended (exit, kernel crash, hang).
 //! * [`crash_log`]: the guest's record of the crash state each worker is recovering, so a
 //!   kernel crash is pinned on the state that caused it.
 
+pub mod boot;
 pub mod crash_log;
-pub mod guest;
 pub mod kernel;
 pub mod uml;
 
 use std::path::{Path, PathBuf};
 
-pub use guest::{Accel, GuestCommand, GuestEnd, GuestRun, Progress, VmOptions};
+pub use boot::{Accel, GuestCommand, GuestEnd, GuestPhase, GuestRun, VmOptions};
 pub use kernel::{BootKernel, BootMachine, DebianSeries, KernelSpec};
 pub use uml::UmlSeries;
 
@@ -181,14 +181,14 @@ pub fn run_session(
     options: &VmOptions,
     keep: &Path,
     cancel: &std::sync::atomic::AtomicBool,
-    mut progress: impl FnMut(&Progress),
+    mut progress: impl FnMut(&GuestPhase),
 ) -> Result<Session, Error> {
     let mut known = crash_log::Known::default();
     let mut command = command.clone();
     let mut boots = 0;
     loop {
         boots += 1;
-        let run = guest::run(kernel, &command, options, &known, cancel, &mut progress)?;
+        let run = boot::run(kernel, &command, options, &known, cancel, &mut progress)?;
         // A guest that stopped moving while states were in flight hung on one of them,
         // as a kernel that crashed did: both are pinned the same way (`kernel-crash`).
         let line = match &run.end {
@@ -197,7 +197,7 @@ pub fn run_session(
                 format!(
                     "the guest made no progress for {}s (hung); its console's last line: {}",
                     after.as_secs(),
-                    guest::last_console_line(&run.console_log())
+                    boot::last_console_line(&run.console_log())
                 )
             }
             _ => return Ok(Session { last: run, crashes: known.crashes, boots }),

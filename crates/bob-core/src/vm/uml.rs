@@ -23,7 +23,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::guest::GuestCommand;
+use super::boot::GuestCommand;
 use super::{BootKernel, Error};
 use crate::device::cmd;
 
