@@ -307,7 +307,7 @@ pub fn run(
 
 /// Everything the phases measured, before it becomes the report.
 struct Measured {
-    recorded: Recorded,
+    recorded: BenchRecording,
     naive: NaiveRuns,
     engine: EngineRuns,
     floor_seconds: f64,
@@ -328,7 +328,7 @@ impl Measured {
         let Measured { recorded, naive, engine, floor_seconds, floor, recorder } = self;
         let (disagreements, first_disagreement) =
             compare_verdicts(&recorded.states, &naive, &engine);
-        let Recorded { subject, states, .. } = recorded;
+        let BenchRecording { subject, states, .. } = recorded;
         let figures = Figures {
             naive: per_s(naive.indices.len(), naive.seconds),
             sparse: per_s(naive.sparse_sample.len(), naive.sparse_seconds),
@@ -452,7 +452,7 @@ pub(crate) fn params_with_multi_block(
 }
 
 /// The recorded workload and its crash states, which every phase measures.
-struct Recorded {
+struct BenchRecording {
     subject: Subject,
     base_path: PathBuf,
     states: Vec<CrashState>,
@@ -484,7 +484,7 @@ pub(crate) fn record_property(
 }
 
 /// Records the workload once and generates its states once (the default strategies).
-fn record_states(ctx: &Phase<'_>, params: &workloads::Params) -> Result<Recorded, Error> {
+fn record_states(ctx: &Phase<'_>, params: &workloads::Params) -> Result<BenchRecording, Error> {
     let options = ctx.options;
     ctx.progress.phase("recording", 0);
     let (workload, recording) =
@@ -510,7 +510,7 @@ fn record_states(ctx: &Phase<'_>, params: &workloads::Params) -> Result<Recorded
             options.config.name
         )));
     }
-    Ok(Recorded { subject, base_path, states })
+    Ok(BenchRecording { subject, base_path, states })
 }
 
 /// What the two naive variants found and took.
@@ -529,7 +529,7 @@ struct NaiveRuns {
 
 /// Phase 1, the naive pipeline: whole copies on the sample the options ask for, then
 /// sparse copies on at most [`SPARSE_SAMPLE`] states.
-fn naive_phase(ctx: &Phase<'_>, rec: &Recorded) -> Result<NaiveRuns, Error> {
+fn naive_phase(ctx: &Phase<'_>, rec: &BenchRecording) -> Result<NaiveRuns, Error> {
     let (states, options) = (&rec.states, ctx.options);
     let indices = spaced(states.len(), options.naive_sample.unwrap_or(usize::MAX));
     ctx.progress.phase("naive", indices.len());
@@ -591,7 +591,7 @@ struct EngineRuns {
 /// one worker on the sparse-copy sample.
 fn engine_phase(
     ctx: &Phase<'_>,
-    rec: &Recorded,
+    rec: &BenchRecording,
     sparse_sample: &[usize],
 ) -> Result<EngineRuns, Error> {
     let (subject, states, options) = (&rec.subject, &rec.states, ctx.options);

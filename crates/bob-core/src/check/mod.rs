@@ -38,7 +38,7 @@ pub use outcome::{JunitForm, Outcome, OutcomeKind};
 pub use speed::{FsckPolicy, Speedups};
 pub use state::{check_image, pm_image_path};
 use state::{check_image_with, AfterRecovery, RecoveredCache, StateToCheck};
-pub use subject::{recording_label, split_schedule, CrashStates, Recorded, Subject};
+pub use subject::{recording_label, split_schedule, CrashStates, Subject, SubjectParts};
 
 /// Checking errors: the environment failed, not the file system under test.
 #[derive(Debug, thiserror::Error)]

@@ -16,7 +16,7 @@ use crate::trace::{EntryKind, Trace};
 /// (`run::subject_of`) or read back from a trace directory
 /// (`report::witness::load_subject`).
 #[derive(Debug)]
-pub struct Recorded {
+pub struct SubjectParts {
     /// The configuration.
     pub config: FsConfig,
     /// The workload that was recorded.
@@ -47,7 +47,7 @@ impl Subject {
     /// The one way a recording becomes a subject: its base image opened, its
     /// persistent-memory log (if any) loaded from beside the base image, its epochs cut
     /// under `disk`.
-    pub fn load(recorded: Recorded, disk: DiskModel) -> Result<Subject, Error> {
+    pub fn load(recorded: SubjectParts, disk: DiskModel) -> Result<Subject, Error> {
         let path = recorded.base_image;
         let base =
             BaseImage::open(&path).map_err(|source| Error::Io { path: path.clone(), source })?;

@@ -14,7 +14,7 @@
 //! are the point).
 
 use researchfs::{Design, ErrorKind};
-use workloads::explore::CoreOp;
+use workloads::enumerate::CoreOp;
 use workloads::{Guarantee, Op};
 
 use super::FsConfig;

@@ -282,7 +282,7 @@ pub fn load_subject(dir: &Path) -> Result<(Subject, Sidecar), Error> {
             })?),
             None => None,
         };
-    let recorded = crate::check::Recorded {
+    let recorded = crate::check::SubjectParts {
         config,
         workload,
         observed,

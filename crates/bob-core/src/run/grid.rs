@@ -9,7 +9,7 @@ use workloads::Property;
 
 use super::{
     cell_dir, check_cell, environment, not_applicable_cell, record_cell, run_cell,
-    unavailable_cell, Error, Progress, Quiet, RecordedCell, RunOptions,
+    unavailable_cell, CellRecordings, Error, Progress, Quiet, RunOptions,
 };
 use crate::check;
 use crate::crash::{AtomicWriteUnits, DiskModel, FuaModel};
@@ -204,7 +204,7 @@ fn run_plans(
     let mut cells = Vec::new();
     std::thread::scope(|scope| -> Result<(), Error> {
         let (recorded_tx, recorded) =
-            std::sync::mpsc::sync_channel::<Result<RecordedCell, Error>>(0);
+            std::sync::mpsc::sync_channel::<Result<CellRecordings, Error>>(0);
         if ahead {
             scope.spawn(move || {
                 for cell in &to_record {

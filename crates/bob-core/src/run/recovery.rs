@@ -81,7 +81,7 @@ pub fn recovery_idempotent(opts: &RecoveryOptions) -> Result<RecoveryReport, Err
         trace.entries.iter().filter(|e| matches!(e.kind(), crate::trace::EntryKind::Flush)).count();
     // Recovery's own writes are recorded on the disk only: no persistent-memory log lies
     // beside the pre-recovery image in the scratch directory.
-    let recorded = check::Recorded {
+    let recorded = check::SubjectParts {
         config: subject.config.clone(),
         workload: subject.workload.clone(),
         observed: subject.observed.clone(),

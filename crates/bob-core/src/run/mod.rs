@@ -332,7 +332,7 @@ fn scratch_dir(scratch: Option<&Path>) -> Result<WorkDir, Error> {
 
 /// One drain schedule's recording of a cell: its subject (cut under the disk model being
 /// judged), its journal and its scratch directory.
-struct Recorded {
+struct ScheduleRecording {
     subject: Subject,
     sidecar: crate::trace::sidecar::Sidecar,
     journal: check::Journal,
@@ -395,12 +395,12 @@ pub fn run_cell(
 
 /// A cell whose recordings are made (or loaded): what checking it needs. A table makes
 /// the next cell's while it checks the current one (see [`record_cell`]).
-pub(crate) struct RecordedCell {
+pub(crate) struct CellRecordings {
     /// The cell's options, with the setup cache it uses.
     opts: RunOptions,
     /// Its scratch directory (released when the cell is checked).
     work: WorkDir,
-    recs: Vec<Recorded>,
+    recs: Vec<ScheduleRecording>,
     models: Vec<crash::DiskModel>,
     cell_dir: PathBuf,
     run_dir: PathBuf,
@@ -408,7 +408,7 @@ pub(crate) struct RecordedCell {
     recorded: std::time::Duration,
 }
 
-impl RecordedCell {
+impl CellRecordings {
     /// The cell's options.
     pub(crate) fn options(&self) -> &RunOptions {
         &self.opts
@@ -421,7 +421,7 @@ pub(crate) fn record_cell(
     opts: &RunOptions,
     progress: &dyn Progress,
     cancel: &AtomicBool,
-) -> Result<RecordedCell, Error> {
+) -> Result<CellRecordings, Error> {
     let started = Instant::now();
     let models: Vec<crash::DiskModel> = if opts.disk_models.is_empty() {
         vec![crash::DiskModel::default()]
@@ -469,17 +469,17 @@ pub(crate) fn record_cell(
         let at = Target { several, disk: models[0], work: &work, run_dir: &run_dir };
         recs.push(record_schedule(&opts, p, &at, progress, cancel)?);
     }
-    Ok(RecordedCell { opts, work, recs, models, cell_dir, run_dir, recorded: started.elapsed() })
+    Ok(CellRecordings { opts, work, recs, models, cell_dir, run_dir, recorded: started.elapsed() })
 }
 
 /// The second half of [`run_cell`]: the recorded cell's states checked under each disk
 /// model, one cell each.
 pub(crate) fn check_cell(
-    recorded: RecordedCell,
+    recorded: CellRecordings,
     progress: &dyn Progress,
     cancel: &AtomicBool,
 ) -> Result<Vec<Cell>, Error> {
-    let RecordedCell { opts, work, mut recs, models, cell_dir, run_dir, recorded } = recorded;
+    let CellRecordings { opts, work, mut recs, models, cell_dir, run_dir, recorded } = recorded;
     let opts = &opts;
     // A cell's time: the recordings (shared) and its own model's checking.
     let mut cells = Vec::with_capacity(models.len());
@@ -537,7 +537,7 @@ pub(crate) fn check_cell(
 /// was seen beside the verdict, the promises judged, and the witness written into `dir`.
 fn assemble(
     opts: &RunOptions,
-    recs: &[Recorded],
+    recs: &[ScheduleRecording],
     parts: &[Part],
     dir: &Path,
     work: &WorkDir,
@@ -607,7 +607,7 @@ impl Union {
 /// What assembling one cell reads.
 struct Assembly<'a> {
     opts: &'a RunOptions,
-    recs: &'a [Recorded],
+    recs: &'a [ScheduleRecording],
     parts: &'a [Part],
     union: Union,
     dir: &'a Path,
@@ -616,7 +616,7 @@ struct Assembly<'a> {
 
 impl Assembly<'_> {
     /// The recording of the union's `i`-th state.
-    fn rec(&self, i: usize) -> &Recorded {
+    fn rec(&self, i: usize) -> &ScheduleRecording {
         &self.recs[self.union.owner[i]]
     }
 
@@ -915,7 +915,7 @@ fn record_schedule(
     at: &Target,
     progress: &dyn Progress,
     cancel: &AtomicBool,
-) -> Result<Recorded, Error> {
+) -> Result<ScheduleRecording, Error> {
     let recordings::Planned { schedule, recording, saved } = planned;
     let name = match schedule {
         Some(s) => check::recording_label(s.name(), recording),
@@ -970,7 +970,7 @@ fn record_schedule(
         return Err(check::Error::Interrupted.into());
     }
     let trace_digest = subject.trace.digest();
-    Ok(Recorded { subject, sidecar, journal, scratch, name, trace_digest, setup })
+    Ok(ScheduleRecording { subject, sidecar, journal, scratch, name, trace_digest, setup })
 }
 
 /// Records the cell's workload (the property's, or `opts.workload`) under one drain
@@ -1011,7 +1011,7 @@ fn record_fresh(
 /// them (this shard's); its journal skips what an earlier disk model already mounted.
 fn check_schedule(
     opts: &RunOptions,
-    rec: &Recorded,
+    rec: &ScheduleRecording,
     progress: &dyn Progress,
     cancel: &AtomicBool,
 ) -> Result<Part, Error> {
@@ -1310,7 +1310,7 @@ pub fn subject_of(
     schedule: Option<Schedule>,
     disk: crash::DiskModel,
 ) -> Result<(Subject, crate::trace::sidecar::Sidecar), check::Error> {
-    let recorded = check::Recorded {
+    let recorded = check::SubjectParts {
         config,
         workload,
         observed: recording.observed,
