@@ -22,7 +22,7 @@ use workloads::Snapshot;
 mod checker;
 mod engine;
 mod journal;
-pub mod outcome;
+pub(crate) mod outcome;
 mod reads;
 mod recovery_used;
 mod speed;
@@ -34,11 +34,16 @@ pub use checker::{Judge, UserChecker};
 pub(crate) use engine::{check_key, guest_turn};
 pub use engine::{run_states, EngineOptions, StateResult};
 pub use journal::Journal;
-pub use outcome::{JunitForm, Outcome, OutcomeKind};
+pub use outcome::JunitForm;
+pub use outcome::{Outcome, OutcomeKind};
 pub use speed::{FsckPolicy, Speedups};
-pub use state::{check_image, pm_image_path};
+pub use state::check_image;
+pub(crate) use state::pm_image_path;
 use state::{check_image_with, AfterRecovery, RecoveredCache, StateToCheck};
-pub use subject::{recording_label, split_schedule, CrashStates, Subject, SubjectParts};
+pub use subject::CrashStates;
+pub use subject::Subject;
+pub use subject::SubjectParts;
+pub(crate) use subject::{recording_label, split_schedule};
 
 /// Checking errors: the environment failed, not the file system under test.
 #[derive(Debug, thiserror::Error)]

@@ -112,7 +112,7 @@ pub struct Row {
 
 /// The outcome table, in precedence order (the first one a cell's states reached is the
 /// cell's verdict), which is also the order the variants are declared in.
-pub const ROWS: [Row; 12] = {
+pub(crate) const ROWS: [Row; 12] = {
     use JunitForm::{Error, Failure, Pass, Skipped};
     use OutcomeKind as K;
     const fn row(

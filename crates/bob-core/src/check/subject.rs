@@ -402,7 +402,7 @@ impl Subject {
 
 /// A recording's label: the schedule's name, with the recording's number from the second
 /// on (`syncfs`, `syncfs.2`).
-pub fn recording_label(schedule: &str, recording: usize) -> String {
+pub(crate) fn recording_label(schedule: &str, recording: usize) -> String {
     if recording <= 1 {
         schedule.to_owned()
     } else {
@@ -412,7 +412,7 @@ pub fn recording_label(schedule: &str, recording: usize) -> String {
 
 /// Splits a label (`syncfs.2`) into the schedule's name and the recording number (1
 /// when none is written); `None` as the number when it is not one of 2 and up.
-pub fn split_recording(label: &str) -> (&str, Option<usize>) {
+pub(crate) fn split_recording(label: &str) -> (&str, Option<usize>) {
     match label.rsplit_once('.') {
         Some((name, n)) => (name, n.parse().ok().filter(|&n| n >= 2)),
         None => (label, Some(1)),
@@ -420,7 +420,7 @@ pub fn split_recording(label: &str) -> (&str, Option<usize>) {
 }
 
 /// Splits `syncfs/e3:0-4` into its schedule prefix and the bare id.
-pub fn split_schedule(text: &str) -> (Option<&str>, &str) {
+pub(crate) fn split_schedule(text: &str) -> (Option<&str>, &str) {
     match text.split_once('/') {
         Some((schedule, bare)) => (Some(schedule), bare),
         None => (None, text),

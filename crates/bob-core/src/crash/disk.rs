@@ -186,7 +186,7 @@ impl fmt::Display for DiskModel {
 
 /// The atomic units a request of `len` sectors at disk sector `start` touches, as
 /// inclusive sector ranges within the request: the first and last may be partial.
-pub fn request_units(start: u64, len: u64, unit_sectors: u64) -> Vec<(u64, u64)> {
+pub(crate) fn request_units(start: u64, len: u64, unit_sectors: u64) -> Vec<(u64, u64)> {
     if len == 0 {
         return Vec::new();
     }

@@ -63,7 +63,7 @@ pub enum CmdError {
 }
 
 /// The Debian package that provides `program`, for error messages.
-pub fn package_of(program: &str) -> &'static str {
+pub(crate) fn package_of(program: &str) -> &'static str {
     match program {
         p if p.starts_with("mkfs.xfs") || p.starts_with("xfs_") => "xfsprogs",
         p if p.starts_with("mkfs.btrfs") || p.starts_with("btrfs") => "btrfs-progs",
@@ -429,7 +429,7 @@ fn read_tail(mut pipe: impl Read, keep: Option<usize>) -> Vec<u8> {
 /// its own thread, and gives up on it after `timeout`: `None` then. The call itself cannot
 /// be killed; when it returns late, its result is dropped on that thread, so a guard it
 /// made (a mount) is released there.
-pub fn call_within<T: Send + 'static>(
+pub(crate) fn call_within<T: Send + 'static>(
     timeout: Duration,
     call: impl FnOnce() -> T + Send + 'static,
 ) -> Option<T> {

@@ -110,7 +110,7 @@ pub fn vet_user_device(path: &Path, force: bool) -> Result<()> {
 
 /// Unbinds the loop device at `path` whoever bound it (for reclaiming a dead process's
 /// devices; live devices are unbound by their [`LoopDevice`] guard).
-pub fn clear_device(path: &Path) -> Result<()> {
+pub(crate) fn clear_device(path: &Path) -> Result<()> {
     let dev = OpenOptions::new().read(true).open(path).map_err(|e| loop_err(path, "open", e))?;
     // SAFETY: LOOP_CLR_FD takes no argument.
     let rc = unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_CLR_FD, 0) };

@@ -17,9 +17,9 @@
 //! driver, mkfs or fsck program. [`Driver`] says which kind a configuration is.
 
 mod profile;
-pub use profile::{profile, Profile, Promise};
+pub(crate) use profile::{profile, Promise};
 pub mod regions;
-pub mod roles;
+pub(crate) mod roles;
 
 use std::time::Duration;
 
@@ -384,7 +384,7 @@ fn jfs() -> FsConfig {
 /// negative control), `nofs` (the No-Order File System) and `ordered-core` (the core with
 /// flush-ordered writes). They are not in [`all`], which is the default `bob table`: the
 /// study's kernel grid stays what it was, and a research design is a row one asks for.
-pub fn research() -> Vec<FsConfig> {
+pub(crate) fn research() -> Vec<FsConfig> {
     researchfs::Design::ALL
         .into_iter()
         .map(|design| FsConfig {
@@ -929,7 +929,7 @@ impl FsConfig {
 /// ext3/ext4 and btrfs refuse to mount a dirty one read-only without it. ext2 has no
 /// journal to replay (`None`), nor do the types without such an option (reiserfs, jfs:
 /// look at a copy mounted read-write).
-pub fn norecovery_option(fstype: &str) -> Option<&'static str> {
+pub(crate) fn norecovery_option(fstype: &str) -> Option<&'static str> {
     match fstype {
         "xfs" | "f2fs" | "nilfs2" => Some("norecovery"),
         "ext3" | "ext4" => Some("noload"),
@@ -941,7 +941,7 @@ pub fn norecovery_option(fstype: &str) -> Option<&'static str> {
 /// Whether the running kernel has file system type `fstype` (built in or as a loaded
 /// module), per /proc/filesystems. Read by hand: procfs has no parser for this file, and
 /// its format is one `[nodev]\tNAME` per line.
-pub fn kernel_has(fstype: &str) -> bool {
+pub(crate) fn kernel_has(fstype: &str) -> bool {
     std::fs::read_to_string("/proc/filesystems")
         .map(|s| s.lines().any(|l| l.split_whitespace().last() == Some(fstype)))
         .unwrap_or(false)
@@ -979,7 +979,7 @@ fn kernel_has_or_loads(fstype: &str) -> bool {
 /// with nothing to read it stops on a failed assertion instead of going on to check or
 /// fix (its maintainer's advice is to answer N). reiserfsck --rebuild-tree ignores
 /// `--yes` and waits for a typed `Yes`.
-pub fn answers(argv: &[&str]) -> Option<&'static str> {
+pub(crate) fn answers(argv: &[&str]) -> Option<&'static str> {
     match argv {
         ["fsck.f2fs", ..] => Some("n\n"),
         ["reiserfsck", rest @ ..] if rest.contains(&"--rebuild-tree") => Some("Yes\n"),
@@ -989,7 +989,7 @@ pub fn answers(argv: &[&str]) -> Option<&'static str> {
 
 /// Runs `argv`, one of a configuration's programs (fsck, recovery, a repair step), on
 /// `dev` (appended), with its [`answers`], killed after `timeout`.
-pub fn run_tool(
+pub(crate) fn run_tool(
     argv: &[&str],
     dev: &std::path::Path,
     timeout: Duration,
@@ -1102,7 +1102,7 @@ fn no_driver(fstype: &str, left_in: Option<&str>) -> String {
 
 /// Whether this process may do what every run needs: root (loop devices, mounts) and
 /// /dev/fuse (bob's disk).
-pub fn privileges() -> Result<(), Unavailable> {
+pub(crate) fn privileges() -> Result<(), Unavailable> {
     if !nix::unistd::geteuid().is_root() {
         return Err(Unavailable::NotRoot);
     }

@@ -21,7 +21,7 @@ use super::FsConfig;
 
 /// What a call promises when it returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Promise {
+pub(crate) enum Promise {
     /// What it covers is durable once it returned (POSIX's fsync).
     Durable,
     /// Durable before the next output leaves the program, not at the return (external
@@ -50,7 +50,7 @@ impl Promise {
 
 /// A configuration's guarantee profile.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Profile {
+pub(crate) struct Profile {
     /// fsync(2) of a file.
     pub fsync: Promise,
     /// fdatasync(2) of a file.
@@ -194,7 +194,7 @@ impl FsConfig {
 }
 
 /// The guarantee profile of `config`.
-pub fn profile(config: &FsConfig) -> Profile {
+pub(crate) fn profile(config: &FsConfig) -> Profile {
     match config.design() {
         Some(design) => research(design),
         None => kernel(config),

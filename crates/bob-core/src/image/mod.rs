@@ -15,7 +15,7 @@ use crate::device::fusedisk::Disk;
 use crate::trace::{Trace, SECTOR_SIZE};
 
 /// Sectors, as merged runs of 512-byte sector numbers: what a view logs of its reads.
-pub type SectorSet = rangemap::RangeSet<u64>;
+pub(crate) type SectorSet = rangemap::RangeSet<u64>;
 
 const SECTOR: usize = SECTOR_SIZE as usize;
 
@@ -55,7 +55,7 @@ impl BaseImage {
 
 /// Sector-granular private overlay for writes made to a view (recovery writes).
 #[derive(Debug, Default)]
-pub struct PrivateOverlay {
+pub(crate) struct PrivateOverlay {
     sectors: BTreeMap<u64, Box<[u8; SECTOR]>>,
 }
 
@@ -110,10 +110,6 @@ impl PrivateOverlay {
     /// Number of sectors written.
     pub fn len(&self) -> usize {
         self.sectors.len()
-    }
-    /// Whether nothing was written.
-    pub fn is_empty(&self) -> bool {
-        self.sectors.is_empty()
     }
 }
 

@@ -37,17 +37,17 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 /// A cache line, the unit a write-back or an eviction persists.
-pub const LINE: u64 = researchfs::persistent_memory::LINE;
+pub(crate) const LINE: u64 = researchfs::persistent_memory::LINE;
 /// The atomic store unit.
-pub const WORD: u64 = researchfs::persistent_memory::WORD;
+pub(crate) const WORD: u64 = researchfs::persistent_memory::WORD;
 /// File name of the PM log in a trace directory.
-pub const PM_LOG_FILE: &str = "pm.log";
+pub(crate) const PM_LOG_FILE: &str = "pm.log";
 /// File name of the PM region's base image in a trace directory.
-pub const PM_BASE_FILE: &str = "pm-base.img";
+pub(crate) const PM_BASE_FILE: &str = "pm-base.img";
 /// The PM log's format line.
 const PM_LOG_FORMAT: &str = "bob-pm-log/1";
 /// At most this many cuts per crash point.
-pub const SUBSETS_PER_POINT: usize = 32;
+pub(crate) const SUBSETS_PER_POINT: usize = 32;
 /// Pairs of pending lines are taken among the first this many (in store order).
 const PAIR_LINES: usize = 6;
 

@@ -15,7 +15,7 @@ use crate::device::cmd;
 use crate::trace::blktrace::{read_events, requests_from_events, BlockRequest};
 
 /// A running blktrace of one device.
-pub struct BlktraceSession {
+pub(crate) struct BlktraceSession {
     child: cmd::Background,
     reader: Option<JoinHandle<Vec<u8>>>,
     dev: PathBuf,

@@ -176,7 +176,7 @@ impl DmLogWrites {
 /// What `dmsetup status` says of a log-writes target (`log_writes_status`:
 /// `<start> <len> log-writes <logged entries> <highest log sector> [logging_disabled]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LogStatus {
+pub(crate) struct LogStatus {
     /// Entries logged so far.
     pub entries: u64,
     /// The last log-device sector (512-byte) in use.
@@ -234,7 +234,7 @@ fn drop_cache(dev: &Path) -> Result<(), Error> {
 }
 
 /// A live dm-log-writes target; removed on drop if [`DmTarget::finish`] was not called.
-pub struct DmTarget {
+pub(crate) struct DmTarget {
     lines: DmLogWrites,
     removed: bool,
 }
@@ -404,7 +404,7 @@ fn apply_entries(path: &Path, entries: &[Entry]) -> std::io::Result<()> {
 /// the setup, the workload and the unmount with a header block each, which for bob's
 /// workloads is far below the image's size; four times it leaves room for a journal
 /// that wraps. Sparse, so only what is logged takes space.
-pub fn log_bytes(image_bytes: u64) -> u64 {
+pub(crate) fn log_bytes(image_bytes: u64) -> u64 {
     4 * image_bytes
 }
 

@@ -13,18 +13,18 @@
 //! device-mapper) and dm-log-writes ([`dm_log_writes_available`] tells whether this kernel
 //! can offer it; where it cannot, bob says so and points to the FUSE disk).
 
-pub mod blktrace_live;
+pub(crate) mod blktrace_live;
 pub mod custom;
 mod disk;
 pub mod dmlogwrites;
 pub mod latency;
 mod live;
 mod mounted;
-pub mod pm_recorder;
+pub(crate) mod pm_recorder;
 mod research;
-pub mod setup;
+pub(crate) mod setup;
 mod sidecar;
-pub mod tracefs;
+pub(crate) mod tracefs;
 
 use std::path::{Path, PathBuf};
 
@@ -37,9 +37,9 @@ use crate::trace::sidecar::Sidecar;
 use crate::trace::{Entry, EntryKind, Trace};
 pub use disk::RecordingDisk;
 pub use mounted::{make_and_mount, MountedDisk};
-pub use research::RoleRecorder;
+pub(crate) use research::RoleRecorder;
 pub use setup::{SetupCache, SetupSource};
-pub use tracefs::default_tracing;
+pub(crate) use tracefs::default_tracing;
 
 /// File name of the log a recording streams into, in its work directory.
 pub const LOG_FILE: &str = "record.log";

@@ -16,7 +16,7 @@ use crate::trace::Trace;
 
 /// [`RecordingDisk`] as the [`researchfs::BlockDevice`] a research design writes to: each
 /// write is logged in process, in order, with its role (and FUA) in the entry's flags.
-pub struct RoleRecorder(pub Arc<RecordingDisk>);
+pub(crate) struct RoleRecorder(pub Arc<RecordingDisk>);
 
 impl researchfs::BlockDevice for RoleRecorder {
     fn size(&self) -> u64 {

@@ -4,10 +4,10 @@
 pub mod diff;
 pub mod document;
 pub mod explain;
-pub mod junit;
+pub(crate) mod junit;
 pub mod site;
 pub mod table;
-pub mod timeline;
+pub(crate) mod timeline;
 pub mod witness;
 
 pub use document::document;
@@ -21,7 +21,7 @@ use crate::crash::disk::FuaModel;
 use crate::crash::StateId;
 use crate::fs::regions::{RegionRole, Regions};
 
-pub use crate::SCHEMA_VERSION;
+pub(crate) use crate::SCHEMA_VERSION;
 
 /// What documents without `schema_version` are.
 pub(crate) fn schema_v1() -> u32 {
@@ -30,7 +30,7 @@ pub(crate) fn schema_v1() -> u32 {
 
 /// A cell's verdict: a row of the one outcome table ([`OutcomeKind`]), the first in
 /// precedence order that any of its states reached.
-pub type CellVerdict = OutcomeKind;
+pub(crate) type CellVerdict = OutcomeKind;
 
 /// One drain schedule's share of a cell: its own recordings, traces and states.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -282,7 +282,7 @@ fn earlier(pos: Option<usize>, than: Option<usize>) -> bool {
 }
 
 /// Folds `b`'s mount-failure groups into `a` (shards of one cell).
-pub fn merge_mount_failures(a: &mut Vec<MountFailure>, b: &[MountFailure]) {
+pub(crate) fn merge_mount_failures(a: &mut Vec<MountFailure>, b: &[MountFailure]) {
     for f in b {
         match a.iter_mut().find(|x| {
             x.error == f.error
@@ -302,7 +302,7 @@ pub fn merge_mount_failures(a: &mut Vec<MountFailure>, b: &[MountFailure]) {
 }
 
 /// Folds `b`'s read-error groups into `a`.
-pub fn merge_read_errors(a: &mut Vec<ReadErrorCause>, b: &[ReadErrorCause]) {
+pub(crate) fn merge_read_errors(a: &mut Vec<ReadErrorCause>, b: &[ReadErrorCause]) {
     for f in b {
         match a.iter_mut().find(|x| x.path == f.path && x.error == f.error) {
             Some(x) => {
@@ -730,7 +730,10 @@ impl ScenarioCell {
 /// Per scenario of the `detects-inconsistency` workload, over `results` (explored states,
 /// duplicates included, so that counts cover every state); `positions[i]` is the position
 /// of `results[i]`'s state in the cell's full list. Empty for every other workload.
-pub fn summarize_scenarios(results: &[StateResult], positions: &[usize]) -> Vec<ScenarioCell> {
+pub(crate) fn summarize_scenarios(
+    results: &[StateResult],
+    positions: &[usize],
+) -> Vec<ScenarioCell> {
     let mut out: Vec<ScenarioCell> = Vec::new();
     for (i, r) in results.iter().enumerate() {
         for mark in &r.check.scenarios {
@@ -767,7 +770,7 @@ pub fn summarize_scenarios(results: &[StateResult], positions: &[usize]) -> Vec<
 /// Folds per-state results into counts, the verdict, and the index of the state whose
 /// witness the cell shows (the first violation, else the first failure of the category
 /// the verdict names; none for `infra-error`).
-pub fn summarize(results: &[StateResult]) -> (CellVerdict, OutcomeCounts, Option<usize>) {
+pub(crate) fn summarize(results: &[StateResult]) -> (CellVerdict, OutcomeCounts, Option<usize>) {
     let mut counts = OutcomeCounts::default();
     for r in results {
         counts.add(r.check.outcome.kind(), 1);
@@ -783,7 +786,7 @@ pub fn summarize(results: &[StateResult]) -> (CellVerdict, OutcomeCounts, Option
 
 /// The first of `results` that bob could not check, as `<its id>: <why>` (`id(i, r)`
 /// names `results[i]`: with its schedule in a cell of several).
-pub fn first_infra_error(
+pub(crate) fn first_infra_error(
     results: &[StateResult],
     id: impl Fn(usize, &StateResult) -> String,
 ) -> Option<String> {

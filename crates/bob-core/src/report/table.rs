@@ -127,18 +127,18 @@ fn racy_note(cell: &Cell) -> Option<String> {
 /// What a cell of a table shows when the table has no result for it (a cell that never
 /// ran, a shard or job left out of a merge): never blank, which is held's mark in
 /// Markdown, nor `-`, which is not-applicable's.
-pub const MISSING_MARK: &str = "?";
+pub(crate) const MISSING_MARK: &str = "?";
 
 /// The legend of [`MISSING_MARK`].
-pub const MISSING_LEGEND: &str = "not run: the table has no result for this cell";
+pub(crate) const MISSING_LEGEND: &str = "not run: the table has no result for this cell";
 
 /// The mark a held cell shows where marks are not text alone (the HTML table and the
 /// site): a check mark, so that colour is never the only sign of a verdict.
-pub const HELD_MARK: &str = "\u{2713}";
+pub(crate) const HELD_MARK: &str = "\u{2713}";
 
 /// The mark a cell shows in HTML (the table's page and the site): its letter, a check
 /// mark for held, `x?` for a cross no independent replay confirmed.
-pub fn html_mark(c: &Cell) -> &'static str {
+pub(crate) fn html_mark(c: &Cell) -> &'static str {
     if c.confirmed == Some(false) || c.confirm_error.is_some() {
         return "x?";
     }

@@ -12,18 +12,15 @@ pub mod interop;
 mod recordings;
 pub mod recovery;
 mod replay;
-pub mod reproducer;
+pub(crate) mod reproducer;
 mod traces;
-pub mod xfstests_lint;
+pub(crate) mod xfstests_lint;
 
 pub use check_trace::{check_trace, CheckTraceOptions};
-pub use grid::{
-    cached_cells, cached_cells_path, disk_models, run_cell_cached, run_table, TableOptions,
-    TableProgress,
-};
-pub use recordings::{Recordings, AUTO_RECORDINGS};
+pub use grid::{disk_models, run_table, TableOptions, TableProgress};
+pub use recordings::Recordings;
 pub use replay::{replay_witness, witness_state, ReplayOptions};
-pub use traces::{cell_traces, cell_traces_in, load_trace_set, record_table, MANIFEST, TRACES};
+pub use traces::{cell_traces_in, load_trace_set, record_table};
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -273,14 +270,14 @@ impl Progress for Quiet {
 /// A scratch directory, registered as this process's (see
 /// [`crate::device::registry`]) while it exists. On drop everything below it is released
 /// (normally the guards already did) and it is removed.
-pub struct WorkDir {
+pub(crate) struct WorkDir {
     dir: Option<PathBuf>,
 }
 
 /// Why a [`WorkDir`] could not be made: the path that failed (the scratch directory's
 /// parent, or bob's state directory where it is registered) and the OS error.
 #[derive(Debug)]
-pub struct WorkDirError {
+pub(crate) struct WorkDirError {
     /// The directory that could not be made or written.
     pub path: PathBuf,
     /// The OS error.
@@ -358,7 +355,7 @@ struct Part {
 
 /// The schedules a cell records: those asked for that the configuration supports, in
 /// [`Schedule::ALL`]'s order.
-pub fn cell_schedules(config: &FsConfig, asked: &[Schedule]) -> Vec<Schedule> {
+pub(crate) fn cell_schedules(config: &FsConfig, asked: &[Schedule]) -> Vec<Schedule> {
     let supported = config.schedules();
     Schedule::ALL.iter().copied().filter(|s| asked.contains(s) && supported.contains(s)).collect()
 }
@@ -1061,7 +1058,7 @@ fn check_schedule(
 /// For the properties that claim to test an op crossing commits (the multi-block ones):
 /// how many barriers the judged ops' own writes spanned in `subject`'s trace (the least
 /// over those ops), and when that is none, which op and why. `None` for other properties.
-pub fn exercise(property: Property, subject: &Subject) -> Option<(usize, Option<String>)> {
+pub(crate) fn exercise(property: Property, subject: &Subject) -> Option<(usize, Option<String>)> {
     exercise_of(property, &subject.workload, &subject.trace, &subject.epochs)
 }
 
@@ -1136,7 +1133,7 @@ fn stale_model_dirs(cell_dir: &Path, dirs: &[PathBuf]) -> Vec<PathBuf> {
 }
 
 /// Where a cell's witness and journal live: `<out>/<config>/<property>[/shard-I-of-N]`.
-pub fn cell_dir(opts: &RunOptions) -> PathBuf {
+pub(crate) fn cell_dir(opts: &RunOptions) -> PathBuf {
     let mut dir = opts.explore.out_dir.join(opts.config.name).join(opts.cell_name());
     if let Some((i, n)) = opts.shard {
         dir = dir.join(format!("shard-{}-of-{n}", i + 1));
@@ -1222,13 +1219,9 @@ fn confirm_once(
     Ok(checked?)
 }
 
-/// Header notes every table carries.
-pub fn table_notes(configs: &[FsConfig]) -> Vec<String> {
-    table_notes_with(configs, &[])
-}
-
-/// [`table_notes`], saying which drain schedules each cell's states came from.
-pub fn table_notes_with(configs: &[FsConfig], schedules: &[Schedule]) -> Vec<String> {
+/// Header notes every table carries, saying which drain schedules each cell's states came
+/// from.
+pub(crate) fn table_notes_with(configs: &[FsConfig], schedules: &[Schedule]) -> Vec<String> {
     let mut notes = Vec::new();
     if !schedules.is_empty() {
         let names: Vec<&str> = schedules.iter().map(|s| s.name()).collect();

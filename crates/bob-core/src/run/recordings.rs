@@ -38,7 +38,7 @@ use crate::check::{recording_label, OutcomeKind};
 
 /// How many recordings `auto` makes of a schedule whose first recording shows a
 /// violation (the first included).
-pub const AUTO_RECORDINGS: usize = 3;
+pub(crate) const AUTO_RECORDINGS: usize = 3;
 
 /// The most recordings `--recordings N` accepts.
 const MAX_RECORDINGS: usize = 100;

@@ -591,7 +591,7 @@ mod tests {
         assert_eq!(trace.entries[5].data, payload(2, 8));
         assert_eq!(read_log_file(&path).unwrap(), trace);
         // The streaming writer does not truncate a mapped file either.
-        let w = crate::trace::log::LogWriter::create(&path, 512).unwrap();
+        let w = crate::trace::format::LogWriter::create(&path, 512).unwrap();
         drop(w);
         assert_eq!(trace.entries[1].data, payload(1, 2));
     }

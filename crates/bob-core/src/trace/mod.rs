@@ -14,10 +14,10 @@
 //! crash state and every process that maps the same file.
 
 pub mod blktrace;
-pub mod dir;
+pub(crate) mod dir;
 pub mod file;
 mod format;
-pub mod fua;
+pub(crate) mod fua;
 pub mod log;
 pub mod replay_log;
 pub mod sidecar;
@@ -25,10 +25,11 @@ pub mod sidecar;
 use std::sync::Arc;
 
 pub use bytes::Bytes;
-pub use dir::{TraceDir, TraceDirError};
+pub use dir::TraceDir;
+pub use dir::TraceDirError;
 
 /// Size of the simulated disk's atomic unit and of the log's addressing unit.
-pub const SECTOR_SIZE: u64 = 512;
+pub(crate) const SECTOR_SIZE: u64 = 512;
 
 /// The reserved prefix of an asynchronous durability notification (ADN): a mark bob's
 /// disk appends when every write it received before the mark is durable without a flush
@@ -36,17 +37,17 @@ pub const SECTOR_SIZE: u64 = 512;
 /// replay-log and any other reader of the log still read the trace; bob's epochs treat it
 /// as a barrier for the writes before it ([`crate::crash::epochs`]). A program's mark
 /// that starts with it is logged with `program ` in front.
-pub const ADN_PREFIX: &str = "bob-adn: ";
+pub(crate) const ADN_PREFIX: &str = "bob-adn: ";
 
 /// The reserved prefix of a released output: a mark a file system with external
 /// synchrony (researchfs' xsyncfs family) logs when it lets a program's output leave the
 /// machine, e.g. `bob-output: o1`. A plain mark too (not a barrier); the property
 /// `output-durable` reads which outputs a crash state had released from them
 /// ([`crate::check::Subject::released_outputs`]).
-pub const OUTPUT_PREFIX: &str = "bob-output: ";
+pub(crate) const OUTPUT_PREFIX: &str = "bob-output: ";
 
 /// The mark text of a released output.
-pub fn output_mark(text: &str) -> String {
+pub(crate) fn output_mark(text: &str) -> String {
     format!("{OUTPUT_PREFIX}{text}")
 }
 

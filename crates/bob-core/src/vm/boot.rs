@@ -424,7 +424,7 @@ fn last_line(path: &Path) -> String {
 
 /// The console's last line that says something, not qemu's or virtme's chatter (its last
 /// 64 KiB read: a console a looping kernel fills can be gigabytes).
-pub fn last_console_line(console: &Path) -> String {
+pub(crate) fn last_console_line(console: &Path) -> String {
     let text = read_tail(console, 64 << 10);
     let text = String::from_utf8_lossy(&text);
     text.lines()

@@ -14,15 +14,17 @@
 //! * [`crash_log`]: the guest's record of the crash state each worker is recovering, so a
 //!   kernel crash is pinned on the state that caused it.
 
-pub mod boot;
-pub mod crash_log;
+pub(crate) mod boot;
+pub(crate) mod crash_log;
 pub mod kernel;
 pub mod uml;
 
 use std::path::{Path, PathBuf};
 
 pub use boot::{Accel, GuestCommand, GuestEnd, GuestPhase, GuestRun, VmOptions};
-pub use kernel::{BootKernel, BootMachine, DebianSeries, KernelSpec};
+pub use kernel::DebianSeries;
+pub use kernel::KernelSpec;
+pub use kernel::{BootKernel, BootMachine};
 pub use uml::UmlSeries;
 
 /// The environment variable that tells bob it runs inside a guest bob booted (its value:
@@ -34,10 +36,10 @@ pub const GUEST_ENV: &str = "BOB_VM_CONTROL";
 /// on qemu's command line and on user-mode Linux's): with [`GUEST_ENV`], how a process
 /// knows the kernel under it is one bob booted ([`in_own_guest`]). A dotted parameter
 /// that no module owns is left on the command line and not handed to init.
-pub const GUEST_MARK: &str = "bob.guest";
+pub(crate) const GUEST_MARK: &str = "bob.guest";
 
 /// The [`GUEST_MARK`] word for a guest whose control directory is `ctl`.
-pub fn guest_mark(ctl: &Path) -> String {
+pub(crate) fn guest_mark(ctl: &Path) -> String {
     format!("{GUEST_MARK}={}", ctl.display())
 }
 
@@ -45,7 +47,7 @@ pub fn guest_mark(ctl: &Path) -> String {
 /// carries [`GUEST_MARK`] naming the control directory that [`GUEST_ENV`] names. The
 /// environment alone is not enough (anyone can set a variable), and a machine's own
 /// kernel is booted by its boot loader, which writes no such word.
-pub fn in_own_guest() -> bool {
+pub(crate) fn in_own_guest() -> bool {
     let Some(ctl) = std::env::var_os(GUEST_ENV) else { return false };
     marked(&crate::host::kernel_command_line(), Path::new(&ctl))
 }
@@ -58,7 +60,7 @@ fn marked(words: &[String], ctl: &Path) -> bool {
 
 /// Set in a guest whose steps run slower than on a host: how many times longer a step
 /// may take there ([`step_time_factor`]).
-pub const TIME_FACTOR_ENV: &str = "BOB_VM_TIME_FACTOR";
+pub(crate) const TIME_FACTOR_ENV: &str = "BOB_VM_TIME_FACTOR";
 
 /// How many times longer a step (mkfs, a recovery mount, an fsck) may take here before
 /// bob calls it hung: 1 on a host or under KVM, what the host set in a slower guest
@@ -74,12 +76,12 @@ pub fn step_time_factor() -> u32 {
 /// The step-time factor under emulation, for the 20-35x slowdown of kernel work under TCG:
 /// a 30 s recovery limit becomes 10 minutes, still short of the 15 minutes without
 /// progress after which the host stops a guest as hung.
-pub const EMULATION_TIME_FACTOR: u32 = 20;
+pub(crate) const EMULATION_TIME_FACTOR: u32 = 20;
 
 /// The step-time factor under user-mode Linux: its kernel work runs at the host's speed,
 /// but every process start and system call of its user space costs several times the
 /// host's (mkfs, fsck and mount(8) are processes), and it has one CPU.
-pub const UML_TIME_FACTOR: u32 = 5;
+pub(crate) const UML_TIME_FACTOR: u32 = 5;
 
 /// Why a virtual machine could not run bob's command.
 #[derive(Debug, thiserror::Error)]

@@ -20,7 +20,8 @@
 
 mod catalog;
 
-pub use catalog::{matches, Catalog, CatalogError, Entry, Known};
+pub use catalog::{matches, Catalog, Entry};
+pub use catalog::{CatalogError, Known};
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

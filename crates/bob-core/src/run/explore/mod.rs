@@ -38,7 +38,7 @@ use crate::record;
 /// The journal's file name under `--out`.
 const JOURNAL: &str = "journal.jsonl";
 /// The description of the run under `--out`.
-pub const HEADER: &str = "explore.json";
+pub(crate) const HEADER: &str = "explore.json";
 
 /// What to explore.
 #[derive(Clone, Debug)]
