@@ -39,7 +39,7 @@
 /// (`mount_failures`, `read_errors`) and `states_mounted`. Documents without the field are
 /// version 1 and still read. Here, at the root, because every stage writes documents and
 /// none should import another for it.
-pub(crate) const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 2;
 
 pub mod bench;
 pub mod check;

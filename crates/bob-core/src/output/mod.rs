@@ -36,7 +36,7 @@ pub use crate::report::explain::Explanation;
 pub use crate::report::site::SiteReport;
 pub use crate::report::table::Grid;
 pub use crate::report::Cell;
-pub(crate) use crate::report::SCHEMA_VERSION;
+pub use crate::report::SCHEMA_VERSION;
 use crate::trace::blktrace::{Annotation, BlockRequest};
 use crate::trace::{flags, Entry, EntryKind, Trace};
 pub use render::RenderError;

@@ -21,7 +21,7 @@ use crate::crash::disk::FuaModel;
 use crate::crash::StateId;
 use crate::fs::regions::{RegionRole, Regions};
 
-pub(crate) use crate::SCHEMA_VERSION;
+pub use crate::SCHEMA_VERSION;
 
 /// What documents without `schema_version` are.
 pub(crate) fn schema_v1() -> u32 {
