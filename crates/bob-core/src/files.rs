@@ -1,5 +1,6 @@
-//! Whole image files, sparse: a copy that keeps holes and a digest that hashes them
-//! without reading them. Below every stage (it imports nothing of bob's), as the recorders,
+//! Whole image files, sparse: a copy that keeps holes and a digest that skips reading them.
+//!
+//! Below every stage (it imports nothing of bob's), as the recorders,
 //! the views, witnesses and pipelines all copy and digest base images.
 
 use std::fs::File;

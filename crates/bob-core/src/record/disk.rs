@@ -1,5 +1,7 @@
-//! bob's recording disk: the in-process disk a kernel file system (through a loop device)
-//! or a research design (in process) is recorded on.
+//! bob's recording disk, which logs every request in order while recording.
+//!
+//! A kernel file system (through a loop device) or a research design (in process) is
+//! recorded on it.
 //!
 //! The log streams to a file in the work directory as requests arrive
 //! ([`crate::trace::file::LogStream`]); the disk keeps no payload in memory, only where

@@ -1,5 +1,6 @@
-//! The file system under test made (or copied from a made image) on a fresh recording
-//! disk and mounted: where the property recorder and `bob record` start.
+//! The file system under test made (or copied) on a fresh recording disk and mounted.
+//!
+//! Where the property recorder and `bob record` start.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -1,6 +1,7 @@
-//! The research designs' recording: mkfs and the design itself run in this process over
-//! the recording disk, each write logged with its role; the workload runs on a fuseblk
-//! mount of the design.
+//! The research designs' recording, in process over the recording disk.
+//!
+//! mkfs and the design itself run in this process, each write logged with its role; the
+//! workload runs on a fuseblk mount of the design.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};

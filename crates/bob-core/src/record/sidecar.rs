@@ -1,5 +1,6 @@
-//! The sidecar of a finished recording: what was recorded, on what, and where each op's
-//! marks are in the trace.
+//! The sidecar of a finished recording.
+//!
+//! What was recorded, on what, and where each op's marks are in the trace.
 
 use std::path::PathBuf;
 
