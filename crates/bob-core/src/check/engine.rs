@@ -86,7 +86,7 @@ impl Subject {
     /// which runs `debugfs` or `xfs_db` under `timeout`) when some of `results` failed to
     /// mount, else none: what a report needs to name the region a torn write tore,
     /// probed once per cell and only when it can matter.
-    pub fn regions_if_unmountable(
+    pub(crate) fn regions_if_unmountable(
         &self,
         results: &[StateResult],
         timeout: std::time::Duration,

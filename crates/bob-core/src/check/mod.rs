@@ -86,7 +86,7 @@ impl Error {
     /// naming the package is more use than a table of `infra-error`); a device the user
     /// named that is refused, and a state id that does not fit its trace (input errors
     /// that no retry changes).
-    pub fn is_infrastructure(&self) -> bool {
+    pub(crate) fn is_infrastructure(&self) -> bool {
         use crate::device::{cmd::CmdError, Error as Device};
         match self {
             Error::Interrupted | Error::BadState { .. } => false,

@@ -105,7 +105,7 @@ impl Subject {
     /// Every crash state of this trace under `strategies` and `limits`, lazily: the
     /// disk's, and with a persistent-memory region the states naming both devices
     /// ([`crate::crash::pm_states::combined`]); and how many the state cap left out.
-    pub fn crash_states<'a>(
+    pub(crate) fn crash_states<'a>(
         &'a self,
         strategies: &[crate::crash::Strategy],
         limits: &crate::crash::Limits,
@@ -238,7 +238,7 @@ impl Subject {
     /// `metadata-op-durable`: the directory ops (creat, mkdir, link, unlink, rmdir,
     /// rename) that had returned when crash state `id` happened (their end mark precedes
     /// it): each promises its own effect.
-    pub fn returned_metadata_ops(&self, id: &StateId) -> Vec<usize> {
+    pub(crate) fn returned_metadata_ops(&self, id: &StateId) -> Vec<usize> {
         if self.workload.property != Some(workloads::Property::MetadataOpDurable) {
             return Vec::new();
         }
@@ -255,7 +255,7 @@ impl Subject {
     /// file system had logged ([`crate::trace::OUTPUT_PREFIX`] marks) when crash state
     /// `id` happened. Output is released in order, so the first k output ops of the
     /// workload when k release marks precede the crash.
-    pub fn released_outputs(&self, id: &StateId) -> Vec<usize> {
+    pub(crate) fn released_outputs(&self, id: &StateId) -> Vec<usize> {
         let Some(end) = self.crash_entry(id) else { return Vec::new() };
         let released = self.trace.entries[..end]
             .iter()
@@ -272,7 +272,7 @@ impl Subject {
     /// disk may hold at its end, when all those marks had been made), except marks after a
     /// FUA write of the epoch that the state lacks (real FUA): that write was durable once
     /// it completed, so a state without it was cut before, when those marks were not made.
-    pub fn acked_marks(&self, id: &StateId) -> Vec<String> {
+    pub(crate) fn acked_marks(&self, id: &StateId) -> Vec<String> {
         if let (Some(pm), Some(cut)) = (&self.pm, &id.pm) {
             // With a PM region the crash is a point in the PM log, which has a copy of
             // every mark the program made: those before it.
@@ -300,7 +300,7 @@ impl Subject {
     /// schedule as a prefix (`syncfs/e3:0-4`); a bare id (`e3:0-4`, as witnesses from
     /// before schedules have) means this trace's own. A prefix naming another schedule is
     /// an error: that state is a state of another recording.
-    pub fn state_id(&self, text: &str) -> Result<StateId, Error> {
+    pub(crate) fn state_id(&self, text: &str) -> Result<StateId, Error> {
         let bad = |reason: String| Error::BadState { id: text.to_owned(), reason };
         let (schedule, bare) = split_schedule(text);
         if let Some(label) = schedule {
@@ -386,7 +386,7 @@ impl Subject {
 
     /// The printable id of a state of this trace: prefixed with its schedule where the
     /// trace has one (`syncfs/e3:0-4`), bare otherwise.
-    pub fn qualify(&self, id: &StateId) -> String {
+    pub(crate) fn qualify(&self, id: &StateId) -> String {
         match self.label() {
             Some(label) => format!("{label}/{id}"),
             None => id.to_string(),

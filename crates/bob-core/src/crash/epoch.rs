@@ -63,7 +63,7 @@ pub struct Epoch {
 impl Epoch {
     /// The end of the epoch's entry range (exclusive): the closing flush or preflush
     /// write is not part of it, a closing FUA write is.
-    pub fn end_entry(&self, trace: &Trace) -> usize {
+    pub(crate) fn end_entry(&self, trace: &Trace) -> usize {
         match self.end_flush {
             None => trace.entries.len(),
             Some(f) if self.writes.last() == Some(&f) => f + 1,
@@ -72,7 +72,7 @@ impl Epoch {
     }
 
     /// The barrier the epoch starts after, if any: the entry index and what it is.
-    pub fn barrier_before(&self, trace: &Trace) -> Option<(usize, Barrier)> {
+    pub(crate) fn barrier_before(&self, trace: &Trace) -> Option<(usize, Barrier)> {
         let entries = &trace.entries;
         if let Some(&first) = self.writes.first() {
             if first == self.start_entry {

@@ -405,7 +405,7 @@ impl<'a> StateStream<'a> {
 
     /// How many id digests the stream holds now (its dedup sets): what its memory grows
     /// with, for the tests that show it does not run ahead of what was taken.
-    pub fn digests_held(&self) -> usize {
+    pub(crate) fn digests_held(&self) -> usize {
         self.seen.len()
             + self.draws.as_ref().map_or(0, |d| d.1.len())
             + self.probes.iter().map(|p| p.seen.len()).sum::<usize>()

@@ -77,7 +77,7 @@ impl PrivateOverlay {
         }
     }
     /// Patches this overlay's sectors into `buf`, which holds bytes from `offset`.
-    pub fn read_into(&self, offset: u64, buf: &mut [u8]) {
+    pub(crate) fn read_into(&self, offset: u64, buf: &mut [u8]) {
         if self.sectors.is_empty() || buf.is_empty() {
             return;
         }
@@ -159,13 +159,13 @@ impl CrashView {
     /// Whether the kernel may cache the view's file (the default here; the engine asks
     /// for it only where the configuration prefers it,
     /// [`crate::fs::FsConfig::prefers_cached_views`], and `--no-cached-views` never).
-    pub fn page_cache(mut self, cached: bool) -> CrashView {
+    pub(crate) fn page_cache(mut self, cached: bool) -> CrashView {
         self.cached = cached;
         self
     }
 
     /// Logs the sectors read before the view wrote them (see [`CrashView::first_reads`]).
-    pub fn track_reads(mut self, track: bool) -> CrashView {
+    pub(crate) fn track_reads(mut self, track: bool) -> CrashView {
         self.first_reads = track.then(Mutex::default);
         self
     }
@@ -188,7 +188,7 @@ impl CrashView {
     /// The digest of the image as recovery left it, mount stamps masked (see
     /// [`Overlay::recovered_digest`]): states that recover to the same image share it.
     /// `hashes` holds the sector hashes of earlier states' recoveries in the same run.
-    pub fn recovered_digest(
+    pub(crate) fn recovered_digest(
         &self,
         stamps: &[std::ops::Range<u64>],
         hashes: &crate::crash::overlay::RecoveryHashes,
@@ -204,12 +204,12 @@ impl CrashView {
 
     /// Starts a log of every sector read from now on (what the read-only fsck reads,
     /// for [`crate::check`]'s reuse of it), replacing any log not taken.
-    pub fn log_reads(&self) {
+    pub(crate) fn log_reads(&self) {
         *self.read_log.lock().unwrap_or_else(|p| p.into_inner()) = Some(SectorSet::new());
     }
 
     /// The sectors read since [`CrashView::log_reads`], ending the log.
-    pub fn take_read_log(&self) -> Option<SectorSet> {
+    pub(crate) fn take_read_log(&self) -> Option<SectorSet> {
         self.read_log.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 
@@ -272,7 +272,7 @@ impl CrashView {
     /// Sectors read before this view wrote them, when [`CrashView::track_reads`] is on:
     /// what the state's check depended on. Sectors recovery read without using them
     /// (named by [`CrashView::mark_recovered`]) are left out unless read again after it.
-    pub fn first_reads(&self) -> Option<SectorSet> {
+    pub(crate) fn first_reads(&self) -> Option<SectorSet> {
         let reads = self.first_reads.as_ref()?;
         let mut reads = reads.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if let Some(mark) = self.recovered.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
@@ -294,7 +294,7 @@ impl CrashView {
     /// `check::recovery_used`); [`CrashView::first_reads`] leaves them out unless they
     /// are read again from now on. Nothing is marked when recovery read none of them
     /// (without [`CrashView::track_reads`], nothing ever).
-    pub fn mark_recovered(&self, unused: SectorSet) {
+    pub(crate) fn mark_recovered(&self, unused: SectorSet) {
         let Some(reads) = &self.first_reads else { return };
         let during = reads.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if unused.iter().any(|u| during.overlaps(u)) {
@@ -304,23 +304,23 @@ impl CrashView {
     }
 
     /// Whether [`CrashView::mark_recovered`] left something out.
-    pub fn recovery_marked(&self) -> bool {
+    pub(crate) fn recovery_marked(&self) -> bool {
         self.recovered.lock().unwrap_or_else(|p| p.into_inner()).is_some()
     }
 
     /// The state's own bytes at `offset` (base image and crash state), without what
     /// recovery wrote since, and without logging a read.
-    pub fn read_state(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+    pub(crate) fn read_state(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
         self.overlay.read_over(&self.trace, offset, buf, |at, part| self.base.read_at(at, part))
     }
 
     /// The base image's bytes at `offset`.
-    pub fn read_base(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+    pub(crate) fn read_base(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
         self.base.read_at(offset, buf)
     }
 
     /// Every sector the check wrote to this view so far, with its bytes.
-    pub fn written_sectors(&self) -> Vec<(u64, Box<[u8; SECTOR]>)> {
+    pub(crate) fn written_sectors(&self) -> Vec<(u64, Box<[u8; SECTOR]>)> {
         let private = self.private.lock().unwrap_or_else(|p| p.into_inner());
         private.sectors.iter().map(|(&s, d)| (s, d.clone())).collect()
     }
@@ -328,7 +328,7 @@ impl CrashView {
     /// Takes `sectors` as written by the check, as if a program run on the view had
     /// written them (an earlier state's routine fsck, reused by what it read), and
     /// `reads` as read first: that program's reads, which this view never served.
-    pub fn write_as_read(&self, sectors: &[(u64, Box<[u8; SECTOR]>)], reads: &SectorSet) {
+    pub(crate) fn write_as_read(&self, sectors: &[(u64, Box<[u8; SECTOR]>)], reads: &SectorSet) {
         let mut private = self.private.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(first) = &self.first_reads {
             let mut first = first.lock().unwrap_or_else(|p| p.into_inner());

@@ -773,7 +773,7 @@ pub struct SignatureKey {
 
 impl SignatureKey {
     /// A file-name form: `ext2--creat+fsync--lost-file`.
-    pub fn slug(&self) -> String {
+    pub(crate) fn slug(&self) -> String {
         format!("{}--{}--{}", self.config, self.ops.join("+"), self.discrepancy)
     }
 }
@@ -826,7 +826,7 @@ impl SignatureDiscrepancy {
 
     /// Whether it is about recovery (its reproducer also tries the states without one
     /// write, each of which must mount).
-    pub fn is_recovery(self) -> bool {
+    pub(crate) fn is_recovery(self) -> bool {
         matches!(
             self,
             SignatureDiscrepancy::Recovery(
@@ -933,7 +933,7 @@ impl ExploreReport {
     }
 
     /// The summary and signature table in Markdown.
-    pub fn to_md(&self) -> String {
+    pub(crate) fn to_md(&self) -> String {
         use std::fmt::Write;
         let mut out = String::new();
         let _ = writeln!(out, "# bob explore\n");
@@ -1002,7 +1002,7 @@ impl ExploreReport {
 
     /// The same as one self-contained HTML page (maud escapes every interpolated string,
     /// as in the table's and the site's pages).
-    pub fn to_html(&self) -> String {
+    pub(crate) fn to_html(&self) -> String {
         use maud::{html, DOCTYPE};
         let page = html! {
             (DOCTYPE)

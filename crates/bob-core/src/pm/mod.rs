@@ -220,7 +220,7 @@ impl PmTrace {
     }
 
     /// The PM trace beside a base disk image (in the same directory), if there is one.
-    pub fn load_beside(base_image: &Path) -> Result<Option<PmTrace>, Error> {
+    pub(crate) fn load_beside(base_image: &Path) -> Result<Option<PmTrace>, Error> {
         match base_image.parent() {
             Some(dir) => PmTrace::load(dir),
             None => Ok(None),
@@ -304,7 +304,7 @@ impl PmTrace {
     }
 
     /// The crash points: right before each fence, at each mark, and at the end.
-    pub fn crash_points(&self) -> Vec<usize> {
+    pub(crate) fn crash_points(&self) -> Vec<usize> {
         let mut points: BTreeSet<usize> = self
             .entries
             .iter()
@@ -317,7 +317,7 @@ impl PmTrace {
     }
 
     /// The cuts of crash point `pos`, within the bound the module documentation gives.
-    pub fn cuts_at(&self, pos: usize) -> Vec<PmCut> {
+    pub(crate) fn cuts_at(&self, pos: usize) -> Vec<PmCut> {
         let s = self.simulate(pos);
         let pending = self.pending(&s);
         let lines: Vec<u64> = pending.iter().map(|p| p.line).collect();
@@ -442,7 +442,7 @@ impl PmTrace {
 
     /// The PM position of a crash right before the disk's log entry `disk_entry` is
     /// issued: every PM entry made before it.
-    pub fn position_before_disk(&self, disk_entry: u64) -> u64 {
+    pub(crate) fn position_before_disk(&self, disk_entry: u64) -> u64 {
         self.entries.iter().take_while(|e| e.disk() <= disk_entry).count() as u64
     }
 }

@@ -72,7 +72,7 @@ impl BlktraceSession {
     }
 
     /// Stops tracing (SIGINT, as a person would) and returns the paired requests.
-    pub fn stop(mut self) -> Result<Vec<BlockRequest>, Error> {
+    pub(crate) fn stop(mut self) -> Result<Vec<BlockRequest>, Error> {
         self.interrupt();
         let bytes = self.reader.take().map(|r| r.join().unwrap_or_default()).unwrap_or_default();
         let source = PathBuf::from(format!("blktrace -d {} -o -", self.dev.display()));

@@ -158,7 +158,7 @@ impl RecordingDisk {
 
     /// Sets the latency model applied while recording (`--latency`): every write, discard
     /// and flush then takes the model's time before it completes ([`latency`]).
-    pub fn set_latency(&self, model: latency::Latency) {
+    pub(crate) fn set_latency(&self, model: latency::Latency) {
         self.lock().latency = model.costs();
     }
 
@@ -168,7 +168,7 @@ impl RecordingDisk {
     /// the disk appends an [`Entry::adn`] mark to the log saying so. A write received at
     /// request T is so durable by request T + T_D, the thesis' durability timeout
     /// (OptFS, §6.3.1) counted in requests instead of seconds.
-    pub fn set_adn(&self, t_d: Option<u32>) {
+    pub(crate) fn set_adn(&self, t_d: Option<u32>) {
         self.lock().adn.every = t_d.filter(|&t| t > 0);
     }
 
@@ -180,7 +180,8 @@ impl RecordingDisk {
     }
 
     /// Whether requests are being logged.
-    pub fn is_recording(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_recording(&self) -> bool {
         self.lock().log.is_some()
     }
 
@@ -203,18 +204,18 @@ impl RecordingDisk {
 
     /// Entries in the log so far (0 before [`RecordingDisk::start`]): the position the
     /// PM log ties its entries to.
-    pub fn logged_entries(&self) -> u64 {
+    pub(crate) fn logged_entries(&self) -> u64 {
         self.lock().log.as_ref().map_or(0, |l| l.nr_entries() as u64)
     }
 
     /// Copies every later mark into `pm`'s log ([`crate::pm`]).
-    pub fn tie_pm(&self, pm: Arc<pm_recorder::PmRecorder>) {
+    pub(crate) fn tie_pm(&self, pm: Arc<pm_recorder::PmRecorder>) {
         *self.pm.lock().unwrap_or_else(|p| p.into_inner()) = Some(pm);
     }
 
     /// Stops logging and returns the trace: the sealed log file, mapped. An empty trace
     /// if logging never started; the first logging failure if one happened.
-    pub fn stop(&self) -> Result<Trace, Error> {
+    pub(crate) fn stop(&self) -> Result<Trace, Error> {
         let mut st = self.lock();
         let RecState { log, failed, .. } = std::mem::take(&mut *st);
         drop(st);
@@ -280,7 +281,12 @@ impl Disk for RecordingDisk {
 impl RecordingDisk {
     /// A write whose log entry carries `extra` flags besides the write itself (FUA, the
     /// role bits of [`crate::fs::roles`]).
-    pub fn write_flagged(&self, offset: u64, data: &[u8], extra: u64) -> std::io::Result<()> {
+    pub(crate) fn write_flagged(
+        &self,
+        offset: u64,
+        data: &[u8],
+        extra: u64,
+    ) -> std::io::Result<()> {
         if offset % SECTOR_SIZE != 0 || data.len() % SECTOR != 0 {
             return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
         }

@@ -151,7 +151,7 @@ impl DmLogWrites {
     }
     /// `dmsetup mknodes <name>`: makes `/dev/mapper/<name>` where no udev does (a
     /// virtme-ng guest, a container).
-    pub fn mknodes(&self) -> Vec<String> {
+    pub(crate) fn mknodes(&self) -> Vec<String> {
         self.dmsetup(&["mknodes", &self.name])
     }
     /// `dmsetup message <name> 0 mark <text>`: the target logs a MARK entry. The text is
@@ -168,7 +168,7 @@ impl DmLogWrites {
         self.dmsetup(&["remove", &self.name])
     }
     /// The mapped device the file system is made on.
-    pub fn mapped_device(&self) -> PathBuf {
+    pub(crate) fn mapped_device(&self) -> PathBuf {
         Path::new("/dev/mapper").join(&self.name)
     }
 }

@@ -225,7 +225,7 @@ impl TracefsSession {
     }
 
     /// Stops tracing and returns the device's requests (in issue order) and bios.
-    pub fn stop(mut self) -> Result<Traced, Error> {
+    pub(crate) fn stop(mut self) -> Result<Traced, Error> {
         self.disable();
         self.stop.store(true, Ordering::Relaxed);
         let events = match self.reader.take().map(|h| h.join()) {

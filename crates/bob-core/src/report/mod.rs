@@ -101,14 +101,14 @@ fn is_false(b: &bool) -> bool {
 impl ScheduleCell {
     /// Whether a violation appeared in some of `recordings` and not in all: `k` of `n`
     /// with 0 < k < n.
-    pub fn is_racy(violated: usize, recordings: usize) -> bool {
+    pub(crate) fn is_racy(violated: usize, recordings: usize) -> bool {
         violated > 0 && violated < recordings
     }
 
     /// In how many recordings a violation appeared, in words, when the schedule was
     /// recorded more than once: "violated in 2 of 5 recordings: racy", "violated in 3 of
     /// 3 recordings", "violated in 0 of 3 recordings".
-    pub fn recordings_text(&self) -> Option<String> {
+    pub(crate) fn recordings_text(&self) -> Option<String> {
         (self.recordings > 1).then(|| {
             format!(
                 "violated in {} of {} recordings{}",
@@ -592,7 +592,7 @@ impl PromiseCoverage {
 impl Cell {
     /// A held durability cell with a promise due in no state is `not-exercised`: its
     /// "held" would say nothing about that promise.
-    pub fn apply_promise_coverage(&mut self) {
+    pub(crate) fn apply_promise_coverage(&mut self) {
         let durability = self
             .property
             .parse::<workloads::Property>()
@@ -606,7 +606,7 @@ impl Cell {
     }
 
     /// Promises due in no explored state, as text ("fsync /A/f0 (op 1)").
-    pub fn unexercised_promises(&self) -> Vec<String> {
+    pub(crate) fn unexercised_promises(&self) -> Vec<String> {
         self.promises
             .iter()
             .filter(|p| p.states == 0)
@@ -865,7 +865,7 @@ impl Cell {
     }
 
     /// The racy schedules, each in words: "syncfs violated in 2 of 5 recordings: racy".
-    pub fn racy_text(&self) -> Vec<String> {
+    pub(crate) fn racy_text(&self) -> Vec<String> {
         self.schedules
             .iter()
             .filter(|s| s.racy)
@@ -874,12 +874,12 @@ impl Cell {
     }
 
     /// Sets [`Cell::racy`] from its schedules.
-    pub fn update_racy(&mut self) {
+    pub(crate) fn update_racy(&mut self) {
         self.racy = self.schedules.iter().any(|s| s.racy);
     }
 
     /// Folds the speed counters of another part of the same cell (a shard, a schedule).
-    pub fn add_speed_counts(&mut self, b: &Cell) {
+    pub(crate) fn add_speed_counts(&mut self, b: &Cell) {
         self.states_recovered_unique =
             match (self.states_recovered_unique, b.states_recovered_unique) {
                 (None, None) => None,
@@ -894,7 +894,7 @@ impl Cell {
     /// op's writes spanned (`None`: the property makes no such claim). A cell whose op
     /// spanned none cannot have tested what it claims, so a `held` becomes
     /// `not-exercised`, with `why`; a violation found anyway stays one.
-    pub fn apply_exercise(&mut self, op_barriers: Option<usize>, why: Option<String>) {
+    pub(crate) fn apply_exercise(&mut self, op_barriers: Option<usize>, why: Option<String>) {
         self.op_barriers = op_barriers;
         if op_barriers == Some(0) {
             self.not_exercised = why.or_else(|| Some("the op's writes fell into one epoch".into()));

@@ -194,7 +194,7 @@ impl RunOptions {
     }
 
     /// The name of the cell's row: the workload's (with `workload`) or the property's.
-    pub fn cell_name(&self) -> &str {
+    pub(crate) fn cell_name(&self) -> &str {
         match &self.workload {
             Some(w) => &w.name,
             None => self.property.name(),

@@ -275,7 +275,7 @@ impl Event {
         self.action & 0xff
     }
     /// The RWBS string blkparse prints for this event.
-    pub fn rwbs(&self) -> String {
+    pub(crate) fn rwbs(&self) -> String {
         let c = self.category();
         let mut s = String::new();
         if c & TC_FLUSH != 0 {

@@ -524,7 +524,7 @@ impl<W: Write + Seek> LogWriter<W> {
 
     /// Rewrites the super block with the current entry count and flushes, so that the
     /// log on disk is complete up to here.
-    pub fn sync_super(&mut self) -> Result<(), LogError> {
+    pub(crate) fn sync_super(&mut self) -> Result<(), LogError> {
         if self.poisoned {
             return Err(self.err(None, LogErrorKind::WriterPoisoned));
         }
@@ -632,7 +632,7 @@ impl<R: Read + Seek> LogReader<R> {
     }
 
     /// Like [`LogReader::new`], naming `path` in errors.
-    pub fn with_path(mut r: R, path: Option<&Path>) -> Result<Self, LogError> {
+    pub(crate) fn with_path(mut r: R, path: Option<&Path>) -> Result<Self, LogError> {
         let err = |k| LogError::new(path, None, 0, k);
         let io = |e| err(LogErrorKind::Io(e));
         let base = r.stream_position().map_err(io)?;
@@ -690,7 +690,7 @@ impl<R: Read + Seek> LogReader<R> {
     }
 
     /// Whether payloads are slices of a mapping of the file rather than read copies.
-    pub fn is_mapped(&self) -> bool {
+    pub(crate) fn is_mapped(&self) -> bool {
         self.map.is_some()
     }
 
@@ -716,18 +716,20 @@ impl<R: Read + Seek> LogReader<R> {
 
     /// Byte offset (from the super block) of the header of the entry the next call to
     /// `next()` reads. Record it before `next()` to index entries.
-    pub fn entry_offset(&self) -> u64 {
+    pub(crate) fn entry_offset(&self) -> u64 {
         self.offset
     }
 
     /// Index of the entry the next call to `next()` reads.
-    pub fn next_index(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn next_index(&self) -> u64 {
         self.next_index
     }
 
     /// Positions the reader at entry `index`, whose header lies at byte `offset` (as
     /// reported by [`LogReader::entry_offset`] earlier). Nothing is checked until `next()`.
-    pub fn seek_entry(&mut self, index: u64, offset: u64) -> Result<(), LogError> {
+    #[cfg(test)]
+    pub(crate) fn seek_entry(&mut self, index: u64, offset: u64) -> Result<(), LogError> {
         let target = self.base.checked_add(offset);
         let res = match target {
             Some(t) => self.r.seek(SeekFrom::Start(t)).map(|_| ()),

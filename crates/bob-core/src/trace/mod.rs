@@ -104,7 +104,7 @@ pub mod flags {
 
     /// The flags of `bits` that are among `named`, by name in bit order, and the other
     /// bits of `bits`.
-    pub fn split_names(bits: u64, named: EntryFlags) -> (Vec<&'static str>, u64) {
+    pub(crate) fn split_names(bits: u64, named: EntryFlags) -> (Vec<&'static str>, u64) {
         let known = EntryFlags::from_bits_retain(bits) & named;
         (known.iter_names().map(|(name, _)| name).collect(), bits & !named.bits())
     }
@@ -184,11 +184,11 @@ impl Entry {
     }
     /// An asynchronous durability notification: the first `writes` write requests the disk
     /// received since recording started are durable (every one before this entry).
-    pub fn adn(writes: u64) -> Self {
+    pub(crate) fn adn(writes: u64) -> Self {
         Entry::mark(&format!("{ADN_PREFIX}durable through write {writes}"))
     }
     /// Whether this entry is an asynchronous durability notification ([`ADN_PREFIX`]).
-    pub fn is_adn(&self) -> bool {
+    pub(crate) fn is_adn(&self) -> bool {
         self.flags & flags::MARK != 0 && self.data.starts_with(ADN_PREFIX.as_bytes())
     }
     /// The interpreted kind.
@@ -215,7 +215,7 @@ impl Entry {
         self.kind() == EntryKind::Flush && self.flags & flags::FUA_POSTFLUSH != 0
     }
     /// Whether this write carries metadata (REQ_META).
-    pub fn is_metadata(&self) -> bool {
+    pub(crate) fn is_metadata(&self) -> bool {
         self.flags & flags::METADATA != 0
     }
 }

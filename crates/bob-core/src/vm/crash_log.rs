@@ -111,7 +111,7 @@ enum Turn<'a> {
 
 impl GuestLog {
     /// The known crash of this state, if the host pinned one on it.
-    pub fn known_crash(&self, subject: &str, key: &str) -> Option<&KnownCrash> {
+    pub(crate) fn known_crash(&self, subject: &str, key: &str) -> Option<&KnownCrash> {
         self.known.crashes.iter().find(|c| c.subject == subject && c.key == key)
     }
 

@@ -52,7 +52,7 @@ impl UmlSeries {
     }
 
     /// The Debian suite whose `user-mode-linux` package is this series.
-    pub fn suite(self) -> &'static str {
+    pub(crate) fn suite(self) -> &'static str {
         match self {
             UmlSeries::V6_1 => "bookworm",
             UmlSeries::V6_12 => "trixie",
