@@ -49,20 +49,22 @@ mod stream;
 mod table;
 mod valorbench;
 
-pub use conquest::ConquestBenchReport;
-pub use conquest::{run_conquest_bench, FILES as CONQUEST_FILES};
-pub use fsbench::{run_fs_bench, FsBenchError, Postmark, ITERATIONS};
-pub use fsbench::{FsBenchReport, PostmarkRun};
-pub use kernels::{KernelBench, KernelBenchReport};
+pub use conquest::{
+    run_conquest_bench, ConquestBenchReport, SmallFileRun, FILES as CONQUEST_FILES,
+};
+pub use fsbench::{
+    run_fs_bench, FsBenchError, FsBenchReport, FsRun, Postmark, PostmarkRun, ITERATIONS,
+};
+pub use kernels::{KernelBench, KernelBenchReport, KernelRatio};
 pub(crate) use metabench::meta_bench_designs;
-pub use metabench::MetaBenchReport;
-pub use metabench::{run_meta_bench, FILES as META_FILES};
+pub use metabench::{run_meta_bench, MetaBenchReport, MetaRun, FILES as META_FILES};
 pub use report::*;
 pub use stream::{run_stream_bench, StreamOptions};
-pub use table::{run_full_table_bench, run_table_bench, FullTableOptions};
-pub use table::{FullTableReport, TableBenchReport};
-pub use valorbench::ValorBenchReport;
-pub use valorbench::{run_valor_bench, VALOR_PAGES};
+pub use table::{
+    run_full_table_bench, run_table_bench, FullTableOptions, FullTableReport, RecordingRun,
+    SampleRun, TableBenchReport, TableRun,
+};
+pub use valorbench::{run_valor_bench, ValorBenchReport, ValorRun, VALOR_PAGES};
 
 // Each report prints as text or JSON (`bob bench --format`).
 crate::output::text_and_json!(
@@ -97,14 +99,6 @@ use crate::record::{self, RecordRequest};
 use crate::report::mounted_checks;
 use crate::run::{Progress, WorkDir};
 use crate::trace::EntryKind;
-pub use conquest::SmallFileRun;
-pub use fsbench::FsRun;
-pub use kernels::KernelRatio;
-pub use metabench::MetaRun;
-pub use table::RecordingRun;
-pub use table::SampleRun;
-pub use table::TableRun;
-pub use valorbench::ValorRun;
 
 /// Mount + umount rounds of the floor unless told otherwise.
 pub const DEFAULT_FLOOR_RUNS: usize = 50;

@@ -34,16 +34,13 @@ pub use checker::{Judge, UserChecker};
 pub(crate) use engine::{check_key, guest_turn};
 pub use engine::{run_states, EngineOptions, StateResult};
 pub use journal::Journal;
-pub use outcome::JunitForm;
-pub use outcome::{Outcome, OutcomeKind};
+pub use outcome::{JunitForm, Outcome, OutcomeKind};
 pub use speed::{FsckPolicy, Speedups};
 pub use state::check_image;
 pub(crate) use state::pm_image_path;
 use state::{check_image_with, AfterRecovery, RecoveredCache, StateToCheck};
-pub use subject::CrashStates;
-pub use subject::Subject;
-pub use subject::SubjectParts;
 pub(crate) use subject::{recording_label, split_schedule};
+pub use subject::{CrashStates, Subject, SubjectParts};
 
 /// Checking errors: the environment failed, not the file system under test.
 #[derive(Debug, thiserror::Error)]

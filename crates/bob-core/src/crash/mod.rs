@@ -50,11 +50,8 @@ pub use disk::{AtomicWriteUnits, DiskModel, FuaModel};
 pub(crate) use epoch::op_epochs;
 pub use epoch::{epochs, Barrier, Epoch};
 pub use id::{Applied, StateId};
-pub use overlay::{overlay, OverlayBuilder};
-pub use overlay::{Overlay, SectorSource};
-pub use strategy::Generated;
-pub use strategy::StateStream;
-pub use strategy::{generate, shard, stream, CrashState, Limits, Strategy};
+pub use overlay::{overlay, Overlay, OverlayBuilder, SectorSource};
+pub use strategy::{generate, shard, stream, CrashState, Generated, Limits, StateStream, Strategy};
 
 /// What can go wrong naming, checking or choosing crash states.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

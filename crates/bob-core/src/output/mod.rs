@@ -31,26 +31,18 @@ use serde::{Deserialize, Serialize};
 
 use crate::check::OutcomeKind;
 pub use crate::device::registry::Reclaimed;
-pub use crate::report::diff::TableDiff;
-pub use crate::report::explain::Explanation;
+pub use crate::report::diff::{CellChange, DiffSide, DiffWitness, TableDiff, UnmatchedCell};
+pub use crate::report::explain::{Explanation, OpPersistence};
 pub use crate::report::site::SiteReport;
 pub use crate::report::table::Grid;
-pub use crate::report::Cell;
-pub use crate::report::SCHEMA_VERSION;
+pub use crate::report::{Cell, SCHEMA_VERSION};
 use crate::trace::blktrace::{Annotation, BlockRequest};
 use crate::trace::{flags, Entry, EntryKind, Trace};
-pub use render::RenderError;
-pub use render::{json, plain, Format, GridDiff, NamedComparison, Render, TABLE};
-pub(crate) use render::{Paint, TEXT_JSON};
+pub use render::{json, plain, Format, GridDiff, NamedComparison, Render, RenderError, TABLE};
+pub(crate) use render::{text_and_json, Paint, TEXT_JSON};
 use workloads::ScenarioMark;
 
 mod render;
-pub use crate::report::diff::CellChange;
-pub use crate::report::diff::DiffSide;
-pub use crate::report::diff::DiffWitness;
-pub use crate::report::diff::UnmatchedCell;
-pub use crate::report::explain::OpPersistence;
-pub(crate) use render::text_and_json;
 
 /// `bob list`: the configurations and properties this bob knows.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

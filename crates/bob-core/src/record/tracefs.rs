@@ -19,9 +19,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-pub use crate::trace::blktrace::annotate;
+pub use crate::trace::blktrace::{annotate, Annotation, BlockRequest};
 use crate::trace::blktrace::{pair_events, parse_rwbs, ReqEvent};
-pub use crate::trace::blktrace::{Annotation, BlockRequest};
 pub use crate::trace::fua::FuaMarking;
 pub(crate) use crate::trace::fua::{mark_fua, QueuedBio};
 

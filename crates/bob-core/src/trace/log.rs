@@ -84,13 +84,12 @@
 use std::io::{BufWriter, Read, Seek, Write};
 use std::path::Path;
 
-pub use super::format::LogErrorKind;
 use super::format::{
     check_entry, check_sector_size, effective_sector_size, entry_len, replace_file, super_block,
     write_entry,
 };
 pub(crate) use super::format::{max_mark_len, LOG_MAGIC, LOG_VERSION};
-pub use super::format::{LogError, LogReader, PositionedFile};
+pub use super::format::{LogError, LogErrorKind, LogReader, PositionedFile};
 use super::Trace;
 
 /// Writes `trace` as a complete dm-log-writes log to `w`.

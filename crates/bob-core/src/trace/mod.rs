@@ -25,8 +25,7 @@ pub mod sidecar;
 use std::sync::Arc;
 
 pub use bytes::Bytes;
-pub use dir::TraceDir;
-pub use dir::TraceDirError;
+pub use dir::{TraceDir, TraceDirError};
 
 /// Size of the simulated disk's atomic unit and of the log's addressing unit.
 pub(crate) const SECTOR_SIZE: u64 = 512;

@@ -22,9 +22,7 @@ pub mod uml;
 use std::path::{Path, PathBuf};
 
 pub use boot::{Accel, GuestCommand, GuestEnd, GuestPhase, GuestRun, VmOptions};
-pub use kernel::DebianSeries;
-pub use kernel::KernelSpec;
-pub use kernel::{BootKernel, BootMachine};
+pub use kernel::{BootKernel, BootMachine, DebianSeries, KernelSpec};
 pub use uml::UmlSeries;
 
 /// The environment variable that tells bob it runs inside a guest bob booted (its value:

@@ -20,8 +20,7 @@
 
 mod catalog;
 
-pub use catalog::{matches, Catalog, Entry};
-pub use catalog::{CatalogError, Known};
+pub use catalog::{matches, Catalog, CatalogError, Entry, Known};
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
