@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::sidecar::json_value;
+use super::finish::json_value;
 use super::{io_err, make_and_mount, mount, Error};
 use crate::device::cmd;
 use crate::fs::{FsConfig, Timeouts};

@@ -502,7 +502,7 @@ pub(super) fn record(req: &RecordRequest<'_>) -> Result<Recording, super::Error>
     data_dev.detach()?;
     // Scratch in the recording's work directory, which goes with it if this fails.
     let _ = std::fs::remove_file(&data_path);
-    super::sidecar::finish(req, trace, observed, base_path, None, setup)
+    super::finish::finish(req, trace, observed, base_path, None, setup)
 }
 
 /// A number no other recording of this process uses at the same time (targets are

@@ -2,12 +2,12 @@
 //! run the workload while every write, flush and discard the loop driver sends is logged
 //! in order, with a mark at each op's begin and end.
 //!
-//! By job: [`disk`] is the recording disk ([`RecordingDisk`]), [`mounted`] makes (or copies)
-//! the file system on it and mounts it ([`make_and_mount`]), [`research`] records the
-//! research designs in process, [`sidecar`] describes a finished recording, [`tracefs`]
-//! adds the block-tracepoint annotations every recording has by default
-//! ([`default_tracing`]); this module holds the request, its errors and [`record`], which
-//! ties them together.
+//! By job: [`recording_disk`] is the recording disk ([`RecordingDisk`]), [`mounted`]
+//! makes (or copies) the file system on it and mounts it ([`make_and_mount`]),
+//! [`research`] records the research designs in process, [`finish`] writes a finished
+//! recording's sidecar, [`tracefs`] adds the block-tracepoint annotations every recording
+//! has by default ([`default_tracing`]); this module holds the request, its errors and
+//! [`record`], which ties them together.
 //!
 //! Backends: the FUSE disk ([`RecordingDisk`], the default, which works without
 //! device-mapper) and dm-log-writes ([`dm_log_writes_available`] tells whether this kernel
@@ -15,15 +15,15 @@
 
 pub(crate) mod blktrace_live;
 pub mod custom;
-mod disk;
 pub mod dmlogwrites;
+mod finish;
 pub mod latency;
 mod live;
 mod mounted;
 pub(crate) mod pm_recorder;
+mod recording_disk;
 mod research;
 pub(crate) mod setup;
-mod sidecar;
 pub(crate) mod tracefs;
 
 use std::path::{Path, PathBuf};
@@ -35,8 +35,8 @@ use crate::fs::{FsConfig, Timeouts};
 use crate::trace::log::LogError;
 use crate::trace::sidecar::Sidecar;
 use crate::trace::{Entry, EntryKind, Trace};
-pub use disk::RecordingDisk;
 pub use mounted::{make_and_mount, MountedDisk};
+pub use recording_disk::RecordingDisk;
 pub(crate) use research::RoleRecorder;
 pub use setup::{SetupCache, SetupSource};
 pub(crate) use tracefs::default_tracing;
@@ -221,7 +221,7 @@ pub fn record(req: &RecordRequest<'_>) -> Result<Recording, Error> {
             });
         }
         let (trace, observed, base_path) = research::record_research(req, design)?;
-        return sidecar::finish(req, trace, observed, base_path, None, SetupSource::Made);
+        return finish::finish(req, trace, observed, base_path, None, SetupSource::Made);
     }
     if req.recorder == Recorder::DmLogWrites {
         return dmlogwrites::record(req);
@@ -261,7 +261,7 @@ pub fn record(req: &RecordRequest<'_>) -> Result<Recording, Error> {
         }
         None => None,
     };
-    sidecar::finish(req, trace, observed, base_path, fua, setup)
+    finish::finish(req, trace, observed, base_path, fua, setup)
 }
 
 #[cfg(test)]
