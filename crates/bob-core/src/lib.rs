@@ -22,8 +22,8 @@
 //! * [`image`]: a crash state served as a copy-on-write view over the base image.
 //! * [`check`]: recovery, logical snapshot, fsck, and the property verdict.
 //! * [`report`]: cells, witnesses, tables.
-//! * `pm` (crate-private): the second device, an emulated persistent-memory region: its log beside the
-//!   disk's, its crash states at cache-line granularity.
+//! * `pm` (crate-private): the second device, an emulated persistent-memory region: its
+//!   log beside the disk's, its crash states at cache-line granularity.
 //! * [`fs`]: the file-system configurations (mkfs, mount options, recovery, fsck).
 //! * [`run`]: the pipelines end to end: one configuration x property cell, a table, a
 //!   saved trace under the user's checker, a witness replayed.
