@@ -563,11 +563,11 @@ pub struct ExploreCmdArgs {
     /// setxattr, removexattr; beyond them: clone, clone-range, copy-range, dedupe-range,
     /// rename-exchange, rename-noreplace, rename-whiteout, tmpfile, chmod, chown, utimes).
     #[arg(long, value_delimiter = ',')]
-    pub ops: Vec<workloads::explore::CoreOp>,
+    pub ops: Vec<workloads::enumerate::CoreOp>,
     /// Persistence points after each op: fsync, fdatasync, sync, none (default all; never
     /// none after the last op).
     #[arg(long, value_delimiter = ',')]
-    pub persist: Vec<workloads::explore::Persist>,
+    pub persist: Vec<workloads::enumerate::Persist>,
     /// First files (default /foo,/A/foo).
     #[arg(long, value_delimiter = ',')]
     pub files: Vec<String>,
@@ -583,17 +583,17 @@ pub struct ExploreCmdArgs {
     /// Ranges of buffered writes and fallocate: append, overlap-unaligned,
     /// overlap-extend, overlap-aligned (default the first three).
     #[arg(long, value_delimiter = ',')]
-    pub ranges: Vec<workloads::explore::Range>,
+    pub ranges: Vec<workloads::enumerate::Range>,
     /// Ranges of O_DIRECT and mmap writes (default append, overlap-aligned).
     #[arg(long, value_delimiter = ',')]
-    pub direct_ranges: Vec<workloads::explore::Range>,
+    pub direct_ranges: Vec<workloads::enumerate::Range>,
     /// fallocate modes: zero-range, zero-range-keep-size, punch-hole, keep-size, default,
     /// collapse-range, insert-range, unshare-range (default the `--op-set`'s).
     #[arg(long, value_delimiter = ',')]
     pub falloc_modes: Vec<workloads::FallocMode>,
     /// truncate sizes: aligned, unaligned (default both).
     #[arg(long, value_delimiter = ',')]
-    pub truncate: Vec<workloads::explore::TruncateTo>,
+    pub truncate: Vec<workloads::enumerate::TruncateTo>,
     /// Ace's nested file set: adds /A/C, /A/C/foo, /A/C/bar.
     #[arg(long)]
     pub nested: bool,

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bob_core::device::cmd::{self, Cmd};
-use bob_core::vm::{self, GuestCommand, GuestEnd, KernelSpec, Progress, VmOptions};
+use bob_core::vm::{self, GuestCommand, GuestEnd, GuestPhase, KernelSpec, VmOptions};
 
 use crate::cli::{Command, VmArgs, VM_FLAGS};
 use crate::error::CliError;
@@ -463,8 +463,8 @@ fn in_guest(
     let session =
         vm::run_session(&kernel, &guest, command.resume_flag(), &options, &keep, cancel, |p| {
             bar.set_message(match p {
-                Progress::Booting => format!("{label}: booting"),
-                Progress::Running(line) => {
+                GuestPhase::Booting => format!("{label}: booting"),
+                GuestPhase::Running(line) => {
                     format!("{label}: {}", line.chars().take(100).collect::<String>())
                 }
             })

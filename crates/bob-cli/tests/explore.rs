@@ -469,7 +469,7 @@ fn journal_runs(out_dir: &std::path::Path) -> Vec<(String, String)> {
 /// one of them (reflink, dedupe, renameat2's flags, O_TMPFILE, collapse, insert and
 /// unshare are all xfs's) and every crash state of every workload holds; ext4 refuses
 /// reflinks, dedupes and unshares, and says so as `unsupported`, never as a failure.
-/// (Every kind can fail its promise: `workloads::explore`'s
+/// (Every kind can fail its promise: `workloads::enumerate`'s
 /// `every_operation_beyond_ace_can_fail_its_promise`.)
 #[test]
 fn operations_beyond_ace_hold_on_xfs_and_ext4_refuses_reflinks_as_unsupported() {

@@ -80,7 +80,7 @@ fn round_trip_bob_log_bob_is_byte_exact() {
     assert_eq!(sidecar["config"], "ext4-ordered");
     assert_eq!(
         sidecar["base_image"]["blake3"],
-        bob_core::image::file_digest(&base).unwrap().as_str()
+        bob_core::files::file_digest(&base).unwrap().as_str()
     );
 }
 
@@ -153,7 +153,7 @@ fn fixture_image(last: usize) -> Vec<u8> {
 fn digest_of(dir: &Dir, bytes: &[u8]) -> String {
     let p = dir.path().join("expected.img");
     std::fs::write(&p, bytes).unwrap();
-    bob_core::image::file_digest(&p).unwrap()
+    bob_core::files::file_digest(&p).unwrap()
 }
 
 #[test]
@@ -168,7 +168,7 @@ fn replay_to_mark_and_next_flush_reproduces_the_expected_image() {
     std::fs::write(&img, vec![0u8; 64 * 1024]).unwrap();
     let o = run(&["log", f, "--replay", img.to_str().unwrap(), "--next-flush"]);
     assert_eq!(o.status.code(), Some(0));
-    assert_eq!(bob_core::image::file_digest(&img).unwrap(), digest_of(&dir, &fixture_image(flush)));
+    assert_eq!(bob_core::files::file_digest(&img).unwrap(), digest_of(&dir, &fixture_image(flush)));
     let end = run(&["log", f, "--find", "--end-mark", "dm-log-writes-end"]);
     let end: usize = found_entry(&end).parse().unwrap();
     let img2 = dir.path().join("to-mark.img");
@@ -176,7 +176,7 @@ fn replay_to_mark_and_next_flush_reproduces_the_expected_image() {
     let o = run(&["log", f, "--replay", img2.to_str().unwrap(), "--end-mark", "dm-log-writes-end"]);
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(
-        bob_core::image::file_digest(&img2).unwrap(),
+        bob_core::files::file_digest(&img2).unwrap(),
         digest_of(&dir, &fixture_image(end - 1))
     );
     assert_ne!(fixture_image(flush), fixture_image(end - 1), "the two stops must differ");
@@ -189,20 +189,20 @@ fn replay_of_a_recorded_trace_to_a_mark_mounts_with_the_acknowledged_file() {
     let log = t.join("trace.log");
     let l = log.to_str().unwrap();
     let img = dir.path().join("replayed.img");
-    bob_core::image::copy_sparse(&t.join("base.img"), &img).unwrap();
+    bob_core::files::copy_sparse(&t.join("base.img"), &img).unwrap();
     let o = run(&["log", l, "--replay", img.to_str().unwrap(), "--end-mark", "commit 2"]);
     assert_eq!(o.status.code(), Some(0));
-    let by_mark = bob_core::image::file_digest(&img).unwrap();
+    let by_mark = bob_core::files::file_digest(&img).unwrap();
     // Same entries by count: the index --find reports (the mark itself carries no data).
     let idx = run(&["log", l, "--find", "--end-mark", "commit 2"]);
     let idx = found_entry(&idx);
     let img2 = dir.path().join("limit.img");
-    bob_core::image::copy_sparse(&t.join("base.img"), &img2).unwrap();
+    bob_core::files::copy_sparse(&t.join("base.img"), &img2).unwrap();
     assert_eq!(
         run(&["log", l, "--replay", img2.to_str().unwrap(), "--limit", &idx]).status.code(),
         Some(0)
     );
-    assert_eq!(bob_core::image::file_digest(&img2).unwrap(), by_mark);
+    assert_eq!(bob_core::files::file_digest(&img2).unwrap(), by_mark);
     // The kernel agrees: the replayed image mounts and holds what was synced before the mark.
     let mnt = dir.path().join("mnt");
     std::fs::create_dir_all(&mnt).unwrap();

@@ -19,7 +19,7 @@ fn refused(out: &std::process::Output) -> String {
 }
 
 fn digest(path: &Path) -> String {
-    bob_core::image::file_digest(path).unwrap()
+    bob_core::files::file_digest(path).unwrap()
 }
 
 /// A violated ext2 cell's witness in `dir` (a few seconds).

@@ -154,7 +154,7 @@ fn check(dir: &Dir, case: &Case, mode: Mode) -> Result<(), String> {
         ));
     }
     if let Some(want) = &case.digest {
-        let got = bob_core::image::file_digest(&img).unwrap();
+        let got = bob_core::files::file_digest(&img).unwrap();
         if &got != want {
             return Err(format!("{what}: image digest {got}, replay-log's {want}"));
         }

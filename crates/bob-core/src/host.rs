@@ -19,7 +19,7 @@ pub fn uname_release() -> String {
 /// The running kernel's release (`uname -r`), with [`UML_MARK`] after it when the kernel
 /// is a user-mode Linux program: every table, cell and report that names the kernel then
 /// says what ran it.
-pub fn kernel_release() -> String {
+pub(crate) fn kernel_release() -> String {
     let release = uname_release();
     match running_in_uml() {
         true => format!("{release} {UML_MARK}"),
@@ -40,18 +40,18 @@ fn running_in_uml() -> bool {
 
 /// `major.minor` of a kernel release (`6.13`, `6.12.117+deb12-amd64`); (0, 0) if it
 /// does not parse.
-pub fn release_version(release: &str) -> (u32, u32) {
+pub(crate) fn release_version(release: &str) -> (u32, u32) {
     let mut parts = release.split(|c: char| !c.is_ascii_digit()).map(|p| p.parse().unwrap_or(0));
     (parts.next().unwrap_or(0), parts.next().unwrap_or(0))
 }
 
 /// The running kernel's `major.minor`.
-pub fn running_version() -> (u32, u32) {
+pub(crate) fn running_version() -> (u32, u32) {
     release_version(&uname_release())
 }
 
 /// The words of the running kernel's command line (/proc/cmdline; none if unreadable).
-pub fn kernel_command_line() -> Vec<String> {
+pub(crate) fn kernel_command_line() -> Vec<String> {
     std::fs::read_to_string("/proc/cmdline")
         .map(|line| line.split_whitespace().map(str::to_owned).collect())
         .unwrap_or_default()
@@ -72,18 +72,18 @@ fn status_kib(field: fn(&procfs::process::Status) -> Option<u64>) -> u64 {
 }
 
 /// This process's peak resident memory (VmHWM), KiB.
-pub fn peak_rss_kib() -> u64 {
+pub(crate) fn peak_rss_kib() -> u64 {
     status_kib(|s| s.vmhwm)
 }
 
 /// This process's resident memory now (VmRSS), KiB.
-pub fn rss_kib() -> u64 {
+pub(crate) fn rss_kib() -> u64 {
     status_kib(|s| s.vmrss)
 }
 
 /// Resets the peak-RSS mark to the current RSS (Linux 4.0+: `5 > clear_refs`); whether
 /// the kernel took it.
-pub fn reset_hwm() -> bool {
+pub(crate) fn reset_hwm() -> bool {
     std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 
@@ -93,7 +93,7 @@ pub fn reset_hwm() -> bool {
 /// are zeroed there (every page touched) and stay resident after they are freed, so the
 /// process's RSS grows by tens of MiB with each engine run whatever its number of states.
 /// Pinned, such buffers are mapped and unmapped, and peak RSS measures live memory.
-pub fn pin_mmap_threshold() -> bool {
+pub(crate) fn pin_mmap_threshold() -> bool {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         // SAFETY: mallopt only sets a malloc parameter; 128 KiB is glibc's own default.
@@ -144,7 +144,7 @@ impl Machine {
 
 /// `secs` since the epoch as `YYYY-MM-DDTHH:MM:SS` (UTC; the civil-from-days algorithm of
 /// Howard Hinnant's `chrono`-compatible date library).
-pub fn utc(secs: u64) -> String {
+pub(crate) fn utc(secs: u64) -> String {
     let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
@@ -160,7 +160,7 @@ pub fn utc(secs: u64) -> String {
 }
 
 /// Now, as [`utc`] writes it (the epoch if the clock is before it).
-pub fn utc_now() -> String {
+pub(crate) fn utc_now() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());

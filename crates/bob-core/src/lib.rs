@@ -12,6 +12,8 @@
 //!
 //! * [`host`]: what the machine and this process say about themselves (kernel release,
 //!   command line, cores, memory, load).
+//! * [`files`]: whole image files, sparse: a copy that keeps holes, a digest that hashes
+//!   them without reading them.
 //! * [`device`]: loop devices, mounts and bob's FUSE disk, each released on every exit
 //!   path, and [`device::cmd`], the one way bob runs a program.
 //! * [`record`]: runs a workload on a recording disk and produces a [`trace::Trace`].
@@ -20,8 +22,8 @@
 //! * [`image`]: a crash state served as a copy-on-write view over the base image.
 //! * [`check`]: recovery, logical snapshot, fsck, and the property verdict.
 //! * [`report`]: cells, witnesses, tables.
-//! * [`pm`]: the second device, an emulated persistent-memory region: its log beside the
-//!   disk's, its crash states at cache-line granularity.
+//! * `pm` (crate-private): the second device, an emulated persistent-memory region: its
+//!   log beside the disk's, its crash states at cache-line granularity.
 //! * [`fs`]: the file-system configurations (mkfs, mount options, recovery, fsck).
 //! * [`run`]: the pipelines end to end: one configuration x property cell, a table, a
 //!   saved trace under the user's checker, a witness replayed.
@@ -43,11 +45,12 @@ pub mod bench;
 pub mod check;
 pub mod crash;
 pub mod device;
+pub mod files;
 pub mod fs;
 pub mod host;
 pub mod image;
 pub mod output;
-pub mod pm;
+pub(crate) mod pm;
 pub mod record;
 pub mod report;
 pub mod run;

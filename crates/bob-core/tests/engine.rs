@@ -23,8 +23,9 @@ use bob_core::check::{self, EngineOptions, StateResult, Subject};
 use bob_core::crash::{self, Applied, CrashState, Epoch, Limits, OverlayBuilder, StateId};
 use bob_core::device::fusedisk::Disk;
 use bob_core::device::mounts;
+use bob_core::files::file_digest;
 use bob_core::fs::Timeouts;
-use bob_core::image::{file_digest, BaseImage, CrashView};
+use bob_core::image::{BaseImage, CrashView};
 use bob_core::record;
 use bob_core::trace::{flags, Entry, EntryKind, Trace};
 use proptest::prelude::*;
@@ -252,13 +253,13 @@ fn recovery_writes_stay_in_their_view() {
 use common::require_root;
 
 /// A recorded trace, its subject and crash states, in a private scratch directory.
-struct Recorded {
+struct RecordedStates {
     dir: tempfile::TempDir,
     subject: Subject,
     states: Vec<CrashState>,
 }
 
-fn record(config: &str, property: Property) -> Recorded {
+fn record(config: &str, property: Property) -> RecordedStates {
     let dir = tempfile::Builder::new().prefix("bob-engine-test-").tempdir().expect("tempdir");
     let subject = common::record_subject(dir.path(), config, property, crash::DiskModel::STUDY);
     let states = crash::generate(
@@ -268,10 +269,10 @@ fn record(config: &str, property: Property) -> Recorded {
         &Limits::default(),
     )
     .states;
-    Recorded { dir, subject, states }
+    RecordedStates { dir, subject, states }
 }
 
-impl Recorded {
+impl RecordedStates {
     fn run(
         &self,
         name: &str,
@@ -298,7 +299,7 @@ impl Recorded {
     }
 }
 
-impl Recorded {
+impl RecordedStates {
     /// A run with `speed` beside one with every shortcut off (two workers each), state
     /// by state: the same state, outcome and fsck result in both, asserted here. Each
     /// pair comes with whether the state is the one checked for its content.

@@ -15,13 +15,13 @@ use std::path::{Path, PathBuf};
 /// bob-core's top-level modules, lowest layer first; a module may use only modules of
 /// lower layers.
 const LAYERS: &[&[&str]] = &[
-    &["host"],
+    &["host", "files"],
     &["device"],
     &["vm", "trace"],
     &["pm", "fs"],
-    &["crash"],
+    &["crash", "record"],
     &["image"],
-    &["record", "check"],
+    &["check"],
     &["report"],
     &["output"],
     &["run"],

@@ -273,26 +273,62 @@ fn errno(e: &io::Error) -> i32 {
 /// may hold for any path; empty: model-free checks only).
 pub fn classify(view: &dyn View, states: &[Model]) -> CheckReport {
     let mut r = CheckReport::default();
-    let push = |r: &mut CheckReport, path: &str, op: &str, outcome: Outcome| {
-        r.accesses.push(Access { path: path.to_string(), op: op.to_string(), outcome });
-    };
-    let silent = |kind, detail: String| Outcome::Silent { kind, detail };
-    let node_in = |path: &str, want: &dyn Fn(&Node) -> bool| {
-        states.iter().any(|m| m.nodes.get(path).is_some_and(want))
-    };
-    let modeled =
-        |path: &str| !states.is_empty() && states.iter().any(|m| m.nodes.contains_key(path));
+    let walk = walk(view, states, &mut r);
+    // Content, judged once every file has been read (BD needs to know which names of a
+    // shared inode are the right ones).
+    judge_contents(states, &walk.files, &mut r);
+    judge_link_counts(&walk.files, &mut r);
+    judge_lost(states, &walk, &mut r);
+    judge_space(view, &walk.reach, &mut r);
+    r
+}
 
-    // Blocks per reachable inode, for the space check.
-    let mut reach: HashMap<u64, u64> = HashMap::new();
-    let mut files: Vec<(String, Stat, Vec<u8>)> = Vec::new();
-    let mut listed_dirs: HashSet<String> = HashSet::new();
-    let mut seen: HashSet<String> = HashSet::new();
+impl CheckReport {
+    fn push(&mut self, path: &str, op: &str, outcome: Outcome) {
+        self.accesses.push(Access { path: path.to_string(), op: op.to_string(), outcome });
+    }
+}
+
+fn silent(kind: ErrorKind, detail: String) -> Outcome {
+    Outcome::Silent { kind, detail }
+}
+
+/// Whether some state has a node at `path` that `want` accepts.
+fn node_in(states: &[Model], path: &str, want: &dyn Fn(&Node) -> bool) -> bool {
+    states.iter().any(|m| m.nodes.get(path).is_some_and(want))
+}
+
+/// Whether some state has a node at `path` (never, without states).
+fn modeled(states: &[Model], path: &str) -> bool {
+    !states.is_empty() && states.iter().any(|m| m.nodes.contains_key(path))
+}
+
+/// What the walk from the root found.
+struct Walk {
+    /// Blocks per reachable inode, for the space check.
+    reach: HashMap<u64, u64>,
+    /// Every file read, with its stat and content.
+    files: Vec<(String, Stat, Vec<u8>)>,
+    /// The directories that listed.
+    listed_dirs: HashSet<String>,
+    /// Every path listed.
+    seen: HashSet<String>,
+}
+
+/// Walks `view` from the root, classifying each stat (a directory against `states`, a
+/// file with no links) and each error, and reading every file for [`judge_contents`].
+fn walk(view: &dyn View, states: &[Model], r: &mut CheckReport) -> Walk {
+    let mut w = Walk {
+        reach: HashMap::new(),
+        files: Vec::new(),
+        listed_dirs: HashSet::new(),
+        seen: HashSet::new(),
+    };
     match view.stat("") {
         Ok(st) => {
-            reach.insert(st.ino, st.blocks);
+            w.reach.insert(st.ino, st.blocks);
         }
-        Err(e) => push(&mut r, "", "stat", Outcome::ErrorReturned { errno: errno(&e) }),
+        Err(e) => r.push("", "stat", Outcome::ErrorReturned { errno: errno(&e) }),
     }
     let mut stack = vec![String::new()];
     let mut dirs_seen: HashSet<u64> = HashSet::new();
@@ -300,64 +336,64 @@ pub fn classify(view: &dyn View, states: &[Model]) -> CheckReport {
         let names = match view.readdir(&dir) {
             Ok(n) => n,
             Err(e) => {
-                push(&mut r, &dir, "readdir", Outcome::ErrorReturned { errno: errno(&e) });
+                r.push(&dir, "readdir", Outcome::ErrorReturned { errno: errno(&e) });
                 continue;
             }
         };
-        listed_dirs.insert(dir.clone());
+        w.listed_dirs.insert(dir.clone());
         for name in names {
             let path = join(&dir, &name);
-            seen.insert(path.clone());
+            w.seen.insert(path.clone());
             let st = match view.stat(&path) {
                 Ok(st) => st,
                 Err(e) => {
-                    push(&mut r, &path, "stat", Outcome::ErrorReturned { errno: errno(&e) });
+                    r.push(&path, "stat", Outcome::ErrorReturned { errno: errno(&e) });
                     continue;
                 }
             };
-            reach.insert(st.ino, st.blocks);
+            w.reach.insert(st.ino, st.blocks);
             if st.dir {
-                let outcome = if states.is_empty() || node_in(&path, &|n| *n == Node::Dir) {
-                    Outcome::Correct
-                } else if modeled(&path) {
-                    silent(ErrorKind::Bd, "a directory where every state has a file".into())
-                } else {
-                    silent(ErrorKind::Bd, "a directory no state has".into())
-                };
-                push(&mut r, &path, "stat", outcome);
+                r.push(&path, "stat", dir_outcome(states, &path));
                 if dirs_seen.insert(st.ino) {
                     stack.push(path);
                 }
                 continue;
             }
             if st.nlink == 0 {
-                push(
-                    &mut r,
-                    &path,
-                    "stat",
-                    silent(
-                        ErrorKind::Bd,
-                        format!("lists and resolves to inode {} with link count 0", st.ino),
-                    ),
-                );
+                let detail = format!("lists and resolves to inode {} with link count 0", st.ino);
+                r.push(&path, "stat", silent(ErrorKind::Bd, detail));
                 continue;
             }
             match view.read(&path) {
-                Ok(data) => files.push((path, st, data)),
-                Err(e) => push(&mut r, &path, "read", Outcome::ErrorReturned { errno: errno(&e) }),
+                Ok(data) => w.files.push((path, st, data)),
+                Err(e) => r.push(&path, "read", Outcome::ErrorReturned { errno: errno(&e) }),
             }
         }
     }
+    w
+}
 
-    // Content, judged once every file has been read (BD needs to know which names of a
-    // shared inode are the right ones).
+/// A directory at `path`: correct where a state has one there.
+fn dir_outcome(states: &[Model], path: &str) -> Outcome {
+    if states.is_empty() || node_in(states, path, &|n| *n == Node::Dir) {
+        Outcome::Correct
+    } else if modeled(states, path) {
+        silent(ErrorKind::Bd, "a directory where every state has a file".into())
+    } else {
+        silent(ErrorKind::Bd, "a directory no state has".into())
+    }
+}
+
+/// Each file's content against the states: correct, another name's inode (BD), another
+/// file's data (TP), or bytes no state allows (GD).
+fn judge_contents(states: &[Model], files: &[(String, Stat, Vec<u8>)], r: &mut CheckReport) {
     let correct = |path: &str, data: &[u8]| {
-        states.is_empty() || node_in(path, &|n| *n == Node::File(data.to_vec()))
+        states.is_empty() || node_in(states, path, &|n| *n == Node::File(data.to_vec()))
     };
-    for (path, st, data) in &files {
+    for (path, st, data) in files {
         let outcome = if correct(path, data) {
             Outcome::Correct
-        } else if !modeled(path) {
+        } else if !modeled(states, path) {
             silent(
                 ErrorKind::Bd,
                 format!("lists and resolves (inode {}) but no state has it", st.ino),
@@ -380,72 +416,56 @@ pub fn classify(view: &dyn View, states: &[Model]) -> CheckReport {
         } else {
             silent(ErrorKind::Gd, format!("{} bytes no state allows", data.len()))
         };
-        push(&mut r, path, "read", outcome);
+        r.push(path, "read", outcome);
     }
+}
 
-    // Link counts against the names that resolve.
+/// Link counts against the names that resolve (HL).
+fn judge_link_counts(files: &[(String, Stat, Vec<u8>)], r: &mut CheckReport) {
     let mut names: BTreeMap<u64, Vec<&str>> = BTreeMap::new();
-    for (path, st, _) in &files {
+    for (path, st, _) in files {
         names.entry(st.ino).or_default().push(path);
     }
     for (ino, paths) in &names {
         let nlink = files.iter().find(|(_, s, _)| s.ino == *ino).map_or(0, |(_, s, _)| s.nlink);
         if nlink != paths.len() as u64 {
-            push(
-                &mut r,
-                paths[0],
-                "links",
-                silent(
-                    ErrorKind::Hl,
-                    format!(
-                        "inode {ino} has link count {nlink} but {} names resolve to it",
-                        paths.len()
-                    ),
-                ),
+            let detail = format!(
+                "inode {ino} has link count {nlink} but {} names resolve to it",
+                paths.len()
             );
+            r.push(paths[0], "links", silent(ErrorKind::Hl, detail));
         }
     }
+}
 
-    // Paths every state has that vanished from a directory that lists fine: lost.
-    if !states.is_empty() {
-        for path in states[0].nodes.keys() {
-            let parent = path.rsplit_once('/').map_or("", |(p, _)| p);
-            if !seen.contains(path)
-                && listed_dirs.contains(parent)
-                && states.iter().all(|m| m.nodes.contains_key(path))
-            {
-                push(
-                    &mut r,
-                    path,
-                    "readdir",
-                    silent(ErrorKind::Oi, "missing from its directory".into()),
-                );
-            }
+/// Paths every state has that vanished from a directory that lists fine: lost (OI).
+fn judge_lost(states: &[Model], walk: &Walk, r: &mut CheckReport) {
+    let Some(first) = states.first() else { return };
+    for path in first.nodes.keys() {
+        let parent = path.rsplit_once('/').map_or("", |(p, _)| p);
+        if !walk.seen.contains(path)
+            && walk.listed_dirs.contains(parent)
+            && states.iter().all(|m| m.nodes.contains_key(path))
+        {
+            r.push(path, "readdir", silent(ErrorKind::Oi, "missing from its directory".into()));
         }
     }
+}
 
-    // Space: what statfs counts in use beyond what can be reached is orphaned.
+/// Space: what statfs counts in use beyond what can be reached is orphaned (OI, OB).
+fn judge_space(view: &dyn View, reach: &HashMap<u64, u64>, r: &mut CheckReport) {
     match view.in_use() {
         Ok(u) => {
             let (ri, rb) = (reach.len() as u64, reach.values().sum::<u64>());
             if u.inodes > ri {
-                push(
-                    &mut r,
-                    "<statfs>",
-                    "statfs",
-                    silent(ErrorKind::Oi, format!("{} inodes in use, {ri} reachable", u.inodes)),
-                );
+                let detail = format!("{} inodes in use, {ri} reachable", u.inodes);
+                r.push("<statfs>", "statfs", silent(ErrorKind::Oi, detail));
             }
             if u.blocks > rb {
-                push(
-                    &mut r,
-                    "<statfs>",
-                    "statfs",
-                    silent(ErrorKind::Ob, format!("{} blocks in use, {rb} reachable", u.blocks)),
-                );
+                let detail = format!("{} blocks in use, {rb} reachable", u.blocks);
+                r.push("<statfs>", "statfs", silent(ErrorKind::Ob, detail));
             }
         }
-        Err(e) => push(&mut r, "<statfs>", "statfs", Outcome::ErrorReturned { errno: errno(&e) }),
+        Err(e) => r.push("<statfs>", "statfs", Outcome::ErrorReturned { errno: errno(&e) }),
     }
-    r
 }

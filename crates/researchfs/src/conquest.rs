@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::device::{BlockDevice, Role, WriteInfo};
 use crate::layout::BLOCK;
-use crate::pm::{PersistentMemory, LINE, WORD};
+use crate::persistent_memory::{PersistentMemory, LINE, WORD};
 use crate::Design;
 
 /// Files larger than this (bytes) keep their data on the disk.
@@ -346,7 +346,7 @@ impl BlockDevice for ConquestDevice {
 mod tests {
     use super::*;
     use crate::device::MemDevice;
-    use crate::pm::MemPm;
+    use crate::persistent_memory::MemPm;
     use crate::{layout::ROOT, mkfs, Fs, Options};
 
     fn made(design: Design) -> (Arc<MemDevice>, Arc<MemPm>, Arc<ConquestDevice>) {

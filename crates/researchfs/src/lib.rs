@@ -44,7 +44,7 @@ pub mod fsck;
 pub mod fuse;
 mod fuseblk;
 pub mod layout;
-pub mod pm;
+pub mod persistent_memory;
 pub mod reliability;
 
 use std::fmt;
@@ -59,7 +59,7 @@ pub use device::{
 pub use fs::{mkfs, Attr, Fs};
 pub use fsck::{fsck, FsckReport};
 pub use fuse::{mount, mount_on_block_device, mount_with, MountedFs};
-pub use pm::{MemPm, PersistentMemory};
+pub use persistent_memory::{MemPm, PersistentMemory};
 
 /// The thesis' inconsistency kinds (table 5.6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -209,174 +209,192 @@ fn with_fill(mut m: Model) -> Model {
     m
 }
 
+/// The fixture of scenario `op` on `design`.
 fn fixture(op: &str, design: Design) -> Fixture {
-    let f = |setup: Step, ops: Step, states, c, p, o, n| Fixture { setup, ops, states, c, p, o, n };
     match op {
-        "mkdir" => f(
-            Box::new(|fs| fs.mkdir(ROOT, "p").map(drop)),
-            Box::new(|fs| fs.mkdir(fs.resolve("p")?, "c").map(drop)),
-            vec![Model::new().dir("p"), Model::new().dir("p").dir("p/c")],
-            "p/c",
-            "p",
-            "",
-            "",
-        ),
-        "link" => {
-            // The second name in the same directory: only the back link's name hash tells
-            // the two entries apart.
-            let base = Model::new().dir("a").file("a/f", b"linked file data");
-            f(
-                Box::new(|fs| {
-                    fs.mkdir(ROOT, "a")?;
-                    write_file(fs, "a/f", b"linked file data")
-                }),
-                Box::new(|fs| fs.link(fs.resolve("a/f")?, fs.resolve("a")?, "g")),
-                vec![base.clone(), base.file("a/g", b"linked file data")],
-                "a/f",
-                "a",
-                "",
-                "",
-            )
-        }
-        "unlink" => {
-            let base = Model::new()
-                .dir("a")
-                .dir("b")
-                .file("a/f", b"unlinked file data")
-                .file("b/g", b"unlinked file data");
-            f(
-                Box::new(|fs| {
-                    fs.mkdir(ROOT, "a")?;
-                    fs.mkdir(ROOT, "b")?;
-                    write_file(fs, "a/f", b"unlinked file data")?;
-                    fs.link(fs.resolve("a/f")?, fs.resolve("b")?, "g")
-                }),
-                Box::new(|fs| fs.unlink(fs.resolve("a")?, "f")),
-                vec![base.clone(), base.without("a/f")],
-                "a/f",
-                "",
-                "a",
-                "",
-            )
-        }
-        "rename" => {
-            let base = Model::new().dir("a").dir("b");
-            f(
-                Box::new(|fs| {
-                    fs.mkdir(ROOT, "a")?;
-                    fs.mkdir(ROOT, "b")?;
-                    write_file(fs, "a/f", b"renamed file data")
-                }),
-                Box::new(|fs| fs.rename(fs.resolve("a")?, "f", fs.resolve("b")?, "f")),
-                vec![
-                    base.clone().file("a/f", b"renamed file data"),
-                    base.file("b/f", b"renamed file data"),
-                ],
-                "b/f",
-                "",
-                "a",
-                "b",
-            )
-        }
-        "write" => {
-            // Twelve blocks fill the direct pointers: the appended block needs the
-            // indirect block, so all of C-inode, C-data and C-ind are written.
-            let p = design.payload();
-            let old = pattern(NDIRECT * p, 1);
-            let mut new = old.clone();
-            new.extend_from_slice(&pattern(p, 2));
-            let (o2, n2) = (old.clone(), new.clone());
-            f(
-                Box::new(move |fs| write_file(fs, "f", &o2)),
-                Box::new(move |fs| {
-                    fs.write(fs.resolve("f")?, (NDIRECT * p) as u64, &n2[NDIRECT * p..]).map(drop)
-                }),
-                vec![Model::new().file("f", &old), Model::new().file("f", &new)],
-                "f",
-                "",
-                "",
-                "",
-            )
-        }
-        "delete-create" => {
-            // Created in the same directory: the new file reuses the deleted one's inode
-            // number (and block) under a name whose back link differs only by name hash,
-            // and the stale entry differs from the new one only by generation.
-            let base = Model::new().dir("a");
-            f(
-                Box::new(|fs| {
-                    fs.mkdir(ROOT, "a")?;
-                    write_file(fs, "a/o", b"deleted file data")
-                }),
-                Box::new(|fs| {
-                    fs.unlink(fs.resolve("a")?, "o")?;
-                    write_file(fs, "a/c", b"created file data")
-                }),
-                vec![
-                    base.clone().file("a/o", b"deleted file data"),
-                    base.clone(),
-                    base.clone().file("a/c", b""),
-                    base.file("a/c", b"created file data"),
-                ],
-                "a/c",
-                "",
-                "a",
-                "",
-            )
-        }
-        "truncate-write" => {
-            let p = design.payload();
-            let old = vec![b'O'; p];
-            let o2 = old.clone();
-            let base = with_fill(Model::new().dir("a")).file("a/c", b"");
-            f(
-                Box::new(move |fs| {
-                    fs.mkdir(ROOT, "a")?;
-                    write_file(fs, "a/o", &o2)?;
-                    fill(fs)?;
-                    write_file(fs, "a/c", b"")
-                }),
-                Box::new(|fs| {
-                    fs.truncate(fs.resolve("a/o")?, 0)?;
-                    fs.write(fs.resolve("a/c")?, 0, b"new data written to c").map(drop)
-                }),
-                vec![
-                    base.clone().file("a/o", &old),
-                    base.clone().file("a/o", b""),
-                    base.file("a/o", b"").file("a/c", b"new data written to c"),
-                ],
-                "a/c",
-                "",
-                "a/o",
-                "",
-            )
-        }
-        "unlink-link" => {
-            let base = Model::new().dir("a").dir("b").dir("c").file("b/x", b"kept file data");
-            f(
-                Box::new(|fs| {
-                    for d in ["a", "b", "c"] {
-                        fs.mkdir(ROOT, d)?;
-                    }
-                    write_file(fs, "a/o", b"unlinked file data")?;
-                    write_file(fs, "b/x", b"kept file data")
-                }),
-                Box::new(|fs| {
-                    fs.unlink(fs.resolve("a")?, "o")?;
-                    fs.link(fs.resolve("b/x")?, fs.resolve("c")?, "y")
-                }),
-                vec![
-                    base.clone().file("a/o", b"unlinked file data"),
-                    base.clone(),
-                    base.file("c/y", b"kept file data"),
-                ],
-                "b/x",
-                "",
-                "a",
-                "",
-            )
-        }
+        "mkdir" => mkdir_fixture(),
+        "link" => link_fixture(),
+        "unlink" => unlink_fixture(),
+        "rename" => rename_fixture(),
+        "write" => write_fixture(design),
+        "delete-create" => delete_create_fixture(),
+        "truncate-write" => truncate_write_fixture(design),
+        "unlink-link" => unlink_link_fixture(),
         other => unreachable!("no fixture for scenario {other}"),
+    }
+}
+
+fn mkdir_fixture() -> Fixture {
+    Fixture {
+        setup: Box::new(|fs| fs.mkdir(ROOT, "p").map(drop)),
+        ops: Box::new(|fs| fs.mkdir(fs.resolve("p")?, "c").map(drop)),
+        states: vec![Model::new().dir("p"), Model::new().dir("p").dir("p/c")],
+        c: "p/c",
+        p: "p",
+        o: "",
+        n: "",
+    }
+}
+
+/// The second name in the same directory: only the back link's name hash tells the two
+/// entries apart.
+fn link_fixture() -> Fixture {
+    let base = Model::new().dir("a").file("a/f", b"linked file data");
+    Fixture {
+        setup: Box::new(|fs| {
+            fs.mkdir(ROOT, "a")?;
+            write_file(fs, "a/f", b"linked file data")
+        }),
+        ops: Box::new(|fs| fs.link(fs.resolve("a/f")?, fs.resolve("a")?, "g")),
+        states: vec![base.clone(), base.file("a/g", b"linked file data")],
+        c: "a/f",
+        p: "a",
+        o: "",
+        n: "",
+    }
+}
+
+fn unlink_fixture() -> Fixture {
+    let base = Model::new()
+        .dir("a")
+        .dir("b")
+        .file("a/f", b"unlinked file data")
+        .file("b/g", b"unlinked file data");
+    Fixture {
+        setup: Box::new(|fs| {
+            fs.mkdir(ROOT, "a")?;
+            fs.mkdir(ROOT, "b")?;
+            write_file(fs, "a/f", b"unlinked file data")?;
+            fs.link(fs.resolve("a/f")?, fs.resolve("b")?, "g")
+        }),
+        ops: Box::new(|fs| fs.unlink(fs.resolve("a")?, "f")),
+        states: vec![base.clone(), base.without("a/f")],
+        c: "a/f",
+        p: "",
+        o: "a",
+        n: "",
+    }
+}
+
+fn rename_fixture() -> Fixture {
+    let base = Model::new().dir("a").dir("b");
+    Fixture {
+        setup: Box::new(|fs| {
+            fs.mkdir(ROOT, "a")?;
+            fs.mkdir(ROOT, "b")?;
+            write_file(fs, "a/f", b"renamed file data")
+        }),
+        ops: Box::new(|fs| fs.rename(fs.resolve("a")?, "f", fs.resolve("b")?, "f")),
+        states: vec![
+            base.clone().file("a/f", b"renamed file data"),
+            base.file("b/f", b"renamed file data"),
+        ],
+        c: "b/f",
+        p: "",
+        o: "a",
+        n: "b",
+    }
+}
+
+/// Twelve blocks fill the direct pointers: the appended block needs the indirect block,
+/// so all of C-inode, C-data and C-ind are written.
+fn write_fixture(design: Design) -> Fixture {
+    let p = design.payload();
+    let old = pattern(NDIRECT * p, 1);
+    let mut new = old.clone();
+    new.extend_from_slice(&pattern(p, 2));
+    let (o2, n2) = (old.clone(), new.clone());
+    Fixture {
+        setup: Box::new(move |fs| write_file(fs, "f", &o2)),
+        ops: Box::new(move |fs| {
+            fs.write(fs.resolve("f")?, (NDIRECT * p) as u64, &n2[NDIRECT * p..]).map(drop)
+        }),
+        states: vec![Model::new().file("f", &old), Model::new().file("f", &new)],
+        c: "f",
+        p: "",
+        o: "",
+        n: "",
+    }
+}
+
+/// Created in the same directory: the new file reuses the deleted one's inode number (and
+/// block) under a name whose back link differs only by name hash, and the stale entry
+/// differs from the new one only by generation.
+fn delete_create_fixture() -> Fixture {
+    let base = Model::new().dir("a");
+    Fixture {
+        setup: Box::new(|fs| {
+            fs.mkdir(ROOT, "a")?;
+            write_file(fs, "a/o", b"deleted file data")
+        }),
+        ops: Box::new(|fs| {
+            fs.unlink(fs.resolve("a")?, "o")?;
+            write_file(fs, "a/c", b"created file data")
+        }),
+        states: vec![
+            base.clone().file("a/o", b"deleted file data"),
+            base.clone(),
+            base.clone().file("a/c", b""),
+            base.file("a/c", b"created file data"),
+        ],
+        c: "a/c",
+        p: "",
+        o: "a",
+        n: "",
+    }
+}
+
+fn truncate_write_fixture(design: Design) -> Fixture {
+    let p = design.payload();
+    let old = vec![b'O'; p];
+    let o2 = old.clone();
+    let base = with_fill(Model::new().dir("a")).file("a/c", b"");
+    Fixture {
+        setup: Box::new(move |fs| {
+            fs.mkdir(ROOT, "a")?;
+            write_file(fs, "a/o", &o2)?;
+            fill(fs)?;
+            write_file(fs, "a/c", b"")
+        }),
+        ops: Box::new(|fs| {
+            fs.truncate(fs.resolve("a/o")?, 0)?;
+            fs.write(fs.resolve("a/c")?, 0, b"new data written to c").map(drop)
+        }),
+        states: vec![
+            base.clone().file("a/o", &old),
+            base.clone().file("a/o", b""),
+            base.file("a/o", b"").file("a/c", b"new data written to c"),
+        ],
+        c: "a/c",
+        p: "",
+        o: "a/o",
+        n: "",
+    }
+}
+
+fn unlink_link_fixture() -> Fixture {
+    let base = Model::new().dir("a").dir("b").dir("c").file("b/x", b"kept file data");
+    Fixture {
+        setup: Box::new(|fs| {
+            for d in ["a", "b", "c"] {
+                fs.mkdir(ROOT, d)?;
+            }
+            write_file(fs, "a/o", b"unlinked file data")?;
+            write_file(fs, "b/x", b"kept file data")
+        }),
+        ops: Box::new(|fs| {
+            fs.unlink(fs.resolve("a")?, "o")?;
+            fs.link(fs.resolve("b/x")?, fs.resolve("c")?, "y")
+        }),
+        states: vec![
+            base.clone().file("a/o", b"unlinked file data"),
+            base.clone(),
+            base.file("c/y", b"kept file data"),
+        ],
+        c: "b/x",
+        p: "",
+        o: "a",
+        n: "",
     }
 }
 

@@ -16,8 +16,8 @@
 //! test: `"/"` is its root, `"/A/f0"` a file in directory `A`.
 
 mod check;
+pub mod enumerate;
 mod exec;
-pub mod explore;
 mod generate;
 mod model;
 mod op;

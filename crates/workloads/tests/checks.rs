@@ -442,7 +442,7 @@ fn generated(text: &str) -> (Workload, Observed, Vec<ModelState>) {
 
 /// [`generated`] among the workloads of `seq` core operations.
 fn generated_in(seq: usize, text: &str) -> (Workload, Observed, Vec<ModelState>) {
-    let g = workloads::explore::Bounds::ace(seq).generator();
+    let g = workloads::enumerate::Bounds::ace(seq).generator();
     let (_, w) = g
         .iter_from(0)
         .find(|(_, w)| w.ops.iter().map(|o| o.to_string()).collect::<Vec<_>>().join("; ") == text)

@@ -19,7 +19,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use workloads::explore::Bounds;
+use workloads::enumerate::Bounds;
 use workloads::*;
 
 /// How explore classified a failure before findings carried their kind: by searching the
@@ -121,7 +121,7 @@ fn near_snapshots(states: &[ModelState], obs: &Observed) -> Vec<Snapshot> {
         with(path, &|n: &mut Node| n.read_error = Some("Input/output error (os error 5)".into()));
         with(path, &|n: &mut Node| n.xattrs.clear());
         with(path, &|n: &mut Node| {
-            n.xattrs.insert(explore::XATTR_NAME.into(), "setup".into());
+            n.xattrs.insert(enumerate::XATTR_NAME.into(), "setup".into());
         });
         with(path, &|n: &mut Node| {
             n.meta = Some(InodeMeta { mode: Some(0o644), owner: Some((0, 0)), mtime: Some(1) })

@@ -5,7 +5,7 @@
 use std::io::Write as _;
 
 use bob_core::run::explore::{self, ExploreOptions, RecoveryCrashes};
-use workloads::explore::Bounds;
+use workloads::enumerate::Bounds;
 use workloads::Guarantee;
 
 use crate::cli::{ExploreCmdArgs, OpSet};
@@ -72,7 +72,10 @@ fn bounds(args: &ExploreCmdArgs) -> Result<(Bounds, bool), CliError> {
 /// `bob explore --list`: each selected workload printed as enumeration finds it, progress
 /// on stderr while it skips, SIGINT/SIGTERM honoured between indices, and a last line
 /// that never calls a listing cut short (a closed pipe, an interrupt) a total.
-fn list(g: &workloads::explore::Generator, opts: &ExploreOptions) -> Result<Conclusion, CliError> {
+fn list(
+    g: &workloads::enumerate::Generator,
+    opts: &ExploreOptions,
+) -> Result<Conclusion, CliError> {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::time::{Duration, Instant};
     let started = Instant::now();

@@ -35,7 +35,7 @@ use crate::record::{RecordingDisk, RoleRecorder};
 /// Files per phase.
 pub const FILES: usize = 300;
 /// Bytes of each file (the benchmark's 1 KB).
-pub const FILE_BYTES: usize = 1024;
+pub(crate) const FILE_BYTES: usize = 1024;
 /// A fence's fixed cost.
 const PM_FENCE: Duration = Duration::from_nanos(346);
 /// Per cache line written back since the previous fence.

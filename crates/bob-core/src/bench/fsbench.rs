@@ -21,7 +21,7 @@ use crate::record::latency::Latency;
 use crate::record::{RecordingDisk, RoleRecorder};
 
 /// Files in the mail directory.
-pub const FILES: usize = 100;
+pub(crate) const FILES: usize = 100;
 /// Bytes of each file and of each append (varmail's mean sizes).
 const APPEND: usize = 16 << 10;
 /// Iterations of the flow (two syncs each).

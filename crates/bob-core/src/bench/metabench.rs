@@ -32,11 +32,11 @@ use crate::record::{RecordingDisk, RoleRecorder};
 /// Files created, then deleted, then created and deleted one at a time.
 pub const FILES: usize = 256;
 /// Bytes written to each file of the create phase (one block: a small file).
-pub const FILE_BYTES: usize = 4096;
+pub(crate) const FILE_BYTES: usize = 4096;
 /// Files per directory (the paper's 50).
 const PER_DIR: usize = 50;
 /// The name of the paper's asynchronous journaling design in this project.
-pub const JOURNAL_ASYNC: &str = "journal-async";
+pub(crate) const JOURNAL_ASYNC: &str = "journal-async";
 const IMAGE: u64 = 64 << 20;
 
 /// One design's run.
@@ -199,18 +199,18 @@ fn phases(design: Design, latency: Latency, files: usize) -> Result<MetaRun, FsB
 
 /// The hook for the paper's asynchronous journal: the design named [`JOURNAL_ASYNC`],
 /// once this tree has it.
-pub fn journal_async() -> Option<Design> {
+pub(crate) fn journal_async() -> Option<Design> {
     JOURNAL_ASYNC.parse().ok()
 }
 
 /// The commit timer, in operations, of the timer-committing designs (journal-async) in
 /// this benchmark: the PostMark run's (`super::Postmark::commit_timer_ops`), standing for
 /// ext3's 5 s; soft updates' syncer is its own count of dirty blocks.
-pub const BENCH_COMMIT_TIMER_OPS: u32 = 1000;
+pub(crate) const BENCH_COMMIT_TIMER_OPS: u32 = 1000;
 
 /// The designs `bob bench --fs softupdates --latency MODEL` compares: softupdates,
 /// ordered-core, journal-flush and, when they exist, journal-async and journal-sync.
-pub fn meta_bench_designs() -> Vec<Design> {
+pub(crate) fn meta_bench_designs() -> Vec<Design> {
     let mut v = vec![Design::Softupdates, Design::Ordered, Design::JournalFlush];
     v.extend(journal_async());
     v.extend("journal-sync".parse::<Design>().ok());

@@ -8,7 +8,7 @@
 //!    whole, write the state's sectors into the copy, [`check::check_image`] it (loop
 //!    device, recovery mount, snapshot, umount, fsck, detach), delete the copy;
 //!    A second, kinder naive variant copies only the image's data (holes stay holes, see
-//!    [`crate::image::copy_sparse`]) on an evenly spaced sample of the states, so that the
+//!    [`crate::files::copy_sparse`]) on an evenly spaced sample of the states, so that the
 //!    engine is also compared with a naive tool that does not write the whole image;
 //! 2. the engine, [`check::run_states`] with its default behaviour (dedup, parallel
 //!    workers over copy-on-write views), timed on all states, then once more on every
@@ -56,18 +56,15 @@ pub use fsbench::{
     run_fs_bench, FsBenchError, FsBenchReport, FsRun, Postmark, PostmarkRun, ITERATIONS,
 };
 pub use kernels::{KernelBench, KernelBenchReport, KernelRatio};
-pub use metabench::{
-    journal_async, meta_bench_designs, run_meta_bench, MetaBenchReport, MetaRun,
-    FILES as META_FILES, JOURNAL_ASYNC,
-};
-pub use naive::write_overlay;
+pub(crate) use metabench::meta_bench_designs;
+pub use metabench::{run_meta_bench, MetaBenchReport, MetaRun, FILES as META_FILES};
 pub use report::*;
-pub use stream::{run_stream_bench, StreamOptions, STREAM_DISK};
+pub use stream::{run_stream_bench, StreamOptions};
 pub use table::{
     run_full_table_bench, run_table_bench, FullTableOptions, FullTableReport, RecordingRun,
-    SampleRun, TableBenchReport, TableRun, FULL_TABLE_TARGET_SECONDS,
+    SampleRun, TableBenchReport, TableRun,
 };
-pub use valorbench::{run_valor_bench, ValorBenchReport, ValorRun, TXN_PAGES, VALOR_PAGES};
+pub use valorbench::{run_valor_bench, ValorBenchReport, ValorRun, VALOR_PAGES};
 
 // Each report prints as text or JSON (`bob bench --format`).
 crate::output::text_and_json!(
@@ -307,7 +304,7 @@ pub fn run(
 
 /// Everything the phases measured, before it becomes the report.
 struct Measured {
-    recorded: Recorded,
+    recorded: BenchRecording,
     naive: NaiveRuns,
     engine: EngineRuns,
     floor_seconds: f64,
@@ -328,7 +325,7 @@ impl Measured {
         let Measured { recorded, naive, engine, floor_seconds, floor, recorder } = self;
         let (disagreements, first_disagreement) =
             compare_verdicts(&recorded.states, &naive, &engine);
-        let Recorded { subject, states, .. } = recorded;
+        let BenchRecording { subject, states, .. } = recorded;
         let figures = Figures {
             naive: per_s(naive.indices.len(), naive.seconds),
             sparse: per_s(naive.sparse_sample.len(), naive.sparse_seconds),
@@ -452,7 +449,7 @@ pub(crate) fn params_with_multi_block(
 }
 
 /// The recorded workload and its crash states, which every phase measures.
-struct Recorded {
+struct BenchRecording {
     subject: Subject,
     base_path: PathBuf,
     states: Vec<CrashState>,
@@ -484,7 +481,7 @@ pub(crate) fn record_property(
 }
 
 /// Records the workload once and generates its states once (the default strategies).
-fn record_states(ctx: &Phase<'_>, params: &workloads::Params) -> Result<Recorded, Error> {
+fn record_states(ctx: &Phase<'_>, params: &workloads::Params) -> Result<BenchRecording, Error> {
     let options = ctx.options;
     ctx.progress.phase("recording", 0);
     let (workload, recording) =
@@ -510,7 +507,7 @@ fn record_states(ctx: &Phase<'_>, params: &workloads::Params) -> Result<Recorded
             options.config.name
         )));
     }
-    Ok(Recorded { subject, base_path, states })
+    Ok(BenchRecording { subject, base_path, states })
 }
 
 /// What the two naive variants found and took.
@@ -529,7 +526,7 @@ struct NaiveRuns {
 
 /// Phase 1, the naive pipeline: whole copies on the sample the options ask for, then
 /// sparse copies on at most [`SPARSE_SAMPLE`] states.
-fn naive_phase(ctx: &Phase<'_>, rec: &Recorded) -> Result<NaiveRuns, Error> {
+fn naive_phase(ctx: &Phase<'_>, rec: &BenchRecording) -> Result<NaiveRuns, Error> {
     let (states, options) = (&rec.states, ctx.options);
     let indices = spaced(states.len(), options.naive_sample.unwrap_or(usize::MAX));
     ctx.progress.phase("naive", indices.len());
@@ -552,7 +549,7 @@ fn naive_phase(ctx: &Phase<'_>, rec: &Recorded) -> Result<NaiveRuns, Error> {
         &rec.subject,
         &rec.base_path,
         &sampled,
-        crate::image::copy_sparse,
+        crate::files::copy_sparse,
         ctx.work,
         options,
         ctx.progress,
@@ -591,7 +588,7 @@ struct EngineRuns {
 /// one worker on the sparse-copy sample.
 fn engine_phase(
     ctx: &Phase<'_>,
-    rec: &Recorded,
+    rec: &BenchRecording,
     sparse_sample: &[usize],
 ) -> Result<EngineRuns, Error> {
     let (subject, states, options) = (&rec.subject, &rec.states, ctx.options);

@@ -16,7 +16,7 @@ use crate::trace::{Trace, SECTOR_SIZE};
 
 /// Writes the sectors `overlay` sets into `file`, one `pwrite` per run of consecutive
 /// sectors (at most 1 MiB), which is how a careful naive tool would do it.
-pub fn write_overlay(
+pub(crate) fn write_overlay(
     overlay: &Overlay,
     trace: &Trace,
     file: &std::fs::File,

@@ -50,7 +50,7 @@ pub struct StreamOptions {
 }
 
 /// The disk model the states are cut under: 512-byte units, real FUA.
-pub const STREAM_DISK: DiskModel = DiskModel { atomic_write_unit: 512, fua: FuaModel::Real };
+pub(crate) const STREAM_DISK: DiskModel = DiskModel { atomic_write_unit: 512, fua: FuaModel::Real };
 
 /// Records the workload, then streams and dedups `options.states` states of its trace.
 pub fn run_stream_bench(

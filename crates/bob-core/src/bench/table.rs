@@ -25,7 +25,7 @@ use crate::run::{self, Progress, TableOptions, TableProgress, WorkDir};
 
 /// The whole default table's wall-time target (issue: "the whole table in under half an
 /// hour" on the project's 2-core machine).
-pub const FULL_TABLE_TARGET_SECONDS: f64 = 1800.0;
+pub(crate) const FULL_TABLE_TARGET_SECONDS: f64 = 1800.0;
 
 /// Both runs' figures.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -20,7 +20,7 @@ use crate::record::latency::Latency;
 use crate::record::{RecordingDisk, RoleRecorder};
 
 /// Pages per transaction (the paper's transaction size in Figure 5).
-pub const TXN_PAGES: usize = 16;
+pub(crate) const TXN_PAGES: usize = 16;
 /// Pages of the overwritten file (8 MiB: 128 transactions).
 pub const VALOR_PAGES: usize = 2048;
 /// The paper's converged factor of Valor's elapsed time over ext3's (§4.4).

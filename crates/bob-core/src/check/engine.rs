@@ -86,7 +86,7 @@ impl Subject {
     /// which runs `debugfs` or `xfs_db` under `timeout`) when some of `results` failed to
     /// mount, else none: what a report needs to name the region a torn write tore,
     /// probed once per cell and only when it can matter.
-    pub fn regions_if_unmountable(
+    pub(crate) fn regions_if_unmountable(
         &self,
         results: &[StateResult],
         timeout: std::time::Duration,
@@ -120,7 +120,7 @@ pub(crate) fn check_key(digest: &[u8; 32], durable_ops: &[usize]) -> [u8; 32] {
 /// A state's content digest as the engine keys it: the disk's overlay over the trace,
 /// and the persistent-memory cut where the subject has a second device.
 fn state_digest(subject: &Subject, builder: &OverlayBuilder, state: &CrashState) -> [u8; 32] {
-    crate::crash::pm::digest(
+    crate::crash::pm_states::digest(
         builder.state(&state.id).digest(&subject.trace),
         subject.pm.as_deref(),
         state.id.pm.as_ref(),

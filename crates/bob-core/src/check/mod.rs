@@ -22,7 +22,7 @@ use workloads::Snapshot;
 mod checker;
 mod engine;
 mod journal;
-pub mod outcome;
+pub(crate) mod outcome;
 mod reads;
 mod recovery_used;
 mod speed;
@@ -36,9 +36,11 @@ pub use engine::{run_states, EngineOptions, StateResult};
 pub use journal::Journal;
 pub use outcome::{JunitForm, Outcome, OutcomeKind};
 pub use speed::{FsckPolicy, Speedups};
-pub use state::{check_image, pm_image_path};
+pub use state::check_image;
+pub(crate) use state::pm_image_path;
 use state::{check_image_with, AfterRecovery, RecoveredCache, StateToCheck};
-pub use subject::{recording_label, split_schedule, CrashStates, Recorded, Subject};
+pub(crate) use subject::{recording_label, split_schedule};
+pub use subject::{CrashStates, Subject, SubjectParts};
 
 /// Checking errors: the environment failed, not the file system under test.
 #[derive(Debug, thiserror::Error)]
@@ -81,7 +83,7 @@ impl Error {
     /// naming the package is more use than a table of `infra-error`); a device the user
     /// named that is refused, and a state id that does not fit its trace (input errors
     /// that no retry changes).
-    pub fn is_infrastructure(&self) -> bool {
+    pub(crate) fn is_infrastructure(&self) -> bool {
         use crate::device::{cmd::CmdError, Error as Device};
         match self {
             Error::Interrupted | Error::BadState { .. } => false,

@@ -112,7 +112,7 @@ pub struct Row {
 
 /// The outcome table, in precedence order (the first one a cell's states reached is the
 /// cell's verdict), which is also the order the variants are declared in.
-pub const ROWS: [Row; 12] = {
+pub(crate) const ROWS: [Row; 12] = {
     use JunitForm::{Error, Failure, Pass, Skipped};
     use OutcomeKind as K;
     const fn row(
@@ -200,7 +200,7 @@ impl OutcomeKind {
     }
 
     /// The kind named `name` (also the names older documents used: `mount-failed`).
-    pub fn from_name(name: &str) -> Option<OutcomeKind> {
+    pub(crate) fn from_name(name: &str) -> Option<OutcomeKind> {
         match name {
             "mount-failed" => Some(OutcomeKind::Unrecoverable),
             _ => OutcomeKind::ALL.into_iter().find(|k| k.name() == name),
@@ -213,7 +213,7 @@ impl OutcomeKind {
     }
 
     /// Position in precedence order: lower wins when a cell's states differ.
-    pub fn precedence(self) -> usize {
+    pub(crate) fn precedence(self) -> usize {
         self as usize
     }
 
@@ -224,18 +224,18 @@ impl OutcomeKind {
     }
 
     /// Whether a cell of this kind counts as failed (its exit code is not 0).
-    pub fn is_failure(self) -> bool {
+    pub(crate) fn is_failure(self) -> bool {
         self.exit_code() != 0
     }
 
     /// One line for the table's legend.
-    pub fn legend(self) -> &'static str {
+    pub(crate) fn legend(self) -> &'static str {
         self.row().legend
     }
 
     /// The style rules of every kind's class (`.violated{background:...}`), for the
     /// style sheet of each HTML page bob writes.
-    pub fn stylesheet() -> String {
+    pub(crate) fn stylesheet() -> String {
         ROWS.iter().map(|r| format!(".{}{{{}}}", r.name, r.css)).collect()
     }
 

@@ -106,7 +106,7 @@ const DONORS_KEPT: usize = 4096;
 
 /// The run's donors, by crash epoch and by content digest.
 #[derive(Debug, Default)]
-pub struct ReadsMemo {
+pub(crate) struct ReadsMemo {
     // Read-locked by every state's lookup, write-locked only to add a donor.
     inner: RwLock<Inner>,
 }
@@ -255,7 +255,7 @@ impl Reusable {
 /// reads, so states whose recovered images differ only in file contents share one fsck
 /// run (check mounts are `noatime`, so reading a file does not stamp its inode).
 #[derive(Debug)]
-pub struct FsckMemo<R = Option<String>> {
+pub(crate) struct FsckMemo<R = Option<String>> {
     inner: RwLock<FsckInner<R>>,
     base: BaseHashes,
 }

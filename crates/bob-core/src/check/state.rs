@@ -54,7 +54,7 @@ pub fn check_image(
 
 /// Where the PM image of a crash state's disk image `disk_file` is (`<disk_file>.pm`):
 /// what `bob replay` writes and [`check_image`] reads.
-pub fn pm_image_path(disk_file: &Path) -> std::path::PathBuf {
+pub(crate) fn pm_image_path(disk_file: &Path) -> std::path::PathBuf {
     let mut s = disk_file.as_os_str().to_owned();
     s.push(".pm");
     s.into()

@@ -16,7 +16,7 @@ use crate::trace::{EntryKind, Trace};
 /// (`run::subject_of`) or read back from a trace directory
 /// (`report::witness::load_subject`).
 #[derive(Debug)]
-pub struct Recorded {
+pub struct SubjectParts {
     /// The configuration.
     pub config: FsConfig,
     /// The workload that was recorded.
@@ -47,7 +47,7 @@ impl Subject {
     /// The one way a recording becomes a subject: its base image opened, its
     /// persistent-memory log (if any) loaded from beside the base image, its epochs cut
     /// under `disk`.
-    pub fn load(recorded: Recorded, disk: DiskModel) -> Result<Subject, Error> {
+    pub fn load(recorded: SubjectParts, disk: DiskModel) -> Result<Subject, Error> {
         let path = recorded.base_image;
         let base =
             BaseImage::open(&path).map_err(|source| Error::Io { path: path.clone(), source })?;
@@ -104,8 +104,8 @@ pub struct Subject {
 impl Subject {
     /// Every crash state of this trace under `strategies` and `limits`, lazily: the
     /// disk's, and with a persistent-memory region the states naming both devices
-    /// ([`crate::crash::pm::combined`]); and how many the state cap left out.
-    pub fn crash_states<'a>(
+    /// ([`crate::crash::pm_states::combined`]); and how many the state cap left out.
+    pub(crate) fn crash_states<'a>(
         &'a self,
         strategies: &[crate::crash::Strategy],
         limits: &crate::crash::Limits,
@@ -114,7 +114,7 @@ impl Subject {
         // Known once the stream is built: its counting pass comes before the first state.
         let left_out = disk.truncated();
         let states: Box<dyn Iterator<Item = crate::crash::CrashState> + 'a> = match &self.pm {
-            Some(pm) => Box::new(crate::crash::pm::combined(
+            Some(pm) => Box::new(crate::crash::pm_states::combined(
                 pm,
                 &self.trace,
                 &self.epochs,
@@ -242,7 +242,7 @@ impl Subject {
     /// `metadata-op-durable`: the directory ops (creat, mkdir, link, unlink, rmdir,
     /// rename) that had returned when crash state `id` happened (their end mark precedes
     /// it): each promises its own effect.
-    pub fn returned_metadata_ops(&self, id: &StateId) -> Vec<usize> {
+    pub(crate) fn returned_metadata_ops(&self, id: &StateId) -> Vec<usize> {
         if self.workload.property != Some(workloads::Property::MetadataOpDurable) {
             return Vec::new();
         }
@@ -259,7 +259,7 @@ impl Subject {
     /// file system had logged ([`crate::trace::OUTPUT_PREFIX`] marks) when crash state
     /// `id` happened. Output is released in order, so the first k output ops of the
     /// workload when k release marks precede the crash.
-    pub fn released_outputs(&self, id: &StateId) -> Vec<usize> {
+    pub(crate) fn released_outputs(&self, id: &StateId) -> Vec<usize> {
         let Some(end) = self.crash_entry(id) else { return Vec::new() };
         let released = self.trace.entries[..end]
             .iter()
@@ -276,7 +276,7 @@ impl Subject {
     /// disk may hold at its end, when all those marks had been made), except marks after a
     /// FUA write of the epoch that the state lacks (real FUA): that write was durable once
     /// it completed, so a state without it was cut before, when those marks were not made.
-    pub fn acked_marks(&self, id: &StateId) -> Vec<String> {
+    pub(crate) fn acked_marks(&self, id: &StateId) -> Vec<String> {
         if let (Some(pm), Some(cut)) = (&self.pm, &id.pm) {
             // With a PM region the crash is a point in the PM log, which has a copy of
             // every mark the program made: those before it.
@@ -304,7 +304,7 @@ impl Subject {
     /// schedule as a prefix (`syncfs/e3:0-4`); a bare id (`e3:0-4`, as witnesses from
     /// before schedules have) means this trace's own. A prefix naming another schedule is
     /// an error: that state is a state of another recording.
-    pub fn state_id(&self, text: &str) -> Result<StateId, Error> {
+    pub(crate) fn state_id(&self, text: &str) -> Result<StateId, Error> {
         let bad = |reason: String| Error::BadState { id: text.to_owned(), reason };
         let (schedule, bare) = split_schedule(text);
         if let Some(label) = schedule {
@@ -390,7 +390,7 @@ impl Subject {
 
     /// The printable id of a state of this trace: prefixed with its schedule where the
     /// trace has one (`syncfs/e3:0-4`), bare otherwise.
-    pub fn qualify(&self, id: &StateId) -> String {
+    pub(crate) fn qualify(&self, id: &StateId) -> String {
         match self.label() {
             Some(label) => format!("{label}/{id}"),
             None => id.to_string(),
@@ -406,7 +406,7 @@ impl Subject {
 
 /// A recording's label: the schedule's name, with the recording's number from the second
 /// on (`syncfs`, `syncfs.2`).
-pub fn recording_label(schedule: &str, recording: usize) -> String {
+pub(crate) fn recording_label(schedule: &str, recording: usize) -> String {
     if recording <= 1 {
         schedule.to_owned()
     } else {
@@ -416,7 +416,7 @@ pub fn recording_label(schedule: &str, recording: usize) -> String {
 
 /// Splits a label (`syncfs.2`) into the schedule's name and the recording number (1
 /// when none is written); `None` as the number when it is not one of 2 and up.
-pub fn split_recording(label: &str) -> (&str, Option<usize>) {
+pub(crate) fn split_recording(label: &str) -> (&str, Option<usize>) {
     match label.rsplit_once('.') {
         Some((name, n)) => (name, n.parse().ok().filter(|&n| n >= 2)),
         None => (label, Some(1)),
@@ -424,7 +424,7 @@ pub fn split_recording(label: &str) -> (&str, Option<usize>) {
 }
 
 /// Splits `syncfs/e3:0-4` into its schedule prefix and the bare id.
-pub fn split_schedule(text: &str) -> (Option<&str>, &str) {
+pub(crate) fn split_schedule(text: &str) -> (Option<&str>, &str) {
     match text.split_once('/') {
         Some((schedule, bare)) => (Some(schedule), bare),
         None => (None, text),

@@ -80,7 +80,7 @@ impl DiskModel {
     pub const STUDY: DiskModel = DiskModel { atomic_write_unit: 512, fua: FuaModel::Barrier };
 
     /// [`DiskModel::STUDY`], for serde defaults of documents written before disk models.
-    pub fn study() -> DiskModel {
+    pub(crate) fn study() -> DiskModel {
         DiskModel::STUDY
     }
 
@@ -110,13 +110,13 @@ impl DiskModel {
     }
 
     /// 512-byte sectors per atomic unit.
-    pub fn unit_sectors(&self) -> u64 {
+    pub(crate) fn unit_sectors(&self) -> u64 {
         (self.atomic_write_unit / SECTOR_SIZE).max(1)
     }
 
     /// A short label for paths and keys: `awu-4096` (and `-fua-barrier` when FUA is a
     /// barrier).
-    pub fn slug(&self) -> String {
+    pub(crate) fn slug(&self) -> String {
         match self.fua {
             FuaModel::Real => format!("awu-{}", self.atomic_write_unit),
             FuaModel::Barrier => format!("awu-{}-fua-barrier", self.atomic_write_unit),
@@ -186,7 +186,7 @@ impl fmt::Display for DiskModel {
 
 /// The atomic units a request of `len` sectors at disk sector `start` touches, as
 /// inclusive sector ranges within the request: the first and last may be partial.
-pub fn request_units(start: u64, len: u64, unit_sectors: u64) -> Vec<(u64, u64)> {
+pub(crate) fn request_units(start: u64, len: u64, unit_sectors: u64) -> Vec<(u64, u64)> {
     if len == 0 {
         return Vec::new();
     }

@@ -63,7 +63,7 @@ pub struct Epoch {
 impl Epoch {
     /// The end of the epoch's entry range (exclusive): the closing flush or preflush
     /// write is not part of it, a closing FUA write is.
-    pub fn end_entry(&self, trace: &Trace) -> usize {
+    pub(crate) fn end_entry(&self, trace: &Trace) -> usize {
         match self.end_flush {
             None => trace.entries.len(),
             Some(f) if self.writes.last() == Some(&f) => f + 1,
@@ -72,7 +72,7 @@ impl Epoch {
     }
 
     /// The barrier the epoch starts after, if any: the entry index and what it is.
-    pub fn barrier_before(&self, trace: &Trace) -> Option<(usize, Barrier)> {
+    pub(crate) fn barrier_before(&self, trace: &Trace) -> Option<(usize, Barrier)> {
         let entries = &trace.entries;
         if let Some(&first) = self.writes.first() {
             if first == self.start_entry {
@@ -183,7 +183,7 @@ pub fn epochs(trace: &Trace, disk: &DiskModel) -> Vec<Epoch> {
 /// wherever the kernel wrote it: inside the op's marks, or later at writeback (delayed
 /// allocation), or through the journal (data=journal).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct OpEpochs {
+pub(crate) struct OpEpochs {
     /// The first epoch holding one of its writes.
     pub first: usize,
     /// The last such epoch.
@@ -204,7 +204,7 @@ impl OpEpochs {
 
 /// The epochs of `epochs` (of `trace`) holding a write with a sector stamped by op `op` of
 /// the workload of generation `gen`; `None` if no write carries its data.
-pub fn op_epochs(trace: &Trace, epochs: &[Epoch], gen: u32, op: u32) -> Option<OpEpochs> {
+pub(crate) fn op_epochs(trace: &Trace, epochs: &[Epoch], gen: u32, op: u32) -> Option<OpEpochs> {
     let mut found: Option<OpEpochs> = None;
     for epoch in epochs {
         let mut writes = 0;

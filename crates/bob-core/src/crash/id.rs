@@ -191,7 +191,7 @@ impl StateId {
     /// 3 of 7 (entries 40..57, after the flush at entry 39): 5 of 6 writes applied, write
     /// 5 (entry 52, sector 8208, 8 sectors) torn: sectors 0-3 persisted". Never panics,
     /// even for an id that does not [`validate`](Self::validate).
-    pub fn describe(&self, trace: &Trace, epochs: &[Epoch]) -> String {
+    pub(crate) fn describe(&self, trace: &Trace, epochs: &[Epoch]) -> String {
         let Some(cut) = &self.pm else { return self.describe_disk(trace, epochs) };
         let disk = if self.epoch as usize == epochs.len() && self.applied.is_empty() {
             "disk: every epoch applied".to_owned()

@@ -36,24 +36,22 @@
 //! ```
 
 pub mod compare;
-pub mod disk;
-pub mod epoch;
-pub mod id;
-pub mod overlay;
-pub mod pm;
-pub mod strategy;
+pub(crate) mod disk;
+pub(crate) mod epoch;
+pub(crate) mod id;
+pub(crate) mod overlay;
+pub(crate) mod pm_states;
+pub(crate) mod strategy;
 
 #[cfg(test)]
 mod tests;
 
 pub use disk::{AtomicWriteUnits, DiskModel, FuaModel};
-pub use epoch::{epochs, op_epochs, Barrier, Epoch, OpEpochs};
+pub(crate) use epoch::op_epochs;
+pub use epoch::{epochs, Barrier, Epoch};
 pub use id::{Applied, StateId};
 pub use overlay::{overlay, Overlay, OverlayBuilder, SectorSource};
-pub use strategy::{
-    generate, shard, stream, CrashState, Generated, Limits, StateStream, Strategy, BLOCK_SIZE,
-    EXHAUSTIVE_CEILING, RANDOM_PER_EPOCH, TORN_ALL_BUT_ONE_MAX_SECTORS,
-};
+pub use strategy::{generate, shard, stream, CrashState, Generated, Limits, StateStream, Strategy};
 
 /// What can go wrong naming, checking or choosing crash states.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -52,7 +52,11 @@ pub enum SectorSource {
 impl SectorSource {
     /// Whether two sectors hold the same bytes: the same source, or equal contents.
     /// `None` (content not set by the sources' map) equals only `None`.
-    pub fn same_content(a: Option<SectorSource>, b: Option<SectorSource>, trace: &Trace) -> bool {
+    pub(crate) fn same_content(
+        a: Option<SectorSource>,
+        b: Option<SectorSource>,
+        trace: &Trace,
+    ) -> bool {
         match (a, b) {
             (a, b) if a == b => true,
             (Some(a), Some(b)) => {
@@ -115,7 +119,7 @@ impl Overlay {
 
     /// Where `sector` comes from in the crash epoch's writes this state applies, or
     /// `None` when it holds an earlier epoch's or the base image's content.
-    pub fn crash_epoch_source(&self, sector: u64) -> Option<SectorSource> {
+    pub(crate) fn crash_epoch_source(&self, sector: u64) -> Option<SectorSource> {
         self.top.get(&sector).copied()
     }
 
@@ -133,7 +137,7 @@ impl Overlay {
 
     /// Patches the overlay's sectors over `buf`, which holds the base image's bytes
     /// starting at byte `offset_bytes` (neither need be sector aligned).
-    pub fn read_into(&self, trace: &Trace, offset_bytes: u64, buf: &mut [u8]) {
+    pub(crate) fn read_into(&self, trace: &Trace, offset_bytes: u64, buf: &mut [u8]) {
         if buf.is_empty() {
             return;
         }
@@ -161,7 +165,7 @@ impl Overlay {
     /// walk reads megabytes the trace wrote, and copying the base image's bytes under
     /// them first was a tenth of a data-heavy cell's CPU. Past [`BASE_READS_PER_CALL`]
     /// runs, one read of the whole buffer costs fewer calls.
-    pub fn read_over(
+    pub(crate) fn read_over(
         &self,
         trace: &Trace,
         offset_bytes: u64,
@@ -237,7 +241,7 @@ impl Overlay {
     ///
     /// The hash of a sector recovery wrote comes from `hashes` when an earlier state's
     /// recovery wrote the same bytes there (the same digest, for less work).
-    pub fn recovered_digest<'a>(
+    pub(crate) fn recovered_digest<'a>(
         &self,
         trace: &Trace,
         written: impl IntoIterator<Item = (u64, &'a [u8; SECTOR])>,

@@ -43,19 +43,19 @@ use crate::trace::{Trace, SECTOR_SIZE};
 use workloads::rng::SplitMix64;
 
 /// The block size `block-prefix` splits requests at.
-pub const BLOCK_SIZE: u64 = 4096;
+pub(crate) const BLOCK_SIZE: u64 = 4096;
 
 /// `torn` adds the "all units but one" tears only for requests of at most this many
 /// atomic units, which bounds it to 20 states per request.
-pub const TORN_ALL_BUT_ONE_MAX_SECTORS: u64 = 16;
+pub(crate) const TORN_ALL_BUT_ONE_MAX_SECTORS: u64 = 16;
 
 /// `exhaustive` never enumerates epochs of more writes than this (2^16 states each),
 /// whatever [`Limits::exhaustive_max_writes`] says.
-pub const EXHAUSTIVE_CEILING: usize = 16;
+pub(crate) const EXHAUSTIVE_CEILING: usize = 16;
 
 /// Without [`Limits::max_states`], `random` draws this many states per epoch (fewer when
 /// the epoch has fewer distinct states left).
-pub const RANDOM_PER_EPOCH: usize = 16;
+pub(crate) const RANDOM_PER_EPOCH: usize = 16;
 
 /// A way of choosing crash states within an epoch (see the module documentation).
 #[derive(
@@ -86,7 +86,7 @@ pub enum Strategy {
     /// an untagged write counts as `metadata` or `data` by its METADATA flag.
     DropRole,
     /// The cache-line cuts of a persistent-memory region ([`crate::pm`]), paired with the
-    /// disk by [`crate::crash::pm::combined`]. A label only, not in [`Strategy::ALL`]:
+    /// disk by [`crate::crash::pm_states::combined`]. A label only, not in [`Strategy::ALL`]:
     /// a recording with a PM region always gets its cuts, and a disk's epochs none.
     PmCacheLines,
 }
@@ -405,7 +405,7 @@ impl<'a> StateStream<'a> {
 
     /// How many id digests the stream holds now (its dedup sets): what its memory grows
     /// with, for the tests that show it does not run ahead of what was taken.
-    pub fn digests_held(&self) -> usize {
+    pub(crate) fn digests_held(&self) -> usize {
         self.seen.len()
             + self.draws.as_ref().map_or(0, |d| d.1.len())
             + self.probes.iter().map(|p| p.seen.len()).sum::<usize>()

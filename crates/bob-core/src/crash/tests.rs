@@ -7,6 +7,7 @@ use proptest::strategy::Strategy as Gen;
 use proptest::test_runner::Config as ProptestConfig;
 
 use super::overlay::RecoveryHashes;
+use super::strategy::{Generated, RANDOM_PER_EPOCH};
 use super::*;
 use crate::trace::{flags, Entry, Trace};
 
@@ -998,8 +999,8 @@ mod reference {
     use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 
     use super::super::strategy::{deterministic, water_fill, RandomDraw, RANDOM_ATTEMPTS};
-    use super::super::RANDOM_PER_EPOCH;
-    use super::super::{CrashState, Epoch, Generated, Limits, StateId, Strategy};
+    use super::super::strategy::{Generated, RANDOM_PER_EPOCH};
+    use super::super::{CrashState, Epoch, Limits, StateId, Strategy};
     use crate::trace::Trace;
 
     struct EpochStates {

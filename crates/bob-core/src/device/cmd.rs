@@ -63,7 +63,7 @@ pub enum CmdError {
 }
 
 /// The Debian package that provides `program`, for error messages.
-pub fn package_of(program: &str) -> &'static str {
+pub(crate) fn package_of(program: &str) -> &'static str {
     match program {
         p if p.starts_with("mkfs.xfs") || p.starts_with("xfs_") => "xfsprogs",
         p if p.starts_with("mkfs.btrfs") || p.starts_with("btrfs") => "btrfs-progs",
@@ -142,7 +142,7 @@ impl Cmd {
 
     /// Keeps only the last `bytes` of each output stream, so that a chatty program (a
     /// user's checker, run once per crash state) cannot grow bob's memory.
-    pub fn keep_last(mut self, bytes: usize) -> Cmd {
+    pub(crate) fn keep_last(mut self, bytes: usize) -> Cmd {
         self.keep_last = Some(bytes);
         self
     }
@@ -150,7 +150,7 @@ impl Cmd {
     /// Gives it `text` on its standard input, then end of file (without it, standard
     /// input is empty): the answers a repair tool reads from the terminal when it asks
     /// before acting (`reiserfsck --rebuild-tree` wants `Yes`).
-    pub fn stdin(mut self, text: &'static str) -> Cmd {
+    pub(crate) fn stdin(mut self, text: &'static str) -> Cmd {
         self.input = Some(text);
         self
     }
@@ -160,7 +160,7 @@ impl Cmd {
     /// runs inside a mount bob unmounts next (a user checker): its processes must be gone
     /// first. Without it a timeout returns at once, because a process stuck in the kernel
     /// (D state, as a hung mkfs can be) may take its time to die.
-    pub fn reap_after_kill(mut self) -> Cmd {
+    pub(crate) fn reap_after_kill(mut self) -> Cmd {
         self.reap_after_kill = true;
         self
     }
@@ -237,7 +237,7 @@ impl Cmd {
     /// Starts it in the background with both output streams appended to `log`, for a
     /// program that runs as long as its caller decides (a virtual machine): no timeout
     /// of its own; the returned [`Background`] kills its process group when dropped.
-    pub fn spawn_logged(mut self, log: &std::path::Path) -> Result<Background, CmdError> {
+    pub(crate) fn spawn_logged(mut self, log: &std::path::Path) -> Result<Background, CmdError> {
         let program = self.program;
         let spawn_error =
             |source: std::io::Error| CmdError::Spawn { program: program.clone(), source };
@@ -253,7 +253,7 @@ impl Cmd {
     /// Starts it in the background with its output streams piped to bob
     /// ([`Background::take_stdout`], [`Background::take_stderr`]), for a program whose
     /// output bob reads while it runs (a live blktrace): no timeout of its own.
-    pub fn spawn_piped(mut self) -> Result<Background, CmdError> {
+    pub(crate) fn spawn_piped(mut self) -> Result<Background, CmdError> {
         let program = self.program;
         self.command
             .stdin(Stdio::null())
@@ -325,12 +325,12 @@ pub struct Background {
 
 impl Background {
     /// Its standard output, once ([`Cmd::spawn_piped`]).
-    pub fn take_stdout(&mut self) -> Option<std::process::ChildStdout> {
+    pub(crate) fn take_stdout(&mut self) -> Option<std::process::ChildStdout> {
         self.child.stdout.take()
     }
 
     /// Its standard error, once ([`Cmd::spawn_piped`]).
-    pub fn take_stderr(&mut self) -> Option<std::process::ChildStderr> {
+    pub(crate) fn take_stderr(&mut self) -> Option<std::process::ChildStderr> {
         self.child.stderr.take()
     }
 
@@ -345,7 +345,7 @@ impl Background {
 
     /// Its exit code once it has ended (`Some(None)`: killed by a signal), `None` while
     /// it runs.
-    pub fn try_wait(&mut self) -> Option<Option<i32>> {
+    pub(crate) fn try_wait(&mut self) -> Option<Option<i32>> {
         match self.child.try_wait() {
             Ok(Some(status)) => Some(status.code()),
             Ok(None) => None,
@@ -429,7 +429,7 @@ fn read_tail(mut pipe: impl Read, keep: Option<usize>) -> Vec<u8> {
 /// its own thread, and gives up on it after `timeout`: `None` then. The call itself cannot
 /// be killed; when it returns late, its result is dropped on that thread, so a guard it
 /// made (a mount) is released there.
-pub fn call_within<T: Send + 'static>(
+pub(crate) fn call_within<T: Send + 'static>(
     timeout: Duration,
     call: impl FnOnce() -> T + Send + 'static,
 ) -> Option<T> {

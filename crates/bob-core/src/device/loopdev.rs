@@ -110,7 +110,7 @@ pub fn vet_user_device(path: &Path, force: bool) -> Result<()> {
 
 /// Unbinds the loop device at `path` whoever bound it (for reclaiming a dead process's
 /// devices; live devices are unbound by their [`LoopDevice`] guard).
-pub fn clear_device(path: &Path) -> Result<()> {
+pub(crate) fn clear_device(path: &Path) -> Result<()> {
     let dev = OpenOptions::new().read(true).open(path).map_err(|e| loop_err(path, "open", e))?;
     // SAFETY: LOOP_CLR_FD takes no argument.
     let rc = unsafe { libc::ioctl(dev.as_raw_fd(), LOOP_CLR_FD, 0) };
@@ -263,7 +263,7 @@ impl LoopDevice {
     /// take crash states no disk could leave for ones it could. The setting found is put
     /// back when bob unbinds the device (not after a SIGKILL: the device then keeps
     /// `write back`, the kernel's own default for a loop device on a file).
-    pub fn pass_flushes(&mut self) -> Result<()> {
+    pub(crate) fn pass_flushes(&mut self) -> Result<()> {
         let name = self.path.file_name().map(|n| n.to_string_lossy().into_owned());
         let attr =
             PathBuf::from(format!("/sys/block/{}/queue/write_cache", name.unwrap_or_default()));
@@ -282,7 +282,7 @@ impl LoopDevice {
 
     /// Drops the device's page cache (BLKFLSBUF, after writing back what is dirty), so
     /// that the next reads of the device reach its backing file, every one of them.
-    pub fn drop_cache(&self) -> Result<()> {
+    pub(crate) fn drop_cache(&self) -> Result<()> {
         // SAFETY: BLKFLSBUF takes no argument.
         let rc = unsafe { libc::ioctl(self.dev.as_raw_fd(), BLKFLSBUF, 0) };
         if rc != 0 {

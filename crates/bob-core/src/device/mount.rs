@@ -134,7 +134,7 @@ pub fn mount(device: &Path, target: &Path, fstype: &str, options: &str) -> Resul
 
 /// [`mount`] that gives up after `timeout` (`None`): a mount of a damaged image can hang in
 /// the kernel. A mount that succeeds after bob gave up is unmounted as soon as it returns.
-pub fn mount_within(
+pub(crate) fn mount_within(
     device: &Path,
     target: &Path,
     fstype: &str,
@@ -162,7 +162,7 @@ impl Mount {
 
 /// Unmounts `target`, retrying briefly while it is busy, then detaching lazily so that
 /// nothing stays mounted.
-pub fn unmount_path(target: &Path) -> Result<()> {
+pub(crate) fn unmount_path(target: &Path) -> Result<()> {
     let mut last = None;
     for attempt in 0..20 {
         match nix::mount::umount2(target, MntFlags::empty()) {

@@ -100,7 +100,7 @@ fn backing_path(content: &[u8]) -> PathBuf {
 }
 
 /// Every bound loop device with its backing file.
-pub fn loop_backings() -> Vec<LoopBacking> {
+pub(crate) fn loop_backings() -> Vec<LoopBacking> {
     let Ok(entries) = std::fs::read_dir("/sys/block") else { return Vec::new() };
     let mut v: Vec<LoopBacking> = entries
         .flatten()

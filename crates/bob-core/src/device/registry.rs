@@ -121,7 +121,7 @@ fn write_record(record: &Record) -> std::io::Result<()> {
 static RECORD_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Adds `dir` to this process's record.
-pub fn register(dir: &Path) -> std::io::Result<()> {
+pub(crate) fn register(dir: &Path) -> std::io::Result<()> {
     let _guard = RECORD_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let pid = std::process::id();
     let path = record_path(pid);
@@ -137,7 +137,7 @@ pub fn register(dir: &Path) -> std::io::Result<()> {
 }
 
 /// Removes `dir` from this process's record (the record goes when it is empty).
-pub fn unregister(dir: &Path) {
+pub(crate) fn unregister(dir: &Path) {
     let _guard = RECORD_LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let pid = std::process::id();
     let path = record_path(pid);
@@ -242,7 +242,7 @@ pub fn abort_fuse_connection(minor: u32) -> std::io::Result<()> {
 /// The FUSE connection number of the mount at exactly `target`, if one is there now.
 /// Connection numbers are reused as soon as a connection ends, so an abort by number is
 /// safe only while the mount it was taken from is still in place.
-pub fn fuse_connection_at(target: &Path) -> Option<u32> {
+pub(crate) fn fuse_connection_at(target: &Path) -> Option<u32> {
     fuse_connections_below(target).into_iter().find(|(t, _)| t == target).map(|(_, n)| n)
 }
 
@@ -298,7 +298,7 @@ fn remove_dm_target(name: &str) -> Result<(), String> {
 
 /// Releases everything below `dir`: kernel mounts, then device-mapper targets over its
 /// loop devices, then loop devices, then the FUSE mount, then the directory itself.
-pub fn release_dir(dir: &Path, out: &mut Reclaimed) {
+pub(crate) fn release_dir(dir: &Path, out: &mut Reclaimed) {
     let is_fuse = |m: &Path| {
         mounts::mountinfo().iter().any(|e| e.mount_point == m && e.fstype.starts_with("fuse"))
     };

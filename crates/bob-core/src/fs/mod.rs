@@ -17,9 +17,9 @@
 //! driver, mkfs or fsck program. [`Driver`] says which kind a configuration is.
 
 mod profile;
-pub use profile::{profile, Profile, Promise};
+pub(crate) use profile::{profile, Promise};
 pub mod regions;
-pub mod roles;
+pub(crate) mod roles;
 
 use std::time::Duration;
 
@@ -384,7 +384,7 @@ fn jfs() -> FsConfig {
 /// negative control), `nofs` (the No-Order File System) and `ordered-core` (the core with
 /// flush-ordered writes). They are not in [`all`], which is the default `bob table`: the
 /// study's kernel grid stays what it was, and a research design is a row one asks for.
-pub fn research() -> Vec<FsConfig> {
+pub(crate) fn research() -> Vec<FsConfig> {
     researchfs::Design::ALL
         .into_iter()
         .map(|design| FsConfig {
@@ -599,7 +599,7 @@ impl FsConfig {
     /// The disk features bob's recording disk offers this configuration: notifications
     /// only to a design that listens for them (they are barriers in its traces; every
     /// other configuration's traces stay what they were).
-    pub fn disk_features(&self) -> DiskFeatures {
+    pub(crate) fn disk_features(&self) -> DiskFeatures {
         DiskFeatures {
             flush: true,
             fua: true,
@@ -611,7 +611,7 @@ impl FsConfig {
     /// checks, and `noatime` for a kernel file system: the walk reads files, and their
     /// access times written back at unmount would make the image fsck reads differ from
     /// state to state by the clock alone (see `check::reads::FsckMemo`).
-    pub fn check_mount_options(&self) -> String {
+    pub(crate) fn check_mount_options(&self) -> String {
         let noatime = if self.design().is_none() { "noatime" } else { "" };
         [self.mount_options, self.check_mount_extra, noatime]
             .iter()
@@ -658,12 +658,12 @@ impl FsConfig {
 
     /// Whether programs can call `osync()`/`dsync()` on it (the journaling research
     /// designs).
-    pub fn has_osync(&self) -> bool {
+    pub(crate) fn has_osync(&self) -> bool {
         self.design().is_some_and(researchfs::Design::has_osync)
     }
 
     /// Whether programs can begin, commit and abort transactions on it (Valor).
-    pub fn has_txn(&self) -> bool {
+    pub(crate) fn has_txn(&self) -> bool {
         self.design().is_some_and(researchfs::Design::has_txn)
     }
 
@@ -678,7 +678,7 @@ impl FsConfig {
 
     /// Whether programs can write output to an output file that the file system holds
     /// or releases (researchfs' xsyncfs family, `researchfs::fuse::OUTPUT_FILE`).
-    pub fn has_output(&self) -> bool {
+    pub(crate) fn has_output(&self) -> bool {
         self.design().is_some_and(|d| d.output().is_some())
     }
 
@@ -709,7 +709,7 @@ impl FsConfig {
     /// its whole 32 MiB journal a block at a time, so its reads are the journal whatever
     /// readahead adds, and one FUSE request per block costs most where a request is
     /// dearest (a reiserfs-journal cell in a UML 6.1 guest: 166 s without, 105 s with).
-    pub fn prefers_cached_views(&self) -> bool {
+    pub(crate) fn prefers_cached_views(&self) -> bool {
         self.fstype == "xfs" || self.fstype == "reiserfs"
     }
 
@@ -720,7 +720,7 @@ impl FsConfig {
     /// synchronous writes (`REQ_OP_WRITE | REQ_SYNC` in fs/jfs/jfs_logmgr.c, lbmStartIO)
     /// and nothing in fs/jfs asks for a cache flush, at fsync, sync or unmount; a jfs
     /// recording without flushes is what jfs does, not a flush lost below it.
-    pub fn flushes_at_unmount(&self) -> bool {
+    pub(crate) fn flushes_at_unmount(&self) -> bool {
         let barriers_off =
             self.mount_options.split(',').any(|o| o == "barrier=0" || o == "nobarrier");
         self.design().is_none() && !barriers_off && self.fstype != "jfs"
@@ -733,7 +733,7 @@ impl FsConfig {
     /// depends on them. Offsets are the ext4 superblock's (`struct ext4_super_block`, at
     /// byte 1024 for every ext2/3/4 image); xfs and btrfs stamp no times at mount, so
     /// their lists are empty and only byte-identical recoveries merge.
-    pub fn mount_stamps(&self) -> Vec<std::ops::Range<u64>> {
+    pub(crate) fn mount_stamps(&self) -> Vec<std::ops::Range<u64>> {
         const SB: u64 = 1024;
         let field = |offset: u64, len: u64| SB + offset..SB + offset + len;
         match self.fstype {
@@ -755,7 +755,7 @@ impl FsConfig {
     /// Whether the kernel has this file system (per /proc/filesystems, after one attempt
     /// to load its module, [`kernel_has_or_loads`]); for a research design, whether FUSE
     /// is there.
-    pub fn kernel_supports(&self) -> bool {
+    pub(crate) fn kernel_supports(&self) -> bool {
         if self.design().is_some() {
             return std::path::Path::new("/dev/fuse").exists();
         }
@@ -764,13 +764,17 @@ impl FsConfig {
 
     /// The Linux release whose tree no longer has this file system, if it left: reiserfs
     /// was removed in 6.13. Said beside a missing driver, on kernels from that release on.
-    pub fn left_linux_in(&self) -> Option<&'static str> {
+    pub(crate) fn left_linux_in(&self) -> Option<&'static str> {
         (self.fstype == "reiserfs").then_some("6.13")
     }
 
     /// Makes this configuration's file system on `dev` (a block device or image file),
     /// killing mkfs after `timeout`. A research design is made in process.
-    pub fn mkfs_on(&self, dev: &std::path::Path, timeout: Duration) -> Result<(), MkfsError> {
+    pub(crate) fn mkfs_on(
+        &self,
+        dev: &std::path::Path,
+        timeout: Duration,
+    ) -> Result<(), MkfsError> {
         let failed = |program: String, code, line| MkfsError::Failed {
             program,
             device: dev.to_owned(),
@@ -815,7 +819,11 @@ impl FsConfig {
     /// (no UUID), f2fs (no f2fs-tools program sets one after mkfs) and nilfs2 (nilfs-tune
     /// -U opens only block devices, "cannot open NILFS" on an image file); neither kernel
     /// driver minds two mounted file systems sharing a UUID.
-    pub fn fresh_uuid(&self, image: &std::path::Path, timeout: Duration) -> Result<(), MkfsError> {
+    pub(crate) fn fresh_uuid(
+        &self,
+        image: &std::path::Path,
+        timeout: Duration,
+    ) -> Result<(), MkfsError> {
         if self.design().is_some() {
             return Ok(());
         }
@@ -843,7 +851,7 @@ impl FsConfig {
     /// Runs the configuration's read-only fsck on `dev`, killed after `timeout`: `None`
     /// when it found nothing (or the configuration has no fsck: nilfs2), else one line
     /// with its exit code and what it complained of (`e2fsck -fn exit Some(4): ...`).
-    pub fn fsck_on(
+    pub(crate) fn fsck_on(
         &self,
         dev: &std::path::Path,
         timeout: Duration,
@@ -865,7 +873,7 @@ impl FsConfig {
     /// Whether this machine can run the configuration: [`FsConfig::runs_here`], then
     /// [`FsConfig::programs_installed`]. What bob itself needs (root, /dev/fuse) is
     /// [`privileges`]'s question.
-    pub fn availability(&self) -> Result<(), Unavailable> {
+    pub(crate) fn availability(&self) -> Result<(), Unavailable> {
         self.runs_here()?;
         self.programs_installed()
     }
@@ -888,7 +896,7 @@ impl FsConfig {
 
     /// Whether the programs the configuration runs (mkfs, fsck, repair tools) are
     /// installed: the first missing one.
-    pub fn programs_installed(&self) -> Result<(), Unavailable> {
+    pub(crate) fn programs_installed(&self) -> Result<(), Unavailable> {
         match self.programs().into_iter().find(|p| !crate::device::cmd::available(p)) {
             Some(program) => Err(Unavailable::MissingProgram {
                 program,
@@ -899,7 +907,7 @@ impl FsConfig {
     }
 
     /// Programs this configuration needs, for the environment check.
-    pub fn programs(&self) -> Vec<&'static str> {
+    pub(crate) fn programs(&self) -> Vec<&'static str> {
         if self.design().is_some() {
             return Vec::new();
         }
@@ -929,7 +937,7 @@ impl FsConfig {
 /// ext3/ext4 and btrfs refuse to mount a dirty one read-only without it. ext2 has no
 /// journal to replay (`None`), nor do the types without such an option (reiserfs, jfs:
 /// look at a copy mounted read-write).
-pub fn norecovery_option(fstype: &str) -> Option<&'static str> {
+pub(crate) fn norecovery_option(fstype: &str) -> Option<&'static str> {
     match fstype {
         "xfs" | "f2fs" | "nilfs2" => Some("norecovery"),
         "ext3" | "ext4" => Some("noload"),
@@ -941,7 +949,7 @@ pub fn norecovery_option(fstype: &str) -> Option<&'static str> {
 /// Whether the running kernel has file system type `fstype` (built in or as a loaded
 /// module), per /proc/filesystems. Read by hand: procfs has no parser for this file, and
 /// its format is one `[nodev]\tNAME` per line.
-pub fn kernel_has(fstype: &str) -> bool {
+pub(crate) fn kernel_has(fstype: &str) -> bool {
     std::fs::read_to_string("/proc/filesystems")
         .map(|s| s.lines().any(|l| l.split_whitespace().last() == Some(fstype)))
         .unwrap_or(false)
@@ -979,7 +987,7 @@ fn kernel_has_or_loads(fstype: &str) -> bool {
 /// with nothing to read it stops on a failed assertion instead of going on to check or
 /// fix (its maintainer's advice is to answer N). reiserfsck --rebuild-tree ignores
 /// `--yes` and waits for a typed `Yes`.
-pub fn answers(argv: &[&str]) -> Option<&'static str> {
+pub(crate) fn answers(argv: &[&str]) -> Option<&'static str> {
     match argv {
         ["fsck.f2fs", ..] => Some("n\n"),
         ["reiserfsck", rest @ ..] if rest.contains(&"--rebuild-tree") => Some("Yes\n"),
@@ -989,7 +997,7 @@ pub fn answers(argv: &[&str]) -> Option<&'static str> {
 
 /// Runs `argv`, one of a configuration's programs (fsck, recovery, a repair step), on
 /// `dev` (appended), with its [`answers`], killed after `timeout`.
-pub fn run_tool(
+pub(crate) fn run_tool(
     argv: &[&str],
     dev: &std::path::Path,
     timeout: Duration,
@@ -1121,7 +1129,7 @@ fn no_driver(fstype: &str, left_in: Option<&str>) -> String {
 
 /// Whether this process may do what every run needs: root (loop devices, mounts) and
 /// /dev/fuse (bob's disk).
-pub fn privileges() -> Result<(), Unavailable> {
+pub(crate) fn privileges() -> Result<(), Unavailable> {
     if !nix::unistd::geteuid().is_root() {
         return Err(Unavailable::NotRoot);
     }

@@ -14,14 +14,14 @@
 //! are the point).
 
 use researchfs::{Design, ErrorKind};
-use workloads::explore::CoreOp;
+use workloads::enumerate::CoreOp;
 use workloads::{Guarantee, Op};
 
 use super::FsConfig;
 
 /// What a call promises when it returns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Promise {
+pub(crate) enum Promise {
     /// What it covers is durable once it returned (POSIX's fsync).
     Durable,
     /// Durable before the next output leaves the program, not at the return (external
@@ -50,7 +50,7 @@ impl Promise {
 
 /// A configuration's guarantee profile.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Profile {
+pub(crate) struct Profile {
     /// fsync(2) of a file.
     pub fsync: Promise,
     /// fdatasync(2) of a file.
@@ -107,7 +107,7 @@ impl Profile {
 
     /// What op `op` promises here; `dir`: its path is a directory (fsync of a directory).
     /// Ops that are no persistence point promise [`Promise::Nothing`] of their own.
-    pub fn promise_of(&self, op: &Op, dir: bool) -> Promise {
+    pub(crate) fn promise_of(&self, op: &Op, dir: bool) -> Promise {
         match op {
             Op::Fsync { .. }
             | Op::Fdatasync { .. }
@@ -137,7 +137,7 @@ impl Profile {
 
     /// Where the profile departs from POSIX, one phrase each ("sync: nothing", "fsck
     /// accepts OB,OI"): what `bob explore` reports beside a configuration.
-    pub fn departures(&self) -> Vec<String> {
+    pub(crate) fn departures(&self) -> Vec<String> {
         let mut out = Vec::new();
         let calls = [
             ("fsync", self.fsync),
@@ -183,7 +183,7 @@ impl Profile {
 
     /// Whether a workload on this configuration writes an output after each persistence
     /// point, so that what the point promises is judged where the design keeps it.
-    pub fn output_after_persistence(&self) -> bool {
+    pub(crate) fn output_after_persistence(&self) -> bool {
         [self.fsync, self.fdatasync, self.dir_fsync, self.sync, self.syncfs]
             .contains(&Promise::BeforeOutput)
     }
@@ -193,7 +193,7 @@ impl FsConfig {
     /// Why this configuration cannot run `w`: an operation its guarantee profile says it
     /// does not have (the research designs have no symlinks, extended attributes or
     /// fallocate). Such a run is skipped and counted as unsupported, never recorded.
-    pub fn unsupported_op(&self, w: &workloads::Workload) -> Option<String> {
+    pub(crate) fn unsupported_op(&self, w: &workloads::Workload) -> Option<String> {
         let missing = profile(self).unsupported;
         let op = w
             .setup
@@ -205,7 +205,7 @@ impl FsConfig {
 }
 
 /// The guarantee profile of `config`.
-pub fn profile(config: &FsConfig) -> Profile {
+pub(crate) fn profile(config: &FsConfig) -> Profile {
     match config.design() {
         Some(design) => research(design),
         None => kernel(config),

@@ -119,7 +119,7 @@ impl Regions {
     /// sectors `first..first + count` (512-byte units) tore: some of the region's sectors
     /// persisted (`persisted(k)` for the write's `k`-th sector) and some did not. A region
     /// the write left wholly old or wholly new was not torn.
-    pub fn torn_role(
+    pub(crate) fn torn_role(
         &self,
         first: u64,
         count: u64,

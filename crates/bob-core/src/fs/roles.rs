@@ -20,14 +20,14 @@ const ROLE_MASK: u64 = 0xf << ROLE_SHIFT;
 
 /// The flags that mark a write of `role` (role bits, plus METADATA for every role but
 /// data).
-pub fn role_flags(role: Role) -> u64 {
+pub(crate) fn role_flags(role: Role) -> u64 {
     let index = Role::ALL.iter().position(|&r| r == role).unwrap_or(0) as u64;
     let meta = if role == Role::Data { 0 } else { flags::METADATA };
     ((index + 1) << ROLE_SHIFT) | meta
 }
 
 /// The role recorded with a write entry, if any.
-pub fn entry_role(entry: &Entry) -> Option<Role> {
+pub(crate) fn entry_role(entry: &Entry) -> Option<Role> {
     if !matches!(entry.kind(), EntryKind::Write { .. }) {
         return None;
     }
@@ -36,7 +36,7 @@ pub fn entry_role(entry: &Entry) -> Option<Role> {
 }
 
 /// `(entry index, role)` of every write of `trace` that carries a role, in order.
-pub fn role_list(trace: &Trace) -> Vec<(usize, Role)> {
+pub(crate) fn role_list(trace: &Trace) -> Vec<(usize, Role)> {
     trace.entries.iter().enumerate().filter_map(|(i, e)| Some((i, entry_role(e)?))).collect()
 }
 

@@ -15,7 +15,7 @@ use crate::device::fusedisk::Disk;
 use crate::trace::{Trace, SECTOR_SIZE};
 
 /// Sectors, as merged runs of 512-byte sector numbers: what a view logs of its reads.
-pub type SectorSet = rangemap::RangeSet<u64>;
+pub(crate) type SectorSet = rangemap::RangeSet<u64>;
 
 const SECTOR: usize = SECTOR_SIZE as usize;
 
@@ -55,7 +55,7 @@ impl BaseImage {
 
 /// Sector-granular private overlay for writes made to a view (recovery writes).
 #[derive(Debug, Default)]
-pub struct PrivateOverlay {
+pub(crate) struct PrivateOverlay {
     sectors: BTreeMap<u64, Box<[u8; SECTOR]>>,
 }
 
@@ -77,7 +77,7 @@ impl PrivateOverlay {
         }
     }
     /// Patches this overlay's sectors into `buf`, which holds bytes from `offset`.
-    pub fn read_into(&self, offset: u64, buf: &mut [u8]) {
+    pub(crate) fn read_into(&self, offset: u64, buf: &mut [u8]) {
         if self.sectors.is_empty() || buf.is_empty() {
             return;
         }
@@ -110,10 +110,6 @@ impl PrivateOverlay {
     /// Number of sectors written.
     pub fn len(&self) -> usize {
         self.sectors.len()
-    }
-    /// Whether nothing was written.
-    pub fn is_empty(&self) -> bool {
-        self.sectors.is_empty()
     }
 }
 
@@ -163,13 +159,13 @@ impl CrashView {
     /// Whether the kernel may cache the view's file (the default here; the engine asks
     /// for it only where the configuration prefers it,
     /// [`crate::fs::FsConfig::prefers_cached_views`], and `--no-cached-views` never).
-    pub fn page_cache(mut self, cached: bool) -> CrashView {
+    pub(crate) fn page_cache(mut self, cached: bool) -> CrashView {
         self.cached = cached;
         self
     }
 
     /// Logs the sectors read before the view wrote them (see [`CrashView::first_reads`]).
-    pub fn track_reads(mut self, track: bool) -> CrashView {
+    pub(crate) fn track_reads(mut self, track: bool) -> CrashView {
         self.first_reads = track.then(Mutex::default);
         self
     }
@@ -177,7 +173,7 @@ impl CrashView {
     /// Writes the state's image (without recovery writes) to `out`, sparsely: only the
     /// base image's data and the overlay are written.
     pub fn materialize(&self, out: &Path) -> std::io::Result<()> {
-        copy_sparse(self.base.path(), out)?;
+        crate::files::copy_sparse(self.base.path(), out)?;
         let file = std::fs::OpenOptions::new().write(true).open(out)?;
         for (sector, _) in self.overlay.iter() {
             let mut buf = [0u8; SECTOR];
@@ -192,7 +188,7 @@ impl CrashView {
     /// The digest of the image as recovery left it, mount stamps masked (see
     /// [`Overlay::recovered_digest`]): states that recover to the same image share it.
     /// `hashes` holds the sector hashes of earlier states' recoveries in the same run.
-    pub fn recovered_digest(
+    pub(crate) fn recovered_digest(
         &self,
         stamps: &[std::ops::Range<u64>],
         hashes: &crate::crash::overlay::RecoveryHashes,
@@ -208,12 +204,12 @@ impl CrashView {
 
     /// Starts a log of every sector read from now on (what the read-only fsck reads,
     /// for [`crate::check`]'s reuse of it), replacing any log not taken.
-    pub fn log_reads(&self) {
+    pub(crate) fn log_reads(&self) {
         *self.read_log.lock().unwrap_or_else(|p| p.into_inner()) = Some(SectorSet::new());
     }
 
     /// The sectors read since [`CrashView::log_reads`], ending the log.
-    pub fn take_read_log(&self) -> Option<SectorSet> {
+    pub(crate) fn take_read_log(&self) -> Option<SectorSet> {
         self.read_log.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 
@@ -276,7 +272,7 @@ impl CrashView {
     /// Sectors read before this view wrote them, when [`CrashView::track_reads`] is on:
     /// what the state's check depended on. Sectors recovery read without using them
     /// (named by [`CrashView::mark_recovered`]) are left out unless read again after it.
-    pub fn first_reads(&self) -> Option<SectorSet> {
+    pub(crate) fn first_reads(&self) -> Option<SectorSet> {
         let reads = self.first_reads.as_ref()?;
         let mut reads = reads.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if let Some(mark) = self.recovered.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
@@ -298,7 +294,7 @@ impl CrashView {
     /// `check::recovery_used`); [`CrashView::first_reads`] leaves them out unless they
     /// are read again from now on. Nothing is marked when recovery read none of them
     /// (without [`CrashView::track_reads`], nothing ever).
-    pub fn mark_recovered(&self, unused: SectorSet) {
+    pub(crate) fn mark_recovered(&self, unused: SectorSet) {
         let Some(reads) = &self.first_reads else { return };
         let during = reads.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if unused.iter().any(|u| during.overlaps(u)) {
@@ -308,23 +304,23 @@ impl CrashView {
     }
 
     /// Whether [`CrashView::mark_recovered`] left something out.
-    pub fn recovery_marked(&self) -> bool {
+    pub(crate) fn recovery_marked(&self) -> bool {
         self.recovered.lock().unwrap_or_else(|p| p.into_inner()).is_some()
     }
 
     /// The state's own bytes at `offset` (base image and crash state), without what
     /// recovery wrote since, and without logging a read.
-    pub fn read_state(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+    pub(crate) fn read_state(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
         self.overlay.read_over(&self.trace, offset, buf, |at, part| self.base.read_at(at, part))
     }
 
     /// The base image's bytes at `offset`.
-    pub fn read_base(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+    pub(crate) fn read_base(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
         self.base.read_at(offset, buf)
     }
 
     /// Every sector the check wrote to this view so far, with its bytes.
-    pub fn written_sectors(&self) -> Vec<(u64, Box<[u8; SECTOR]>)> {
+    pub(crate) fn written_sectors(&self) -> Vec<(u64, Box<[u8; SECTOR]>)> {
         let private = self.private.lock().unwrap_or_else(|p| p.into_inner());
         private.sectors.iter().map(|(&s, d)| (s, d.clone())).collect()
     }
@@ -332,7 +328,7 @@ impl CrashView {
     /// Takes `sectors` as written by the check, as if a program run on the view had
     /// written them (an earlier state's routine fsck, reused by what it read), and
     /// `reads` as read first: that program's reads, which this view never served.
-    pub fn write_as_read(&self, sectors: &[(u64, Box<[u8; SECTOR]>)], reads: &SectorSet) {
+    pub(crate) fn write_as_read(&self, sectors: &[(u64, Box<[u8; SECTOR]>)], reads: &SectorSet) {
         let mut private = self.private.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(first) = &self.first_reads {
             let mut first = first.lock().unwrap_or_else(|p| p.into_inner());
@@ -397,111 +393,6 @@ impl Disk for CrashView {
     }
 }
 
-/// Calls `each(offset, len)` for every data extent of `file` (of `len` bytes), in order,
-/// found with SEEK_DATA/SEEK_HOLE; a file system without them reports one extent.
-fn data_extents(
-    file: &File,
-    len: u64,
-    mut each: impl FnMut(u64, u64) -> std::io::Result<()>,
-) -> std::io::Result<()> {
-    use nix::unistd::{lseek, Whence};
-    use std::os::fd::AsFd;
-    let mut pos: i64 = 0;
-    while (pos as u64) < len {
-        let data = match lseek(file.as_fd(), pos, Whence::SeekData) {
-            Ok(d) => d,
-            Err(nix::errno::Errno::ENXIO) => break,
-            Err(nix::errno::Errno::EINVAL) if pos == 0 => return each(0, len),
-            Err(e) => return Err(e.into()),
-        };
-        let hole = lseek(file.as_fd(), data, Whence::SeekHole).map_err(std::io::Error::from)?;
-        each(data as u64, (hole - data) as u64)?;
-        pos = hole;
-    }
-    Ok(())
-}
-
-/// Copies `from` to `to` keeping holes, so a mostly empty image costs only its data.
-/// Each data extent is copied in the kernel (`copy_file_range(2)`, which shares the
-/// extents where the file system can reflink, as `cp` does), else through a buffer.
-pub fn copy_sparse(from: &Path, to: &Path) -> std::io::Result<()> {
-    let src = File::open(from)?;
-    let len = src.metadata()?.len();
-    let dst = File::create(to)?;
-    dst.set_len(len)?;
-    let mut buf = Vec::new();
-    let mut in_kernel = true;
-    data_extents(&src, len, |mut off, n| {
-        let end = off + n;
-        while in_kernel && off < end {
-            let (mut from_off, mut to_off) = (off as i64, off as i64);
-            let want = ((end - off) as usize).min(1 << 30);
-            match nix::fcntl::copy_file_range(
-                &src,
-                Some(&mut from_off),
-                &dst,
-                Some(&mut to_off),
-                want,
-            ) {
-                Ok(0) => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-                Ok(copied) => off += copied as u64,
-                // Not between these files (another file system, an old kernel, a file
-                // system without it): copy through memory from here on.
-                Err(
-                    nix::errno::Errno::EXDEV
-                    | nix::errno::Errno::ENOSYS
-                    | nix::errno::Errno::EOPNOTSUPP
-                    | nix::errno::Errno::EINVAL,
-                ) => in_kernel = false,
-                Err(e) => return Err(e.into()),
-            }
-        }
-        if off < end && buf.is_empty() {
-            buf = vec![0u8; 1 << 20];
-        }
-        while off < end {
-            let n = ((end - off) as usize).min(buf.len());
-            src.read_exact_at(&mut buf[..n], off)?;
-            dst.write_all_at(&buf[..n], off)?;
-            off += n as u64;
-        }
-        Ok(())
-    })
-}
-
-/// blake3 of a whole file, lowercase hex. Holes are hashed as the zeros they read as,
-/// without reading them: reading a hole makes the kernel zero page-cache pages for it,
-/// which cost more than the hashing itself on a mostly empty image (measured: 18% of a
-/// `bob run` on xfs went to that zeroing before).
-pub fn file_digest(path: &Path) -> std::io::Result<String> {
-    static ZEROS: [u8; 1 << 16] = [0; 1 << 16];
-    let f = File::open(path)?;
-    let len = f.metadata()?.len();
-    let mut hasher = blake3::Hasher::new();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut hashed = 0u64;
-    let zeros_until = |hasher: &mut blake3::Hasher, hashed: &mut u64, to: u64| {
-        while *hashed < to {
-            let n = ((to - *hashed) as usize).min(ZEROS.len());
-            hasher.update(&ZEROS[..n]);
-            *hashed += n as u64;
-        }
-    };
-    data_extents(&f, len, |off, n| {
-        zeros_until(&mut hasher, &mut hashed, off);
-        let end = off + n;
-        while hashed < end {
-            let n = ((end - hashed) as usize).min(buf.len());
-            f.read_exact_at(&mut buf[..n], hashed)?;
-            hasher.update(&buf[..n]);
-            hashed += n as u64;
-        }
-        Ok(())
-    })?;
-    zeros_until(&mut hasher, &mut hashed, len);
-    Ok(hasher.finalize().to_hex().to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -533,32 +424,5 @@ mod tests {
         assert_eq!(runs(view.first_reads().unwrap()), vec![(0, 8), (16, 20), (21, 22), (23, 24)]);
         assert_eq!(runs(view.take_read_log().unwrap()), vec![(4, 5), (16, 24)]);
         assert!(view.take_read_log().is_none(), "taking the log ends it");
-    }
-
-    /// The sparse walk hashes exactly the bytes the file reads as: holes before, between
-    /// and after data, and data that is itself zero.
-    #[test]
-    fn file_digest_equals_blake3_of_the_content() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("sparse.img");
-        let f = File::create(&path).unwrap();
-        let len = 8 << 20;
-        f.set_len(len).unwrap();
-        f.write_all_at(&[7u8; 5000], 1 << 20).unwrap();
-        f.write_all_at(&[0u8; 4096], 3 << 20).unwrap();
-        f.write_all_at(&[9u8; 100], (5 << 20) + 123).unwrap();
-        drop(f);
-        let content = std::fs::read(&path).unwrap();
-        assert_eq!(content.len() as u64, len);
-        assert_eq!(file_digest(&path).unwrap(), blake3::hash(&content).to_hex().to_string());
-        let copy = dir.path().join("copy.img");
-        copy_sparse(&path, &copy).unwrap();
-        assert_eq!(std::fs::read(&copy).unwrap(), content);
-        // Onto another file system the kernel will not copy (EXDEV): through memory.
-        if let Ok(other) = tempfile::tempdir_in("/dev/shm") {
-            let copy = other.path().join("copy.img");
-            copy_sparse(&path, &copy).unwrap();
-            assert_eq!(std::fs::read(&copy).unwrap(), content);
-        }
     }
 }

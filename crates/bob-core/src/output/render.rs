@@ -112,7 +112,7 @@ fn names(formats: &[Format]) -> String {
 }
 
 /// How text shows a verdict's name: the CLI's terminal colours, or [`plain`].
-pub type Paint<'a> = &'a dyn Fn(OutcomeKind, &str) -> String;
+pub(crate) type Paint<'a> = &'a dyn Fn(OutcomeKind, &str) -> String;
 
 /// A verdict's name as it is.
 pub fn plain(_: OutcomeKind, text: &str) -> String {
@@ -120,7 +120,7 @@ pub fn plain(_: OutcomeKind, text: &str) -> String {
 }
 
 /// The formats of a document that is text for people and JSON for programs.
-pub const TEXT_JSON: &[Format] = &[Format::Text, Format::Json];
+pub(crate) const TEXT_JSON: &[Format] = &[Format::Text, Format::Json];
 /// The formats of a table (and of the documents shown as one).
 pub const TABLE: &[Format] = &[Format::Md, Format::Json, Format::Html, Format::Junit];
 

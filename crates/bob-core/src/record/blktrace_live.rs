@@ -15,7 +15,7 @@ use crate::device::cmd;
 use crate::trace::blktrace::{read_events, requests_from_events, BlockRequest};
 
 /// A running blktrace of one device.
-pub struct BlktraceSession {
+pub(crate) struct BlktraceSession {
     child: cmd::Background,
     reader: Option<JoinHandle<Vec<u8>>>,
     dev: PathBuf,
@@ -72,7 +72,7 @@ impl BlktraceSession {
     }
 
     /// Stops tracing (SIGINT, as a person would) and returns the paired requests.
-    pub fn stop(mut self) -> Result<Vec<BlockRequest>, Error> {
+    pub(crate) fn stop(mut self) -> Result<Vec<BlockRequest>, Error> {
         self.interrupt();
         let bytes = self.reader.take().map(|r| r.join().unwrap_or_default()).unwrap_or_default();
         let source = PathBuf::from(format!("blktrace -d {} -o -", self.dev.display()));

@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{io_err, json_value, make_and_mount, mount, Error};
+use super::finish::json_value;
+use super::{io_err, make_and_mount, mount, Error};
 use crate::device::cmd;
 use crate::fs::{FsConfig, Timeouts};
 use crate::trace::blktrace::{Annotation, BlockRequest};
@@ -299,7 +300,7 @@ fn command_sidecar(
     command: &[String],
     base_path: &Path,
 ) -> Result<Sidecar, Error> {
-    let blake3 = crate::image::file_digest(base_path).map_err(io_err(base_path))?;
+    let blake3 = crate::files::file_digest(base_path).map_err(io_err(base_path))?;
     Ok(Sidecar {
         format: SIDECAR_FORMAT.into(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
@@ -345,7 +346,7 @@ fn record_command_dm(req: &CommandRequest<'_>, log_dev: &Path) -> Result<Command
     // A device-mapper device above it passes flushes only if the device below takes them.
     data_dev.pass_flushes()?;
     config.mkfs_on(data_dev.path(), req.timeouts.mkfs)?;
-    crate::image::copy_sparse(&data_path, &base_path).map_err(io_err(&base_path))?;
+    crate::files::copy_sparse(&data_path, &base_path).map_err(io_err(&base_path))?;
     let name = format!("bob-log-{}", std::process::id());
     let target = Arc::new(DmTarget::create(&name, data_dev.path(), log_dev).map_err(dm_err)?);
     let fs_mount = mount::mount(&target.device(), &mnt, config.fstype, config.mount_options)?;

@@ -151,7 +151,7 @@ impl DmLogWrites {
     }
     /// `dmsetup mknodes <name>`: makes `/dev/mapper/<name>` where no udev does (a
     /// virtme-ng guest, a container).
-    pub fn mknodes(&self) -> Vec<String> {
+    pub(crate) fn mknodes(&self) -> Vec<String> {
         self.dmsetup(&["mknodes", &self.name])
     }
     /// `dmsetup message <name> 0 mark <text>`: the target logs a MARK entry. The text is
@@ -168,7 +168,7 @@ impl DmLogWrites {
         self.dmsetup(&["remove", &self.name])
     }
     /// The mapped device the file system is made on.
-    pub fn mapped_device(&self) -> PathBuf {
+    pub(crate) fn mapped_device(&self) -> PathBuf {
         Path::new("/dev/mapper").join(&self.name)
     }
 }
@@ -176,7 +176,7 @@ impl DmLogWrites {
 /// What `dmsetup status` says of a log-writes target (`log_writes_status`:
 /// `<start> <len> log-writes <logged entries> <highest log sector> [logging_disabled]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LogStatus {
+pub(crate) struct LogStatus {
     /// Entries logged so far.
     pub entries: u64,
     /// The last log-device sector (512-byte) in use.
@@ -234,7 +234,7 @@ fn drop_cache(dev: &Path) -> Result<(), Error> {
 }
 
 /// A live dm-log-writes target; removed on drop if [`DmTarget::finish`] was not called.
-pub struct DmTarget {
+pub(crate) struct DmTarget {
     lines: DmLogWrites,
     removed: bool,
 }
@@ -404,7 +404,7 @@ fn apply_entries(path: &Path, entries: &[Entry]) -> std::io::Result<()> {
 /// the setup, the workload and the unmount with a header block each, which for bob's
 /// workloads is far below the image's size; four times it leaves room for a journal
 /// that wraps. Sparse, so only what is logged takes space.
-pub fn log_bytes(image_bytes: u64) -> u64 {
+pub(crate) fn log_bytes(image_bytes: u64) -> u64 {
     4 * image_bytes
 }
 
@@ -455,7 +455,7 @@ pub(super) fn record(req: &RecordRequest<'_>) -> Result<Recording, super::Error>
         config.mkfs_on(data_dev.path(), req.timeouts.mkfs)?;
     }
     // What the data device holds before the target exists; the log's prefix goes on it.
-    crate::image::copy_sparse(&data_path, &base_path).map_err(io_err(&base_path))?;
+    crate::files::copy_sparse(&data_path, &base_path).map_err(io_err(&base_path))?;
 
     let name = format!("bob-log-{}-{}", std::process::id(), unique());
     let target = DmTarget::create(&name, data_dev.path(), log_dev.path()).map_err(dm_err)?;
@@ -502,7 +502,7 @@ pub(super) fn record(req: &RecordRequest<'_>) -> Result<Recording, super::Error>
     data_dev.detach()?;
     // Scratch in the recording's work directory, which goes with it if this fails.
     let _ = std::fs::remove_file(&data_path);
-    super::finish(req, trace, observed, base_path, None, setup)
+    super::finish::finish(req, trace, observed, base_path, None, setup)
 }
 
 /// A number no other recording of this process uses at the same time (targets are

@@ -58,7 +58,7 @@ impl Latency {
     }
 
     /// The model's costs; `None` adds nothing.
-    pub fn costs(self) -> Option<Costs> {
+    pub(crate) fn costs(self) -> Option<Costs> {
         match self {
             Latency::None => None,
             // 7200 rpm: 4.17 ms average rotational latency; 8.5 ms average seek (the

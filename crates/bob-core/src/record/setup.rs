@@ -50,7 +50,7 @@ impl SetupCache {
     /// Writes a fresh mkfs'd image of `config` to `to` (replacing it): a copy of the
     /// cached one, made first if this cache does not hold it yet, with a file system
     /// UUID of its own ([`FsConfig::fresh_uuid`]).
-    pub fn copy_made(
+    pub(crate) fn copy_made(
         &self,
         config: &FsConfig,
         to: &Path,
@@ -129,7 +129,7 @@ fn copy_private(from: &Path, to: &Path) -> std::io::Result<()> {
         return Ok(());
     }
     drop(dst);
-    crate::image::copy_sparse(from, to)
+    crate::files::copy_sparse(from, to)
 }
 
 #[cfg(test)]

@@ -21,7 +21,8 @@ use std::time::Duration;
 
 pub use crate::trace::blktrace::{annotate, Annotation, BlockRequest};
 use crate::trace::blktrace::{pair_events, parse_rwbs, ReqEvent};
-pub use crate::trace::fua::{mark_fua, FuaMarking, QueuedBio};
+pub use crate::trace::fua::FuaMarking;
+pub(crate) use crate::trace::fua::{mark_fua, QueuedBio};
 
 /// Where tracefs is mounted by default.
 const DEFAULT_TRACEFS: &str = "/sys/kernel/tracing";
@@ -30,7 +31,7 @@ const EVENTS: [&str; 3] = ["block_rq_issue", "block_rq_complete", "block_bio_que
 
 /// What a session saw: the driver's requests, and the bios as queued.
 #[derive(Clone, Debug, Default)]
-pub struct Traced {
+pub(crate) struct Traced {
     /// Requests in issue order (see [`pair_events`]).
     pub requests: Vec<BlockRequest>,
     /// Bios in queue order.
@@ -100,7 +101,7 @@ fn mounted_tracefs() -> Option<PathBuf> {
 /// tracing block requests into it until someone does. A pid that exists again (reused)
 /// keeps its instances: better one left over than another process's removed. Returns the
 /// instances removed and, one line each, those that could not be.
-pub fn reclaim_dead_instances() -> (Vec<PathBuf>, Vec<String>) {
+pub(crate) fn reclaim_dead_instances() -> (Vec<PathBuf>, Vec<String>) {
     let (mut removed, mut failures) = (Vec::new(), Vec::new());
     let Some(root) = mounted_tracefs() else { return (removed, failures) };
     let Ok(entries) = std::fs::read_dir(root.join("instances")) else {
@@ -137,7 +138,7 @@ fn kernel_has_tracefs() -> bool {
 static INSTANCE_SEQ: AtomicUsize = AtomicUsize::new(0);
 
 /// A running tracefs session on one device.
-pub struct TracefsSession {
+pub(crate) struct TracefsSession {
     instance: PathBuf,
     stop: Arc<AtomicBool>,
     reader: Option<JoinHandle<Result<Vec<Line>, Error>>>,
@@ -223,7 +224,7 @@ impl TracefsSession {
     }
 
     /// Stops tracing and returns the device's requests (in issue order) and bios.
-    pub fn stop(mut self) -> Result<Traced, Error> {
+    pub(crate) fn stop(mut self) -> Result<Traced, Error> {
         self.disable();
         self.stop.store(true, Ordering::Relaxed);
         let events = match self.reader.take().map(|h| h.join()) {
@@ -340,7 +341,7 @@ fn parse_stamp(time: &str) -> Option<u64> {
 
 /// Parses one `trace_pipe` line of `block_rq_issue` or `block_rq_complete`, e.g.
 /// `kworker/u8:2-91 [001] ..... 12.345678: block_rq_issue: 7,0 WSM 4096 () 2048 + 8 none,0,0 [kworker/u8:2]`.
-pub fn parse_line(line: &str) -> Option<ReqEvent> {
+pub(crate) fn parse_line(line: &str) -> Option<ReqEvent> {
     let (complete, at) = if let Some(i) = line.find(": block_rq_issue: ") {
         (false, i)
     } else {
@@ -371,6 +372,17 @@ pub fn parse_line(line: &str) -> Option<ReqEvent> {
         rwbs,
         error,
     })
+}
+
+/// Starts the block-tracepoint annotator on `dev` (the default of every recording), on
+/// tracefs where it is mounted, else on a private mount of it for the session (a fresh
+/// machine often has it unmounted, and without it the FUA marks that the real-FUA disk
+/// model needs would be missing); `None` where the kernel has no tracefs or it cannot
+/// start, which only costs the annotations.
+pub(crate) fn default_tracing(dev: &Path) -> Option<TracefsSession> {
+    // `start` mounts tracefs privately when it is not mounted, and refuses a kernel
+    // without it.
+    TracefsSession::start(dev).ok()
 }
 
 #[cfg(test)]

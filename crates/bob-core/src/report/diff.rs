@@ -361,7 +361,7 @@ impl TableDiff {
     }
 
     /// For the terminal; `paint(verdict, text)` may colour a verdict's name.
-    pub fn to_text_with(&self, paint: &dyn Fn(CellVerdict, &str) -> String) -> String {
+    pub(crate) fn to_text_with(&self, paint: &dyn Fn(CellVerdict, &str) -> String) -> String {
         let mut s = format!("{}\n", self.header());
         s.push_str(&self.inputs_text(""));
         if self.changes.is_empty() {
@@ -393,7 +393,7 @@ impl TableDiff {
     }
 
     /// Markdown.
-    pub fn to_markdown(&self) -> String {
+    pub(crate) fn to_markdown(&self) -> String {
         let mut s = format!("{}.\n\n", self.header());
         if !self.inputs_differ.is_empty() {
             s.push_str(&self.inputs_text("- "));
@@ -449,7 +449,7 @@ impl TableDiff {
 
     /// The body of an HTML page of the diff; `link(side, change)` gives the page of a
     /// side's witness when the site has one.
-    pub fn html_body(&self, link: &dyn Fn(char, &CellChange) -> Option<String>) -> Markup {
+    pub(crate) fn html_body(&self, link: &dyn Fn(char, &CellChange) -> Option<String>) -> Markup {
         let side = |name: char, c: &CellChange, w: &DiffWitness| {
             html! {
                 td class=(w.verdict.name()) {

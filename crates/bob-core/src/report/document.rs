@@ -36,7 +36,7 @@ fn regenerate_command(grid: &Grid) -> String {
 
 /// `grid` with each witness named relative to the table's `--out` directory, as
 /// `run::cell_dir` and `run::run_cell` lay witnesses out.
-pub fn with_relative_witnesses(grid: &Grid) -> Grid {
+pub(crate) fn with_relative_witnesses(grid: &Grid) -> Grid {
     let several_models = grid.disk_models().len() > 1;
     let mut grid = grid.clone();
     for cell in &mut grid.cells {

@@ -20,7 +20,7 @@ use crate::check::JunitForm;
 
 /// What became of one test case.
 #[derive(Clone, Debug, PartialEq)]
-pub enum CaseResult {
+pub(crate) enum CaseResult {
     /// Passed.
     Pass,
     /// Failed.
@@ -63,7 +63,7 @@ pub struct Case {
 
 /// One test suite: a table, a diff or an explore run.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Suite {
+pub(crate) struct Suite {
     /// The suite's name (`bob`, `bob diff`, `bob explore`).
     pub name: String,
     /// Name/value pairs the reporters show beside it (the kernel, bob's version).
@@ -74,7 +74,7 @@ pub struct Suite {
 
 /// Where and when the document was written: the suite's `hostname` and `timestamp`.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Stamp {
+pub(crate) struct Stamp {
     /// The machine's name (`localhost` when unknown).
     pub hostname: String,
     /// UTC, `YYYY-MM-DDTHH:MM:SS` (the schema allows no zone suffix).
@@ -151,7 +151,7 @@ fn cell_case(cell: &Cell) -> Case {
 }
 
 /// The suite of a table's (or `bob run`'s) cells, run on `kernel`.
-pub fn cells_suite(cells: &[Cell], kernel: &str, tool_version: &str) -> Suite {
+pub(crate) fn cells_suite(cells: &[Cell], kernel: &str, tool_version: &str) -> Suite {
     Suite {
         name: "bob".to_string(),
         properties: vec![
@@ -163,14 +163,14 @@ pub fn cells_suite(cells: &[Cell], kernel: &str, tool_version: &str) -> Suite {
 }
 
 /// The suite of a table.
-pub fn grid_suite(grid: &Grid) -> Suite {
+pub(crate) fn grid_suite(grid: &Grid) -> Suite {
     cells_suite(&grid.cells, &grid.kernel, &grid.tool_version)
 }
 
 /// The suite of `bob diff`: a failing case per changed cell, a skipped one per cell whose
 /// verdicts differ but which is racy in either table (no change), a passing one per cell
 /// of the second table that the first has with the same verdict. `b` is the second table.
-pub fn diff_suite(d: &TableDiff, a: &Grid, b: &Grid) -> Suite {
+pub(crate) fn diff_suite(d: &TableDiff, a: &Grid, b: &Grid) -> Suite {
     let mut cases = Vec::new();
     for c in &d.changes {
         let model = c

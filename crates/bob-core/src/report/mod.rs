@@ -4,10 +4,10 @@
 pub mod diff;
 pub mod document;
 pub mod explain;
-pub mod junit;
+pub(crate) mod junit;
 pub mod site;
 pub mod table;
-pub mod timeline;
+pub(crate) mod timeline;
 pub mod witness;
 
 pub use document::document;
@@ -30,7 +30,7 @@ pub(crate) fn schema_v1() -> u32 {
 
 /// A cell's verdict: a row of the one outcome table ([`OutcomeKind`]), the first in
 /// precedence order that any of its states reached.
-pub type CellVerdict = OutcomeKind;
+pub(crate) type CellVerdict = OutcomeKind;
 
 /// One drain schedule's share of a cell: its own recordings, traces and states.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -101,14 +101,14 @@ fn is_false(b: &bool) -> bool {
 impl ScheduleCell {
     /// Whether a violation appeared in some of `recordings` and not in all: `k` of `n`
     /// with 0 < k < n.
-    pub fn is_racy(violated: usize, recordings: usize) -> bool {
+    pub(crate) fn is_racy(violated: usize, recordings: usize) -> bool {
         violated > 0 && violated < recordings
     }
 
     /// In how many recordings a violation appeared, in words, when the schedule was
     /// recorded more than once: "violated in 2 of 5 recordings: racy", "violated in 3 of
     /// 3 recordings", "violated in 0 of 3 recordings".
-    pub fn recordings_text(&self) -> Option<String> {
+    pub(crate) fn recordings_text(&self) -> Option<String> {
         (self.recordings > 1).then(|| {
             format!(
                 "violated in {} of {} recordings{}",
@@ -282,7 +282,7 @@ fn earlier(pos: Option<usize>, than: Option<usize>) -> bool {
 }
 
 /// Folds `b`'s mount-failure groups into `a` (shards of one cell).
-pub fn merge_mount_failures(a: &mut Vec<MountFailure>, b: &[MountFailure]) {
+pub(crate) fn merge_mount_failures(a: &mut Vec<MountFailure>, b: &[MountFailure]) {
     for f in b {
         match a.iter_mut().find(|x| {
             x.error == f.error
@@ -302,7 +302,7 @@ pub fn merge_mount_failures(a: &mut Vec<MountFailure>, b: &[MountFailure]) {
 }
 
 /// Folds `b`'s read-error groups into `a`.
-pub fn merge_read_errors(a: &mut Vec<ReadErrorCause>, b: &[ReadErrorCause]) {
+pub(crate) fn merge_read_errors(a: &mut Vec<ReadErrorCause>, b: &[ReadErrorCause]) {
     for f in b {
         match a.iter_mut().find(|x| x.path == f.path && x.error == f.error) {
             Some(x) => {
@@ -592,7 +592,7 @@ impl PromiseCoverage {
 impl Cell {
     /// A held durability cell with a promise due in no state is `not-exercised`: its
     /// "held" would say nothing about that promise.
-    pub fn apply_promise_coverage(&mut self) {
+    pub(crate) fn apply_promise_coverage(&mut self) {
         let durability = self
             .property
             .parse::<workloads::Property>()
@@ -606,7 +606,7 @@ impl Cell {
     }
 
     /// Promises due in no explored state, as text ("fsync /A/f0 (op 1)").
-    pub fn unexercised_promises(&self) -> Vec<String> {
+    pub(crate) fn unexercised_promises(&self) -> Vec<String> {
         self.promises
             .iter()
             .filter(|p| p.states == 0)
@@ -730,7 +730,10 @@ impl ScenarioCell {
 /// Per scenario of the `detects-inconsistency` workload, over `results` (explored states,
 /// duplicates included, so that counts cover every state); `positions[i]` is the position
 /// of `results[i]`'s state in the cell's full list. Empty for every other workload.
-pub fn summarize_scenarios(results: &[StateResult], positions: &[usize]) -> Vec<ScenarioCell> {
+pub(crate) fn summarize_scenarios(
+    results: &[StateResult],
+    positions: &[usize],
+) -> Vec<ScenarioCell> {
     let mut out: Vec<ScenarioCell> = Vec::new();
     for (i, r) in results.iter().enumerate() {
         for mark in &r.check.scenarios {
@@ -767,7 +770,7 @@ pub fn summarize_scenarios(results: &[StateResult], positions: &[usize]) -> Vec<
 /// Folds per-state results into counts, the verdict, and the index of the state whose
 /// witness the cell shows (the first violation, else the first failure of the category
 /// the verdict names; none for `infra-error`).
-pub fn summarize(results: &[StateResult]) -> (CellVerdict, OutcomeCounts, Option<usize>) {
+pub(crate) fn summarize(results: &[StateResult]) -> (CellVerdict, OutcomeCounts, Option<usize>) {
     let mut counts = OutcomeCounts::default();
     for r in results {
         counts.add(r.check.outcome.kind(), 1);
@@ -783,7 +786,7 @@ pub fn summarize(results: &[StateResult]) -> (CellVerdict, OutcomeCounts, Option
 
 /// The first of `results` that bob could not check, as `<its id>: <why>` (`id(i, r)`
 /// names `results[i]`: with its schedule in a cell of several).
-pub fn first_infra_error(
+pub(crate) fn first_infra_error(
     results: &[StateResult],
     id: impl Fn(usize, &StateResult) -> String,
 ) -> Option<String> {
@@ -862,7 +865,7 @@ impl Cell {
     }
 
     /// The racy schedules, each in words: "syncfs violated in 2 of 5 recordings: racy".
-    pub fn racy_text(&self) -> Vec<String> {
+    pub(crate) fn racy_text(&self) -> Vec<String> {
         self.schedules
             .iter()
             .filter(|s| s.racy)
@@ -871,12 +874,12 @@ impl Cell {
     }
 
     /// Sets [`Cell::racy`] from its schedules.
-    pub fn update_racy(&mut self) {
+    pub(crate) fn update_racy(&mut self) {
         self.racy = self.schedules.iter().any(|s| s.racy);
     }
 
     /// Folds the speed counters of another part of the same cell (a shard, a schedule).
-    pub fn add_speed_counts(&mut self, b: &Cell) {
+    pub(crate) fn add_speed_counts(&mut self, b: &Cell) {
         self.states_recovered_unique =
             match (self.states_recovered_unique, b.states_recovered_unique) {
                 (None, None) => None,
@@ -891,7 +894,7 @@ impl Cell {
     /// op's writes spanned (`None`: the property makes no such claim). A cell whose op
     /// spanned none cannot have tested what it claims, so a `held` becomes
     /// `not-exercised`, with `why`; a violation found anyway stays one.
-    pub fn apply_exercise(&mut self, op_barriers: Option<usize>, why: Option<String>) {
+    pub(crate) fn apply_exercise(&mut self, op_barriers: Option<usize>, why: Option<String>) {
         self.op_barriers = op_barriers;
         if op_barriers == Some(0) {
             self.not_exercised = why.or_else(|| Some("the op's writes fell into one epoch".into()));

@@ -149,7 +149,7 @@ fn page(title: &str, body: Markup) -> String {
 }
 
 /// `bob diff --format html`: the diff as one page of its own.
-pub fn diff_page(d: &TableDiff) -> String {
+pub(crate) fn diff_page(d: &TableDiff) -> String {
     page_with("bob: what changed", false, d.html_body(&|_, _| None))
 }
 

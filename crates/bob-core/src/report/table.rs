@@ -127,18 +127,18 @@ fn racy_note(cell: &Cell) -> Option<String> {
 /// What a cell of a table shows when the table has no result for it (a cell that never
 /// ran, a shard or job left out of a merge): never blank, which is held's mark in
 /// Markdown, nor `-`, which is not-applicable's.
-pub const MISSING_MARK: &str = "?";
+pub(crate) const MISSING_MARK: &str = "?";
 
 /// The legend of [`MISSING_MARK`].
-pub const MISSING_LEGEND: &str = "not run: the table has no result for this cell";
+pub(crate) const MISSING_LEGEND: &str = "not run: the table has no result for this cell";
 
 /// The mark a held cell shows where marks are not text alone (the HTML table and the
 /// site): a check mark, so that colour is never the only sign of a verdict.
-pub const HELD_MARK: &str = "\u{2713}";
+pub(crate) const HELD_MARK: &str = "\u{2713}";
 
 /// The mark a cell shows in HTML (the table's page and the site): its letter, a check
 /// mark for held, `x?` for a cross no independent replay confirmed.
-pub fn html_mark(c: &Cell) -> &'static str {
+pub(crate) fn html_mark(c: &Cell) -> &'static str {
     if c.confirmed == Some(false) || c.confirm_error.is_some() {
         return "x?";
     }
@@ -370,7 +370,7 @@ impl Grid {
     }
 
     /// The table of one disk model: the same header, only that model's cells.
-    pub fn for_model(&self, model: crate::crash::DiskModel) -> Grid {
+    pub(crate) fn for_model(&self, model: crate::crash::DiskModel) -> Grid {
         Grid {
             cells: self.cells.iter().filter(|c| c.disk_model == model).cloned().collect(),
             ..self.clone()
@@ -387,7 +387,7 @@ impl Grid {
 
     /// Cells whose verdict differs between disk models, each with the state that makes
     /// the difference (the witness of the model where it failed): what tearing changes.
-    pub fn model_differences(&self) -> Vec<String> {
+    pub(crate) fn model_differences(&self) -> Vec<String> {
         let models = self.disk_models();
         let mut out = Vec::new();
         for p in &self.properties {
@@ -452,14 +452,14 @@ impl Grid {
     }
 
     /// Distinct states that mounted, over all cells.
-    pub fn total_mounted(&self) -> usize {
+    pub(crate) fn total_mounted(&self) -> usize {
         self.cells.iter().map(|c| c.states_mounted).sum()
     }
 
     /// The table as Markdown: properties as rows, configurations as columns; each cell
     /// shows its symbol and `unique/explored` states, each failure a footnote number. With
     /// cells of several disk models, one table per model, then what tearing changes.
-    pub fn to_markdown(&self) -> String {
+    pub(crate) fn to_markdown(&self) -> String {
         let models = self.disk_models();
         if models.len() <= 1 {
             return self.model_markdown();
@@ -741,7 +741,7 @@ impl Grid {
     /// with cells of several disk models, one page section per model, each headed by it,
     /// then what the disk model changes. maud escapes every interpolated string by
     /// construction (stories quote paths and kernel messages).
-    pub fn to_html(&self) -> String {
+    pub(crate) fn to_html(&self) -> String {
         let models = self.disk_models();
         let body = if models.len() <= 1 {
             self.model_html(true)

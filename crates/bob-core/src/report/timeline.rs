@@ -28,7 +28,7 @@ const COLLAPSE_ABOVE: usize = 150;
 /// workload's stamp in its first sector, a superblock or journal region of the image, the
 /// kernel's REQ_META flag, or nothing.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WriteRole {
+pub(crate) struct WriteRole {
     /// The CSS class (`role-data`, `role-meta`, ...): one colour per kind of role.
     pub class: &'static str,
     /// In words (`data of /A/log (op 0)`, `metadata`, `journal-superblock`).
@@ -37,7 +37,7 @@ pub struct WriteRole {
 
 /// What became of one write in the crash state.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Fate {
+pub(crate) enum Fate {
     /// Persisted whole (every write of an earlier epoch, and the crash epoch's applied).
     Applied,
     /// Persisted in part: the write's atomic units in order, each `(first sector, last
@@ -63,7 +63,7 @@ impl Fate {
 
 /// One write (or discard) of the trace.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WriteBox {
+pub(crate) struct WriteBox {
     /// Entry index in the trace.
     pub entry: usize,
     /// Its epoch.
@@ -84,7 +84,7 @@ pub struct WriteBox {
 
 /// What a wall between boxes is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Wall {
+pub(crate) enum Wall {
     /// An empty cache flush (a barrier).
     Flush,
     /// A flush that only emulated a FUA on the recording device: no barrier under the
@@ -102,7 +102,7 @@ pub enum Wall {
 
 /// One item of the timeline, left to right.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Item {
+pub(crate) enum Item {
     /// A write box.
     Write(WriteBox),
     /// A wall, at trace entry `entry`.
@@ -125,7 +125,7 @@ pub enum Item {
 
 /// A workload op's place in the trace.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OpMark {
+pub(crate) struct OpMark {
     /// Index in the workload.
     pub index: usize,
     /// The op in words.
@@ -138,7 +138,7 @@ pub struct OpMark {
 
 /// The whole picture's content.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Timeline {
+pub(crate) struct Timeline {
     /// Items, in trace order.
     pub items: Vec<Item>,
     /// The workload's ops.

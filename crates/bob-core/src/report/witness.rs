@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::check::{StateCheck, Subject};
 use crate::crash::{DiskModel, OverlayBuilder};
-use crate::image::{copy_sparse, CrashView};
+use crate::files::copy_sparse;
+use crate::image::CrashView;
 use crate::trace::sidecar::Sidecar;
 use crate::trace::TraceDir;
 
@@ -139,7 +140,7 @@ pub fn write(
     let mut record = record.clone();
     for name in replay_inputs(dir, sidecar) {
         let path = dir.join(&name);
-        record.files.insert(name, crate::image::file_digest(&path).map_err(io(&path))?);
+        record.files.insert(name, crate::files::file_digest(&path).map_err(io(&path))?);
     }
     let record = &record;
     write_json(&dir.join("state.json"), record)?;
@@ -178,10 +179,10 @@ fn replay_inputs(dir: &Path, sidecar: &Sidecar) -> Vec<String> {
 
 /// Checks the files `record` has digests of against their digests now; the first that
 /// differs (or cannot be read) is the error.
-pub fn verify(dir: &Path, record: &StateRecord) -> Result<(), Error> {
+pub(crate) fn verify(dir: &Path, record: &StateRecord) -> Result<(), Error> {
     for (name, recorded) in &record.files {
         let path = dir.join(name);
-        let now = crate::image::file_digest(&path).map_err(io(&path))?;
+        let now = crate::files::file_digest(&path).map_err(io(&path))?;
         if now != *recorded {
             return Err(Error::Changed { path, recorded: recorded.clone(), now });
         }
@@ -194,7 +195,7 @@ pub fn verify(dir: &Path, record: &StateRecord) -> Result<(), Error> {
 /// state and its evidence (with `bob check`'s checker output and acked marks), the trace
 /// and base image, a PM region's, the kernel-crash witness and the other schedules'
 /// traces. The cell's journal (`run/`) is not touched.
-pub fn remove_stale(dir: &Path) -> Result<(), Error> {
+pub(crate) fn remove_stale(dir: &Path) -> Result<(), Error> {
     let record = dir.join("state.json");
     if !record.is_file() {
         return Ok(());
@@ -253,7 +254,7 @@ pub struct Loaded {
 /// Loads a trace directory (trace.log, trace.json, base image) as a [`Subject`] ready to
 /// have its crash states rebuilt or checked, under the default disk model (change it with
 /// [`Subject::set_disk`]).
-pub fn load_subject(dir: &Path) -> Result<(Subject, Sidecar), Error> {
+pub(crate) fn load_subject(dir: &Path) -> Result<(Subject, Sidecar), Error> {
     let trace_dir = TraceDir::open(dir)
         .map_err(|e| Error::Invalid { path: dir.to_owned(), message: e.to_string() })?;
     let sidecar = trace_dir.sidecar.clone();
@@ -281,7 +282,7 @@ pub fn load_subject(dir: &Path) -> Result<(Subject, Sidecar), Error> {
             })?),
             None => None,
         };
-    let recorded = crate::check::Recorded {
+    let recorded = crate::check::SubjectParts {
         config,
         workload,
         observed,
@@ -314,7 +315,7 @@ pub fn save_trace(dir: &Path, subject: &Subject, sidecar: &Sidecar) -> Result<()
 }
 
 /// A witness's `state.json` alone, without its trace or image.
-pub fn load_record(dir: &Path) -> Result<StateRecord, Error> {
+pub(crate) fn load_record(dir: &Path) -> Result<StateRecord, Error> {
     let state_path = dir.join("state.json");
     let text = std::fs::read_to_string(&state_path).map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound && dir.is_dir() {
@@ -345,7 +346,7 @@ pub fn load(dir: &Path) -> Result<Loaded, Error> {
 }
 
 /// [`load`], and the recorded state's id parsed against the witness's trace.
-pub fn load_with_state(dir: &Path) -> Result<(Loaded, crate::crash::StateId), Error> {
+pub(crate) fn load_with_state(dir: &Path) -> Result<(Loaded, crate::crash::StateId), Error> {
     let loaded = load(dir)?;
     let id = loaded
         .subject
@@ -357,7 +358,7 @@ pub fn load_with_state(dir: &Path) -> Result<(Loaded, crate::crash::StateId), Er
 /// Where a witness keeps the traces of its cell's other drain schedules and recordings
 /// (those with a failing state of their own to replay): `<witness>/schedules/<label>/`,
 /// the label being the prefix of their state ids (`syncfs`, `syncfs.2`).
-pub fn schedule_dir(witness: &Path, label: &str) -> PathBuf {
+pub(crate) fn schedule_dir(witness: &Path, label: &str) -> PathBuf {
     witness.join("schedules").join(label)
 }
 
@@ -365,7 +366,7 @@ pub fn schedule_dir(witness: &Path, label: &str) -> PathBuf {
 /// names another drain schedule or recording (`syncfs/e3:0-4`, `syncfs.2/e3:0-4`) whose
 /// trace the witness keeps (see [`schedule_dir`]), with that one. The state record stays
 /// the witness's own.
-pub fn load_for(dir: &Path, id: Option<&str>) -> Result<Loaded, Error> {
+pub(crate) fn load_for(dir: &Path, id: Option<&str>) -> Result<Loaded, Error> {
     let mut loaded = load(dir)?;
     if let Some((Some(name), _)) = id.map(crate::check::split_schedule) {
         let other = schedule_dir(dir, name);

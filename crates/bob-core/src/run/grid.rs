@@ -8,8 +8,8 @@ use std::sync::atomic::AtomicBool;
 use workloads::Property;
 
 use super::{
-    cell_dir, check_cell, environment, not_applicable_cell, record_cell, run_cell,
-    unavailable_cell, Error, Progress, Quiet, RecordedCell, RunOptions,
+    cell_dir, check_cell, environment, not_applicable_cell, record_cell, unavailable_cell,
+    CellRecordings, Error, Progress, Quiet, RunOptions,
 };
 use crate::check;
 use crate::crash::{AtomicWriteUnits, DiskModel, FuaModel};
@@ -204,7 +204,7 @@ fn run_plans(
     let mut cells = Vec::new();
     std::thread::scope(|scope| -> Result<(), Error> {
         let (recorded_tx, recorded) =
-            std::sync::mpsc::sync_channel::<Result<RecordedCell, Error>>(0);
+            std::sync::mpsc::sync_channel::<Result<CellRecordings, Error>>(0);
         if ahead {
             scope.spawn(move || {
                 for cell in &to_record {
@@ -247,14 +247,14 @@ fn run_plans(
 }
 
 /// Where a finished cell is kept for `--resume`: `<cell dir>/cells.json`.
-pub fn cached_cells_path(opts: &RunOptions) -> PathBuf {
+pub(crate) fn cached_cells_path(opts: &RunOptions) -> PathBuf {
     cell_dir(opts).join("cells.json")
 }
 
 /// The finished cells of an earlier run of this cell, if `opts.resume` asks for them and
 /// they were judged under the same disk models. A cell with states bob could not check
 /// (`infra-error`) is not finished: it runs again, from its journal.
-pub fn cached_cells(opts: &RunOptions) -> Option<Vec<Cell>> {
+pub(crate) fn cached_cells(opts: &RunOptions) -> Option<Vec<Cell>> {
     if !opts.resume {
         return None;
     }
@@ -263,22 +263,6 @@ pub fn cached_cells(opts: &RunOptions) -> Option<Vec<Cell>> {
     let same_models = cells.iter().map(|c| c.disk_model).eq(opts.disk_models.iter().copied());
     let all_checked = cells.iter().all(|c| c.counts.infra_error == 0);
     (same_models && all_checked).then_some(cells)
-}
-
-/// [`run_cell`], keeping each finished cell as `cells.json` (one cell per disk model), so
-/// that `--resume` after a kill redoes only unfinished cells (and those resume from their
-/// journal).
-pub fn run_cell_cached(
-    opts: &RunOptions,
-    progress: &dyn Progress,
-    cancel: &AtomicBool,
-) -> Result<Vec<Cell>, Error> {
-    if let Some(cells) = cached_cells(opts) {
-        return Ok(cells);
-    }
-    let cells = run_cell(opts, progress, cancel)?;
-    save_cells(opts, &cells)?;
-    Ok(cells)
 }
 
 /// What one cell of a table is to do.

@@ -43,12 +43,12 @@ pub fn import_log(
     let base_image = match base {
         Some(base) => {
             let dest = out.join("base.img");
-            crate::image::copy_sparse(base, &dest)
+            crate::files::copy_sparse(base, &dest)
                 .map_err(|e| Error::Invalid(format!("{}: {e}", base.display())))?;
             BaseImageInfo {
                 file: "base.img".into(),
                 size_bytes: std::fs::metadata(&dest).map_err(io(&dest))?.len(),
-                blake3: crate::image::file_digest(&dest).map_err(io(&dest))?,
+                blake3: crate::files::file_digest(&dest).map_err(io(&dest))?,
             }
         }
         // An empty file name says the log came without its base image: `bob log --replay`
@@ -220,7 +220,7 @@ pub fn record_command(opts: &RecordCommandOptions) -> Result<RecordedCommand, Er
     })?;
     TraceDir::write(&opts.out, &rec.trace, &rec.sidecar)?;
     let base = opts.out.join("base.img");
-    crate::image::copy_sparse(&rec.base_image, &base).map_err(io(&base))?;
+    crate::files::copy_sparse(&rec.base_image, &base).map_err(io(&base))?;
     if let (Some(r), Some(a)) = (&rec.requests, &rec.annotation) {
         save_block_requests(&opts.out, "tracefs", r, a)?;
     }

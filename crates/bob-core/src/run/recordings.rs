@@ -31,12 +31,14 @@ use std::sync::atomic::AtomicBool;
 
 use workloads::Schedule;
 
-use super::{check_schedule, record_schedule, Error, Part, Progress, Recorded, RunOptions, Target};
+use super::{
+    check_schedule, record_schedule, Error, Part, Progress, RunOptions, ScheduleRecording, Target,
+};
 use crate::check::{recording_label, OutcomeKind};
 
 /// How many recordings `auto` makes of a schedule whose first recording shows a
 /// violation (the first included).
-pub const AUTO_RECORDINGS: usize = 3;
+pub(crate) const AUTO_RECORDINGS: usize = 3;
 
 /// The most recordings `--recordings N` accepts.
 const MAX_RECORDINGS: usize = 100;
@@ -144,7 +146,7 @@ pub(crate) fn violated(part: &Part) -> bool {
 /// schedule's by number. A cell checked from saved traces records nothing.
 pub(crate) fn settle(
     opts: &RunOptions,
-    recs: &mut Vec<Recorded>,
+    recs: &mut Vec<ScheduleRecording>,
     parts: &mut Vec<Part>,
     at: &Target,
     progress: &dyn Progress,
@@ -168,11 +170,11 @@ pub(crate) fn settle(
         }
     }
     // Each schedule's recordings side by side, as `--recordings N` makes them.
-    let key = |r: &Recorded| {
+    let key = |r: &ScheduleRecording| {
         let s = Schedule::ALL.iter().position(|&s| Some(s) == r.subject.schedule);
         (s, r.subject.recording)
     };
-    let mut both: Vec<(Recorded, Part)> = recs.drain(..).zip(parts.drain(..)).collect();
+    let mut both: Vec<(ScheduleRecording, Part)> = recs.drain(..).zip(parts.drain(..)).collect();
     both.sort_by_key(|(r, _)| key(r));
     for (r, p) in both {
         recs.push(r);

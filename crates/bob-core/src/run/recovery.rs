@@ -74,14 +74,14 @@ pub fn recovery_idempotent(opts: &RecoveryOptions) -> Result<RecoveryReport, Err
     .materialize(&pre)
     .map_err(io(&pre))?;
     let disk_img = work.path().join("recovering.img");
-    crate::image::copy_sparse(&pre, &disk_img).map_err(io(&disk_img))?;
+    crate::files::copy_sparse(&pre, &disk_img).map_err(io(&disk_img))?;
     let trace = record_recovery(&config, &disk_img, work.path(), &opts.timeouts)?;
     let writes = trace.entries.iter().filter(|e| e.nr_sectors > 0).count();
     let flushes =
         trace.entries.iter().filter(|e| matches!(e.kind(), crate::trace::EntryKind::Flush)).count();
     // Recovery's own writes are recorded on the disk only: no persistent-memory log lies
     // beside the pre-recovery image in the scratch directory.
-    let recorded = check::Recorded {
+    let recorded = check::SubjectParts {
         config: subject.config.clone(),
         workload: subject.workload.clone(),
         observed: subject.observed.clone(),

@@ -35,7 +35,7 @@ pub struct ReplayOptions {
 /// says: the witness's trace or base image would be gone), or when it exists and `force`
 /// is not given. Both paths are resolved first (symbolic links, `..`), so that no other
 /// spelling of a witness file gets through.
-pub fn vet_target(to: &Path, witness: &Path, force: bool) -> Result<(), Error> {
+pub(crate) fn vet_target(to: &Path, witness: &Path, force: bool) -> Result<(), Error> {
     let refused = |why: String| Error::RefusedTarget { path: to.to_owned(), why };
     let resolved = match std::fs::canonicalize(to) {
         Ok(p) => Some(p),

@@ -22,7 +22,7 @@ fn q(s: &str) -> String {
 /// first failing crash state's image with `bob replay --check` and checks it again. Exits
 /// as `bob replay --check` does: 1 when the failure reproduces, 0 when it did not this
 /// time, 2 when bob could not run.
-pub fn shell(
+pub(crate) fn shell(
     config: &FsConfig,
     w: &Workload,
     witness: &SignatureWitness,
@@ -298,7 +298,7 @@ impl OpLines {
 /// the test may force them, since a generic test run under default options could never
 /// fail.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct XfstestsTarget {
+pub(crate) struct XfstestsTarget {
     /// `generic`, or the directory of the configuration's file system.
     pub dir: &'static str,
     /// Mount options the test passes (`-o ...`), beyond the kernel's defaults.
@@ -308,7 +308,7 @@ pub struct XfstestsTarget {
 }
 
 /// The [`XfstestsTarget`] of a configuration.
-pub fn xfstests_target(config: &FsConfig) -> XfstestsTarget {
+pub(crate) fn xfstests_target(config: &FsConfig) -> XfstestsTarget {
     // What the kernel does without options, which a test need not force.
     let default = |o: &str| match config.fstype {
         "ext3" | "ext4" => o == "data=ordered",
@@ -761,7 +761,7 @@ fn xfstests_replays(s: &mut String, marks: &[(String, Vec<String>)], target: &Xf
 }
 
 /// The golden output (`NNN.out`) of [`xfstests`].
-pub fn xfstests_out(seq: &str) -> String {
+pub(crate) fn xfstests_out(seq: &str) -> String {
     format!("QA output created by {seq}\nSilence is golden\n")
 }
 

@@ -29,12 +29,12 @@ use crate::output::{RecordedCell, RecordedTrace, TraceSet};
 use crate::report::witness;
 
 /// File name of a trace set's manifest.
-pub const MANIFEST: &str = "traces.json";
+pub(crate) const MANIFEST: &str = "traces.json";
 /// The directory of a trace set that holds the trace directories.
-pub const TRACES: &str = "traces";
+pub(crate) const TRACES: &str = "traces";
 
 /// Where a cell's trace directories live in a trace set, relative to the set.
-pub fn cell_traces(config: &str, property: &str) -> PathBuf {
+pub(crate) fn cell_traces(config: &str, property: &str) -> PathBuf {
     Path::new(TRACES).join(config).join(property)
 }
 

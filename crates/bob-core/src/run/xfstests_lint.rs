@@ -2,8 +2,6 @@
 //! the rules a maintainer of fstests applies on review, checked before anything leaves.
 //! It reads the test as text (no shell runs): each rule names what it wants and why.
 
-use std::path::Path;
-
 /// fstests' group names (its `doc/group-names.txt`); `_begin_fstest` takes no other.
 const GROUPS: &[&str] = &[
     "all",
@@ -151,7 +149,7 @@ const GROUPS: &[&str] = &[
 
 /// One broken rule: the line (1-based, 0 for the whole file) and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lint {
+pub(crate) struct Lint {
     /// The line, from 1; 0 for a rule about the whole file.
     pub line: usize,
     /// What is wrong, and what fstests wants instead.
@@ -160,7 +158,7 @@ pub struct Lint {
 
 /// The rules `text` (the test named `name`, e.g. `788`) breaks; `golden` is its `.out`
 /// file, if there is one.
-pub fn lint(name: &str, text: &str, golden: Option<&str>) -> Vec<Lint> {
+pub(crate) fn lint(name: &str, text: &str, golden: Option<&str>) -> Vec<Lint> {
     let mut out = Vec::new();
     let mut whole = |message: String| out.push(Lint { line: 0, message });
     let lines: Vec<&str> = text.lines().collect();
@@ -268,7 +266,8 @@ fn log_writes_rules(lines: &[&str], group: &dyn Fn(&str) -> bool, whole: &mut dy
 }
 
 /// Lints the test file `path` (its `.out` read from beside it).
-pub fn lint_file(path: &Path) -> std::io::Result<Vec<Lint>> {
+#[cfg(test)]
+fn lint_file(path: &std::path::Path) -> std::io::Result<Vec<Lint>> {
     let text = std::fs::read_to_string(path)?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     // A test kept as DIR-NNN (ext4-309) is test NNN of DIR.

@@ -99,7 +99,7 @@ pub struct RwbsFlags {
 /// Decodes an RWBS string as the kernel's `blk_fill_rwbs` and blkparse's `fill_rwbs` write
 /// it: an optional `F` (preflush), the operation (`W`, `R`, `D`, `DE`, `F` for a flush
 /// request, `N`), then any of `F` (FUA), `A`, `S`, `M`. Returns `None` for anything else.
-pub fn parse_rwbs(rwbs: &str) -> Option<(ReqOp, RwbsFlags)> {
+pub(crate) fn parse_rwbs(rwbs: &str) -> Option<(ReqOp, RwbsFlags)> {
     let b = rwbs.as_bytes();
     let mut flags = RwbsFlags::default();
     let mut i = 0;
@@ -275,7 +275,7 @@ impl Event {
         self.action & 0xff
     }
     /// The RWBS string blkparse prints for this event.
-    pub fn rwbs(&self) -> String {
+    pub(crate) fn rwbs(&self) -> String {
         let c = self.category();
         let mut s = String::new();
         if c & TC_FLUSH != 0 {
@@ -389,7 +389,7 @@ fn read_full<R: Read>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
 /// Pairs issue and completion events into requests, in issue order. A completion is
 /// matched to the oldest outstanding issue on the same device and sector; one without an
 /// issue (the trace started mid-flight) becomes a request of its own.
-pub fn requests_from_events(mut events: Vec<Event>) -> Vec<BlockRequest> {
+pub(crate) fn requests_from_events(mut events: Vec<Event>) -> Vec<BlockRequest> {
     events.sort_by_key(|e| (e.time, e.cpu, e.sequence));
     pair_events(events.into_iter().filter_map(|e| {
         let c = e.category();
@@ -412,7 +412,7 @@ pub fn requests_from_events(mut events: Vec<Event>) -> Vec<BlockRequest> {
 /// One issue or completion of a request, as any source (blktrace, blkparse, tracefs)
 /// reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ReqEvent {
+pub(crate) struct ReqEvent {
     /// A completion (else an issue).
     pub complete: bool,
     /// When (ns).
@@ -435,7 +435,7 @@ pub struct ReqEvent {
 /// completion is matched to the oldest outstanding issue on the same device and sector;
 /// one without an issue (the trace started mid-flight) becomes a request of its own.
 /// Events whose RWBS does not decode are skipped.
-pub fn pair_events(events: impl IntoIterator<Item = ReqEvent>) -> Vec<BlockRequest> {
+pub(crate) fn pair_events(events: impl IntoIterator<Item = ReqEvent>) -> Vec<BlockRequest> {
     let mut out: Vec<BlockRequest> = Vec::new();
     let mut pending: HashMap<(u32, u32, u64), std::collections::VecDeque<usize>> = HashMap::new();
     for e in events {
@@ -473,7 +473,7 @@ pub fn pair_events(events: impl IntoIterator<Item = ReqEvent>) -> Vec<BlockReque
 /// Decodes a blktrace source: a directory of per-CPU files (`<dev>.blktrace.<cpu>`), one
 /// such binary file, or a file of blkparse's default text output (told apart by the first
 /// bytes: a binary file starts with the magic).
-pub fn read_source(path: &Path) -> Result<Vec<BlockRequest>, BlktraceError> {
+pub(crate) fn read_source(path: &Path) -> Result<Vec<BlockRequest>, BlktraceError> {
     let io_err = |source| BlktraceError::Io { path: path.into(), source };
     let meta = std::fs::metadata(path).map_err(io_err)?;
     if meta.is_dir() {

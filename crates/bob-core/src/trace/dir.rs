@@ -72,7 +72,7 @@ impl TraceDir {
     }
 
     /// Path of the sidecar in `dir`.
-    pub fn sidecar_path(dir: &Path) -> PathBuf {
+    pub(crate) fn sidecar_path(dir: &Path) -> PathBuf {
         dir.join(Self::SIDECAR_FILE)
     }
 

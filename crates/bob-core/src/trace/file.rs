@@ -120,7 +120,8 @@ impl LogFile {
 
     /// Whether the file is exactly what [`write_log`](super::log::write_log) produces for
     /// its entries (always so for a recorded file; a kernel log may carry stale bytes).
-    pub fn is_canonical(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_canonical(&self) -> bool {
         self.canonical
     }
 
@@ -161,7 +162,7 @@ impl LogFile {
     /// Copies the file to `dst` (a new file renamed over it; nothing to do when `dst` is
     /// this very file). Copies from the open file, in the kernel where it can
     /// (`copy_file_range`), whatever has become of the name it was opened by.
-    pub fn copy_to(&self, dst: &Path) -> Result<(), LogError> {
+    pub(crate) fn copy_to(&self, dst: &Path) -> Result<(), LogError> {
         if let (Ok(a), Ok(b)) = (self.file.metadata(), std::fs::metadata(dst)) {
             if (a.dev(), a.ino()) == (b.dev(), b.ino()) {
                 return Ok(());
@@ -392,7 +393,7 @@ impl Trace {
     /// those headers is written. A trace that differs from its file in more than flags,
     /// or whose file is not a recording's own (read-only) or is shared with another
     /// trace, is detached from it instead: saving then encodes the entries.
-    pub fn write_flags_to_file(&mut self) -> Result<(), LogError> {
+    pub(crate) fn write_flags_to_file(&mut self) -> Result<(), LogError> {
         let Some(mut arc) = self.file.take() else { return Ok(()) };
         let Some(log) = Arc::get_mut(&mut arc) else { return Ok(()) };
         let same_but_flags = log.writable
@@ -591,7 +592,7 @@ mod tests {
         assert_eq!(trace.entries[5].data, payload(2, 8));
         assert_eq!(read_log_file(&path).unwrap(), trace);
         // The streaming writer does not truncate a mapped file either.
-        let w = crate::trace::log::LogWriter::create(&path, 512).unwrap();
+        let w = crate::trace::format::LogWriter::create(&path, 512).unwrap();
         drop(w);
         assert_eq!(trace.entries[1].data, payload(1, 2));
     }

@@ -14,24 +14,24 @@ use bytes::Bytes;
 use super::{flags, Entry, Trace, SECTOR_SIZE};
 
 /// `WRITE_LOG_MAGIC`: the super block's first field.
-pub const LOG_MAGIC: u64 = 0x006a_7366_7773_6872;
+pub(crate) const LOG_MAGIC: u64 = 0x006a_7366_7773_6872;
 /// `WRITE_LOG_VERSION`: the only format version there is.
-pub const LOG_VERSION: u64 = 1;
+pub(crate) const LOG_VERSION: u64 = 1;
 /// Bytes of the super block's fields (`magic`, `version`, `nr_entries`, `sectorsize`).
-pub const SUPER_FIELDS_LEN: usize = 28;
+pub(crate) const SUPER_FIELDS_LEN: usize = 28;
 /// Bytes of an entry header's fields (`sector`, `nr_sectors`, `flags`, `data_len`).
-pub const ENTRY_HEADER_LEN: usize = 32;
+pub(crate) const ENTRY_HEADER_LEN: usize = 32;
 /// Smallest sector size a log may declare (the kernel's `SECTOR_SIZE`).
-pub const MIN_SECTOR_SIZE: u32 = 512;
+pub(crate) const MIN_SECTOR_SIZE: u32 = 512;
 /// Largest sector size a log may declare (the block layer's largest logical block size).
-pub const MAX_SECTOR_SIZE: u32 = 64 * 1024;
+pub(crate) const MAX_SECTOR_SIZE: u32 = 64 * 1024;
 /// Largest write payload accepted in one entry. A bio's size is a `u32` byte count, so a
 /// real log never comes close; anything larger is treated as corruption.
-pub const MAX_WRITE_BYTES: u64 = 1 << 30;
+pub(crate) const MAX_WRITE_BYTES: u64 = 1 << 30;
 
 /// Longest mark text a log with `sector_size` can carry: the header block minus the
 /// 32-byte header minus the NUL that `replay-log` relies on (the kernel's `maxsize - 1`).
-pub fn max_mark_len(sector_size: u32) -> usize {
+pub(crate) fn max_mark_len(sector_size: u32) -> usize {
     (sector_size as usize).saturating_sub(ENTRY_HEADER_LEN + 1)
 }
 
@@ -417,7 +417,7 @@ pub(super) fn replace_file(
 /// entry), and [`LogWriter::finish`] does so a last time and flushes. A writer dropped
 /// without `finish` leaves a valid log holding the entries counted at the last sync.
 #[derive(Debug)]
-pub struct LogWriter<W: Write + Seek> {
+pub(crate) struct LogWriter<W: Write + Seek> {
     w: W,
     path: Option<PathBuf>,
     sector_size: u32,
@@ -482,12 +482,20 @@ impl<W: Write + Seek> LogWriter<W> {
         LogError::new(self.path.as_deref(), entry, self.offset, kind)
     }
 
-    /// Appends one entry and returns its index. An invalid entry is refused without
-    /// writing anything; after an I/O error the writer refuses everything.
-    pub fn append(&mut self, entry: &Entry) -> Result<usize, LogError> {
+    /// Appends one entry and returns its index (tests; the recorder appends views).
+    #[cfg(test)]
+    pub(crate) fn append(&mut self, entry: &Entry) -> Result<usize, LogError> {
         self.append_ref(entry.view())
     }
 
+    /// Entries appended so far (tests).
+    #[cfg(test)]
+    pub(crate) fn nr_entries(&self) -> u64 {
+        self.nr_entries
+    }
+
+    /// Appends one entry and returns its index. An invalid entry is refused without
+    /// writing anything; after an I/O error the writer refuses everything.
     pub(super) fn append_ref(&mut self, entry: EntryRef<'_>) -> Result<usize, LogError> {
         let index = self.nr_entries;
         if self.poisoned {
@@ -516,7 +524,7 @@ impl<W: Write + Seek> LogWriter<W> {
 
     /// Rewrites the super block with the current entry count and flushes, so that the
     /// log on disk is complete up to here.
-    pub fn sync_super(&mut self) -> Result<(), LogError> {
+    pub(crate) fn sync_super(&mut self) -> Result<(), LogError> {
         if self.poisoned {
             return Err(self.err(None, LogErrorKind::WriterPoisoned));
         }
@@ -532,11 +540,6 @@ impl<W: Write + Seek> LogWriter<W> {
             self.poisoned = true;
             LogError::new(self.path.as_deref(), None, 0, LogErrorKind::Io(e))
         })
-    }
-
-    /// Entries appended so far.
-    pub fn nr_entries(&self) -> u64 {
-        self.nr_entries
     }
 
     /// The log's sector size.
@@ -629,7 +632,7 @@ impl<R: Read + Seek> LogReader<R> {
     }
 
     /// Like [`LogReader::new`], naming `path` in errors.
-    pub fn with_path(mut r: R, path: Option<&Path>) -> Result<Self, LogError> {
+    pub(crate) fn with_path(mut r: R, path: Option<&Path>) -> Result<Self, LogError> {
         let err = |k| LogError::new(path, None, 0, k);
         let io = |e| err(LogErrorKind::Io(e));
         let base = r.stream_position().map_err(io)?;
@@ -687,7 +690,7 @@ impl<R: Read + Seek> LogReader<R> {
     }
 
     /// Whether payloads are slices of a mapping of the file rather than read copies.
-    pub fn is_mapped(&self) -> bool {
+    pub(crate) fn is_mapped(&self) -> bool {
         self.map.is_some()
     }
 
@@ -713,18 +716,20 @@ impl<R: Read + Seek> LogReader<R> {
 
     /// Byte offset (from the super block) of the header of the entry the next call to
     /// `next()` reads. Record it before `next()` to index entries.
-    pub fn entry_offset(&self) -> u64 {
+    pub(crate) fn entry_offset(&self) -> u64 {
         self.offset
     }
 
     /// Index of the entry the next call to `next()` reads.
-    pub fn next_index(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn next_index(&self) -> u64 {
         self.next_index
     }
 
     /// Positions the reader at entry `index`, whose header lies at byte `offset` (as
     /// reported by [`LogReader::entry_offset`] earlier). Nothing is checked until `next()`.
-    pub fn seek_entry(&mut self, index: u64, offset: u64) -> Result<(), LogError> {
+    #[cfg(test)]
+    pub(crate) fn seek_entry(&mut self, index: u64, offset: u64) -> Result<(), LogError> {
         let target = self.base.checked_add(offset);
         let res = match target {
             Some(t) => self.r.seek(SeekFrom::Start(t)).map(|_| ()),

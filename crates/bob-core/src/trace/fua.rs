@@ -24,7 +24,7 @@ use super::{flags, EntryKind, Trace};
 
 /// One bio as the file system queued it (`block_bio_queue`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QueuedBio {
+pub(crate) struct QueuedBio {
     /// When it was queued (ns, the same clock as the requests' times).
     pub time_ns: u64,
     /// First 512-byte sector.
@@ -56,7 +56,7 @@ pub struct FuaMarking {
 /// Marks FUA writes and their emulating flushes in `trace` (see the module docs).
 /// `request_of_entry` maps trace entries to indices of `requests` (from
 /// [`super::blktrace::annotate`]).
-pub fn mark_fua(
+pub(crate) fn mark_fua(
     trace: &mut Trace,
     requests: &[BlockRequest],
     bios: &[QueuedBio],

@@ -88,10 +88,8 @@ use super::format::{
     check_entry, check_sector_size, effective_sector_size, entry_len, replace_file, super_block,
     write_entry,
 };
-pub use super::format::{
-    max_mark_len, LogError, LogErrorKind, LogReader, LogWriter, PositionedFile, ENTRY_HEADER_LEN,
-    LOG_MAGIC, LOG_VERSION, MAX_SECTOR_SIZE, MAX_WRITE_BYTES, MIN_SECTOR_SIZE, SUPER_FIELDS_LEN,
-};
+pub(crate) use super::format::{max_mark_len, LOG_MAGIC, LOG_VERSION};
+pub use super::format::{LogError, LogErrorKind, LogReader, PositionedFile};
 use super::Trace;
 
 /// Writes `trace` as a complete dm-log-writes log to `w`.
@@ -133,7 +131,7 @@ fn write_log_inner<W: Write>(mut w: W, trace: &Trace, path: Option<&Path>) -> Re
 /// Writes `trace` as a dm-log-writes log to the file at `path`. A regular file there is
 /// replaced (a new file renamed over it, so a trace mapping the old one keeps its bytes);
 /// a device or pipe is written in place. Nothing changes at `path` on error.
-pub fn write_log_file(path: &Path, trace: &Trace) -> Result<(), LogError> {
+pub(crate) fn write_log_file(path: &Path, trace: &Trace) -> Result<(), LogError> {
     // Checked before a temporary file is made, so an invalid trace leaves nothing behind.
     check_trace(trace, Some(path))?;
     replace_file(path, |file| write_log_inner(BufWriter::new(file), trace, Some(path)))
@@ -168,6 +166,7 @@ fn collect<R: Read + Seek>(reader: LogReader<R>) -> Result<Trace, LogError> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::format::{LogWriter, MAX_WRITE_BYTES};
     use super::*;
     use crate::trace::{flags, Entry};
     use proptest::prelude::*;

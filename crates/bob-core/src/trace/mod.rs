@@ -14,10 +14,10 @@
 //! crash state and every process that maps the same file.
 
 pub mod blktrace;
-pub mod dir;
+pub(crate) mod dir;
 pub mod file;
 mod format;
-pub mod fua;
+pub(crate) mod fua;
 pub mod log;
 pub mod replay_log;
 pub mod sidecar;
@@ -28,7 +28,7 @@ pub use bytes::Bytes;
 pub use dir::{TraceDir, TraceDirError};
 
 /// Size of the simulated disk's atomic unit and of the log's addressing unit.
-pub const SECTOR_SIZE: u64 = 512;
+pub(crate) const SECTOR_SIZE: u64 = 512;
 
 /// The reserved prefix of an asynchronous durability notification (ADN): a mark bob's
 /// disk appends when every write it received before the mark is durable without a flush
@@ -36,17 +36,17 @@ pub const SECTOR_SIZE: u64 = 512;
 /// replay-log and any other reader of the log still read the trace; bob's epochs treat it
 /// as a barrier for the writes before it ([`crate::crash::epochs`]). A program's mark
 /// that starts with it is logged with `program ` in front.
-pub const ADN_PREFIX: &str = "bob-adn: ";
+pub(crate) const ADN_PREFIX: &str = "bob-adn: ";
 
 /// The reserved prefix of a released output: a mark a file system with external
 /// synchrony (researchfs' xsyncfs family) logs when it lets a program's output leave the
 /// machine, e.g. `bob-output: o1`. A plain mark too (not a barrier); the property
 /// `output-durable` reads which outputs a crash state had released from them
 /// ([`crate::check::Subject::released_outputs`]).
-pub const OUTPUT_PREFIX: &str = "bob-output: ";
+pub(crate) const OUTPUT_PREFIX: &str = "bob-output: ";
 
 /// The mark text of a released output.
-pub fn output_mark(text: &str) -> String {
+pub(crate) fn output_mark(text: &str) -> String {
     format!("{OUTPUT_PREFIX}{text}")
 }
 
@@ -103,7 +103,7 @@ pub mod flags {
 
     /// The flags of `bits` that are among `named`, by name in bit order, and the other
     /// bits of `bits`.
-    pub fn split_names(bits: u64, named: EntryFlags) -> (Vec<&'static str>, u64) {
+    pub(crate) fn split_names(bits: u64, named: EntryFlags) -> (Vec<&'static str>, u64) {
         let known = EntryFlags::from_bits_retain(bits) & named;
         (known.iter_names().map(|(name, _)| name).collect(), bits & !named.bits())
     }
@@ -183,11 +183,11 @@ impl Entry {
     }
     /// An asynchronous durability notification: the first `writes` write requests the disk
     /// received since recording started are durable (every one before this entry).
-    pub fn adn(writes: u64) -> Self {
+    pub(crate) fn adn(writes: u64) -> Self {
         Entry::mark(&format!("{ADN_PREFIX}durable through write {writes}"))
     }
     /// Whether this entry is an asynchronous durability notification ([`ADN_PREFIX`]).
-    pub fn is_adn(&self) -> bool {
+    pub(crate) fn is_adn(&self) -> bool {
         self.flags & flags::MARK != 0 && self.data.starts_with(ADN_PREFIX.as_bytes())
     }
     /// The interpreted kind.
@@ -214,7 +214,7 @@ impl Entry {
         self.kind() == EntryKind::Flush && self.flags & flags::FUA_POSTFLUSH != 0
     }
     /// Whether this write carries metadata (REQ_META).
-    pub fn is_metadata(&self) -> bool {
+    pub(crate) fn is_metadata(&self) -> bool {
         self.flags & flags::METADATA != 0
     }
 }

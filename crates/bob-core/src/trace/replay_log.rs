@@ -775,7 +775,7 @@ fn read_at_most(file: &File, buf: &mut [u8], offset: u64) -> io::Result<usize> {
 }
 
 /// `entry_flags_to_str`: `FLUSH|FUA|...`, `UNKNOWN.0x..` for other bits, `NONE` for none.
-pub fn flag_names(f: u64) -> String {
+pub(crate) fn flag_names(f: u64) -> String {
     // replay-log knows the kernel's flags only: bob's FUA_POSTFLUSH is unknown to it.
     let (names, rest) = flags::split_names(f, flags::KERNEL);
     let mut parts: Vec<String> = names.into_iter().map(str::to_owned).collect();

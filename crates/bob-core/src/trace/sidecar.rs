@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 /// Sidecar format name; bumped on incompatible changes.
-pub const SIDECAR_FORMAT: &str = "bob-trace/1";
+pub(crate) const SIDECAR_FORMAT: &str = "bob-trace/1";
 
 /// Everything about a recorded trace besides its entries.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

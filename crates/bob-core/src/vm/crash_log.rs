@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 /// The guest's log of states in flight, in the control directory.
 pub const FILE: &str = "crash-log";
 /// What the host tells the next boot, in the control directory.
-pub const KNOWN_FILE: &str = "known-crashes.json";
+pub(crate) const KNOWN_FILE: &str = "known-crashes.json";
 
 /// A state that crashed the guest kernel.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,7 +42,7 @@ pub struct KnownCrash {
 
 /// A state that was in flight, with others, when the kernel crashed.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct InFlight {
+pub(crate) struct InFlight {
     /// Its subject.
     pub subject: String,
     /// Its check key, hex.
@@ -68,12 +68,12 @@ enum Line {
 }
 
 /// The subject part of a state's name in the crash log.
-pub fn subject_tag(config: &str, workload: &str, schedule: Option<&str>) -> String {
+pub(crate) fn subject_tag(config: &str, workload: &str, schedule: Option<&str>) -> String {
     format!("{config}/{workload}/{}", schedule.unwrap_or("-"))
 }
 
 /// The guest side: present only in a guest bob booted.
-pub struct GuestLog {
+pub(crate) struct GuestLog {
     file: Mutex<std::fs::File>,
     known: Known,
     alone: RwLock<()>,
@@ -97,7 +97,7 @@ pub fn guest() -> Option<&'static GuestLog> {
 }
 
 /// A state being recovered: logged as ended when dropped.
-pub struct Recovering<'a> {
+pub(crate) struct Recovering<'a> {
     log: &'a GuestLog,
     subject: String,
     key: String,
@@ -111,7 +111,7 @@ enum Turn<'a> {
 
 impl GuestLog {
     /// The known crash of this state, if the host pinned one on it.
-    pub fn known_crash(&self, subject: &str, key: &str) -> Option<&KnownCrash> {
+    pub(crate) fn known_crash(&self, subject: &str, key: &str) -> Option<&KnownCrash> {
         self.known.crashes.iter().find(|c| c.subject == subject && c.key == key)
     }
 
@@ -182,7 +182,7 @@ impl Drop for Recovering<'_> {
 }
 
 /// The host side: states the guest began and did not end, in the order begun.
-pub fn in_flight(ctl: &Path) -> Vec<InFlight> {
+pub(crate) fn in_flight(ctl: &Path) -> Vec<InFlight> {
     let text = std::fs::read(ctl.join(FILE)).unwrap_or_default();
     let mut open: Vec<InFlight> = Vec::new();
     for line in String::from_utf8_lossy(&text).lines() {

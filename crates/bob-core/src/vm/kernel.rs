@@ -50,7 +50,7 @@ pub enum DebianSeries {
 
 impl DebianSeries {
     /// The metapackage that depends on the current kernel package of the series.
-    pub fn metapackage(self) -> &'static str {
+    pub(crate) fn metapackage(self) -> &'static str {
         match self {
             DebianSeries::V6_1 => "linux-image-amd64",
             DebianSeries::V6_12 => "linux-image-6.12-amd64",
@@ -169,16 +169,6 @@ pub enum BootMachine {
         /// `None` for a kernel with everything built in.
         modules: Option<PathBuf>,
     },
-}
-
-impl BootMachine {
-    /// How the kernel runs, in words for a report.
-    pub fn describe(&self) -> &'static str {
-        match self {
-            BootMachine::Qemu => "a virtual machine (qemu)",
-            BootMachine::Uml { .. } => "user-mode Linux",
-        }
-    }
 }
 
 /// The kernel cache: `$BOB_KERNEL_CACHE`, else `$XDG_CACHE_HOME/bob/kernels`, else

@@ -9,19 +9,19 @@
 //! command, never one per state: the guest runs the whole engine with its workers.
 //!
 //! * [`kernel`]: which kernel (`--kernel`), fetched into and found in bob's kernel cache.
-//! * [`guest`]: one boot: acceleration (KVM where it works, emulation where not), the
+//! * [`boot`]: one boot: acceleration (KVM where it works, emulation where not), the
 //!   command, its output, and how the guest ended (exit, kernel crash, hang).
 //! * [`crash_log`]: the guest's record of the crash state each worker is recovering, so a
 //!   kernel crash is pinned on the state that caused it.
 
-pub mod crash_log;
-pub mod guest;
+pub(crate) mod boot;
+pub(crate) mod crash_log;
 pub mod kernel;
 pub mod uml;
 
 use std::path::{Path, PathBuf};
 
-pub use guest::{Accel, GuestCommand, GuestEnd, GuestRun, Progress, VmOptions};
+pub use boot::{Accel, GuestCommand, GuestEnd, GuestPhase, GuestRun, VmOptions};
 pub use kernel::{BootKernel, BootMachine, DebianSeries, KernelSpec};
 pub use uml::UmlSeries;
 
@@ -34,10 +34,10 @@ pub const GUEST_ENV: &str = "BOB_VM_CONTROL";
 /// on qemu's command line and on user-mode Linux's): with [`GUEST_ENV`], how a process
 /// knows the kernel under it is one bob booted ([`in_own_guest`]). A dotted parameter
 /// that no module owns is left on the command line and not handed to init.
-pub const GUEST_MARK: &str = "bob.guest";
+pub(crate) const GUEST_MARK: &str = "bob.guest";
 
 /// The [`GUEST_MARK`] word for a guest whose control directory is `ctl`.
-pub fn guest_mark(ctl: &Path) -> String {
+pub(crate) fn guest_mark(ctl: &Path) -> String {
     format!("{GUEST_MARK}={}", ctl.display())
 }
 
@@ -45,7 +45,7 @@ pub fn guest_mark(ctl: &Path) -> String {
 /// carries [`GUEST_MARK`] naming the control directory that [`GUEST_ENV`] names. The
 /// environment alone is not enough (anyone can set a variable), and a machine's own
 /// kernel is booted by its boot loader, which writes no such word.
-pub fn in_own_guest() -> bool {
+pub(crate) fn in_own_guest() -> bool {
     let Some(ctl) = std::env::var_os(GUEST_ENV) else { return false };
     marked(&crate::host::kernel_command_line(), Path::new(&ctl))
 }
@@ -58,7 +58,7 @@ fn marked(words: &[String], ctl: &Path) -> bool {
 
 /// Set in a guest whose steps run slower than on a host: how many times longer a step
 /// may take there ([`step_time_factor`]).
-pub const TIME_FACTOR_ENV: &str = "BOB_VM_TIME_FACTOR";
+pub(crate) const TIME_FACTOR_ENV: &str = "BOB_VM_TIME_FACTOR";
 
 /// How many times longer a step (mkfs, a recovery mount, an fsck) may take here before
 /// bob calls it hung: 1 on a host or under KVM, what the host set in a slower guest
@@ -74,12 +74,12 @@ pub fn step_time_factor() -> u32 {
 /// The step-time factor under emulation, for the 20-35x slowdown of kernel work under TCG:
 /// a 30 s recovery limit becomes 10 minutes, still short of the 15 minutes without
 /// progress after which the host stops a guest as hung.
-pub const EMULATION_TIME_FACTOR: u32 = 20;
+pub(crate) const EMULATION_TIME_FACTOR: u32 = 20;
 
 /// The step-time factor under user-mode Linux: its kernel work runs at the host's speed,
 /// but every process start and system call of its user space costs several times the
 /// host's (mkfs, fsck and mount(8) are processes), and it has one CPU.
-pub const UML_TIME_FACTOR: u32 = 5;
+pub(crate) const UML_TIME_FACTOR: u32 = 5;
 
 /// Why a virtual machine could not run bob's command.
 #[derive(Debug, thiserror::Error)]
@@ -181,14 +181,14 @@ pub fn run_session(
     options: &VmOptions,
     keep: &Path,
     cancel: &std::sync::atomic::AtomicBool,
-    mut progress: impl FnMut(&Progress),
+    mut progress: impl FnMut(&GuestPhase),
 ) -> Result<Session, Error> {
     let mut known = crash_log::Known::default();
     let mut command = command.clone();
     let mut boots = 0;
     loop {
         boots += 1;
-        let run = guest::run(kernel, &command, options, &known, cancel, &mut progress)?;
+        let run = boot::run(kernel, &command, options, &known, cancel, &mut progress)?;
         // A guest that stopped moving while states were in flight hung on one of them,
         // as a kernel that crashed did: both are pinned the same way (`kernel-crash`).
         let line = match &run.end {
@@ -197,7 +197,7 @@ pub fn run_session(
                 format!(
                     "the guest made no progress for {}s (hung); its console's last line: {}",
                     after.as_secs(),
-                    guest::last_console_line(&run.console_log())
+                    boot::last_console_line(&run.console_log())
                 )
             }
             _ => return Ok(Session { last: run, crashes: known.crashes, boots }),

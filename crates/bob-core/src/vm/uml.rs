@@ -23,7 +23,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::guest::GuestCommand;
+use super::boot::GuestCommand;
 use super::{BootKernel, Error};
 use crate::device::cmd;
 
@@ -52,7 +52,7 @@ impl UmlSeries {
     }
 
     /// The Debian suite whose `user-mode-linux` package is this series.
-    pub fn suite(self) -> &'static str {
+    pub(crate) fn suite(self) -> &'static str {
         match self {
             UmlSeries::V6_1 => "bookworm",
             UmlSeries::V6_12 => "trixie",
@@ -460,7 +460,7 @@ fn archive_uri(text: &str) -> Option<String> {
 
 /// A user's own UML binary (`--kernel PATH`): copied into the cache beside a link to its
 /// modules directory, laid out as a package's (`lib/modules/RELEASE`).
-pub fn own_build(
+pub(crate) fn own_build(
     spec: &super::KernelSpec,
     image: &Path,
     modules: Option<&Path>,
@@ -477,7 +477,7 @@ pub fn own_build(
 /// init, the console into the control directory (UML's standard output), no other
 /// consoles or serial lines, UML's own files (`uml_dir`) in the control directory, and an
 /// oops made a panic as in a qemu guest, then the user's `append`.
-pub fn command_line(memory: &str, ctl: &Path, append: &[String]) -> Vec<String> {
+pub(crate) fn command_line(memory: &str, ctl: &Path, append: &[String]) -> Vec<String> {
     let mut line = vec![
         format!("mem={}", uml_memory(memory)),
         "rootfstype=hostfs".into(),
@@ -516,7 +516,7 @@ fn uml_memory(memory: &str) -> String {
 /// directory) mounted read-write over the read-only root, modules from the kernel's own
 /// directory (a `modprobe` on PATH that adds `-d`), then the command as in a qemu guest,
 /// and a power-off.
-pub fn write_init(
+pub(crate) fn write_init(
     ctl: &Path,
     command: &GuestCommand,
     kernel: &BootKernel,
@@ -595,7 +595,7 @@ fn hostfs_mounts(shares: &[(PathBuf, bool)]) -> Vec<(PathBuf, bool)> {
 
 /// The directory of programs bob puts first on the guest's PATH ([`write_modprobe`]),
 /// for a kernel with modules.
-pub fn guest_bin(ctl: &Path, kernel: &BootKernel) -> Option<PathBuf> {
+pub(crate) fn guest_bin(ctl: &Path, kernel: &BootKernel) -> Option<PathBuf> {
     matches!(&kernel.machine, super::BootMachine::Uml { modules: Some(_) }).then(|| ctl.join("bin"))
 }
 
@@ -629,7 +629,7 @@ fn write_modprobe(ctl: &Path, root: &Path) -> Result<(), Error> {
 }
 
 /// Single-quotes a word for sh (a quote inside is closed, escaped and reopened).
-pub fn quote(s: &OsStr) -> String {
+pub(crate) fn quote(s: &OsStr) -> String {
     let text = String::from_utf8_lossy(s.as_bytes());
     format!("'{}'", text.replace('\'', r"'\''"))
 }

@@ -321,64 +321,66 @@ impl Core {
     }
 }
 
-impl Fs {
-    /// Opens the file system of `design` on `dev`, runs the design's recovery, and (NoFS)
-    /// starts the background scan. Fails if the image is not a `design` image.
-    pub fn open(design: Design, dev: Arc<dyn BlockDevice>, opts: Options) -> Result<Arc<Fs>> {
-        let bad = |reason: String| Error::BadImage { design, reason };
-        if dev.size() < BLOCK as u64 {
-            return Err(bad(format!("device of {} bytes holds no superblock", dev.size())));
-        }
-        let mut blk = vec![0u8; BLOCK];
-        dev.read_at(0, &mut blk).map_err(io_err(0))?;
-        let sb = Superblock::decode(&blk).map_err(bad)?;
-        if sb.design != design.id() {
-            let found = Design::from_id(sb.design).map_or("unknown".to_string(), |d| d.to_string());
-            return Err(bad(format!("the image was made for design {found}")));
-        }
-        let journal_blocks = if design.journal().is_some() {
-            JOURNAL_BLOCKS
-        } else if design.valor().is_some() {
-            VALOR_LOG_BLOCKS
-        } else {
-            0
-        };
-        if (sb.blocks + journal_blocks) * BLOCK as u64 > dev.size() {
-            return Err(bad(format!("superblock says {} blocks, device is smaller", sb.blocks)));
-        }
-        // Journal recovery first: what it replays is what the rest of the mount reads.
-        let jnl = match design.journal() {
-            Some(mut mode) => {
-                if mode.commit_every_ops.is_some() && opts.commit_timer_ops.is_some() {
-                    mode.commit_every_ops = opts.commit_timer_ops;
-                }
-                let rec = journal::recover(dev.as_ref(), sb.blocks, mode)?;
-                Some(RefCell::new(journal::Journal::new(
-                    mode,
-                    sb.blocks,
-                    rec.next_seq,
-                    rec.replayed,
-                )))
-            }
-            None => None,
-        };
-        // Valor's rollback likewise comes before anything reads the file system.
-        let valor = match design.valor() {
-            Some(mode) => Some(valor::recover(
-                design,
-                dev.as_ref(),
-                sb.blocks,
-                sb.data_start..sb.blocks,
-                mode,
-            )?),
-            None => None,
-        };
+/// The superblock of `dev`, checked to be one of `design`'s on a device large enough for
+/// it (and for the journal or undo log after it).
+fn read_superblock(design: Design, dev: &dyn BlockDevice) -> Result<Superblock> {
+    let bad = |reason: String| Error::BadImage { design, reason };
+    if dev.size() < BLOCK as u64 {
+        return Err(bad(format!("device of {} bytes holds no superblock", dev.size())));
+    }
+    let mut blk = vec![0u8; BLOCK];
+    dev.read_at(0, &mut blk).map_err(io_err(0))?;
+    let sb = Superblock::decode(&blk).map_err(bad)?;
+    if sb.design != design.id() {
+        let found = Design::from_id(sb.design).map_or("unknown".to_string(), |d| d.to_string());
+        return Err(bad(format!("the image was made for design {found}")));
+    }
+    let journal_blocks = if design.journal().is_some() {
+        JOURNAL_BLOCKS
+    } else if design.valor().is_some() {
+        VALOR_LOG_BLOCKS
+    } else {
+        0
+    };
+    if (sb.blocks + journal_blocks) * BLOCK as u64 > dev.size() {
+        return Err(bad(format!("superblock says {} blocks, device is smaller", sb.blocks)));
+    }
+    Ok(sb)
+}
+
+/// A journaling design's journal after its recovery at mount (its commit timer from
+/// `opts` where the design has one); `None` for a design without a journal.
+fn recover_journal(
+    design: Design,
+    dev: &dyn BlockDevice,
+    sb: &Superblock,
+    opts: &Options,
+) -> Result<Option<RefCell<journal::Journal>>> {
+    let Some(mut mode) = design.journal() else { return Ok(None) };
+    if mode.commit_every_ops.is_some() && opts.commit_timer_ops.is_some() {
+        mode.commit_every_ops = opts.commit_timer_ops;
+    }
+    let rec = journal::recover(dev, sb.blocks, mode)?;
+    Ok(Some(RefCell::new(journal::Journal::new(mode, sb.blocks, rec.next_seq, rec.replayed))))
+}
+
+impl Core {
+    /// The in-memory state of a file system being mounted, before its allocation state is
+    /// known: every block and inode unknown but the metadata area, inode 0 and the root.
+    fn at_mount(
+        design: Design,
+        opts: Options,
+        dev: Arc<dyn BlockDevice>,
+        sb: &Superblock,
+        jnl: Option<RefCell<journal::Journal>>,
+        valor: Option<valor::Log>,
+    ) -> Core {
         let nblocks = sb.blocks as usize;
         let ninodes = sb.inodes as usize;
         let mut core = Core {
             design,
             opts,
-            dev: dev.clone(),
+            dev,
             sb: sb.clone(),
             inodes: HashMap::new(),
             balloc: vec![UNKNOWN; nblocks],
@@ -404,66 +406,109 @@ impl Fs {
         core.balloc[..sb.data_start as usize].fill(USED);
         core.ialloc[0] = USED;
         core.ialloc[ROOT as usize] = USED;
-        if design.persistent_bitmaps() {
-            let read = |start: u64, n: u64| -> Result<Vec<u8>> {
-                let mut v = vec![0u8; n as usize * BLOCK];
-                dev.read_at(start * BLOCK as u64, &mut v).map_err(io_err(start))?;
-                Ok(v)
-            };
-            core.bbitmap = read(sb.bbitmap_start, sb.bbitmap_blocks)?;
-            core.ibitmap = read(sb.ibitmap_start, sb.ibitmap_blocks)?;
-            if !sb.clean && design.ordered() {
-                // Recovery: ordered writes leave at worst leaks and link counts too high
-                // (a rename or link raises the count before the new name); rebuild the
-                // bitmaps from what is reachable and lower those counts.
-                let walk = crate::fsck::walk(design, dev.as_ref(), &sb)?;
-                core.bbitmap.fill(0);
-                core.ibitmap.fill(0);
-                for i in 0..=sb.data_start {
-                    core.bbitmap[(i / 8) as usize] |= 1 << (i % 8);
-                }
-                for &b in walk.blocks.keys() {
-                    core.bbitmap[(b / 8) as usize] |= 1 << (b % 8);
-                }
-                core.ibitmap[0] |= 1;
-                for &i in walk.names.keys().chain([&ROOT]) {
-                    core.ibitmap[(i / 8) as usize] |= 1 << (i % 8);
-                }
-                for b in sb.bbitmap_start..sb.data_start.min(sb.itable_start) {
-                    core.dirty_bitmaps.insert(b);
-                }
-                core.write_bitmaps()?;
-                core.lower_link_counts(&walk.names)?;
-            }
-            for b in sb.data_start..sb.blocks {
-                let used = core.bbitmap[(b / 8) as usize] & (1 << (b % 8)) != 0;
-                core.balloc[b as usize] = if used { USED } else { FREE };
-                core.bfree += u64::from(!used);
-            }
-            for i in 2..sb.inodes {
-                let used = core.ibitmap[(i / 8) as usize] & (1 << (i % 8)) != 0;
-                core.ialloc[i as usize] = if used { USED } else { FREE };
-                core.ifree += u64::from(!used);
-            }
-        } else {
-            core.scanning = true;
+        core
+    }
+
+    /// A design with persistent bitmaps: reads them (rebuilt from what is reachable after
+    /// an unclean unmount of an ordered design) into the allocation state.
+    fn load_bitmaps(&mut self, sb: &Superblock) -> Result<()> {
+        let read = |start: u64, n: u64| -> Result<Vec<u8>> {
+            let mut v = vec![0u8; n as usize * BLOCK];
+            self.dev.read_at(start * BLOCK as u64, &mut v).map_err(io_err(start))?;
+            Ok(v)
+        };
+        self.bbitmap = read(sb.bbitmap_start, sb.bbitmap_blocks)?;
+        self.ibitmap = read(sb.ibitmap_start, sb.ibitmap_blocks)?;
+        if !sb.clean && self.design.ordered() {
+            self.rebuild_bitmaps(sb)?;
         }
-        if design.soft_updates().is_some() {
+        for b in sb.data_start..sb.blocks {
+            let used = self.bbitmap[(b / 8) as usize] & (1 << (b % 8)) != 0;
+            self.balloc[b as usize] = if used { USED } else { FREE };
+            self.bfree += u64::from(!used);
+        }
+        for i in 2..sb.inodes {
+            let used = self.ibitmap[(i / 8) as usize] & (1 << (i % 8)) != 0;
+            self.ialloc[i as usize] = if used { USED } else { FREE };
+            self.ifree += u64::from(!used);
+        }
+        Ok(())
+    }
+
+    /// Recovery: ordered writes leave at worst leaks and link counts too high (a rename or
+    /// link raises the count before the new name); rebuild the bitmaps from what is
+    /// reachable and lower those counts.
+    fn rebuild_bitmaps(&mut self, sb: &Superblock) -> Result<()> {
+        let walk = crate::fsck::walk(self.design, self.dev.as_ref(), sb)?;
+        self.bbitmap.fill(0);
+        self.ibitmap.fill(0);
+        for i in 0..=sb.data_start {
+            self.bbitmap[(i / 8) as usize] |= 1 << (i % 8);
+        }
+        for &b in walk.blocks.keys() {
+            self.bbitmap[(b / 8) as usize] |= 1 << (b % 8);
+        }
+        self.ibitmap[0] |= 1;
+        for &i in walk.names.keys().chain([&ROOT]) {
+            self.ibitmap[(i / 8) as usize] |= 1 << (i % 8);
+        }
+        for b in sb.bbitmap_start..sb.data_start.min(sb.itable_start) {
+            self.dirty_bitmaps.insert(b);
+        }
+        self.write_bitmaps()?;
+        self.lower_link_counts(&walk.names)?;
+        Ok(())
+    }
+
+    /// Clears the superblock's clean flag for the mount where the design keeps one (soft
+    /// updates straight to the disk and durable, recovering after an unclean unmount).
+    fn mark_mounted(&mut self, sb: &Superblock) -> Result<()> {
+        if self.design.soft_updates().is_some() {
             // Soft updates: the superblock goes straight to the disk (the cache's updates
             // must not race with the clean flag), durable before anything else changes.
             let was_clean = sb.clean;
-            let dirty = Superblock { clean: false, ..sb };
-            dev.write_at(0, &dirty.encode(), WriteInfo::new(Role::Superblock))
+            let dirty = Superblock { clean: false, ..sb.clone() };
+            self.dev
+                .write_at(0, &dirty.encode(), WriteInfo::new(Role::Superblock))
                 .map_err(io_err(0))?;
-            dev.flush().map_err(io_err(0))?;
+            self.dev.flush().map_err(io_err(0))?;
             if !was_clean {
-                core.soft_recover()?;
+                self.soft_recover()?;
             }
-        } else if design.keeps_clean_flag() {
-            let dirty = Superblock { clean: false, ..sb };
-            core.write_block(0, &dirty.encode(), Role::Superblock)?;
-            core.barrier()?;
+        } else if self.design.keeps_clean_flag() {
+            let dirty = Superblock { clean: false, ..sb.clone() };
+            self.write_block(0, &dirty.encode(), Role::Superblock)?;
+            self.barrier()?;
         }
+        Ok(())
+    }
+}
+
+impl Fs {
+    /// Opens the file system of `design` on `dev`, runs the design's recovery, and (NoFS)
+    /// starts the background scan. Fails if the image is not a `design` image.
+    pub fn open(design: Design, dev: Arc<dyn BlockDevice>, opts: Options) -> Result<Arc<Fs>> {
+        let sb = read_superblock(design, dev.as_ref())?;
+        // Journal recovery first: what it replays is what the rest of the mount reads.
+        let jnl = recover_journal(design, dev.as_ref(), &sb, &opts)?;
+        // Valor's rollback likewise comes before anything reads the file system.
+        let valor = match design.valor() {
+            Some(mode) => Some(valor::recover(
+                design,
+                dev.as_ref(),
+                sb.blocks,
+                sb.data_start..sb.blocks,
+                mode,
+            )?),
+            None => None,
+        };
+        let mut core = Core::at_mount(design, opts, dev.clone(), &sb, jnl, valor);
+        if design.persistent_bitmaps() {
+            core.load_bitmaps(&sb)?;
+        } else {
+            core.scanning = true;
+        }
+        core.mark_mounted(&sb)?;
         let fs = Arc::new(Fs {
             design,
             core: Mutex::new(core),

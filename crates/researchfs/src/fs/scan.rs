@@ -9,15 +9,46 @@ use super::{Action, Detection, Fs, FREE, UNKNOWN, USED};
 use crate::layout::{BackLink, Kind};
 use crate::ErrorKind;
 
+/// An inode the scan found in use but not yet confirmed: its number, generation and
+/// back links (sorted, without repeats).
+type Candidate = (u32, u32, Vec<BackLink>);
+
 impl Fs {
-    /// entries), reclaim orphans, mark the blocks whose backpointers agree with a live
-    /// inode, then declare every other block free. Each step takes the lock briefly.
+    /// NoFS' background scan: find the inodes in use and confirm each through a directory
+    /// that names it (back links checked against the directories' entries), reclaim
+    /// orphans, mark the blocks whose backpointers agree with a live inode, then declare
+    /// every other block free. Each step takes the lock briefly, and a stop request ends
+    /// the scan between two of them.
     pub(super) fn scan(&self) {
         let n = self.lock().sb.inodes;
-        let mut cands: Vec<(u32, u32, Vec<BackLink>)> = Vec::new();
+        let Some(cands) = self.scan_inodes(n) else { return };
+        let Some(parents) = self.confirm_parents(n, &cands) else { return };
+        self.settle_inodes(n, &cands, &parents);
+        if self.account_blocks(n).is_none() {
+            return;
+        }
+        let (start, end) = {
+            let c = self.lock();
+            (c.sb.data_start, c.sb.blocks)
+        };
+        if self.free_unowned_blocks(start, end).is_none() {
+            return;
+        }
+        let mut c = self.lock();
+        c.scanning = false;
+        c.bhint = start;
+        c.ihint = 2;
+        drop(c);
+        self.scan_cv.notify_all();
+    }
+
+    /// The inodes of unknown state that are in use, as candidates; the free ones are
+    /// marked free. `None` if the scan was stopped.
+    fn scan_inodes(&self, n: u32) -> Option<Vec<Candidate>> {
+        let mut cands: Vec<Candidate> = Vec::new();
         for start in (2..n).step_by(64) {
             if self.stop.load(Ordering::Relaxed) {
-                return;
+                return None;
             }
             let mut c = self.lock();
             for ino in start..(start + 64).min(n) {
@@ -38,10 +69,16 @@ impl Fs {
                 }
             }
         }
+        Some(cands)
+    }
+
+    /// Each candidate's parents that confirm it: the directories among its back links
+    /// that hold a name for it. `None` if the scan was stopped.
+    fn confirm_parents(&self, n: u32, cands: &[Candidate]) -> Option<HashMap<u32, Vec<u32>>> {
         let mut parents: HashMap<u32, Vec<u32>> = HashMap::new();
-        for (ino, gen, bl) in &cands {
+        for (ino, gen, bl) in cands {
             if self.stop.load(Ordering::Relaxed) {
-                return;
+                return None;
             }
             let mut c = self.lock();
             let vp =
@@ -49,40 +86,49 @@ impl Fs {
             let vp = vp.collect();
             parents.insert(*ino, vp);
         }
-        {
-            let mut c = self.lock();
-            let mut live: HashSet<u32> = (1..n).filter(|&i| c.ialloc[i as usize] == USED).collect();
-            loop {
-                let before = live.len();
-                for (ino, vp) in &parents {
-                    if !live.contains(ino) && vp.iter().any(|p| live.contains(p)) {
-                        live.insert(*ino);
-                    }
-                }
-                if live.len() == before {
-                    break;
+        Some(parents)
+    }
+
+    /// Marks in use every candidate reachable from a live inode through confirming
+    /// parents, and reclaims the others (each an `Oi` detection).
+    fn settle_inodes(&self, n: u32, cands: &[Candidate], parents: &HashMap<u32, Vec<u32>>) {
+        let mut c = self.lock();
+        let mut live: HashSet<u32> = (1..n).filter(|&i| c.ialloc[i as usize] == USED).collect();
+        loop {
+            let before = live.len();
+            for (ino, vp) in parents {
+                if !live.contains(ino) && vp.iter().any(|p| live.contains(p)) {
+                    live.insert(*ino);
                 }
             }
-            for (ino, _, _) in &cands {
-                if c.ialloc[*ino as usize] != UNKNOWN {
-                    continue;
-                }
-                if live.contains(ino) {
-                    c.ialloc[*ino as usize] = USED;
-                } else {
-                    c.ialloc[*ino as usize] = FREE;
-                    c.ifree += 1;
-                    c.events.push(Detection {
-                        kind: Some(ErrorKind::Oi),
-                        action: Action::Reclaimed,
-                        what: format!("inode {ino}: no directory confirms its back links"),
-                    });
-                }
+            if live.len() == before {
+                break;
             }
         }
+        for (ino, _, _) in cands {
+            if c.ialloc[*ino as usize] != UNKNOWN {
+                continue;
+            }
+            if live.contains(ino) {
+                c.ialloc[*ino as usize] = USED;
+            } else {
+                c.ialloc[*ino as usize] = FREE;
+                c.ifree += 1;
+                c.events.push(Detection {
+                    kind: Some(ErrorKind::Oi),
+                    action: Action::Reclaimed,
+                    what: format!("inode {ino}: no directory confirms its back links"),
+                });
+            }
+        }
+    }
+
+    /// Marks in use the blocks of every live inode not yet accounted for: its indirect
+    /// blocks, and its data blocks whose backpointers agree. `None` if the scan was stopped.
+    fn account_blocks(&self, n: u32) -> Option<()> {
         for ino in 1..n {
             if self.stop.load(Ordering::Relaxed) {
-                return;
+                return None;
             }
             let mut c = self.lock();
             if c.ialloc[ino as usize] != USED || c.accounted.contains(&ino) {
@@ -105,14 +151,16 @@ impl Fs {
             }
             c.accounted.insert(ino);
         }
-        let (start, end) = {
-            let c = self.lock();
-            (c.sb.data_start, c.sb.blocks)
-        };
+        Some(())
+    }
+
+    /// Frees every data block from `start` to `end` still of unknown state, each orphan
+    /// among them an `Ob` detection. `None` if the scan was stopped.
+    fn free_unowned_blocks(&self, start: u64, end: u64) -> Option<()> {
         let mut b = start;
         while b < end {
             if self.stop.load(Ordering::Relaxed) {
-                return;
+                return None;
             }
             let mut c = self.lock();
             for x in b..(b + 1024).min(end) {
@@ -133,12 +181,7 @@ impl Fs {
             }
             b += 1024;
         }
-        let mut c = self.lock();
-        c.scanning = false;
-        c.bhint = start;
-        c.ihint = 2;
-        drop(c);
-        self.scan_cv.notify_all();
+        Some(())
     }
 
     /// Whether allocation information is complete (always, except during NoFS' scan).

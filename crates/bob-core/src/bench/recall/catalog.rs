@@ -91,7 +91,7 @@ pub enum Known {
 
 impl Entry {
     /// What is known of this entry on a kernel of `release`.
-    pub fn known_on(&self, release: &str) -> Known {
+    pub(crate) fn known_on(&self, release: &str) -> Known {
         if self.buggy.iter().any(|p| matches(p, release)) {
             Known::Buggy
         } else if self.fixed.iter().any(|p| matches(p, release)) {

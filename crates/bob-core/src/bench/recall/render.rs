@@ -106,7 +106,7 @@ impl RecallReport {
     }
 
     /// The report as Markdown: a section per kernel with its table.
-    pub fn to_markdown(&self) -> String {
+    pub(crate) fn to_markdown(&self) -> String {
         let cell = |t: &str| t.replace('|', "\\|");
         let mut s = format!(
             "Catalog `{}`, drain schedules {}.\n",

@@ -121,7 +121,7 @@ fn refuse_repeats(paths: &[PathBuf]) -> Result<(), MergeError> {
         let io = |source| MergeError::Io { path: path.clone(), source };
         let meta = std::fs::metadata(path).map_err(io)?;
         let id = (meta.dev(), meta.ino());
-        let digest = crate::image::file_digest(path).map_err(io)?;
+        let digest = crate::files::file_digest(path).map_err(io)?;
         for (first, first_id, first_digest) in &seen {
             let how = if *first_id == id {
                 "is the same file as"

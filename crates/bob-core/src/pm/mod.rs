@@ -1,6 +1,6 @@
 //! The second device: an emulated persistent-memory (PM) region, for designs that keep
 //! state in byte-addressable persistent memory (researchfs' Conquest). This machine has no
-//! pmem or DAX, so the region is bob's: [`crate::record::pm::PmRecorder`] implements
+//! pmem or DAX, so the region is bob's: [`crate::record::pm_recorder::PmRecorder`] implements
 //! [`researchfs::PersistentMemory`] (stores, cache-line write-backs, fences) and logs each
 //! call in order into a log of its own beside the disk's dm-log-writes log ([`PmTrace`]:
 //! `pm.log` and the region's base image `pm-base.img`, next to `base.img`).
@@ -22,7 +22,7 @@
 //! then each line torn alone after each of its changed words. Crash points: right before
 //! every fence (the most lines pending), at every mark, and at the end.
 //!
-//! Combined with the disk ([`crate::crash::pm::combined`]): every disk state of the usual strategies gets
+//! Combined with the disk ([`crate::crash::pm_states::combined`]): every disk state of the usual strategies gets
 //! the PM as persisted at its crash time (fenced lines only); every PM cut gets the disk
 //! as durable at its crash time (the epochs closed before it, none of the one in flight,
 //! `e<k>:-`). So the product is bounded by the sum of the two, not the product, and each
@@ -37,17 +37,17 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 /// A cache line, the unit a write-back or an eviction persists.
-pub const LINE: u64 = researchfs::pm::LINE;
+pub(crate) const LINE: u64 = researchfs::persistent_memory::LINE;
 /// The atomic store unit.
-pub const WORD: u64 = researchfs::pm::WORD;
+pub(crate) const WORD: u64 = researchfs::persistent_memory::WORD;
 /// File name of the PM log in a trace directory.
-pub const PM_LOG_FILE: &str = "pm.log";
+pub(crate) const PM_LOG_FILE: &str = "pm.log";
 /// File name of the PM region's base image in a trace directory.
-pub const PM_BASE_FILE: &str = "pm-base.img";
+pub(crate) const PM_BASE_FILE: &str = "pm-base.img";
 /// The PM log's format line.
 const PM_LOG_FORMAT: &str = "bob-pm-log/1";
 /// At most this many cuts per crash point.
-pub const SUBSETS_PER_POINT: usize = 32;
+pub(crate) const SUBSETS_PER_POINT: usize = 32;
 /// Pairs of pending lines are taken among the first this many (in store order).
 const PAIR_LINES: usize = 6;
 
@@ -220,7 +220,7 @@ impl PmTrace {
     }
 
     /// The PM trace beside a base disk image (in the same directory), if there is one.
-    pub fn load_beside(base_image: &Path) -> Result<Option<PmTrace>, Error> {
+    pub(crate) fn load_beside(base_image: &Path) -> Result<Option<PmTrace>, Error> {
         match base_image.parent() {
             Some(dir) => PmTrace::load(dir),
             None => Ok(None),
@@ -304,7 +304,7 @@ impl PmTrace {
     }
 
     /// The crash points: right before each fence, at each mark, and at the end.
-    pub fn crash_points(&self) -> Vec<usize> {
+    pub(crate) fn crash_points(&self) -> Vec<usize> {
         let mut points: BTreeSet<usize> = self
             .entries
             .iter()
@@ -317,7 +317,7 @@ impl PmTrace {
     }
 
     /// The cuts of crash point `pos`, within the bound the module documentation gives.
-    pub fn cuts_at(&self, pos: usize) -> Vec<PmCut> {
+    pub(crate) fn cuts_at(&self, pos: usize) -> Vec<PmCut> {
         let s = self.simulate(pos);
         let pending = self.pending(&s);
         let lines: Vec<u64> = pending.iter().map(|p| p.line).collect();
@@ -442,7 +442,7 @@ impl PmTrace {
 
     /// The PM position of a crash right before the disk's log entry `disk_entry` is
     /// issued: every PM entry made before it.
-    pub fn position_before_disk(&self, disk_entry: u64) -> u64 {
+    pub(crate) fn position_before_disk(&self, disk_entry: u64) -> u64 {
         self.entries.iter().take_while(|e| e.disk() <= disk_entry).count() as u64
     }
 }

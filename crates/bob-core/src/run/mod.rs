@@ -12,18 +12,15 @@ pub mod interop;
 mod recordings;
 pub mod recovery;
 mod replay;
-pub mod reproducer;
+pub(crate) mod reproducer;
 mod traces;
-pub mod xfstests_lint;
+pub(crate) mod xfstests_lint;
 
 pub use check_trace::{check_trace, CheckTraceOptions};
-pub use grid::{
-    cached_cells, cached_cells_path, disk_models, run_cell_cached, run_table, TableOptions,
-    TableProgress,
-};
-pub use recordings::{Recordings, AUTO_RECORDINGS};
+pub use grid::{disk_models, run_table, TableOptions, TableProgress};
+pub use recordings::Recordings;
 pub use replay::{replay_witness, witness_state, ReplayOptions};
-pub use traces::{cell_traces, cell_traces_in, load_trace_set, record_table, MANIFEST, TRACES};
+pub use traces::{cell_traces_in, load_trace_set, record_table};
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -197,7 +194,7 @@ impl RunOptions {
     }
 
     /// The name of the cell's row: the workload's (with `workload`) or the property's.
-    pub fn cell_name(&self) -> &str {
+    pub(crate) fn cell_name(&self) -> &str {
         match &self.workload {
             Some(w) => &w.name,
             None => self.property.name(),
@@ -273,14 +270,14 @@ impl Progress for Quiet {
 /// A scratch directory, registered as this process's (see
 /// [`crate::device::registry`]) while it exists. On drop everything below it is released
 /// (normally the guards already did) and it is removed.
-pub struct WorkDir {
+pub(crate) struct WorkDir {
     dir: Option<PathBuf>,
 }
 
 /// Why a [`WorkDir`] could not be made: the path that failed (the scratch directory's
 /// parent, or bob's state directory where it is registered) and the OS error.
 #[derive(Debug)]
-pub struct WorkDirError {
+pub(crate) struct WorkDirError {
     /// The directory that could not be made or written.
     pub path: PathBuf,
     /// The OS error.
@@ -332,7 +329,7 @@ fn scratch_dir(scratch: Option<&Path>) -> Result<WorkDir, Error> {
 
 /// One drain schedule's recording of a cell: its subject (cut under the disk model being
 /// judged), its journal and its scratch directory.
-struct Recorded {
+struct ScheduleRecording {
     subject: Subject,
     sidecar: crate::trace::sidecar::Sidecar,
     journal: check::Journal,
@@ -358,7 +355,7 @@ struct Part {
 
 /// The schedules a cell records: those asked for that the configuration supports, in
 /// [`Schedule::ALL`]'s order.
-pub fn cell_schedules(config: &FsConfig, asked: &[Schedule]) -> Vec<Schedule> {
+pub(crate) fn cell_schedules(config: &FsConfig, asked: &[Schedule]) -> Vec<Schedule> {
     let supported = config.schedules();
     Schedule::ALL.iter().copied().filter(|s| asked.contains(s) && supported.contains(s)).collect()
 }
@@ -395,12 +392,12 @@ pub fn run_cell(
 
 /// A cell whose recordings are made (or loaded): what checking it needs. A table makes
 /// the next cell's while it checks the current one (see [`record_cell`]).
-pub(crate) struct RecordedCell {
+pub(crate) struct CellRecordings {
     /// The cell's options, with the setup cache it uses.
     opts: RunOptions,
     /// Its scratch directory (released when the cell is checked).
     work: WorkDir,
-    recs: Vec<Recorded>,
+    recs: Vec<ScheduleRecording>,
     models: Vec<crash::DiskModel>,
     cell_dir: PathBuf,
     run_dir: PathBuf,
@@ -408,7 +405,7 @@ pub(crate) struct RecordedCell {
     recorded: std::time::Duration,
 }
 
-impl RecordedCell {
+impl CellRecordings {
     /// The cell's options.
     pub(crate) fn options(&self) -> &RunOptions {
         &self.opts
@@ -421,7 +418,7 @@ pub(crate) fn record_cell(
     opts: &RunOptions,
     progress: &dyn Progress,
     cancel: &AtomicBool,
-) -> Result<RecordedCell, Error> {
+) -> Result<CellRecordings, Error> {
     let started = Instant::now();
     let models: Vec<crash::DiskModel> = if opts.disk_models.is_empty() {
         vec![crash::DiskModel::default()]
@@ -469,17 +466,17 @@ pub(crate) fn record_cell(
         let at = Target { several, disk: models[0], work: &work, run_dir: &run_dir };
         recs.push(record_schedule(&opts, p, &at, progress, cancel)?);
     }
-    Ok(RecordedCell { opts, work, recs, models, cell_dir, run_dir, recorded: started.elapsed() })
+    Ok(CellRecordings { opts, work, recs, models, cell_dir, run_dir, recorded: started.elapsed() })
 }
 
 /// The second half of [`run_cell`]: the recorded cell's states checked under each disk
 /// model, one cell each.
 pub(crate) fn check_cell(
-    recorded: RecordedCell,
+    recorded: CellRecordings,
     progress: &dyn Progress,
     cancel: &AtomicBool,
 ) -> Result<Vec<Cell>, Error> {
-    let RecordedCell { opts, work, mut recs, models, cell_dir, run_dir, recorded } = recorded;
+    let CellRecordings { opts, work, mut recs, models, cell_dir, run_dir, recorded } = recorded;
     let opts = &opts;
     // A cell's time: the recordings (shared) and its own model's checking.
     let mut cells = Vec::with_capacity(models.len());
@@ -537,7 +534,7 @@ pub(crate) fn check_cell(
 /// was seen beside the verdict, the promises judged, and the witness written into `dir`.
 fn assemble(
     opts: &RunOptions,
-    recs: &[Recorded],
+    recs: &[ScheduleRecording],
     parts: &[Part],
     dir: &Path,
     work: &WorkDir,
@@ -607,7 +604,7 @@ impl Union {
 /// What assembling one cell reads.
 struct Assembly<'a> {
     opts: &'a RunOptions,
-    recs: &'a [Recorded],
+    recs: &'a [ScheduleRecording],
     parts: &'a [Part],
     union: Union,
     dir: &'a Path,
@@ -616,7 +613,7 @@ struct Assembly<'a> {
 
 impl Assembly<'_> {
     /// The recording of the union's `i`-th state.
-    fn rec(&self, i: usize) -> &Recorded {
+    fn rec(&self, i: usize) -> &ScheduleRecording {
         &self.recs[self.union.owner[i]]
     }
 
@@ -915,7 +912,7 @@ fn record_schedule(
     at: &Target,
     progress: &dyn Progress,
     cancel: &AtomicBool,
-) -> Result<Recorded, Error> {
+) -> Result<ScheduleRecording, Error> {
     let recordings::Planned { schedule, recording, saved } = planned;
     let name = match schedule {
         Some(s) => check::recording_label(s.name(), recording),
@@ -970,7 +967,7 @@ fn record_schedule(
         return Err(check::Error::Interrupted.into());
     }
     let trace_digest = subject.trace.digest();
-    Ok(Recorded { subject, sidecar, journal, scratch, name, trace_digest, setup })
+    Ok(ScheduleRecording { subject, sidecar, journal, scratch, name, trace_digest, setup })
 }
 
 /// Records the cell's workload (the property's, or `opts.workload`) under one drain
@@ -1011,7 +1008,7 @@ fn record_fresh(
 /// them (this shard's); its journal skips what an earlier disk model already mounted.
 fn check_schedule(
     opts: &RunOptions,
-    rec: &Recorded,
+    rec: &ScheduleRecording,
     progress: &dyn Progress,
     cancel: &AtomicBool,
 ) -> Result<Part, Error> {
@@ -1029,7 +1026,7 @@ fn check_schedule(
     let mut states = all_states.states.enumerate().filter_map(|(position, state)| {
         generated = position + 1;
         if let (Some((index, count)), Some(builder)) = (opts.shard, &shard_builder) {
-            let digest = crash::pm::digest(
+            let digest = crash::pm_states::digest(
                 builder.state(&state.id).digest(&subject.trace),
                 subject.pm.as_deref(),
                 state.id.pm.as_ref(),
@@ -1061,7 +1058,7 @@ fn check_schedule(
 /// For the properties that claim to test an op crossing commits (the multi-block ones):
 /// how many barriers the judged ops' own writes spanned in `subject`'s trace (the least
 /// over those ops), and when that is none, which op and why. `None` for other properties.
-pub fn exercise(property: Property, subject: &Subject) -> Option<(usize, Option<String>)> {
+pub(crate) fn exercise(property: Property, subject: &Subject) -> Option<(usize, Option<String>)> {
     exercise_of(property, &subject.workload, &subject.trace, &subject.epochs)
 }
 
@@ -1136,7 +1133,7 @@ fn stale_model_dirs(cell_dir: &Path, dirs: &[PathBuf]) -> Vec<PathBuf> {
 }
 
 /// Where a cell's witness and journal live: `<out>/<config>/<property>[/shard-I-of-N]`.
-pub fn cell_dir(opts: &RunOptions) -> PathBuf {
+pub(crate) fn cell_dir(opts: &RunOptions) -> PathBuf {
     let mut dir = opts.explore.out_dir.join(opts.config.name).join(opts.cell_name());
     if let Some((i, n)) = opts.shard {
         dir = dir.join(format!("shard-{}-of-{n}", i + 1));
@@ -1222,13 +1219,9 @@ fn confirm_once(
     Ok(checked?)
 }
 
-/// Header notes every table carries.
-pub fn table_notes(configs: &[FsConfig]) -> Vec<String> {
-    table_notes_with(configs, &[])
-}
-
-/// [`table_notes`], saying which drain schedules each cell's states came from.
-pub fn table_notes_with(configs: &[FsConfig], schedules: &[Schedule]) -> Vec<String> {
+/// Header notes every table carries, saying which drain schedules each cell's states came
+/// from.
+pub(crate) fn table_notes_with(configs: &[FsConfig], schedules: &[Schedule]) -> Vec<String> {
     let mut notes = Vec::new();
     if !schedules.is_empty() {
         let names: Vec<&str> = schedules.iter().map(|s| s.name()).collect();
@@ -1310,7 +1303,7 @@ pub fn subject_of(
     schedule: Option<Schedule>,
     disk: crash::DiskModel,
 ) -> Result<(Subject, crate::trace::sidecar::Sidecar), check::Error> {
-    let recorded = check::Recorded {
+    let recorded = check::SubjectParts {
         config,
         workload,
         observed: recording.observed,

@@ -9,7 +9,7 @@ use crate::pm::{PmCut, PmEntry, PmTrace};
 /// crash time, then every PM cut with the disk durable at its crash time; with
 /// `max_pm`, at most that many PM cuts, evenly spaced over the list (as `--max-states`
 /// spreads the disk's).
-pub fn combined<'a>(
+pub(crate) fn combined<'a>(
     pm: &'a PmTrace,
     trace: &'a crate::trace::Trace,
     epochs: &'a [Epoch],

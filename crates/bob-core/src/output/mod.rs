@@ -38,13 +38,11 @@ pub use crate::report::table::Grid;
 pub use crate::report::{Cell, SCHEMA_VERSION};
 use crate::trace::blktrace::{Annotation, BlockRequest};
 use crate::trace::{flags, Entry, EntryKind, Trace};
-pub use render::{
-    json, plain, Format, GridDiff, NamedComparison, Paint, Render, RenderError, TABLE, TEXT_JSON,
-};
+pub use render::{json, plain, Format, GridDiff, NamedComparison, Render, RenderError, TABLE};
+pub(crate) use render::{text_and_json, Paint, TEXT_JSON};
 use workloads::ScenarioMark;
 
 mod render;
-pub(crate) use render::text_and_json;
 
 /// `bob list`: the configurations and properties this bob knows.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -767,7 +765,7 @@ pub struct SignatureKey {
 
 impl SignatureKey {
     /// A file-name form: `ext2--creat+fsync--lost-file`.
-    pub fn slug(&self) -> String {
+    pub(crate) fn slug(&self) -> String {
         format!("{}--{}--{}", self.config, self.ops.join("+"), self.discrepancy)
     }
 }
@@ -820,7 +818,7 @@ impl SignatureDiscrepancy {
 
     /// Whether it is about recovery (its reproducer also tries the states without one
     /// write, each of which must mount).
-    pub fn is_recovery(self) -> bool {
+    pub(crate) fn is_recovery(self) -> bool {
         matches!(
             self,
             SignatureDiscrepancy::Recovery(
@@ -927,7 +925,7 @@ impl ExploreReport {
     }
 
     /// The summary and signature table in Markdown.
-    pub fn to_md(&self) -> String {
+    pub(crate) fn to_md(&self) -> String {
         use std::fmt::Write;
         let mut out = String::new();
         let _ = writeln!(out, "# bob explore\n");
@@ -996,7 +994,7 @@ impl ExploreReport {
 
     /// The same as one self-contained HTML page (maud escapes every interpolated string,
     /// as in the table's and the site's pages).
-    pub fn to_html(&self) -> String {
+    pub(crate) fn to_html(&self) -> String {
         use maud::{html, DOCTYPE};
         let page = html! {
             (DOCTYPE)

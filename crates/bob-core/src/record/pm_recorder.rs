@@ -53,7 +53,7 @@ impl PmRecorder {
 
     /// Stops logging: the base image and the log (an empty log over the current region
     /// if logging never started).
-    pub fn stop(&self) -> PmTrace {
+    pub(crate) fn stop(&self) -> PmTrace {
         let mut st = self.lock();
         let base = st.base.take().unwrap_or_else(|| st.mem.clone());
         PmTrace { base, entries: std::mem::take(&mut st.entries) }

@@ -119,7 +119,7 @@ impl GuestRun {
 
 /// What the running guest has done so far, for a progress line.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Progress {
+pub enum GuestPhase {
     /// qemu started, the command has not.
     Booting,
     /// The command runs; its last line on stderr, if any.
@@ -169,7 +169,7 @@ pub fn run(
     options: &VmOptions,
     known: &super::crash_log::Known,
     cancel: &std::sync::atomic::AtomicBool,
-    mut progress: impl FnMut(&Progress),
+    mut progress: impl FnMut(&GuestPhase),
 ) -> Result<GuestRun, Error> {
     let control = control_dir()?;
     let ctl = control.path().to_owned();
@@ -220,8 +220,8 @@ pub fn run(
         }
         if watch.moved() {
             progress(&match boot_time {
-                None => Progress::Booting,
-                Some(_) => Progress::Running(last_line(&ctl.join("stderr"))),
+                None => GuestPhase::Booting,
+                Some(_) => GuestPhase::Running(last_line(&ctl.join("stderr"))),
             });
         } else if watch.still_for() > options.hang_after {
             vm.kill();
@@ -424,7 +424,7 @@ fn last_line(path: &Path) -> String {
 
 /// The console's last line that says something, not qemu's or virtme's chatter (its last
 /// 64 KiB read: a console a looping kernel fills can be gigabytes).
-pub fn last_console_line(console: &Path) -> String {
+pub(crate) fn last_console_line(console: &Path) -> String {
     let text = read_tail(console, 64 << 10);
     let text = String::from_utf8_lossy(&text);
     text.lines()

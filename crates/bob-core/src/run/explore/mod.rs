@@ -1,4 +1,4 @@
-//! `bob explore`: generated workloads ([`workloads::explore`], Ace's bounds) run one by
+//! `bob explore`: generated workloads ([`workloads::enumerate`], Ace's bounds) run one by
 //! one on each configuration through the same pipeline as a cell ([`super::run_cell`]:
 //! record, crash states at and between persistence points, recovery, the oracle's
 //! durability promises), their failures grouped into signatures (configuration, kinds of
@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use workloads::explore::{Bounds, Generator};
+use workloads::enumerate::{Bounds, Generator};
 use workloads::Workload;
 
 use super::{scratch_dir, Error, Quiet, RunOptions};
@@ -38,7 +38,7 @@ use crate::record;
 /// The journal's file name under `--out`.
 const JOURNAL: &str = "journal.jsonl";
 /// The description of the run under `--out`.
-pub const HEADER: &str = "explore.json";
+pub(crate) const HEADER: &str = "explore.json";
 
 /// What to explore.
 #[derive(Clone, Debug)]
@@ -409,8 +409,8 @@ enum Ran {
 }
 
 /// A workload recorded on one configuration, waiting to be checked.
-enum Recorded {
-    Cell(Box<super::RecordedCell>),
+enum WorkloadRecording {
+    Cell(Box<super::CellRecordings>),
     /// The configuration refused one of the workload's calls (why).
     Unsupported(String),
 }
@@ -423,7 +423,7 @@ fn record_workload(
     runs: &Path,
     save_trace: Option<&Path>,
     cancel: &AtomicBool,
-) -> Result<Recorded, Error> {
+) -> Result<WorkloadRecording, Error> {
     let opts = RunOptions {
         config: config.clone(),
         workload: Some(w.clone()),
@@ -436,7 +436,7 @@ fn record_workload(
         ..template.clone()
     };
     match super::record_cell(&opts, &Quiet, cancel) {
-        Ok(recorded) => Ok(Recorded::Cell(Box::new(recorded))),
+        Ok(recorded) => Ok(WorkloadRecording::Cell(Box::new(recorded))),
         Err(Error::Record(record::Error::Workload { source, .. })) => {
             let refused = match &source {
                 workloads::ExecError::Io { source: e, .. } => matches!(
@@ -446,7 +446,7 @@ fn record_workload(
                 _ => false,
             };
             if refused {
-                Ok(Recorded::Unsupported(source.to_string()))
+                Ok(WorkloadRecording::Unsupported(source.to_string()))
             } else {
                 Err(Error::Record(record::Error::Workload {
                     config: config.name.to_owned(),
@@ -459,10 +459,14 @@ fn record_workload(
 }
 
 /// Checks a recorded workload's crash states.
-fn check_workload(recorded: Recorded, name: &str, cancel: &AtomicBool) -> Result<Ran, Error> {
+fn check_workload(
+    recorded: WorkloadRecording,
+    name: &str,
+    cancel: &AtomicBool,
+) -> Result<Ran, Error> {
     let recorded = match recorded {
-        Recorded::Cell(r) => r,
-        Recorded::Unsupported(why) => return Ok(Ran::Unsupported(why)),
+        WorkloadRecording::Cell(r) => r,
+        WorkloadRecording::Unsupported(why) => return Ok(Ran::Unsupported(why)),
     };
     let dir = super::cell_dir(recorded.options());
     match super::check_cell(*recorded, &Quiet, cancel) {
@@ -743,9 +747,9 @@ struct Recorder<'a> {
 }
 
 impl Recorder<'_> {
-    fn record(&self, job: &Job) -> Result<Recorded, Error> {
+    fn record(&self, job: &Job) -> Result<WorkloadRecording, Error> {
         if let Some(why) = job.config.unsupported_op(&job.workload) {
-            return Ok(Recorded::Unsupported(why));
+            return Ok(WorkloadRecording::Unsupported(why));
         }
         let save_trace = job.recovery.map(|_| job.trace_dir.as_path());
         let (config, w) = (job.config, &job.workload);
@@ -754,7 +758,7 @@ impl Recorder<'_> {
 }
 
 /// A recorded run on its way to be checked, or the error of the runs to do.
-type RecordedJob<'a> = Result<(Job<'a>, Result<Recorded, Error>), Error>;
+type RecordedJob<'a> = Result<(Job<'a>, Result<WorkloadRecording, Error>), Error>;
 
 /// A run judged, or the exploration interrupted while judging it.
 enum Judged {
@@ -1131,7 +1135,7 @@ fn minimal_witness(
     let mut best_cell = cell.clone();
     let best = if opts.shrink {
         let mut best_name = w.name.clone();
-        workloads::explore::shrink(w, |candidate| {
+        workloads::enumerate::shrink(w, |candidate| {
             if cancel.load(Ordering::Relaxed) {
                 return Ok(false);
             }
