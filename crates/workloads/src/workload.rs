@@ -225,12 +225,51 @@ fn random_offset(params: &Params, p: Property, salt: u64, unit: u64) -> u64 {
 ///   `/A/f0`..`/B/f9` of one stamped block each, `/B/t` of four blocks, the drain file.
 pub fn workload_for(p: Property, params: &Params) -> Workload {
     use Property::*;
+    let mut setup = base_setup(params);
+    let ops = match p {
+        DetectsInconsistency => return detection_workload(params),
+        TxnAtomic | TxnDurable => return txn_workload(p, setup, params),
+        SingleSectorOverwrite
+        | SingleSectorAppend
+        | SingleBlockOverwrite
+        | SingleBlockAppend
+        | MultiBlockAppend
+        | MultiBlockPrefixAppend
+        | DirOpAtomic
+        | OverwriteThenAny
+        | AppendThenRename
+        | OtruncAppendThenClose
+        | AppendThenAppend
+        | AppendThenDirOp
+        | DirOpThenAny => study_ops(p, params, &mut setup),
+        FsyncDurable | FdatasyncDurable | SyncDurable | DirFsyncDurable | OsyncPrefix
+        | DsyncDurable | MetadataOpDurable | OutputDurable => durability_ops(p, params, &mut setup),
+    };
+    let commit_midway =
+        if params.commit_midway && matches!(p, MultiBlockAppend | MultiBlockPrefixAppend) {
+            (0..ops.len()).filter(|&k| ops[k].data_range().is_some()).collect()
+        } else {
+            Vec::new()
+        };
+    Workload {
+        name: p.name().to_string(),
+        property: Some(p),
+        setup,
+        ops,
+        drain: drain_ops(params),
+        commit_midway,
+        guarantees: Vec::new(),
+    }
+}
+
+/// The ops of one of the BOB study's thirteen properties (setup additions in `setup`).
+fn study_ops(p: Property, params: &Params, setup: &mut Vec<Op>) -> Vec<Op> {
+    use Property::*;
     let b = params.block_size;
     let m = params.multi_block_bytes;
     let n = APPEND_BASE_BYTES;
-    let mut setup = base_setup(params);
     let log_setup = [creat("/A/log"), write("/A/log", 0, n)];
-    let ops = match p {
+    match p {
         SingleSectorOverwrite => vec![write("/big0", random_offset(params, p, 0, 512), 512)],
         SingleSectorAppend => {
             setup.extend(log_setup.clone());
@@ -306,6 +345,17 @@ pub fn workload_for(p: Property, params: &Params) -> Workload {
                 unlink("/A/f2"),
             ]
         }
+        other => unreachable!("{} is not one of the study's properties", other.name()),
+    }
+}
+
+/// The ops of a durability property: fsync, fdatasync, sync, a directory's fsync, the
+/// research designs' osync and dsync, synchronous metadata and released output (setup
+/// additions in `setup`).
+fn durability_ops(p: Property, params: &Params, setup: &mut Vec<Op>) -> Vec<Op> {
+    use Property::*;
+    let b = params.block_size;
+    match p {
         FsyncDurable | FdatasyncDurable => {
             let sync = |path: &str| {
                 if p == FsyncDurable {
@@ -346,7 +396,6 @@ pub fn workload_for(p: Property, params: &Params) -> Workload {
             creat("/B/c1"),
             fsync("/B"),
         ],
-        DetectsInconsistency => return detection_workload(params),
         OsyncPrefix => {
             // The thesis' reliability workloads (§6.4.1: appends with frequent osync;
             // overwrites with frequent osync) and its atomic-update case (Table 6.9,
@@ -370,47 +419,6 @@ pub fn workload_for(p: Property, params: &Params) -> Workload {
                 Op::Osync,
                 append("/B/f5", 0, b),
             ]
-        }
-        TxnAtomic | TxnDurable => {
-            // The paper's transactional overwrite, across two files: a transaction
-            // committed non-durably, one committed durably (Transaction Sync), one
-            // aborted, one unfinished when the workload ends (it is still open at the
-            // crash; unmount would abort it). Later transactions overwrite pages of
-            // earlier ones, so a rollback that restores the wrong image shows.
-            setup.extend([
-                creat("/A/ta"),
-                write("/A/ta", 0, 4 * b),
-                creat("/B/tb"),
-                write("/B/tb", 0, 4 * b),
-            ]);
-            let ops = vec![
-                Op::TxnBegin,
-                write("/A/ta", 0, 2 * b),
-                write("/B/tb", 0, 2 * b),
-                Op::TxnCommit { durable: false },
-                Op::TxnBegin,
-                write("/A/ta", 2 * b, b),
-                write("/B/tb", 2 * b, b),
-                Op::TxnCommit { durable: true },
-                Op::TxnBegin,
-                write("/A/ta", 3 * b, b),
-                write("/B/tb", 0, b),
-                Op::TxnAbort,
-                Op::TxnBegin,
-                write("/A/ta", 0, b),
-                write("/B/tb", 3 * b, b),
-            ];
-            // The drain cannot append to the drain file inside the open transaction
-            // (Valor's page log has no record for growth): sync only.
-            return Workload {
-                name: p.name().to_string(),
-                property: Some(p),
-                setup,
-                ops,
-                drain: vec![Op::Sync],
-                commit_midway: Vec::new(),
-                guarantees: Vec::new(),
-            };
         }
         DsyncDurable => vec![
             append("/A/f0", 0, 2 * b),
@@ -441,20 +449,50 @@ pub fn workload_for(p: Property, params: &Params) -> Workload {
             Op::Output,
             append("/B/f5", 0, b),
         ],
-    };
-    let commit_midway =
-        if params.commit_midway && matches!(p, MultiBlockAppend | MultiBlockPrefixAppend) {
-            (0..ops.len()).filter(|&k| ops[k].data_range().is_some()).collect()
-        } else {
-            Vec::new()
-        };
+        other => unreachable!("{} is not a durability property", other.name()),
+    }
+}
+
+/// The transactional workload of `txn-atomic` and `txn-durable` (Valor's).
+fn txn_workload(p: Property, mut setup: Vec<Op>, params: &Params) -> Workload {
+    let b = params.block_size;
+    // The paper's transactional overwrite, across two files: a transaction
+    // committed non-durably, one committed durably (Transaction Sync), one
+    // aborted, one unfinished when the workload ends (it is still open at the
+    // crash; unmount would abort it). Later transactions overwrite pages of
+    // earlier ones, so a rollback that restores the wrong image shows.
+    setup.extend([
+        creat("/A/ta"),
+        write("/A/ta", 0, 4 * b),
+        creat("/B/tb"),
+        write("/B/tb", 0, 4 * b),
+    ]);
+    let ops = vec![
+        Op::TxnBegin,
+        write("/A/ta", 0, 2 * b),
+        write("/B/tb", 0, 2 * b),
+        Op::TxnCommit { durable: false },
+        Op::TxnBegin,
+        write("/A/ta", 2 * b, b),
+        write("/B/tb", 2 * b, b),
+        Op::TxnCommit { durable: true },
+        Op::TxnBegin,
+        write("/A/ta", 3 * b, b),
+        write("/B/tb", 0, b),
+        Op::TxnAbort,
+        Op::TxnBegin,
+        write("/A/ta", 0, b),
+        write("/B/tb", 3 * b, b),
+    ];
+    // The drain cannot append to the drain file inside the open transaction
+    // (Valor's page log has no record for growth): sync only.
     Workload {
         name: p.name().to_string(),
         property: Some(p),
         setup,
         ops,
-        drain: drain_ops(params),
-        commit_midway,
+        drain: vec![Op::Sync],
+        commit_midway: Vec::new(),
         guarantees: Vec::new(),
     }
 }
