@@ -236,46 +236,10 @@ fn run_op(
     match op {
         Op::Mkdir { path } => std::fs::create_dir(hp(path)).map_err(io(&hp(path))),
         Op::Rmdir { path } => std::fs::remove_dir(hp(path)).map_err(io(&hp(path))),
-        Op::Creat { path, sync } => {
-            let p = hp(path);
-            let mut o = OpenOptions::new();
-            o.write(true).create_new(true).mode(0o644);
-            if *sync {
-                o.custom_flags(libc::O_SYNC);
-            }
-            let f = o.open(&p).map_err(io(&p))?;
-            if *sync {
-                f.sync_all().map_err(io(&p))?;
-                drop(f);
-                let dir = p.parent().unwrap_or(root).to_path_buf();
-                File::open(&dir).and_then(|d| d.sync_all()).map_err(io(&dir))?;
-            }
-            Ok(())
-        }
+        Op::Creat { path, sync } => run_creat(root, &hp(path), *sync),
         Op::Write { path, offset, len } | Op::Append { path, offset, len } => {
-            let p = hp(path);
-            let f = OpenOptions::new().write(true).open(&p).map_err(io(&p))?;
-            if matches!(op, Op::Append { .. }) {
-                let size = f.metadata().map_err(io(&p))?.len();
-                if size != *offset {
-                    return Err(RunError::Size(path.clone(), size, *offset));
-                }
-            }
-            if commit_midway && *len >= 1024 {
-                // Two halves (the first a whole number of blocks where it can be), and
-                // a sync(2) between them: the commit meets the op in flight.
-                let half = match (*len / 2) / 4096 * 4096 {
-                    0 => (*len / 2) / 512 * 512,
-                    h => h,
-                };
-                f.write_all_at(&stamped(*offset, half), *offset).map_err(io(&p))?;
-                // SAFETY: sync(2) takes no arguments and cannot fail.
-                unsafe { libc::sync() };
-                let rest = *offset + half;
-                return f.write_all_at(&stamped(rest, *len - half), rest).map_err(io(&p));
-            }
-            // One pwrite for the whole range (write_all_at only loops on a short write).
-            f.write_all_at(&stamped(*offset, *len), *offset).map_err(io(&p))
+            let append = matches!(op, Op::Append { .. });
+            run_write(&hp(path), path, (*offset, *len), append, commit_midway, &stamped)
         }
         Op::OtruncWrite { path, len, chunk } => {
             let p = hp(path);
@@ -321,77 +285,13 @@ fn run_op(
             let p = Path::new("/proc/sys/vm/drop_caches");
             std::fs::write(p, b"2").map_err(io(p))
         }
-        Op::Osync | Op::Dsync => {
-            // The file system's control file: one write of the call's name.
-            let p = root.join(crate::SYNC_CONTROL);
-            let word = if *op == Op::Osync { "osync" } else { "dsync" };
-            let mut f = std::fs::OpenOptions::new().write(true).open(&p).map_err(io(&p))?;
-            std::io::Write::write_all(&mut f, word.as_bytes()).map_err(io(&p))
+        Op::Osync | Op::Dsync | Op::TxnBegin | Op::TxnCommit { .. } | Op::TxnAbort | Op::Output => {
+            run_control_write(op, root)
         }
-        Op::TxnBegin | Op::TxnCommit { .. } | Op::TxnAbort => {
-            // The file system's transaction control file: one write of the call's name.
-            let p = root.join(crate::TXN_CONTROL);
-            let word = match op {
-                Op::TxnBegin => "begin",
-                Op::TxnCommit { durable: false } => "commit",
-                Op::TxnCommit { durable: true } => "commit-durable",
-                _ => "abort",
-            };
-            let mut f = std::fs::OpenOptions::new().write(true).open(&p).map_err(io(&p))?;
-            std::io::Write::write_all(&mut f, word.as_bytes()).map_err(io(&p))
-        }
-        Op::Output => {
-            // One write: one output, as a program writing a line to a terminal.
-            let p = root.join(crate::OUTPUT_FILE);
-            let mut f = std::fs::OpenOptions::new().write(true).open(&p).map_err(io(&p))?;
-            std::io::Write::write_all(&mut f, b"output\n").map_err(io(&p))
-        }
-        Op::Falloc { path, mode, offset, len } => {
-            let p = hp(path);
-            let f = OpenOptions::new().write(true).open(&p).map_err(io(&p))?;
-            // SAFETY: a valid open descriptor; the kernel checks the mode and range.
-            let rc = unsafe {
-                libc::fallocate(
-                    std::os::fd::AsRawFd::as_raw_fd(&f),
-                    mode.bits(),
-                    *offset as libc::off_t,
-                    *len as libc::off_t,
-                )
-            };
-            check_rc(rc, &p)
-        }
-        Op::DirectWrite { path, offset, len } => {
-            let p = hp(path);
-            let f = OpenOptions::new()
-                .write(true)
-                .custom_flags(libc::O_DIRECT)
-                .open(&p)
-                .map_err(io(&p))?;
-            let mut buf = AlignedBuf::new(*len as usize);
-            buf.as_mut().copy_from_slice(&stamped(*offset, *len));
-            f.write_all_at(buf.as_mut(), *offset).map_err(io(&p))
-        }
-        Op::SyncWrite { path, offset, len, flag, direct } => {
-            // The flag on the descriptor, not a fsync after it: the write itself returns
-            // only once durable (generic_write_sync), which is the path this op tests.
-            let p = hp(path);
-            let bits = flag.bits() | if *direct { libc::O_DIRECT } else { 0 };
-            let f = OpenOptions::new().write(true).custom_flags(bits).open(&p).map_err(io(&p))?;
-            // Page-aligned, as O_DIRECT needs (the buffer has at least one byte).
-            let mut buf = AlignedBuf::new(*len as usize);
-            let data = &mut buf.as_mut()[..*len as usize];
-            data.copy_from_slice(&stamped(*offset, *len));
-            f.write_all_at(data, *offset).map_err(io(&p))
-        }
-        Op::MmapWrite { path, offset, len } => {
-            let p = hp(path);
-            let f = OpenOptions::new().read(true).write(true).open(&p).map_err(io(&p))?;
-            let end = offset + len;
-            if f.metadata().map_err(io(&p))?.len() < end {
-                f.set_len(end).map_err(io(&p))?;
-            }
-            mmap_write(&f, *offset, &stamped(*offset, *len)).map_err(|e| RunError::Io(p.clone(), e))
-        }
+        Op::Falloc { path, .. }
+        | Op::DirectWrite { path, .. }
+        | Op::SyncWrite { path, .. }
+        | Op::MmapWrite { path, .. } => run_write_call(op, &hp(path), &stamped),
         Op::Symlink { target, path } => {
             std::os::unix::fs::symlink(target, hp(path)).map_err(io(&hp(path)))
         }
@@ -438,6 +338,132 @@ fn run_op(
             check_rc(rc, &p)
         }
     }
+}
+
+/// The writes made by a call of their own on the file `p`: fallocate, an O_DIRECT write,
+/// an O_SYNC or O_DSYNC write, a write through a shared mapping.
+fn run_write_call(
+    op: &Op,
+    p: &Path,
+    stamped: &dyn Fn(u64, u64) -> Vec<u8>,
+) -> Result<(), RunError> {
+    match op {
+        Op::Falloc { mode, offset, len, .. } => {
+            let f = OpenOptions::new().write(true).open(p).map_err(io(p))?;
+            // SAFETY: a valid open descriptor; the kernel checks the mode and range.
+            let rc = unsafe {
+                libc::fallocate(
+                    std::os::fd::AsRawFd::as_raw_fd(&f),
+                    mode.bits(),
+                    *offset as libc::off_t,
+                    *len as libc::off_t,
+                )
+            };
+            check_rc(rc, p)
+        }
+        Op::DirectWrite { offset, len, .. } => {
+            let f = OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(p)
+                .map_err(io(p))?;
+            let mut buf = AlignedBuf::new(*len as usize);
+            buf.as_mut().copy_from_slice(&stamped(*offset, *len));
+            f.write_all_at(buf.as_mut(), *offset).map_err(io(p))
+        }
+        Op::SyncWrite { offset, len, flag, direct, .. } => {
+            // The flag on the descriptor, not a fsync after it: the write itself returns
+            // only once durable (generic_write_sync), which is the path this op tests.
+            let bits = flag.bits() | if *direct { libc::O_DIRECT } else { 0 };
+            let f = OpenOptions::new().write(true).custom_flags(bits).open(p).map_err(io(p))?;
+            // Page-aligned, as O_DIRECT needs (the buffer has at least one byte).
+            let mut buf = AlignedBuf::new(*len as usize);
+            let data = &mut buf.as_mut()[..*len as usize];
+            data.copy_from_slice(&stamped(*offset, *len));
+            f.write_all_at(data, *offset).map_err(io(p))
+        }
+        Op::MmapWrite { offset, len, .. } => {
+            let f = OpenOptions::new().read(true).write(true).open(p).map_err(io(p))?;
+            let end = offset + len;
+            if f.metadata().map_err(io(p))?.len() < end {
+                f.set_len(end).map_err(io(p))?;
+            }
+            mmap_write(&f, *offset, &stamped(*offset, *len))
+                .map_err(|e| RunError::Io(p.to_path_buf(), e))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `creat`, and with `sync` an O_SYNC create whose file and directory entry are synced
+/// before it returns.
+fn run_creat(root: &Path, p: &Path, sync: bool) -> Result<(), RunError> {
+    let mut o = OpenOptions::new();
+    o.write(true).create_new(true).mode(0o644);
+    if sync {
+        o.custom_flags(libc::O_SYNC);
+    }
+    let f = o.open(p).map_err(io(p))?;
+    if sync {
+        f.sync_all().map_err(io(p))?;
+        drop(f);
+        let dir = p.parent().unwrap_or(root).to_path_buf();
+        File::open(&dir).and_then(|d| d.sync_all()).map_err(io(&dir))?;
+    }
+    Ok(())
+}
+
+/// A write (or with `append`, an append that must start at the size) of `(offset, len)`
+/// to `p` (`path` in the workload), one pwrite, or with `commit_midway` two halves with a
+/// sync(2) between them.
+fn run_write(
+    p: &Path,
+    path: &str,
+    (offset, len): (u64, u64),
+    append: bool,
+    commit_midway: bool,
+    stamped: &dyn Fn(u64, u64) -> Vec<u8>,
+) -> Result<(), RunError> {
+    let f = OpenOptions::new().write(true).open(p).map_err(io(p))?;
+    if append {
+        let size = f.metadata().map_err(io(p))?.len();
+        if size != offset {
+            return Err(RunError::Size(path.to_owned(), size, offset));
+        }
+    }
+    if commit_midway && len >= 1024 {
+        // Two halves (the first a whole number of blocks where it can be), and a sync(2)
+        // between them: the commit meets the op in flight.
+        let half = match (len / 2) / 4096 * 4096 {
+            0 => (len / 2) / 512 * 512,
+            h => h,
+        };
+        f.write_all_at(&stamped(offset, half), offset).map_err(io(p))?;
+        // SAFETY: sync(2) takes no arguments and cannot fail.
+        unsafe { libc::sync() };
+        let rest = offset + half;
+        return f.write_all_at(&stamped(rest, len - half), rest).map_err(io(p));
+    }
+    // One pwrite for the whole range (write_all_at only loops on a short write).
+    f.write_all_at(&stamped(offset, len), offset).map_err(io(p))
+}
+
+/// The research designs' calls made through a control file of theirs, one write of the
+/// call's name: osync and dsync, a transaction's begin, commit and abort, and an output
+/// (one line, as a program writing to a terminal).
+fn run_control_write(op: &Op, root: &Path) -> Result<(), RunError> {
+    let (file, word): (&str, &[u8]) = match op {
+        Op::Osync => (crate::SYNC_CONTROL, b"osync"),
+        Op::Dsync => (crate::SYNC_CONTROL, b"dsync"),
+        Op::TxnBegin => (crate::TXN_CONTROL, b"begin"),
+        Op::TxnCommit { durable: false } => (crate::TXN_CONTROL, b"commit"),
+        Op::TxnCommit { durable: true } => (crate::TXN_CONTROL, b"commit-durable"),
+        Op::TxnAbort => (crate::TXN_CONTROL, b"abort"),
+        _ => (crate::OUTPUT_FILE, b"output\n"),
+    };
+    let p = root.join(file);
+    let mut f = std::fs::OpenOptions::new().write(true).open(&p).map_err(io(&p))?;
+    std::io::Write::write_all(&mut f, word).map_err(io(&p))
 }
 
 /// The operations beyond Ace's (renameat2's flags, attribute changes, O_TMPFILE + linkat,
