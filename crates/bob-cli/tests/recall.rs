@@ -110,12 +110,13 @@ fn the_xfs_finding_is_found_and_a_fixed_btrfs_bug_holds() {
 
 #[test]
 fn entries_bob_cannot_express_are_listed_with_what_they_lack() {
-    let out = bench_recall("cm-r09,cm-n08", &["--format", "md"]);
+    // cm-r09 runs (fixed here); cm-r14 and cm-n03 need gaps bob has not closed.
+    let out = bench_recall("cm-r09,cm-r14,cm-n03", &["--format", "md"]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let md = String::from_utf8_lossy(&out.stdout);
     assert!(md.contains("| entry | `--fs` |"), "{md}");
     assert!(md.contains("recall - (no entry known buggy here)"), "{md}");
-    assert!(md.contains("Not expressible in bob today: cm-r09 (G3); cm-n08 (G4)."), "{md}");
+    assert!(md.contains("Not expressible in bob today: cm-r14 (G7); cm-n03 (G9)."), "{md}");
 }
 
 #[test]
