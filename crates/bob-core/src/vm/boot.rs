@@ -218,6 +218,7 @@ pub fn run(
         if boot_time.is_none() && ctl.join("uname").exists() {
             boot_time = Some(started.elapsed());
         }
+        watch.bound_console();
         if watch.moved() {
             progress(&match boot_time {
                 None => GuestPhase::Booting,
@@ -392,7 +393,9 @@ fn read_end(ctl: &Path) -> Option<GuestEnd> {
 
 /// The console line that says the kernel crashed, if one does.
 fn crash_line(console: &Path) -> Option<String> {
-    let text = std::fs::read(console).ok()?;
+    // The kept parts only (see `CONSOLE_KEEP`); a punched middle reads as zeros.
+    let mut text = read_range(console, 0, CONSOLE_HEAD);
+    text.extend(read_tail(console, CONSOLE_KEEP / 2));
     let text = String::from_utf8_lossy(&text);
     const MARKS: [&str; 7] = [
         "Kernel panic",
@@ -437,14 +440,25 @@ pub(crate) fn last_console_line(console: &Path) -> String {
 
 /// The last `bytes` of `path` (all of it when shorter; empty when unreadable).
 fn read_tail(path: &Path, bytes: u64) -> Vec<u8> {
+    let len = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    read_range(path, len.saturating_sub(bytes), bytes)
+}
+
+/// `bytes` of `path` from `start` (fewer at its end; empty when unreadable).
+fn read_range(path: &Path, start: u64, bytes: u64) -> Vec<u8> {
     use std::io::{Read, Seek, SeekFrom};
     let Ok(mut file) = std::fs::File::open(path) else { return Vec::new() };
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let _ = file.seek(SeekFrom::Start(len.saturating_sub(bytes)));
+    let _ = file.seek(SeekFrom::Start(start));
     let mut out = Vec::new();
     let _ = file.take(bytes).read_to_end(&mut out);
     out
 }
+
+/// How much of a guest's console is kept at most: its first [`CONSOLE_HEAD`] bytes and
+/// its last half of this (a looping jfs filled 21 GB in 90 minutes here).
+const CONSOLE_KEEP: u64 = 64 << 20;
+/// See [`CONSOLE_KEEP`].
+const CONSOLE_HEAD: u64 = 4 << 20;
 
 /// Growth of the guest's outputs, to tell a slow guest from a hung one. The command's
 /// outputs and crash log growing is progress; the console growing is progress only when
@@ -489,22 +503,55 @@ impl Watch {
     }
 
     /// Whether the console grew with a line (timestamp aside) other than the ones it
-    /// showed at the last look (at most its last 256 KiB are read).
+    /// showed at the last look (at most its last 256 KiB are read). Only whole lines
+    /// count: a read that starts or ends inside a line would see a fragment of the same
+    /// complaint as a new line at every look.
     fn console_said_something_new(&mut self) -> bool {
         let len = std::fs::metadata(&self.console).map(|m| m.len()).unwrap_or(0);
         if len <= self.console_len {
             return false;
         }
-        let fresh = read_tail(&self.console, (len - self.console_len).min(256 << 10));
-        self.console_len = len;
-        let lines: std::collections::HashSet<String> = String::from_utf8_lossy(&fresh)
+        let start = self.console_len.max(len.saturating_sub(256 << 10));
+        let fresh = read_range(&self.console, start, len - start);
+        let Some(last_newline) = fresh.iter().rposition(|&b| b == b'\n') else {
+            return false; // no whole line yet: look again from the same place
+        };
+        let first = match start == self.console_len {
+            true => 0,
+            false => fresh.iter().position(|&b| b == b'\n').map_or(fresh.len(), |i| i + 1),
+        };
+        self.console_len = start + last_newline as u64 + 1;
+        let whole = &fresh[first.min(last_newline + 1)..last_newline + 1];
+        let lines: std::collections::HashSet<String> = String::from_utf8_lossy(whole)
             .lines()
             .map(|l| strip_timestamp(l).trim().to_owned())
             .filter(|l| !l.is_empty())
             .collect();
         let new = lines.iter().any(|l| !self.console_recent.contains(l));
-        self.console_recent = lines;
+        if !lines.is_empty() {
+            self.console_recent = lines;
+        }
         new
+    }
+
+    /// Keeps a console that a looping kernel fills from filling the disk: past
+    /// [`CONSOLE_KEEP`], the middle of the file is punched out (the file keeps its size,
+    /// sparse), so its first and last parts, where boot and the crash or hang show, stay.
+    fn bound_console(&self) {
+        let len = std::fs::metadata(&self.console).map(|m| m.len()).unwrap_or(0);
+        if len <= CONSOLE_KEEP {
+            return;
+        }
+        let (from, to) = (CONSOLE_HEAD, (len - CONSOLE_KEEP / 2) / 4096 * 4096);
+        if let (true, Ok(file)) =
+            (to > from, std::fs::OpenOptions::new().write(true).open(&self.console))
+        {
+            use nix::fcntl::{fallocate, FallocateFlags};
+            let flags = FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE;
+            // A file system without hole punching keeps the whole log: the guest is still
+            // stopped at `hang_after`, only the disk holds more meanwhile.
+            let _ = fallocate(&file, flags, from as i64, (to - from) as i64);
+        }
     }
 
     fn still_for(&self) -> Duration {
@@ -663,6 +710,52 @@ mod tests {
         std::fs::write(dir.path().join("stderr"), "bob: a cell\n").unwrap();
         assert!(watch.moved(), "the command's output is progress");
         assert!(!watch.moved(), "nothing since");
+    }
+
+    #[test]
+    fn a_complaint_cut_at_a_look_is_not_news() {
+        // The looping kernel writes faster than the watch looks: each look ends inside a
+        // line, and a capped read starts inside one. Neither fragment is news.
+        let dir = tempfile::tempdir().unwrap();
+        let console = dir.path().join("console.log");
+        let mut watch = Watch::new(dir.path());
+        let line = "ERROR: (device loop1): dtReadFirst: DT_GETPAGE: dtree page corrupt\n";
+        let say = |text: &str| {
+            use std::io::Write;
+            let mut f =
+                std::fs::OpenOptions::new().create(true).append(true).open(&console).unwrap();
+            f.write_all(text.as_bytes()).unwrap();
+        };
+        say(&line.repeat(3));
+        assert!(watch.moved(), "the first complaint is news");
+        for cut in [7, 20, 33, 51] {
+            // Many whole lines (more than one look reads), then part of one.
+            say(&line[cut..]);
+            say(&line.repeat(6000));
+            say(&line[..cut]);
+            assert!(!watch.moved(), "fragments of one complaint, cut at {cut}, are not progress");
+        }
+        say(&line[51..]);
+        say("loop0: detected capacity change from 0 to 98304\n");
+        assert!(watch.moved(), "a line of its own is progress");
+    }
+
+    #[test]
+    fn a_console_past_its_bound_keeps_its_head_and_tail_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let console = dir.path().join("console.log");
+        let mut text = b"booted\n".to_vec();
+        text.resize((CONSOLE_KEEP + (16 << 20)) as usize, b'x');
+        text.extend_from_slice(b"\nKernel panic - not syncing: hung\n");
+        std::fs::write(&console, &text).unwrap();
+        let watch = Watch::new(dir.path());
+        watch.bound_console();
+        let md = std::fs::metadata(&console).unwrap();
+        assert_eq!(md.len(), text.len() as u64, "the size stays");
+        let allocated = std::os::unix::fs::MetadataExt::blocks(&md) * 512;
+        assert!(allocated <= CONSOLE_KEEP, "{allocated} bytes still allocated");
+        assert_eq!(crash_line(&console).unwrap(), "Kernel panic - not syncing: hung");
+        assert!(read_range(&console, 0, 7) == b"booted\n");
     }
 
     #[test]
