@@ -394,16 +394,7 @@ impl ModelState {
                     if matches!(op, Op::Mkdir { .. }) { NodeKind::Dir } else { NodeKind::File };
                 Ok(Some(self.add_node(path, ModelNode::new(kind, 0))))
             }
-            Op::Rmdir { path } => {
-                let id = need(self, path, Some(NodeKind::Dir))?;
-                let prefix = format!("{path}/");
-                if self.names.keys().any(|p| p.starts_with(&prefix)) {
-                    return Err(err(format!("{path} is not empty")));
-                }
-                self.names.remove(path);
-                self.nodes.get_mut(&id).unwrap().nlink = 0;
-                Ok(Some(id))
-            }
+            Op::Rmdir { path } => self.rmdir(op, path).map(Some),
             Op::Write { path, offset, len }
             | Op::Append { path, offset, len }
             | Op::DirectWrite { path, offset, len }
@@ -428,27 +419,8 @@ impl ModelState {
                 node.size = *len;
                 Ok(Some(id))
             }
-            Op::Link { from, to } => {
-                // A file, or a symlink (link(2) links the symlink itself, not its target:
-                // the special files' log-replay bugs linked them so).
-                let id = need(self, from, None)?;
-                if !matches!(self.nodes[&id].kind, NodeKind::File | NodeKind::Symlink) {
-                    return Err(err(format!("{from}: links are made to files and symlinks")));
-                }
-                need_absent_in_dir(self, to)?;
-                self.names.insert(to.clone(), id);
-                self.nodes.get_mut(&id).unwrap().nlink += 1;
-                Ok(Some(id))
-            }
-            Op::Unlink { path } => {
-                let id = need(self, path, None)?;
-                if !matches!(self.nodes[&id].kind, NodeKind::File | NodeKind::Symlink) {
-                    return Err(err(format!("{path}: unlink removes files and symlinks")));
-                }
-                self.names.remove(path);
-                self.nodes.get_mut(&id).unwrap().nlink -= 1;
-                Ok(Some(id))
-            }
+            Op::Link { from, to } => self.link(op, from, to).map(Some),
+            Op::Unlink { path } => self.unlink(op, path).map(Some),
             Op::Rename { from, to } => self.rename(op, from, to).map(Some),
             Op::Fsync { path } => need(self, path, None).map(Some),
             Op::Open { path, fd } => self.open(op, path, fd).map(Some),
@@ -486,23 +458,8 @@ impl ModelState {
                 let id = need(self, path, Some(NodeKind::File))?;
                 self.falloc(op, id, *mode, *offset, *len).map(Some)
             }
-            Op::Setxattr { path, name, value } => {
-                let id = need(self, path, None)?;
-                if self.nodes[&id].kind == NodeKind::Symlink {
-                    return Err(err(format!(
-                        "{path} is a symlink (user xattrs need a file or directory)"
-                    )));
-                }
-                self.nodes.get_mut(&id).unwrap().xattrs.insert(name.clone(), value.clone());
-                Ok(Some(id))
-            }
-            Op::Removexattr { path, name } => {
-                let id = need(self, path, None)?;
-                if self.nodes.get_mut(&id).unwrap().xattrs.remove(name).is_none() {
-                    return Err(err(format!("{path} has no attribute {name}")));
-                }
-                Ok(Some(id))
-            }
+            Op::Setxattr { path, name, value } => self.set_xattr(op, path, name, value).map(Some),
+            Op::Removexattr { path, name } => self.remove_xattr(op, path, name).map(Some),
             Op::Rename2 { .. }
             | Op::Chmod { .. }
             | Op::Chown { .. }
@@ -519,6 +476,71 @@ impl ModelState {
                 ))
             }
         }
+    }
+
+    /// `rmdir path`: an empty directory loses its name.
+    fn rmdir(&mut self, op: &Op, path: &str) -> Result<u32, ModelError> {
+        let id = self.need(op, path, Some(NodeKind::Dir))?;
+        let prefix = format!("{path}/");
+        if self.names.keys().any(|p| p.starts_with(&prefix)) {
+            return Err(ModelError { op: op.to_string(), reason: format!("{path} is not empty") });
+        }
+        self.names.remove(path);
+        self.nodes.get_mut(&id).unwrap().nlink = 0;
+        Ok(id)
+    }
+
+    /// `link from to`: a file, or a symlink (link(2) links the symlink itself, not its
+    /// target: the special files' log-replay bugs linked them so).
+    fn link(&mut self, op: &Op, from: &str, to: &str) -> Result<u32, ModelError> {
+        let id = self.need(op, from, None)?;
+        if !matches!(self.nodes[&id].kind, NodeKind::File | NodeKind::Symlink) {
+            let reason = format!("{from}: links are made to files and symlinks");
+            return Err(ModelError { op: op.to_string(), reason });
+        }
+        self.need_absent_in_dir(op, to)?;
+        self.names.insert(to.to_owned(), id);
+        self.nodes.get_mut(&id).unwrap().nlink += 1;
+        Ok(id)
+    }
+
+    /// `unlink path`: a file's or a symlink's name goes.
+    fn unlink(&mut self, op: &Op, path: &str) -> Result<u32, ModelError> {
+        let id = self.need(op, path, None)?;
+        if !matches!(self.nodes[&id].kind, NodeKind::File | NodeKind::Symlink) {
+            let reason = format!("{path}: unlink removes files and symlinks");
+            return Err(ModelError { op: op.to_string(), reason });
+        }
+        self.names.remove(path);
+        self.nodes.get_mut(&id).unwrap().nlink -= 1;
+        Ok(id)
+    }
+
+    /// `setxattr path name value`: a user attribute of a file or directory.
+    fn set_xattr(
+        &mut self,
+        op: &Op,
+        path: &str,
+        name: &str,
+        value: &str,
+    ) -> Result<u32, ModelError> {
+        let id = self.need(op, path, None)?;
+        if self.nodes[&id].kind == NodeKind::Symlink {
+            let reason = format!("{path} is a symlink (user xattrs need a file or directory)");
+            return Err(ModelError { op: op.to_string(), reason });
+        }
+        self.nodes.get_mut(&id).unwrap().xattrs.insert(name.to_owned(), value.to_owned());
+        Ok(id)
+    }
+
+    /// `removexattr path name`: an attribute the node has.
+    fn remove_xattr(&mut self, op: &Op, path: &str, name: &str) -> Result<u32, ModelError> {
+        let id = self.need(op, path, None)?;
+        if self.nodes.get_mut(&id).unwrap().xattrs.remove(name).is_none() {
+            let reason = format!("{path} has no attribute {name}");
+            return Err(ModelError { op: op.to_string(), reason });
+        }
+        Ok(id)
     }
 
     /// A write of `(offset, len)` to node `id` (`what` names it in an error): the range
