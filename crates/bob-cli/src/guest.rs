@@ -172,24 +172,10 @@ fn bench_on_kernels(
                     eprintln!("bob: {spec}: {guests} guests benchmark at once, one per core");
                 }
                 let bars = indicatif::MultiProgress::new();
-                std::thread::scope(|scope| {
-                    let handles: Vec<_> = (0..guests)
-                        .map(|_| {
-                            let (args, bars) = (args.clone(), &bars);
-                            scope.spawn(move || {
-                                in_guest(command, spec, vm, args, None, true, Some(bars))
-                            })
-                        })
-                        .collect();
-                    handles
-                        .into_iter()
-                        .map(|h| {
-                            h.join().unwrap_or_else(|_| {
-                                Err(CliError::Environment("a guest's thread panicked".into()))
-                            })
-                        })
-                        .collect()
-                })
+                at_once((0..guests).map(|_| {
+                    let (args, bars) = (args.clone(), &bars);
+                    move || in_guest(command, spec, vm, args, None, true, Some(bars))
+                }))
             }
         };
         let mut reports = Vec::new();
@@ -212,6 +198,24 @@ fn bench_on_kernels(
     };
     crate::print::render(&report, format)?;
     Ok(Conclusion::Guest(worst))
+}
+
+/// Runs each of `jobs` on a thread of its own, all at once (a guest each), and their
+/// results in order; a thread that panicked is an environment error.
+fn at_once<'a, T: Send>(
+    jobs: impl IntoIterator<Item = impl FnOnce() -> Result<T, CliError> + Send + 'a>,
+) -> Vec<Result<T, CliError>> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = jobs.into_iter().map(|job| scope.spawn(job)).collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(CliError::Environment("a guest's thread panicked".into()))
+                })
+            })
+            .collect()
+    })
 }
 
 /// How many guests of `spec` work at once: `--vm-guests`, else one per core for a
@@ -328,32 +332,20 @@ fn table_in_guests(
         }
     }
     let bars = indicatif::MultiProgress::new();
-    let shards: Vec<Result<(u8, Captured), CliError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (1..=guests)
-            .map(|i| {
-                let args = with(vec![
-                    "--traces".into(),
-                    traces.clone().into(),
-                    "--shard".into(),
-                    format!("{i}/{guests}").into(),
-                    "--out".into(),
-                    out.clone().into(),
-                    "--format".into(),
-                    "json".into(),
-                ]);
-                let (out, bars) = (&out, &bars);
-                scope.spawn(move || in_guest(command, spec, vm, args, Some(out), true, Some(bars)))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(CliError::Environment("a guest's thread panicked".into()))
-                })
-            })
-            .collect()
-    });
+    let shards = at_once((1..=guests).map(|i| {
+        let args = with(vec![
+            "--traces".into(),
+            traces.clone().into(),
+            "--shard".into(),
+            format!("{i}/{guests}").into(),
+            "--out".into(),
+            out.clone().into(),
+            "--format".into(),
+            "json".into(),
+        ]);
+        let (out, bars) = (&out, &bars);
+        move || in_guest(command, spec, vm, args, Some(out), true, Some(bars))
+    }));
     let mut worst = 0u8;
     let mut files = Vec::new();
     for (i, shard) in shards.into_iter().enumerate() {
