@@ -277,24 +277,21 @@ fn recover(
     let mut recovery_failed: Option<String> = None;
     let mut ladder: Vec<RepairStep> = config.repair.to_vec();
     if let Recovery::FsckThenMount(fsck) = config.recovery {
-        match routine_fsck(fsck, dev, timeouts, memo, routine_reused)? {
+        let ran = routine_fsck(fsck, dev, timeouts, memo, routine_reused)?;
+        // No repair step can bring back a journal the tool has dropped, whatever its exit
+        // code: what the state would show after it is the tool's loss, so it is not judged.
+        if let Some(line) =
+            ran.as_ref().ok().and_then(|out| crate::fs::journal_not_replayed(fsck[0], out))
+        {
+            let message =
+                format!("{} did not replay the journal ({line}) and dropped it", fsck.join(" "));
+            return done(Outcome::Unrecoverable { message });
+        }
+        match ran {
             // e2fsck and fsck.jfs alike: 0 clean, 1 fixed, 2 fixed + reboot; 4 and up:
-            // errors left. A tool that says it did not replay the journal has not
-            // recovered the state, whatever its exit code.
-            Ok(out)
-                if out.code.is_some_and(|c| c < 4)
-                    && crate::fs::journal_not_replayed(fsck[0], &out).is_none() => {}
+            // errors left.
+            Ok(out) if out.code.is_some_and(|c| c < 4) => {}
             Ok(out) => {
-                // No repair step can bring back a journal the tool has dropped: what the
-                // state would show after it is the tool's loss, so it is not judged.
-                if let Some(line) = crate::fs::journal_not_replayed(fsck[0], &out) {
-                    return done(Outcome::Unrecoverable {
-                        message: format!(
-                            "{} did not replay the journal ({line}) and dropped it",
-                            fsck.join(" ")
-                        ),
-                    });
-                }
                 let message =
                     format!("{} exit {:?}: {}", fsck.join(" "), out.code, complaint(fsck[0], &out));
                 ladder = ladder_after_failed_recovery(config.repair, fsck);
