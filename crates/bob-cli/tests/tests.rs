@@ -506,6 +506,57 @@ fn atomic_write_units_512_and_4096_in_one_run() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--atomic-write-unit"));
 }
 
+/// A recording checked under a second disk model mounts only the states the first model
+/// did not have: a state's check depends on its bytes and its promises, not on the model
+/// that cut it. Taken from the first model's checks, the second model's cell is the one a
+/// run of that model alone gives, state for state.
+#[test]
+fn a_second_disk_model_mounts_only_the_states_the_first_did_not_have() {
+    let (fs, property) = ("ext4-ordered", "single-block-overwrite");
+    let dir = Dir::new();
+    // One recording for every run: two recordings differ in their states.
+    let trace = dir.path().join("trace");
+    let trace = trace.to_str().unwrap();
+    run_cell(&dir, fs, property, &["--schedules", "sync", "--save-trace", trace]);
+    let from_trace = |units: &str| {
+        run_cell(&dir, fs, property, &["--trace", trace, "--atomic-write-unit", units])
+    };
+    let (_, alone) = from_trace("512");
+    let (_, both) = from_trace("4096,512");
+    let both = both.as_array().cloned().unwrap_or_else(|| panic!("two cells: {both}"));
+    let (block, sector) = (&both[0], &both[1]);
+    assert_eq!(sector["disk_model"]["atomic_write_unit"], 512, "{sector}");
+    for cell in [&alone, block, sector] {
+        cell_is_consistent(cell);
+    }
+    for k in ["verdict", "counts", "states_explored", "states_unique", "states_mounted"] {
+        assert_eq!(sector[k], alone[k], "{k}: {sector}");
+    }
+    let n = |c: &serde_json::Value, k: &str| c[k].as_u64().unwrap_or(0);
+    assert_eq!(n(&alone, "journal_reused"), 0, "{alone}");
+    assert_eq!(n(block, "journal_reused"), 0, "{block}");
+    // Every distinct state of the 4 KiB model is a 512 B state too (no tear inside a
+    // block), so it is taken from the journal, and only the torn states are mounted.
+    assert!(n(sector, "journal_reused") > 0, "{sector}");
+    assert!(n(sector, "journal_reused") <= n(block, "states_unique"), "{sector}");
+    let text = String::from_utf8_lossy(
+        &run(&[
+            "run",
+            "--fs",
+            fs,
+            "--property",
+            property,
+            "--trace",
+            trace,
+            "--atomic-write-unit",
+            "4096,512",
+        ])
+        .stdout,
+    )
+    .into_owned();
+    assert!(text.contains("checked already under an earlier disk model"), "{text}");
+}
+
 /// Issue 11: every durability promise is judged in some crash state after its call
 /// returned, and the cell says in how many.
 #[test]

@@ -9,13 +9,18 @@ use serde::{Deserialize, Serialize};
 use super::{Error, StateCheck};
 
 /// Results of a cell already reached, and where new ones go, so that a killed run
-/// resumes without losing a verdict (`--resume`). One JSON line per mounted state, keyed
-/// by the state's content digest and the promises due in it (neither depends on state
-/// order or sharding).
+/// resumes without losing a verdict (`--resume`), and so that a recording checked under a
+/// second disk model mounts only the states the first did not have. One JSON line per
+/// mounted state, keyed by the state's content digest and the promises due in it (neither
+/// depends on state order, sharding or the disk model that cut the state: a state's check
+/// is a function of its bytes and its promises).
 #[derive(Default)]
 pub struct Journal {
-    /// Checks already done, by content digest.
-    pub prior: HashMap<[u8; 32], StateCheck>,
+    /// Checks done by the run this one resumes, by key.
+    prior: HashMap<[u8; 32], StateCheck>,
+    /// Checks done by this run, by key: a later disk model's states that an earlier
+    /// model's run already checked are taken from here.
+    this_run: Mutex<HashMap<[u8; 32], StateCheck>>,
     sink: Option<Mutex<std::fs::File>>,
 }
 
@@ -59,11 +64,32 @@ impl Journal {
             }
         }
         let file = std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(io)?;
-        Ok(Journal { prior, sink: Some(Mutex::new(file)) })
+        Ok(Journal { prior, this_run: Mutex::default(), sink: Some(Mutex::new(file)) })
+    }
+
+    /// The check already done for the state keyed `key`, by the resumed run or by this
+    /// one under an earlier disk model, marked as taken from the journal: no step of it
+    /// ran again, so none of its own reuse flags are this state's.
+    pub(super) fn get(&self, key: &[u8; 32]) -> Option<StateCheck> {
+        let this_run = self.this_run.lock().unwrap_or_else(|p| p.into_inner());
+        let mut c = self.prior.get(key).or_else(|| this_run.get(key))?.clone();
+        c.snapshot_reused = false;
+        c.fsck_reused = false;
+        c.reads_reused = false;
+        c.routine_fsck_reused = false;
+        c.reads_behind = None;
+        c.infra_retries = 0;
+        c.steps = None;
+        c.journal_reused = true;
+        Some(c)
     }
 
     pub(super) fn record(&self, digest: &[u8; 32], check: &StateCheck) {
         use std::io::Write;
+        if self.sink.is_some() {
+            let mut this_run = self.this_run.lock().unwrap_or_else(|p| p.into_inner());
+            this_run.insert(*digest, check.clone());
+        }
         if let Some(sink) = &self.sink {
             let line = JournalLine {
                 schema_version: crate::SCHEMA_VERSION,

@@ -170,6 +170,11 @@ pub struct StateCheck {
     /// state's, whose reads this state's bytes equal, gave its answer and its writes.
     #[serde(default, skip_serializing_if = "is_false")]
     pub routine_fsck_reused: bool,
+    /// The whole check was taken from the cell's journal: the same state (same bytes,
+    /// same promises due) was checked under an earlier disk model of the same recording,
+    /// or by the run this one resumes. Not journaled itself.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub journal_reused: bool,
     /// The sectors read by the check that this one's snapshot or fsck result came from
     /// (dedup after recovery), which reuse by reads must count as this check's reads.
     #[serde(skip)]
@@ -275,6 +280,7 @@ impl StateCheck {
             fsck_reused: false,
             reads_reused: false,
             routine_fsck_reused: false,
+            journal_reused: false,
             reads_behind: None,
             infra_retries: 0,
             steps: None,

@@ -423,6 +423,11 @@ pub struct Cell {
     /// their verdict is judged (reuse by reads). Counted in `states_mounted`: they mount.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reads_reused: usize,
+    /// Distinct states whose whole check was taken from the cell's journal: the same
+    /// state was checked under an earlier disk model of the same recording (or by the run
+    /// this one resumes). Counted in `states_mounted`: they mount.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub journal_reused: usize,
     /// Wall time of the cell, recording included.
     pub seconds: f64,
     /// Recordings of this cell whose file system was made by mkfs for them.
@@ -824,6 +829,7 @@ impl Cell {
             snapshot_reused: mounted_checks(results).filter(|c| c.snapshot_reused).count(),
             fsck_reused: mounted_checks(results).filter(|c| c.fsck_reused).count(),
             reads_reused: mounted_checks(results).filter(|c| c.reads_reused).count(),
+            journal_reused: mounted_checks(results).filter(|c| c.journal_reused).count(),
             seconds: 0.0,
             setup_made: 0,
             setup_reused: 0,
@@ -888,6 +894,7 @@ impl Cell {
         self.snapshot_reused += b.snapshot_reused;
         self.fsck_reused += b.fsck_reused;
         self.reads_reused += b.reads_reused;
+        self.journal_reused += b.journal_reused;
     }
 
     /// Applies what the recording exercised: `op_barriers` is how many barriers the judged
@@ -917,13 +924,23 @@ impl Cell {
     }
 
     /// How the distinct states were checked, in numbers that add up to them: mounted
-    /// here, judged from an earlier state's mount (reuse by reads: counted as mounted in
-    /// `states_mounted`, though this run never mounted them), and never mounted.
+    /// here, judged from an earlier state's mount (reuse by reads), taken from the check
+    /// of the same state under an earlier disk model (both counted as mounted in
+    /// `states_mounted`, though this cell never mounted them), and never mounted.
     pub fn how_checked(&self) -> String {
-        let mounted_here = self.states_mounted.saturating_sub(self.reads_reused);
+        let mounted_here = self
+            .states_mounted
+            .saturating_sub(self.reads_reused)
+            .saturating_sub(self.journal_reused);
         let mut parts = vec![format!("{mounted_here} mounted")];
         if self.reads_reused > 0 {
             parts.push(format!("{} judged from an earlier state's mount", self.reads_reused));
+        }
+        if self.journal_reused > 0 {
+            parts.push(format!(
+                "{} checked already under an earlier disk model (or by the resumed run)",
+                self.journal_reused
+            ));
         }
         let never = self.states_unique.saturating_sub(self.states_mounted);
         if never > 0 {
@@ -1184,9 +1201,15 @@ mod tests {
             first.contains("(298 explored, 296 distinct: 10 mounted, 284 judged from an earlier state's mount, 2 never mounted;"),
             "{first}"
         );
-        let plain = Cell { reads_reused: 0, states_unique: 294, ..cell };
+        let plain = Cell { reads_reused: 0, states_unique: 294, ..cell.clone() };
         let first = plain.to_text().lines().next().unwrap().to_owned();
         assert!(first.contains("294 distinct: 294 mounted;"), "{first}");
+        let second_model = Cell { reads_reused: 4, journal_reused: 280, ..cell };
+        let first = second_model.to_text().lines().next().unwrap().to_owned();
+        assert!(
+            first.contains("296 distinct: 10 mounted, 4 judged from an earlier state's mount, 280 checked already under an earlier disk model (or by the resumed run), 2 never mounted;"),
+            "{first}"
+        );
     }
 
     fn share(held: usize, violated: usize, first: Option<(&str, usize)>) -> ScheduleCell {
