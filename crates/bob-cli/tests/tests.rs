@@ -539,21 +539,10 @@ fn a_second_disk_model_mounts_only_the_states_the_first_did_not_have() {
     // block), so it is taken from the journal, and only the torn states are mounted.
     assert!(n(sector, "journal_reused") > 0, "{sector}");
     assert!(n(sector, "journal_reused") <= n(block, "states_unique"), "{sector}");
-    let text = String::from_utf8_lossy(
-        &run(&[
-            "run",
-            "--fs",
-            fs,
-            "--property",
-            property,
-            "--trace",
-            trace,
-            "--atomic-write-unit",
-            "4096,512",
-        ])
-        .stdout,
-    )
-    .into_owned();
+    let out = dir.path().join("text-out");
+    let args = ["run", "--fs", fs, "--property", property, "--trace", trace];
+    let more = ["--atomic-write-unit", "4096,512", "--out", out.to_str().unwrap()];
+    let text = String::from_utf8_lossy(&run(&[&args[..], &more[..]].concat()).stdout).into_owned();
     assert!(text.contains("checked already under an earlier disk model"), "{text}");
 }
 
