@@ -453,7 +453,8 @@ pub struct CellArgs {
     pub resume: bool,
     /// How many times to record each drain schedule: auto (once, and 3 times in all for
     /// a schedule whose first recording shows a violation) or a number. A cell's states
-    /// are the union of every recording's, and a schedule violated in some of its
+    /// are the union of every recording's (a second or later recording checked until its
+    /// first violation, all that k needs), and a schedule violated in some of its
     /// recordings but not all is marked racy (`violated in 1 of 3 recordings: racy`),
     /// which `bob diff` reports as racy, not as a change. Cells checked from saved traces
     /// (--trace, --traces) use the recordings saved.

@@ -42,6 +42,11 @@ pub struct EngineOptions<'a> {
     pub progress: &'a (dyn Fn(usize, usize) + Sync),
     /// Once set, the run stops early with [`Error::Interrupted`].
     pub cancel: &'a AtomicBool,
+    /// Stop at the first violated state: the results are the stream's states up to the
+    /// first violated one, for a recording whose only question is whether it shows a
+    /// violation at all (a schedule's second and later recordings, see
+    /// `run::recordings`). A run that finds none checks every state.
+    pub until_violation: bool,
 }
 
 /// The default judge, cancel flag and progress of [`EngineOptions::new`].
@@ -62,6 +67,7 @@ impl<'a> EngineOptions<'a> {
             journal: None,
             progress: &unheard,
             cancel: &NEVER,
+            until_violation: false,
         }
     }
 }
@@ -408,6 +414,9 @@ struct Run<'a> {
     done: AtomicUsize,
     distinct: AtomicUsize,
     first_error: Mutex<Option<Error>>,
+    /// A state was violated under [`EngineOptions::until_violation`]: no new state is
+    /// taken.
+    violation_found: AtomicBool,
 }
 
 /// The receiving end of the queue, shared by the workers; the last one to stop drops it,
@@ -495,12 +504,14 @@ impl<'a> Run<'a> {
             done: AtomicUsize::new(0),
             distinct: AtomicUsize::new(0),
             first_error: Mutex::new(None),
+            violation_found: AtomicBool::new(false),
         }
     }
 
     /// Whether to stop: a cancel, or an error of bob's (or a poisoned lock).
     fn stop(&self) -> bool {
         self.options.cancel.load(Ordering::Relaxed)
+            || self.violation_found.load(Ordering::Relaxed)
             || self.first_error.lock().map(|e| e.is_some()).unwrap_or(true)
     }
 
@@ -511,6 +522,9 @@ impl<'a> Run<'a> {
     /// Keeps the check of the state at `index`, with its snapshot only if it is the
     /// earliest state of a failing outcome so far, and tells the progress.
     fn finish(&self, index: usize, mut c: StateCheck) {
+        if self.options.until_violation && c.outcome.kind() == super::OutcomeKind::Violated {
+            self.violation_found.store(true, Ordering::Relaxed);
+        }
         {
             let mut results = self.results.lock().unwrap_or_else(|p| p.into_inner());
             let mut keep = self.keep.lock().unwrap_or_else(|p| p.into_inner());
@@ -702,13 +716,27 @@ impl<'a> Run<'a> {
             .map(|(i, c)| (i, Arc::new(c)))
             .collect();
         let mut out = Vec::with_capacity(listed.len());
+        let stopped_at_violation = self.violation_found.into_inner();
         for (state, digest, mounted_as) in listed {
-            // Every distinct state has a result unless the run stopped, which returned
-            // above.
+            // Every distinct state has a result unless the run stopped: on an error or a
+            // cancel, which returned above, or at a violation under `until_violation`.
+            // Workers take states in stream order and finish what they took, so the
+            // states checked then are a prefix of the stream, every state before the
+            // first violation in it.
             let Some(check) = results.get(&mounted_as).cloned() else {
+                if stopped_at_violation {
+                    break;
+                }
                 return Err(Error::Interrupted);
             };
             out.push(StateResult { state, digest, mounted_as, check });
+        }
+        if stopped_at_violation {
+            // Up to the first violation in stream order, whatever else the workers had
+            // taken by then: the same prefix on every run of the same trace.
+            let first =
+                out.iter().position(|r| r.check.outcome.kind() == super::OutcomeKind::Violated);
+            out.truncate(first.map_or(out.len(), |i| i + 1));
         }
         Ok(out)
     }

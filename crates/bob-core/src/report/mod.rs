@@ -452,6 +452,12 @@ pub struct Cell {
     /// zero, a `held` says only that no checked state broke the property.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub states_left_out: usize,
+    /// Crash states of a schedule's second and later recordings left unchecked: each of
+    /// those recordings is checked only until its first violation, which is all that the
+    /// verdict and the racy count (`violated in k of n recordings`) need. Not counted in
+    /// `states_explored`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub states_unchecked: usize,
     /// The first violation's (or failure's) one-line story.
     pub story: Option<String>,
     /// What the witness's story tells, typed, when the oracle found a violation there.
@@ -837,6 +843,7 @@ impl Cell {
             kernel: None,
             kernel_crash_witness: None,
             states_left_out: 0,
+            states_unchecked: 0,
             story: None,
             discrepancy: None,
             witness_state: None,
@@ -970,6 +977,14 @@ impl Cell {
                 "  racy:    {}; the verdict is the union's, and another run may see the race \
                  go the other way\n",
                 racy.join("; ")
+            ));
+        }
+        if self.states_unchecked > 0 {
+            s.push_str(&format!(
+                "  recordings: after a schedule's first recording, each later one was checked \
+                 until its first violation, all that `violated in k of n` needs; {} of their \
+                 states were not checked and are not counted above\n",
+                self.states_unchecked
             ));
         }
         if let Some(n) = self.states_recovered_unique {

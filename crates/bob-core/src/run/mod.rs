@@ -351,6 +351,9 @@ struct Part {
     generated: usize,
     /// Distinct states the state cap left out of that list.
     left_out: usize,
+    /// States of that list not checked: a second or later recording of a schedule is
+    /// checked only until its first violation (see [`check_schedule`]).
+    unchecked: usize,
 }
 
 /// The schedules a cell records: those asked for that the configuration supports, in
@@ -502,9 +505,12 @@ pub(crate) fn check_cell(
     for (m, &disk) in models.iter().enumerate() {
         let checking = Instant::now();
         let mut parts = Vec::with_capacity(recs.len());
-        for rec in &mut recs {
+        for k in 0..recs.len() {
+            let schedule = recs[k].subject.schedule;
+            let later = recs[..k].iter().any(|r| r.subject.schedule == schedule);
+            let rec = &mut recs[k];
             rec.subject.set_disk(disk);
-            parts.push(check_schedule(opts, rec, progress, cancel)?);
+            parts.push(check_schedule(opts, rec, later, progress, cancel)?);
         }
         if m == 0 {
             // The schedules `--recordings auto` records again, judged by the first
@@ -547,6 +553,7 @@ fn assemble(
         Cell::of_results(opts.config.name, opts.cell_name(), &cell.union.results);
     cell.summarize(&mut c);
     c.states_left_out = parts.iter().map(|p| p.left_out).sum();
+    c.states_unchecked = parts.iter().map(|p| p.unchecked).sum();
     cell.add_causes(&mut c);
     cell.add_promises_and_scenarios(&mut c);
     cell.add_schedules(&mut c);
@@ -1006,9 +1013,15 @@ fn record_fresh(
 
 /// Generates the crash states of one recording under its subject's disk model and checks
 /// them (this shard's); its journal skips what an earlier disk model already mounted.
+/// A schedule's second and later recordings in the cell (`later_recording`) are there to
+/// say whether the violation of the first comes back (`violated in k of n recordings`),
+/// so each is checked only until its first violation: the rest of its states could add
+/// to the counts, never to the verdict or to k. Unsharded runs only: shards would each
+/// stop at a violation of their own.
 fn check_schedule(
     opts: &RunOptions,
     rec: &ScheduleRecording,
+    later_recording: bool,
     progress: &dyn Progress,
     cancel: &AtomicBool,
 ) -> Result<Part, Error> {
@@ -1041,6 +1054,7 @@ fn check_schedule(
 
     // The number of states is known once the stream ends: the bar grows until then.
     progress.phase(&format!("checking {name}"), 0);
+    let until_violation = later_recording && opts.shard.is_none();
     let engine = EngineOptions {
         jobs: opts.explore.jobs,
         timeouts: opts.explore.timeouts,
@@ -1048,11 +1062,17 @@ fn check_schedule(
         journal: Some(&rec.journal),
         progress: &|d, t| progress.state_done(d, t),
         cancel,
+        until_violation,
         ..EngineOptions::new(&rec.scratch)
     };
     let results = check::run_states(subject, &mut states, &engine)?;
+    // After a stop at a violation: the rest of the stream is generated (not checked), so
+    // that the positions of the recordings after this one are those of a full run.
+    states.by_ref().for_each(drop);
     drop(states);
-    Ok(Part { results, positions, generated, left_out })
+    positions.truncate(results.len());
+    let unchecked = if until_violation { generated - results.len() } else { 0 };
+    Ok(Part { results, positions, generated, left_out, unchecked })
 }
 
 /// For the properties that claim to test an op crossing commits (the multi-block ones):

@@ -165,7 +165,7 @@ pub(crate) fn settle(
         for recording in 2..=AUTO_RECORDINGS {
             let planned = Planned { schedule: Some(schedule), recording, saved: None };
             let rec = record_schedule(opts, planned, at, progress, cancel)?;
-            parts.push(check_schedule(opts, &rec, progress, cancel)?);
+            parts.push(check_schedule(opts, &rec, true, progress, cancel)?);
             recs.push(rec);
         }
     }
