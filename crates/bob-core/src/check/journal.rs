@@ -69,7 +69,8 @@ impl Journal {
 
     /// The check already done for the state keyed `key`, by the resumed run or by this
     /// one under an earlier disk model, marked as taken from the journal: no step of it
-    /// ran again, so none of its own reuse flags are this state's.
+    /// ran again, so none of its own reuse flags are this state's (the retries it needed
+    /// are kept, as the run that made it reported them).
     pub(super) fn get(&self, key: &[u8; 32]) -> Option<StateCheck> {
         let this_run = self.this_run.lock().unwrap_or_else(|p| p.into_inner());
         let mut c = self.prior.get(key).or_else(|| this_run.get(key))?.clone();
@@ -78,7 +79,6 @@ impl Journal {
         c.reads_reused = false;
         c.routine_fsck_reused = false;
         c.reads_behind = None;
-        c.infra_retries = 0;
         c.steps = None;
         c.journal_reused = true;
         Some(c)
