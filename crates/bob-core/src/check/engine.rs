@@ -508,7 +508,8 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// Whether to stop: a cancel, or an error of bob's (or a poisoned lock).
+    /// Whether to stop: a cancel, an error of bob's (or a poisoned lock), or a violation
+    /// under [`EngineOptions::until_violation`].
     fn stop(&self) -> bool {
         self.options.cancel.load(Ordering::Relaxed)
             || self.violation_found.load(Ordering::Relaxed)
