@@ -323,20 +323,7 @@ pub fn run_full_table_bench(
 impl FullTableReport {
     /// The human-readable summary.
     pub fn to_text(&self) -> String {
-        let run = |name: &str, r: &TableRun| {
-            format!(
-                "{name}: {:.1} s, {} cells, {} states explored ({} mounted, {} of them reusing \
-                 an earlier state's check by reads, {} checked already under the earlier disk \
-                 model), {:.1} states/s\n",
-                r.seconds,
-                r.cells,
-                r.states_explored,
-                r.states_mounted,
-                r.states_reads_reused,
-                r.states_journal_reused,
-                r.states_per_s
-            )
-        };
+        let run = |name: &str, r: &TableRun| format!("{}\n", r.text(name));
         let loads: Vec<String> =
             self.load_average.iter().map(|[a, b]| format!("{a:.2} -> {b:.2}")).collect();
         let mut s = format!(
@@ -385,6 +372,22 @@ impl FullTableReport {
 }
 
 impl TableRun {
+    /// The run in one line, named `name`, as both table benchmarks print it.
+    fn text(&self, name: &str) -> String {
+        format!(
+            "{name}: {:.1} s, {} cells, {} states explored ({} mounted, {} of them reusing an \
+             earlier state's check by reads, {} checked already under the earlier disk \
+             model), {:.1} states/s",
+            self.seconds,
+            self.cells,
+            self.states_explored,
+            self.states_mounted,
+            self.states_reads_reused,
+            self.states_journal_reused,
+            self.states_per_s
+        )
+    }
+
     fn of(grid: &Grid, speedups: Speedups, seconds: f64) -> TableRun {
         let states_explored = grid.cells.iter().map(|c| c.states_explored).sum();
         TableRun {
@@ -457,20 +460,7 @@ impl TableBenchReport {
     /// The human-readable summary.
     pub fn to_text(&self) -> String {
         let run = |name: &str, r: &TableRun| {
-            format!(
-                "{name}: {:.1} s, {} cells, {} states explored ({} mounted, {} of them reusing an \
-                 earlier state's check by reads, {} checked already under the earlier disk \
-                 model), {:.1} states/s; mkfs {} times, reused {}\n",
-                r.seconds,
-                r.cells,
-                r.states_explored,
-                r.states_mounted,
-                r.states_reads_reused,
-                r.states_journal_reused,
-                r.states_per_s,
-                r.setup_made,
-                r.setup_reused
-            )
+            format!("{}; mkfs {} times, reused {}\n", r.text(name), r.setup_made, r.setup_reused)
         };
         let mut s = format!(
             "bench table {} x {} (schedules {}{}; jobs {}, {} cores, load {:.2} -> {:.2})\n",

@@ -86,21 +86,19 @@ impl Journal {
 
     pub(super) fn record(&self, digest: &[u8; 32], check: &StateCheck) {
         use std::io::Write;
-        if self.sink.is_some() {
-            let mut this_run = self.this_run.lock().unwrap_or_else(|p| p.into_inner());
-            this_run.insert(*digest, check.clone());
+        let Some(sink) = &self.sink else { return };
+        let line = JournalLine {
+            schema_version: crate::SCHEMA_VERSION,
+            digest: hex(digest),
+            check: check.clone(),
+        };
+        if let Ok(text) = serde_json::to_string(&line) {
+            let mut f = sink.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = f.write_all(format!("{text}\n").as_bytes());
         }
-        if let Some(sink) = &self.sink {
-            let line = JournalLine {
-                schema_version: crate::SCHEMA_VERSION,
-                digest: hex(digest),
-                check: check.clone(),
-            };
-            if let Ok(text) = serde_json::to_string(&line) {
-                let mut f = sink.lock().unwrap_or_else(|p| p.into_inner());
-                let _ = f.write_all(format!("{text}\n").as_bytes());
-            }
-        }
+        // The line's copy serves this run's later disk models too.
+        let mut this_run = self.this_run.lock().unwrap_or_else(|p| p.into_inner());
+        this_run.insert(*digest, line.check);
     }
 }
 
