@@ -7,6 +7,7 @@
 #   build-kernel.sh --debian 6.1.176-1            # Debian's `linux` source package, that version
 #   build-kernel.sh --tree ~/linux                # an unpacked source tree (built out of tree)
 #   build-kernel.sh --tree ~/linux.git --rev v4.16 # a git repository: REV is exported first
+#   build-kernel.sh --tree ~/x.git --rev HEAD --subdir linux-3.13.10 # the tree is a subdirectory
 #   options: --out DIR   (default ${BOB_KERNEL_CACHE:-~/.cache/bob/kernels}/built-uml-RELEASE)
 #            -j N        (default nproc)   --cc gcc-10 (compiler; installed if missing)
 #
@@ -20,7 +21,7 @@
 set -euo pipefail
 
 CACHE=${BOB_KERNEL_CACHE:-$HOME/.cache/bob/kernels}
-TREE= REV= DEBIAN= OUT= JOBS=$(nproc) CCOPT=
+TREE= REV= SUBDIR= DEBIAN= OUT= JOBS=$(nproc) CCOPT=
 START=$(date +%s)
 
 log() { printf 'build-kernel: %s\n' "$*" >&2; }
@@ -31,6 +32,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --tree) TREE=${2:?}; shift 2 ;;
     --rev) REV=${2:?}; shift 2 ;;
+    --subdir) SUBDIR=${2:?}; shift 2 ;;
     --debian) DEBIAN=${2:?}; shift 2 ;;
     --out) OUT=${2:?}; shift 2 ;;
     -j) JOBS=${2:?}; shift 2 ;;
@@ -43,6 +45,7 @@ done
 [ -n "$TREE" ] || [ -n "$DEBIAN" ] || { log "give --tree DIR or --debian VERSION"; usage; }
 [ -n "$TREE" ] && [ -n "$DEBIAN" ] && die "--tree and --debian exclude each other"
 [ -n "$REV" ] && [ -z "$TREE" ] && die "--rev needs --tree (a git repository)"
+[ -n "$SUBDIR" ] && [ -z "$REV" ] && die "--subdir needs --rev (it names a directory of REV)"
 mkdir -p "$CACHE"
 CACHE=$(cd "$CACHE" && pwd)
 
@@ -195,6 +198,14 @@ elif [ -n "$REV" ]; then
   commit=$(git --git-dir="$gitdir" rev-parse --verify -q "$REV^{commit}") || die "no commit $REV in $TREE"
   ORIGIN="git:$TREE@$REV ($commit)"
   KEY=git-${commit:0:12}
+  if [ -n "$SUBDIR" ]; then
+    SUBDIR=${SUBDIR%/}
+    [ "$(git --git-dir="$gitdir" cat-file -t "$commit:$SUBDIR" 2>/dev/null)" = tree ] \
+      || die "no directory $SUBDIR in $REV ($commit)"
+    ORIGIN="git:$TREE@$REV:$SUBDIR ($commit)"
+    KEY=$KEY-$(printf '%s' "$SUBDIR" | sha256sum | cut -c1-8)
+    commit=$commit:$SUBDIR
+  fi
   d=$CACHE/src/$KEY
   if [ ! -e "$d/.unpacked" ]; then
     rm -rf "$d"; mkdir -p "$d"
@@ -213,6 +224,17 @@ elif [ -n "$REV" ]; then
       # (git still names the first missing blob on stderr, but exports the rest and succeeds)
       git --git-dir="$gitdir" archive "$commit" -- . "${excludes[@]}" 2>/dev/null | tar -x -C "$d" \
         || die "git archive $commit failed"
+    fi
+    # A repository that stored its files without modes (committed from a file system
+    # without them) exports scripts/config and the build's other scripts unexecutable:
+    # give back the exec bit to every file that starts with "#!".
+    if [ -e "$d/scripts/config" ] && [ ! -x "$d/scripts/config" ]; then
+      find "$d" -type f ! -perm -u+x -print0 \
+        | perl -0ne 'chomp; open(my $f, "<", $_) or next; read($f, my $b, 2); print "$_\0" if $b eq "#!"' \
+        > "$d/.scripts"
+      xargs -0 -r chmod +x < "$d/.scripts"
+      n=$(tr -cd '\0' < "$d/.scripts" | wc -c); rm -f "$d/.scripts"
+      log "the repository stored no exec bits: restored them on $n scripts (files starting with #!)"
     fi
     touch "$d/.unpacked"
   fi
@@ -247,6 +269,49 @@ if [ "$CCMAJOR" -ge 8 ] && [ "$KVER" -lt 5000 ]; then
   KCFLAGS+=(-Wno-error)
   FIXES+=("-Wno-error (new warnings in old trees)")
 fi
+# UML's host-side code includes glibc's headers, and old trees predate two glibc changes:
+# 2.26 dropped `struct ucontext` (only `ucontext_t` is left), and 2.28 stopped declaring
+# major()/minor()/makedev() in <sys/types.h> (<sys/sysmacros.h> has them); 4.4.1 and
+# 3.13.10 needed both, 4.16.13 neither. These are
+# source edits, made only in a copy this script exported (--rev, --debian); a tree of
+# your own is never written to, and one that needs them stops with what to change.
+src_fixes=()
+ucontext_files=()
+for f in arch/um/os-Linux/signal.c arch/x86/um/stub_segv.c; do
+  grep -q 'struct ucontext \*uc = p;' "$SRC/$f" 2>/dev/null && ucontext_files+=("$f")
+done
+[ ${#ucontext_files[@]} -gt 0 ] && src_fixes+=("ucontext_t for struct ucontext in ${ucontext_files[*]} (glibc>=2.26)")
+sysmacros=
+if grep -q 'major(' "$SRC/arch/um/os-Linux/file.c" 2>/dev/null \
+  && ! grep -q 'sys/sysmacros.h' "$SRC/arch/um/os-Linux/file.c"; then
+  sysmacros=arch/um/os-Linux/file.c
+  src_fixes+=("#include <sys/sysmacros.h> in $sysmacros (glibc>=2.28)")
+fi
+# Before 4.2 a tree includes include/linux/compiler-gccN.h for gcc N and knows 3 and 4
+# only; gcc 4's is what later trees grew out of (later trees have one compiler-gcc.h).
+gcc_header=
+if [ -e "$SRC/include/linux/compiler-gcc4.h" ] && [ ! -e "$SRC/include/linux/compiler-gcc$CCMAJOR.h" ] \
+  && grep -q 'gcc_header(__GNUC__)' "$SRC/include/linux/compiler-gcc.h"; then
+  gcc_header=include/linux/compiler-gcc$CCMAJOR.h
+  src_fixes+=("$gcc_header as a copy of compiler-gcc4.h (the tree knows gcc 3 and 4 only)")
+fi
+# ...and UML's host-side init.h defines __used for gcc 3 and 4 only (3.13.10's does).
+um_init=
+if grep -q '^#if __GNUC__ == 4$' "$SRC/arch/um/include/shared/init.h" 2>/dev/null; then
+  um_init=arch/um/include/shared/init.h
+  src_fixes+=("__used for gcc>4 in $um_init")
+fi
+if [ ${#src_fixes[@]} -gt 0 ]; then
+  if [ -z "$REV" ] && [ -z "$DEBIAN" ]; then
+    die "$SRC needs these edits to build against this glibc (the script does not write to a tree of your own; give --tree REPO --rev REV to build an exported copy): ${src_fixes[*]}"
+  fi
+  for f in "${ucontext_files[@]}"; do sed -i 's/struct ucontext \*uc = p;/ucontext_t *uc = p;/' "$SRC/$f"; done
+  [ -n "$sysmacros" ] \
+    && sed -i '0,/^#include /s//#include <sys\/sysmacros.h>\n#include /' "$SRC/$sysmacros"
+  [ -n "$gcc_header" ] && cp "$SRC/include/linux/compiler-gcc4.h" "$SRC/$gcc_header"
+  [ -n "$um_init" ] && sed -i 's/^#if __GNUC__ == 4$/#if __GNUC__ >= 4/' "$SRC/$um_init"
+  FIXES+=("${src_fixes[@]}")
+fi
 [ ${#KCFLAGS[@]} -gt 0 ] && MK+=("KCFLAGS=${KCFLAGS[*]}")
 mk() { make -C "$SRC" O="$BUILD" "${MK[@]}" "$@"; }
 [ ${#FIXES[@]} -gt 0 ] && log "fixes for this tree: ${FIXES[*]}"
@@ -268,6 +333,9 @@ for s in "${REQUIRED[@]}"; do if has "$s"; then present+=("$s"); else absent+=("
 args=()
 for s in "${present[@]}"; do args+=(--enable "$s"); done
 has STATIC_LINK && args+=(--disable STATIC_LINK)
+# A 64-bit guest always: 3.12.0's defconfig leaves UML 32-bit (CONFIG_64BIT off), whose
+# host-side objects need a 32-bit libc this machine does not have.
+has 64BIT && args+=(--enable 64BIT)
 has DEVTMPFS_MOUNT && args+=(--enable DEVTMPFS_MOUNT)
 [ -n "$LOCALVER" ] && args+=(--set-str LOCALVERSION "$LOCALVER")
 args+=(--disable LOCALVERSION_AUTO)
