@@ -2,7 +2,7 @@
 //! every guard (mount, loop device, FUSE disk, scratch dir) is released on the way out.
 //!
 //! A second signal depends on what bob holds. A command that serves devices (a FUSE disk
-//! under loop devices, mounts of them: [`hold_devices`]) ignores it, with one line saying
+//! under loop devices, mounts of them: [`hold_devices`]) or runs a guest kernel ignores it, with one line saying
 //! so: dying then would leave threads of bob, and programs it runs (an `xfs_repair -n`),
 //! in uninterruptible I/O to loop devices whose server is bob itself; a process in that
 //! state never finishes dying, holds its loop devices and FUSE mount, and stalls every
@@ -24,8 +24,9 @@ static HOLDS_DEVICES: AtomicBool = AtomicBool::new(false);
 
 /// What a second signal prints while devices are held (written with write(2), which is
 /// async-signal-safe).
-const STILL_RELEASING: &[u8] = b"bob: stopping; releasing its mounts, loop devices and FUSE \
-disk first (further signals are ignored until then; kill -9 leaves them to `bob cleanup`)\n";
+const STILL_RELEASING: &[u8] = b"bob: stopping; releasing its mounts, loop devices, FUSE \
+disk and guest kernels first (further signals are ignored until then; kill -9 leaves them to \
+`bob cleanup`)\n";
 
 extern "C" fn on_signal(sig: libc::c_int) {
     if !CANCEL.swap(true, Ordering::SeqCst) {

@@ -25,7 +25,13 @@ use crate::exit::Conclusion;
 /// Runs a parsed command.
 pub fn dispatch(command: Command) -> Result<Conclusion, CliError> {
     if let Some(vm) = command.vm().filter(|vm| !vm.is_host()) {
-        return crate::guest::run(&command, vm);
+        // A guest kernel is bob's child; a bob that died of a second signal would leave
+        // it running (a UML kernel's processes outlive their parent), so the first
+        // signal's flag stops it and further ones wait for that.
+        crate::signals::hold_devices();
+        let end = crate::guest::run(&command, vm);
+        crate::signals::released();
+        return end;
     }
     let holds_devices = command.creates_resources();
     if holds_devices {
