@@ -117,6 +117,20 @@ pub enum Flushes {
     Refuse,
 }
 
+/// Whether the running kernel's loop driver can use a FUSE file opened with
+/// `FOPEN_DIRECT_IO`. 4.4.1's cannot: its loop thread and the writers to the device block
+/// for ever on the first writes (4.16.13 and every later kernel tried serve it). On such
+/// a kernel a recording disk goes through the page cache instead. The loop thread takes
+/// requests one at a time and a flush is an fsync of the file, which writes back every
+/// page dirtied before it, so bob still sees each flush after the writes it covers and
+/// none after it; what is lost is a block written twice between two flushes, of which
+/// only the last contents arrive. Crash states are then fewer, never ones a disk could
+/// not leave. The releases between 4.4 and 4.16 were not tried; they are treated as 4.4.
+fn loop_over_direct_io_works() -> bool {
+    static WORKS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WORKS.get_or_init(|| crate::host::running_version() >= (4, 16))
+}
+
 impl Filesystem for DiskFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // Large writes keep one block request in one FUSE request (up to the kernel's cap).
@@ -181,6 +195,7 @@ impl Filesystem for DiskFs {
         // disk.
         let flags = match disk.cached() {
             true => FopenFlags::empty(),
+            false if !loop_over_direct_io_works() => FopenFlags::empty(),
             false => FopenFlags::FOPEN_DIRECT_IO,
         };
         reply.opened(FileHandle(0), flags);
@@ -349,7 +364,11 @@ impl DiskServer {
             fuser::MountOption::NoAtime,
         ];
         config.n_threads = Some(threads.max(1));
-        config.clone_fd = threads > 1;
+        // A thread of its own /dev/fuse descriptor each (FUSE_DEV_IOC_CLONE) where the
+        // kernel has the ioctl (4.2); before it, fuser's session fails after the mount
+        // and leaves every request unanswered (3.13.10 hung so), so the threads share one
+        // descriptor, as libfuse's did before 4.2.
+        config.clone_fd = threads > 1 && crate::host::running_version() >= (4, 2);
         let fs = DiskFs { registry: registry.clone(), flushes };
         let session = fuser::spawn_mount(fs, mountpoint, &config)
             .map_err(|source| Error::Fuse { path: mountpoint.to_owned(), source })?;

@@ -137,6 +137,12 @@ pub struct LoopDevice {
 /// How many times [`LoopDevice::attach_free`] asks for a free device before it gives up.
 const ATTACH_TRIES: usize = 64;
 
+/// Whether the directory of a sysfs attribute exists (the device's queue is there, only
+/// the attribute is not: an older kernel's).
+fn attr_dir_exists(attr: &Path) -> bool {
+    attr.parent().is_some_and(Path::is_dir)
+}
+
 impl LoopDevice {
     /// Binds a free loop device (asking `/dev/loop-control`, which creates one if needed)
     /// to `backing`.
@@ -267,8 +273,15 @@ impl LoopDevice {
         let name = self.path.file_name().map(|n| n.to_string_lossy().into_owned());
         let attr =
             PathBuf::from(format!("/sys/block/{}/queue/write_cache", name.unwrap_or_default()));
-        let found = std::fs::read_to_string(&attr)
-            .map_err(|e| loop_err(&self.path, "read its write cache setting", e))?;
+        let found = match std::fs::read_to_string(&attr) {
+            // Kernels before 4.7 have no such setting: their loop device always passes
+            // flushes on to a file that takes fsync (and a FUA write as a write and a
+            // flush after it, which the block layer makes of it for a queue without FUA).
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && attr_dir_exists(&attr) => {
+                return Ok(());
+            }
+            found => found.map_err(|e| loop_err(&self.path, "read its write cache setting", e))?,
+        };
         let found = found.trim();
         if found == "write back" {
             return Ok(());

@@ -823,10 +823,15 @@ impl FsConfig {
 
     /// mkfs options that an older kernel than today's mkfs assumes needs (`release`, its
     /// `major.minor`): mkfs.xfs makes bigtime and inobtcount file systems, which kernels
-    /// before 5.10 refuse to mount read-write ("SB validate failed").
+    /// before 5.10 refuse to mount read-write ("SB validate failed"). mkfs.btrfs makes a
+    /// free-space tree (a 4.5 feature, a runtime feature to mkfs: `-R`) and no-holes
+    /// (3.14), each of which an older kernel refuses to mount ("cannot mount because of
+    /// unsupported optional features").
     fn options_for_kernel(&self, release: (u32, u32)) -> Vec<&'static str> {
         match self.fstype {
             "xfs" if release < (5, 10) => vec!["-m", "bigtime=0,inobtcount=0"],
+            "btrfs" if release < (3, 14) => vec!["-R", "^free-space-tree", "-O", "^no-holes"],
+            "btrfs" if release < (4, 5) => vec!["-R", "^free-space-tree"],
             _ => Vec::new(),
         }
     }
@@ -1265,6 +1270,13 @@ mod tests {
         assert_eq!(xfs.options_for_kernel((4, 16)), ["-m", "bigtime=0,inobtcount=0"]);
         assert!(xfs.options_for_kernel((5, 10)).is_empty());
         assert!(by_name("ext4-ordered").unwrap().options_for_kernel((4, 16)).is_empty());
+        let btrfs = by_name("btrfs").unwrap();
+        assert_eq!(
+            btrfs.options_for_kernel((3, 13)),
+            ["-R", "^free-space-tree", "-O", "^no-holes"]
+        );
+        assert_eq!(btrfs.options_for_kernel((4, 4)), ["-R", "^free-space-tree"]);
+        assert!(btrfs.options_for_kernel((4, 5)).is_empty());
     }
 
     /// Availability is the running kernel's: a kernel configuration runs here exactly

@@ -541,6 +541,12 @@ pub(crate) fn write_init(
          mkdir -p -m 1777 /run/tmp\n\
          export TMPDIR=/run/tmp\n",
     );
+    if !saves_vector_registers(&kernel.release) {
+        script.push_str(&format!("export GLIBC_TUNABLES={NO_WIDE_VECTORS}\n"));
+    }
+    if !seeds_itself(&kernel.release) {
+        script.push_str(&seed_entropy(ctl)?);
+    }
     // Where the command writes, and what the guest must see of the host below its fresh
     // tmpfs (`/run`): each at its own path, shallowest first. Everything else of the host
     // (`/tmp` too, where a command's inputs may lie) is seen read-only as it is.
@@ -568,6 +574,54 @@ pub(crate) fn write_init(
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
         .map_err(|source| Error::Io { path, source })
+}
+
+/// glibc's tunable that keeps its string and memory functions off the AVX registers
+/// (ymm, zmm and the 16 registers AVX-512 adds): SSE2 variants remain.
+const NO_WIDE_VECTORS: &str =
+    "glibc.cpu.hwcaps=-AVX,-AVX2,-AVX512F,-AVX512VL,-AVX512BW,-AVX512DQ,-AVX512CD,-AVX_Fast_Unaligned_Load";
+
+/// Whether a UML kernel of this release keeps its processes' AVX registers across a
+/// switch. Older UML saved only the x87/SSE state (`PTRACE_GETFPXREGS`): 4.4.1's
+/// arch/x86/um/os-Linux/registers.c has no `have_xstate_support`, 4.16.13's does. On such
+/// a kernel every guest process that glibc's string functions run in AVX registers reads
+/// garbage (its own arguments: `bob --version` fails there with "unexpected argument"),
+/// so its guests run glibc without them. The releases between were not checked: they are
+/// treated as the older one, which only costs speed.
+fn saves_vector_registers(release: &str) -> bool {
+    crate::host::release_version(release) >= (4, 16)
+}
+
+/// Whether a kernel of this release fills its entropy pool on its own soon after boot
+/// (5.4 added the jitter-based `try_to_generate_entropy`). Before it, a UML guest, with
+/// no disk or network interrupts to draw on, may wait minutes or for ever for the
+/// 128 bits that `getrandom(2)` waits for, and bob's temporary files (the `tempfile`
+/// crate asks `getrandom(2)` for their names) hang with it: 4.4.1 did.
+fn seeds_itself(release: &str) -> bool {
+    crate::host::release_version(release) >= (5, 4)
+}
+
+/// The init's lines that credit the guest's entropy pool with 64 bytes of the host's:
+/// written into the control directory, and handed to the kernel by `RNDADDENTROPY`
+/// (writing to /dev/urandom mixes bytes in without crediting them). perl does the ioctl
+/// because Debian always has it (perl-base is essential) and the guest sees the host's
+/// programs; no program of bob's runs before the command.
+fn seed_entropy(ctl: &Path) -> Result<String, Error> {
+    let mut seed = [0u8; 64];
+    let path = ctl.join("entropy-seed");
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut seed))
+        .and_then(|()| std::fs::write(&path, seed))
+        .map_err(|source| Error::Io { path: path.clone(), source })?;
+    // RNDADDENTROPY = _IOW('R', 0x03, int[2]); struct rand_pool_info { int entropy_count;
+    // int buf_size; __u32 buf[]; }, the count in bits.
+    Ok(format!(
+        "perl -e 'open(my $s, \"<\", $ARGV[0]) or exit 1; binmode $s; local $/; my $d = <$s>; \
+         open(my $r, \">\", \"/dev/urandom\") or exit 1; \
+         ioctl($r, 0x40085203, pack(\"ii\", 8 * length($d), length($d)) . $d) or exit 1' {} \
+         || echo 'bob: could not seed the guest kernel entropy pool; getrandom may block' >&2\n",
+        quote(path.as_os_str())
+    ))
 }
 
 /// The host directories to mount in the guest: what is needed below a guest tmpfs
@@ -659,6 +713,37 @@ mod tests {
                       Components: main\n\nTypes: deb\nURIs: http://m.example/sec\nSuites: bookworm-security\n";
         assert_eq!(archive_uri(deb822).as_deref(), Some("http://m.example/debian"));
         assert_eq!(archive_uri("Types: deb-src\nURIs: x\nSuites: sid\n"), None);
+    }
+
+    #[test]
+    fn guests_of_a_uml_kernel_without_xstate_run_glibc_without_avx() {
+        assert!(!saves_vector_registers("3.13.10"));
+        assert!(!saves_vector_registers("4.4.1"));
+        assert!(saves_vector_registers("4.16.13"));
+        assert!(saves_vector_registers("7.2.7"));
+        let ctl = tempfile::tempdir().unwrap();
+        let command = GuestCommand {
+            program: "/bin/true".into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            cwd: "/".into(),
+            writable: Vec::new(),
+        };
+        let init = |release: &str| {
+            let kernel = BootKernel {
+                spec: super::super::KernelSpec::Host,
+                image: "/nonexistent/linux".into(),
+                release: release.into(),
+                machine: super::super::BootMachine::Uml { modules: None },
+            };
+            write_init(ctl.path(), &command, &kernel, "").unwrap();
+            std::fs::read_to_string(ctl.path().join("init.sh")).unwrap()
+        };
+        assert!(init("4.4.1").contains("export GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX,"));
+        assert!(!init("6.12.113").contains("GLIBC_TUNABLES"));
+        assert!(init("4.16.13").contains("0x40085203"));
+        assert_eq!(std::fs::read(ctl.path().join("entropy-seed")).unwrap().len(), 64);
+        assert!(!init("5.10.223").contains("0x40085203"));
     }
 
     #[test]
