@@ -355,3 +355,46 @@ fn a_uml_binary_given_by_path_with_its_modules_checks_a_cell() {
     );
     judged_on(&dir, "6.1", code, &cell, &stderr);
 }
+
+/// Two signals 20 ms apart to a bob whose cell runs in a UML guest (a double Ctrl-C, or
+/// `timeout` signalling the pid and then its group): the second no longer kills bob
+/// before it has stopped its guest. A UML kernel's processes outlive their parent, so a
+/// bob that died of it left the guest running (seen with `pkill -f`, which signalled both
+/// bob and the `timeout` that forwarded it).
+#[test]
+fn a_second_signal_to_a_bob_running_a_uml_guest_leaves_no_kernel_running() {
+    use std::time::{Duration, Instant};
+    if !uml_tools() {
+        return;
+    }
+    let _one = one_guest();
+    let dir = util::Dir::new();
+    let out = dir.out();
+    let child = util::bob()
+        .env("TMPDIR", tmpdir(&dir))
+        .args(["run", "--kernel", "uml:7.2", "--fs", "btrfs", "--property", "append-then-rename"])
+        .arg("--out")
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let booted = util::wait_until(Duration::from_secs(300), Duration::from_millis(50), || {
+        !guests_left(&dir).is_empty()
+    });
+    assert!(booted, "no guest kernel started");
+    // Into the guest's work: past its boot.
+    std::thread::sleep(Duration::from_secs(3));
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let term = nix::sys::signal::Signal::SIGTERM;
+    nix::sys::signal::kill(pid, term).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    nix::sys::signal::kill(pid, term).unwrap();
+    let signalled = Instant::now();
+    let run = util::shown("bob run --kernel uml:7.2", child.wait_with_output().unwrap());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(130), "stopped, not killed by the signal: {stderr}");
+    assert!(stderr.contains("further signals are ignored"), "{stderr}");
+    assert!(signalled.elapsed() < Duration::from_secs(60), "{stderr}");
+    assert!(guests_left(&dir).is_empty(), "UML kernels left running: {:?}", guests_left(&dir));
+}
