@@ -126,7 +126,7 @@ pub enum Flushes {
 /// none after it; what is lost is a block written twice between two flushes, of which
 /// only the last contents arrive. Crash states are then fewer, never ones a disk could
 /// not leave. The releases between 4.4 and 4.16 were not tried; they are treated as 4.4.
-fn loop_over_direct_io_works() -> bool {
+pub(crate) fn loop_over_direct_io_works() -> bool {
     static WORKS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *WORKS.get_or_init(|| crate::host::running_version() >= (4, 16))
 }

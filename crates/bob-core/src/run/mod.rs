@@ -1257,6 +1257,15 @@ pub(crate) fn table_notes_with(configs: &[FsConfig], schedules: &[Schedule]) -> 
             names.join(", ")
         ));
     }
+    if !crate::device::fusedisk::loop_over_direct_io_works() {
+        notes.push(
+            "This kernel (before 4.16) is recorded through the page cache, as its loop device \
+             hangs on a FUSE file opened for direct I/O: a block written twice between two \
+             flushes is seen once, with its last contents, so its cells have fewer crash \
+             states than a later kernel's would (docs/kernel-build.md)."
+                .to_owned(),
+        );
+    }
     if configs.iter().any(|c| matches!(c.fstype, "ext2" | "ext3")) {
         notes.push(
             "ext2 and ext3 are served by the ext4 driver on this kernel (CONFIG_EXT4_USE_FOR_EXT2)."
