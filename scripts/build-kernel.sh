@@ -310,7 +310,12 @@ if [ ${#src_fixes[@]} -gt 0 ]; then
     && sed -i '0,/^#include /s//#include <sys\/sysmacros.h>\n#include /' "$SRC/$sysmacros"
   [ -n "$gcc_header" ] && cp "$SRC/include/linux/compiler-gcc4.h" "$SRC/$gcc_header"
   [ -n "$um_init" ] && sed -i 's/^#if __GNUC__ == 4$/#if __GNUC__ >= 4/' "$SRC/$um_init"
-  FIXES+=("${src_fixes[@]}")
+  # Kept beside the exported copy: a later run (after a failed build) finds the tree
+  # already edited and must still list the edits in build-info.
+  printf '%s\n' "${src_fixes[@]}" >> "$SRC/.bob-source-edits"
+fi
+if [ -e "$SRC/.bob-source-edits" ]; then
+  while IFS= read -r line; do FIXES+=("$line"); done < "$SRC/.bob-source-edits"
 fi
 [ ${#KCFLAGS[@]} -gt 0 ] && MK+=("KCFLAGS=${KCFLAGS[*]}")
 mk() { make -C "$SRC" O="$BUILD" "${MK[@]}" "$@"; }

@@ -2,7 +2,8 @@
 # Installs what `bob --kernel debian:6.1|debian:6.12|uml:6.1|uml:6.12|uml:7.2|IMAGE` needs
 # to boot another kernel: qemu (emulation works everywhere; KVM where the host allows it),
 # the static busybox and kmod that virtme-ng's init and module setup use (kmod also loads
-# a user-mode Linux guest's modules), patchelf (which lets a user-mode Linux kernel built
+# a user-mode Linux guest's modules), gcc (bob builds a small preload library that UML
+# kernels before 7.0 need on CPUs with AVX-512 or AMX: docs/vm.md), patchelf (which lets a user-mode Linux kernel built
 # against a newer glibc start here, beside its suite's libc6), the mkfs/fsck of the
 # file systems only other kernels have (f2fs, nilfs2, jfs, reiserfs), and virtme-ng itself
 # (pinned) in a virtual environment at /opt/bob-vm-venv, where bob looks for `vng`.
@@ -15,7 +16,7 @@ VENV=${BOB_VM_VENV:-/opt/bob-vm-venv}
 need=()
 for pair in qemu-system-x86_64:qemu-system-x86 busybox:busybox-static depmod:kmod patchelf:patchelf \
             mkfs.f2fs:f2fs-tools mkfs.nilfs2:nilfs-tools mkfs.jfs:jfsutils \
-            mkfs.reiserfs:reiserfsprogs dmsetup:dmsetup; do
+            mkfs.reiserfs:reiserfsprogs dmsetup:dmsetup cc:gcc; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -195,9 +195,11 @@ pub fn run(
             let body = command_script(&ctl, command, Some(super::UML_TIME_FACTOR), bin.as_deref());
             super::uml::write_init(&ctl, command, kernel, &body)?;
             let line = super::uml::command_line(&options.memory, &ctl, &options.append);
-            let vm = cmd::Cmd::new(&kernel.image.to_string_lossy(), Duration::MAX)
-                .args(&line)
-                .spawn_logged(&ctl.join("console.log"))?;
+            let mut uml = cmd::Cmd::new(&kernel.image.to_string_lossy(), Duration::MAX).args(&line);
+            if let Some(preload) = super::uml::xstate_preload(&kernel.release)? {
+                uml = uml.env("LD_PRELOAD", preload);
+            }
+            let vm = uml.spawn_logged(&ctl.join("console.log"))?;
             let reason = "user-mode Linux (the kernel as a program of this machine: no virtualisation, one CPU)";
             (vm, None, reason.to_owned())
         }

@@ -576,6 +576,65 @@ pub(crate) fn write_init(
         .map_err(|source| Error::Io { path, source })
 }
 
+/// The source of the preload library that lets a UML kernel before 7.0 run processes on a
+/// CPU whose whole XSAVE area is larger than the kernel was built for (AVX-512, AMX): see
+/// the file's comment. Debian's 6.1 and 6.12 packages killed their first process on such
+/// a host (an AMX one here, 2026-11-29); 7.2 and the kernels without xstate support
+/// (before 4.8 or so, 4.4.1 here) did not need it.
+const XSTATE_PRELOAD_SOURCE: &str = include_str!("uml_xstate_preload.c");
+
+/// The preload library for a UML kernel of `release`, built into the kernel cache with
+/// the machine's C compiler the first time (keyed by the source's digest), or `None`
+/// where the kernel does not need it (7.0 and later).
+pub(crate) fn xstate_preload(release: &str) -> Result<Option<PathBuf>, Error> {
+    if crate::host::release_version(release) >= (7, 0) {
+        return Ok(None);
+    }
+    let digest = blake3::hash(XSTATE_PRELOAD_SOURCE.as_bytes()).to_hex().to_string();
+    let dir = super::kernel::cache_dir()?;
+    let library = dir.join(format!("uml-xstate-preload-{}.so", &digest[..12]));
+    if library.exists() {
+        return Ok(Some(library));
+    }
+    std::fs::create_dir_all(&dir).map_err(|source| Error::Io { path: dir.clone(), source })?;
+    let source = dir.join(format!("uml-xstate-preload-{}.c", &digest[..12]));
+    std::fs::write(&source, XSTATE_PRELOAD_SOURCE)
+        .map_err(|source_err| Error::Io { path: source.clone(), source: source_err })?;
+    let partial = library.with_extension(format!("so.{}", std::process::id()));
+    let args: [&OsStr; 7] = [
+        OsStr::new("-shared"),
+        OsStr::new("-fPIC"),
+        OsStr::new("-O2"),
+        OsStr::new("-o"),
+        partial.as_os_str(),
+        source.as_os_str(),
+        OsStr::new("-ldl"),
+    ];
+    let out = cmd::Cmd::new("cc", Duration::from_secs(120)).args(&args).run();
+    match out {
+        Ok(out) if out.code == Some(0) => {}
+        Ok(out) => {
+            return Err(Error::Missing {
+                program: "a C compiler's build of bob's UML preload library".into(),
+                hint: format!(
+                    "cc failed on {}: {}; a user-mode Linux kernel before 7.0 needs it on this CPU",
+                    source.display(),
+                    out.last_line()
+                ),
+            });
+        }
+        Err(_) => {
+            return Err(Error::Missing {
+                program: "cc".into(),
+                hint: "apt-get install gcc (or run scripts/setup-vm.sh): a user-mode Linux kernel before 7.0 needs a small preload library built on this machine".into(),
+            });
+        }
+    }
+    std::fs::rename(&partial, &library)
+        .map_err(|source| Error::Io { path: library.clone(), source })?;
+    Ok(Some(library))
+}
+
 /// glibc's tunable that keeps its string and memory functions off the AVX registers
 /// (ymm, zmm and the 16 registers AVX-512 adds): SSE2 variants remain.
 const NO_WIDE_VECTORS: &str =
