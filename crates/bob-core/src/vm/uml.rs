@@ -587,7 +587,7 @@ const XSTATE_PRELOAD_SOURCE: &str = include_str!("uml_xstate_preload.c");
 /// the machine's C compiler the first time (keyed by the source's digest), or `None`
 /// where the kernel does not need it (7.0 and later).
 pub(crate) fn xstate_preload(release: &str) -> Result<Option<PathBuf>, Error> {
-    if crate::host::release_version(release) >= (7, 0) {
+    if crate::host::release_version(release) >= (7, 0) || !xsave_beyond_avx() {
         return Ok(None);
     }
     let digest = blake3::hash(XSTATE_PRELOAD_SOURCE.as_bytes()).to_hex().to_string();
@@ -633,6 +633,20 @@ pub(crate) fn xstate_preload(release: &str) -> Result<Option<PathBuf>, Error> {
     std::fs::rename(&partial, &library)
         .map_err(|source| Error::Io { path: library.clone(), source })?;
     Ok(Some(library))
+}
+
+/// Whether this CPU's XSAVE area (for the features the host kernel enabled) is larger than
+/// x87, SSE and AVX's 832 bytes, so that a UML kernel sized for those may need the
+/// preload. Elsewhere nothing is built, and no C compiler is asked for.
+fn xsave_beyond_avx() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{__cpuid, __cpuid_count};
+        // Leaf 0xD is read only when the CPU reports it.
+        __cpuid(0).eax >= 0xd && __cpuid_count(0xd, 0).ebx > 832
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
 }
 
 /// glibc's tunable that keeps its string and memory functions off the AVX registers
