@@ -2,15 +2,17 @@
 //! every guard (mount, loop device, FUSE disk, scratch dir) is released on the way out.
 //!
 //! A second signal depends on what bob holds. A command that serves devices (a FUSE disk
-//! under loop devices, mounts of them: [`hold_devices`]) or runs a guest kernel ignores it, with one line saying
-//! so: dying then would leave threads of bob, and programs it runs (an `xfs_repair -n`),
-//! in uninterruptible I/O to loop devices whose server is bob itself; a process in that
-//! state never finishes dying, holds its loop devices and FUSE mount, and stalls every
-//! `losetup` and mount of the machine (2 of 9 double signals did that when a user tried). The
-//! flag still stops it as fast as the first signal can. Only SIGKILL ends such a bob
-//! before it has released everything, and what it leaves, the next bob or `bob cleanup`
-//! reclaims (aborting its FUSE connections first). A command that holds no device keeps
-//! the old rule: a second signal restores the default action, a user who insists wins.
+//! under loop devices, mounts of them: [`hold_devices`]) or runs a guest kernel ignores
+//! it, with one line saying so. Dying then would leave the guest running (a UML kernel's
+//! processes outlive their parent), or threads of bob and programs it runs (an
+//! `xfs_repair -n`) in uninterruptible I/O to loop devices whose server is bob itself; a
+//! process in that state never finishes dying, holds its loop devices and FUSE mount, and
+//! stalls every `losetup` and mount of the machine (2 of 9 double signals did that when a
+//! user tried). The flag still stops it as fast as the first signal can. Only SIGKILL
+//! ends such a bob before it has released everything, and what it leaves, the next bob
+//! or `bob cleanup` reclaims (aborting its FUSE connections first). A command that holds
+//! no device keeps the old rule: a second signal restores the default action, a user who
+//! insists wins.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -825,8 +825,7 @@ impl FsConfig {
     /// `major.minor`): mkfs.xfs makes bigtime and inobtcount file systems, which kernels
     /// before 5.10 refuse to mount read-write ("SB validate failed"). mkfs.btrfs makes a
     /// free-space tree (a 4.5 feature, a runtime feature to mkfs: `-R`) and no-holes
-    /// (3.14), each of which an older kernel refuses to mount ("cannot mount because of
-    /// unsupported optional features").
+    /// (3.14), each of which an older kernel refuses to mount.
     fn options_for_kernel(&self, release: (u32, u32)) -> Vec<&'static str> {
         match self.fstype {
             "xfs" if release < (5, 10) => vec!["-m", "bigtime=0,inobtcount=0"],
