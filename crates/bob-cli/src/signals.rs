@@ -27,8 +27,8 @@ static HOLDS_DEVICES: AtomicBool = AtomicBool::new(false);
 /// What a second signal prints while devices are held (written with write(2), which is
 /// async-signal-safe).
 const STILL_RELEASING: &[u8] = b"bob: stopping; releasing its mounts, loop devices, FUSE \
-disk and guest kernels first (further signals are ignored until then; kill -9 leaves them to \
-`bob cleanup`)\n";
+disk and guest kernels first (further signals are ignored until then; after kill -9, `bob \
+cleanup` reclaims the devices, but not a guest kernel)\n";
 
 extern "C" fn on_signal(sig: libc::c_int) {
     if !CANCEL.swap(true, Ordering::SeqCst) {
