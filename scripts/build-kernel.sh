@@ -272,9 +272,9 @@ fi
 # UML's host-side code includes glibc's headers, and old trees predate two glibc changes:
 # 2.26 dropped `struct ucontext` (only `ucontext_t` is left), and 2.28 stopped declaring
 # major()/minor()/makedev() in <sys/types.h> (<sys/sysmacros.h> has them); 4.4.1 and
-# 3.13.10 needed both, 4.16.13 neither. These are
-# source edits, made only in a copy this script exported (--rev, --debian); a tree of
-# your own is never written to, and one that needs them stops with what to change.
+# 3.13.10 needed both, 4.16.13 neither. These are source edits, made only in a copy this
+# script exported (--rev, --debian); a tree of your own is never written to, and one
+# that needs them stops with what to change.
 src_fixes=()
 ucontext_files=()
 for f in arch/um/os-Linux/signal.c arch/x86/um/stub_segv.c; do

@@ -3,10 +3,11 @@
 # to boot another kernel: qemu (emulation works everywhere; KVM where the host allows it),
 # the static busybox and kmod that virtme-ng's init and module setup use (kmod also loads
 # a user-mode Linux guest's modules), gcc (bob builds a small preload library that UML
-# kernels before 7.0 need on CPUs with AVX-512 or AMX: docs/vm.md), patchelf (which lets a user-mode Linux kernel built
-# against a newer glibc start here, beside its suite's libc6), the mkfs/fsck of the
-# file systems only other kernels have (f2fs, nilfs2, jfs, reiserfs), and virtme-ng itself
-# (pinned) in a virtual environment at /opt/bob-vm-venv, where bob looks for `vng`.
+# kernels before 7.0 need on CPUs with AVX-512 or AMX: docs/vm.md), patchelf (which lets
+# a user-mode Linux kernel built against a newer glibc start here, beside its suite's
+# libc6), the mkfs/fsck of the file systems only other kernels have (f2fs, nilfs2, jfs,
+# reiserfs), and virtme-ng itself (pinned) in a virtual environment at /opt/bob-vm-venv,
+# where bob looks for `vng`.
 # Kernels are not installed here: bob fetches Debian's packages into its kernel cache on
 # first use (~/.cache/bob/kernels). Idempotent; needs root.
 set -euo pipefail

@@ -579,13 +579,14 @@ pub(crate) fn write_init(
 /// The source of the preload library that lets a UML kernel before 7.0 run processes on a
 /// CPU whose whole XSAVE area is larger than the kernel was built for (AVX-512, AMX): see
 /// the file's comment. Debian's 6.1 and 6.12 packages killed their first process on such
-/// a host (an AMX one here, 2026-11-29); 7.2 and the kernels without xstate support
-/// (before 4.8 or so, 4.4.1 here) did not need it.
+/// a host (an AMX one here, 2026-11-29); 7.2, and 4.4.1, whose UML has no xstate
+/// support at all, did not need it.
 const XSTATE_PRELOAD_SOURCE: &str = include_str!("uml_xstate_preload.c");
 
 /// The preload library for a UML kernel of `release`, built into the kernel cache with
 /// the machine's C compiler the first time (keyed by the source's digest), or `None`
-/// where the kernel does not need it (7.0 and later).
+/// where it is not needed: a kernel of 7.0 or later, or a CPU whose XSAVE area a UML
+/// kernel's buffer holds ([`xsave_beyond_avx`]).
 pub(crate) fn xstate_preload(release: &str) -> Result<Option<PathBuf>, Error> {
     if crate::host::release_version(release) >= (7, 0) || !xsave_beyond_avx() {
         return Ok(None);
@@ -610,25 +611,24 @@ pub(crate) fn xstate_preload(release: &str) -> Result<Option<PathBuf>, Error> {
         source.as_os_str(),
         OsStr::new("-ldl"),
     ];
-    let out = cmd::Cmd::new("cc", Duration::from_secs(120)).args(&args).run();
-    match out {
-        Ok(out) if out.code == Some(0) => {}
-        Ok(out) => {
-            return Err(Error::Missing {
-                program: "a C compiler's build of bob's UML preload library".into(),
-                hint: format!(
-                    "cc failed on {}: {}; a user-mode Linux kernel before 7.0 needs it on this CPU",
-                    source.display(),
-                    out.last_line()
-                ),
-            });
-        }
-        Err(_) => {
+    let out = match cmd::Cmd::new("cc", Duration::from_secs(120)).args(&args).run() {
+        Err(cmd::CmdError::NotFound { .. }) => {
             return Err(Error::Missing {
                 program: "cc".into(),
                 hint: "apt-get install gcc (or run scripts/setup-vm.sh): a user-mode Linux kernel before 7.0 needs a small preload library built on this machine".into(),
             });
         }
+        other => other?,
+    };
+    if out.code != Some(0) {
+        return Err(Error::Missing {
+            program: "a C compiler's build of bob's UML preload library".into(),
+            hint: format!(
+                "cc failed on {}: {}; a user-mode Linux kernel before 7.0 needs it on this CPU",
+                source.display(),
+                out.last_line()
+            ),
+        });
     }
     std::fs::rename(&partial, &library)
         .map_err(|source| Error::Io { path: library.clone(), source })?;
