@@ -55,6 +55,7 @@ fn cell_is_consistent(cell: &serde_json::Value) {
     };
     assert!(by_cause("mount_failures") >= count("needs_repair") + count("unrecoverable"), "{cell}");
     assert_eq!(by_cause("read_errors"), count("read_error"), "{cell}");
+    assert_eq!(by_cause("fsck_failures"), count("fsck_failed"), "{cell}");
 }
 
 fn expect_violation(fs: &str, property: &str) {

@@ -293,7 +293,7 @@ fn recover(
             Ok(out) if out.code.is_some_and(|c| c < 4) => {}
             Ok(out) => {
                 let message =
-                    format!("{} exit {:?}: {}", fsck.join(" "), out.code, complaint(fsck[0], &out));
+                    format!("{} {}: {}", fsck.join(" "), out.exit_text(), complaint(fsck[0], &out));
                 ladder = ladder_after_failed_recovery(config.repair, fsck);
                 if ladder.is_empty() {
                     return done(Outcome::Unrecoverable { message });

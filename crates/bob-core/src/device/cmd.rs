@@ -26,6 +26,14 @@ pub struct Output {
 }
 
 impl Output {
+    /// How the program ended, as a report says it: `exit 1`, or `killed by a signal`.
+    pub fn exit_text(&self) -> String {
+        match self.code {
+            Some(code) => format!("exit {code}"),
+            None => "killed by a signal".into(),
+        }
+    }
+
     /// The last non-empty line of stderr, else of stdout: what a one-line report shows.
     pub fn last_line(&self) -> String {
         let pick = |s: &str| s.lines().rev().find(|l| !l.trim().is_empty()).map(str::to_owned);

@@ -876,7 +876,7 @@ impl FsConfig {
 
     /// Runs the configuration's read-only fsck on `dev`, killed after `timeout`: `None`
     /// when it found nothing (or the configuration has no fsck: nilfs2), else one line
-    /// with its exit code and what it complained of (`e2fsck -fn exit Some(4): ...`).
+    /// with its exit code and what it complained of (`e2fsck -fn exit 4: ...`).
     pub(crate) fn fsck_on(
         &self,
         dev: &std::path::Path,
@@ -888,9 +888,9 @@ impl FsConfig {
         let out = run_tool(self.fsck, dev, timeout)?;
         Ok((out.code != Some(0)).then(|| {
             format!(
-                "{} exit {:?}: {}",
+                "{} {}: {}",
                 self.fsck.join(" "),
-                out.code,
+                out.exit_text(),
                 complaint(self.fsck[0], &out)
             )
         }))
@@ -1049,12 +1049,30 @@ pub(crate) fn complaint(program: &str, out: &crate::device::cmd::Output) -> Stri
         "fsck.f2fs" => lines.find(|l| l.contains("[Fail]")),
         "fsck.jfs" => lines.find(|l| l.contains(" detected ")),
         "reiserfsck" => lines.rev().find(|l| l.contains("corruptions")),
+        // Its last line only sums up ("ERROR: errors found in fs roots"); the first error
+        // names what is wrong ("root 5 inode 257 errors 200, dir isize wrong").
+        "btrfs" => {
+            let all = || out.stdout.lines().chain(out.stderr.lines());
+            all().find(|l| is_btrfs_inode_error(l)).or_else(|| all().find(|l| l.contains("ERROR:")))
+        }
         _ => None,
     };
     match line {
         Some(line) => line.split_whitespace().collect::<Vec<_>>().join(" "),
         None => out.last_line(),
     }
+}
+
+/// How a program ended, in a one-line error: `exit 1`, or `killed by a signal`.
+fn exit_words(code: Option<i32>) -> String {
+    crate::device::cmd::Output { code, ..Default::default() }.exit_text()
+}
+
+/// Whether `line` is `btrfs check`'s report of an inode's errors: `root 5 inode 257
+/// errors 200, dir isize wrong`.
+fn is_btrfs_inode_error(line: &str) -> bool {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    matches!(words.as_slice(), ["root", _, "inode", _, "errors", ..])
 }
 
 /// The line in which a routine recovery tool says it did not replay the journal though it
@@ -1083,7 +1101,7 @@ pub enum MkfsError {
     #[error(transparent)]
     Cmd(#[from] crate::device::cmd::CmdError),
     /// mkfs ran and failed.
-    #[error("{program} failed on {device} (exit {code:?}): {line}")]
+    #[error("{program} failed on {device} ({}): {line}", exit_words(*.code))]
     Failed {
         /// The mkfs program.
         program: String,
@@ -1188,6 +1206,26 @@ impl Default for Timeouts {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_btrfs_check_complaint_names_the_first_error_not_the_summary() {
+        let out = crate::device::cmd::Output {
+            code: Some(1),
+            stdout: "[1/7] checking root items\n[4/7] checking fs roots\n\
+                     root 5 inode 257 errors 200, dir isize wrong\n\
+                     ERROR: errors found in fs roots\nfound 131072 bytes used\n"
+                .into(),
+            stderr: "Opening filesystem to check...\n".into(),
+        };
+        assert_eq!(complaint("btrfs", &out), "root 5 inode 257 errors 200, dir isize wrong");
+        let summary_only = crate::device::cmd::Output {
+            stdout: "[4/7] checking fs roots\nERROR: errors found in fs roots\n".into(),
+            ..out.clone()
+        };
+        assert_eq!(complaint("btrfs", &summary_only), "ERROR: errors found in fs roots");
+        assert_eq!(exit_words(Some(4)), "exit 4");
+        assert_eq!(exit_words(None), "killed by a signal");
+    }
+
     use super::*;
 
     #[test]

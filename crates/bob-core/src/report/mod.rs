@@ -270,6 +270,21 @@ pub struct ReadErrorCause {
     pub first_position: Option<usize>,
 }
 
+/// States that recovered but whose read-only fsck complained (and broke no promise the
+/// oracle judges), grouped by the complaint: what the fsck-failed count is made of.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FsckFailure {
+    /// The fsck's command, exit code and first complaint.
+    pub message: String,
+    /// Explored states in this group.
+    pub count: usize,
+    /// Id of the first of them.
+    pub first_state: String,
+    /// Its position in the cell's full state list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_position: Option<usize>,
+}
+
 /// Whether a state at position `pos` in a cell's full state list comes before the one
 /// kept so far (`than`; `None`: none kept yet). Merged shards keep the earliest state,
 /// the one an unsharded run would name.
@@ -315,6 +330,42 @@ pub(crate) fn merge_read_errors(a: &mut Vec<ReadErrorCause>, b: &[ReadErrorCause
             None => a.push(f.clone()),
         }
     }
+}
+
+/// Folds `b`'s fsck-failure groups into `a`.
+pub(crate) fn merge_fsck_failures(a: &mut Vec<FsckFailure>, b: &[FsckFailure]) {
+    for f in b {
+        match a.iter_mut().find(|x| x.message == f.message) {
+            Some(x) => {
+                x.count += f.count;
+                if earlier(f.first_position, x.first_position) {
+                    x.first_state = f.first_state.clone();
+                    x.first_position = f.first_position;
+                }
+            }
+            None => a.push(f.clone()),
+        }
+    }
+}
+
+/// The fsck-failed states of `results` (`positions` as for [`summarize_causes`]), grouped
+/// by complaint.
+pub fn summarize_fsck_failures(results: &[StateResult], positions: &[usize]) -> Vec<FsckFailure> {
+    let mut groups = Vec::new();
+    for (i, r) in results.iter().enumerate() {
+        if let Outcome::FsckFailed { message } = &r.check.outcome {
+            merge_fsck_failures(
+                &mut groups,
+                &[FsckFailure {
+                    message: message.clone(),
+                    count: 1,
+                    first_state: r.state.id.to_string(),
+                    first_position: Some(positions.get(i).copied().unwrap_or(i)),
+                }],
+            );
+        }
+    }
+    groups
 }
 
 /// The role of the region (superblock, journal superblock, ...) that `id`'s torn write
@@ -489,6 +540,9 @@ pub struct Cell {
     /// States that mounted but where a read failed, by path and error.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub read_errors: Vec<ReadErrorCause>,
+    /// States whose read-only fsck complained, by complaint.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fsck_failures: Vec<FsckFailure>,
     /// Why the configuration is unavailable, if it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unavailable: Option<String>,
@@ -854,6 +908,7 @@ impl Cell {
             counts,
             mount_failures: Vec::new(),
             read_errors: Vec::new(),
+            fsck_failures: Vec::new(),
             unavailable: None,
             scenarios: Vec::new(),
             earlier_op: None,
@@ -1026,6 +1081,12 @@ impl Cell {
                 f.first_state,
                 if f.path.is_empty() { "the tree" } else { &f.path },
                 f.error
+            ));
+        }
+        for f in &self.fsck_failures {
+            s.push_str(&format!(
+                "  fsck failed in {} state(s) (first {}): {}\n",
+                f.count, f.first_state, f.message
             ));
         }
         if let Some(story) = &self.story {

@@ -397,6 +397,15 @@ fn cell_html(l: &Loaded) -> String {
                 }
             }
         }
+        @if !c.fsck_failures.is_empty() {
+            h2 { "Fsck complaints, by message" }
+            table {
+                tr { th { "states" } th { "complaint" } th { "first state" } }
+                @for f in &c.fsck_failures {
+                    tr { td { (f.count) } td.l { (f.message) } td { code { (f.first_state) } } }
+                }
+            }
+        }
         @if !c.schedules.is_empty() {
             h2 { "Drain schedules" }
             table {

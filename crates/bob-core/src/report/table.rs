@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use serde::{Deserialize, Serialize};
 
-use super::{merge_mount_failures, merge_read_errors, Cell, CellVerdict, OutcomeKind};
+use super::{
+    merge_fsck_failures, merge_mount_failures, merge_read_errors, Cell, CellVerdict, OutcomeKind,
+};
 
 /// A whole table, as `bob table --format json` prints it and `bob merge` reads it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -205,6 +207,7 @@ fn merge_cell(a: &mut Cell, b: &Cell) -> Result<(), MergeError> {
     a.verdict = a.counts.verdict();
     merge_mount_failures(&mut a.mount_failures, &b.mount_failures);
     merge_read_errors(&mut a.read_errors, &b.read_errors);
+    merge_fsck_failures(&mut a.fsck_failures, &b.fsck_failures);
     super::PromiseCoverage::merge(&mut a.promises, &b.promises);
     a.apply_promise_coverage();
     super::BesideFindings::merge(&mut a.other_reorderings, &b.other_reorderings);
@@ -940,6 +943,7 @@ mod tests {
             counts,
             mount_failures: Vec::new(),
             read_errors: Vec::new(),
+            fsck_failures: Vec::new(),
             unavailable: (verdict == CellVerdict::Unavailable).then(|| "gone".into()),
             ..Default::default()
         }

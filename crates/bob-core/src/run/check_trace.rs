@@ -100,6 +100,7 @@ pub fn check_trace(
     let regions = subject.regions_if_unmountable(&results, opts.explore.timeouts.fsck);
     (cell.mount_failures, cell.read_errors) =
         report::summarize_causes(&results, &positions, &subject, &regions);
+    cell.fsck_failures = report::summarize_fsck_failures(&results, &positions);
     let mut report = CheckReport { cell, witness_description: None, checker_output: None };
     let dir = opts.explore.out_dir.join(subject.config.name).join("check");
     // The directory's witness is this run's (or none): an earlier one is removed, unless

@@ -663,7 +663,12 @@ impl Assembly<'_> {
                 &rec.subject,
                 &regions,
             );
+            let mut fscks =
+                report::summarize_fsck_failures(&part.results, &self.union.positions[span.clone()]);
             if let Some(s) = rec.subject.label() {
+                for f in &mut fscks {
+                    f.first_state = format!("{s}/{}", f.first_state);
+                }
                 for m in &mut mounts {
                     m.first_state = format!("{s}/{}", m.first_state);
                 }
@@ -673,6 +678,7 @@ impl Assembly<'_> {
             }
             report::merge_mount_failures(&mut cell.mount_failures, &mounts);
             report::merge_read_errors(&mut cell.read_errors, &reads);
+            report::merge_fsck_failures(&mut cell.fsck_failures, &fscks);
         }
     }
 

@@ -383,10 +383,41 @@ fn judge(entry: &Entry, known: Known, cells: &[Cell]) -> EntryResult {
         seen: seen.into_iter().collect(),
         states_explored: cells.iter().map(|c| c.states_explored).sum(),
         seconds: cells.iter().map(|c| c.seconds).sum(),
-        story: first_failure.and_then(|c| c.story.clone()),
+        story: expected_story(entry, result, cells)
+            .or_else(|| first_failure.and_then(|c| c.story.clone())),
         witness: first_failure.and_then(|c| c.witness.clone()),
         note,
     }
+}
+
+/// For an entry found through an expected outcome that is not its cells' worst (a
+/// `btrfs check` complaint beside a lost file), the story of that outcome: the loss the
+/// bug report describes, not another one. `None` when the cells' own story already tells
+/// an expected outcome.
+fn expected_story(entry: &Entry, result: RecallResult, cells: &[Cell]) -> Option<String> {
+    let worst = OutcomeKind::worst(cells.iter().map(|c| c.verdict));
+    if result != RecallResult::Found || entry.expected.contains(&worst) {
+        return None;
+    }
+    entry.expected.iter().find_map(|kind| match kind {
+        OutcomeKind::FsckFailed => cells
+            .iter()
+            .flat_map(|c| &c.fsck_failures)
+            .next()
+            .map(|f| format!("{} ({} state(s), first {})", f.message, f.count, f.first_state)),
+        OutcomeKind::Unrecoverable | OutcomeKind::NeedsRepair => cells
+            .iter()
+            .flat_map(|c| &c.mount_failures)
+            .find(|f| f.repaired_by.is_some() == (*kind == OutcomeKind::NeedsRepair))
+            .map(|f| {
+                let fate = match &f.repaired_by {
+                    Some(step) => format!("mounted after {step}"),
+                    None => "never mounted".into(),
+                };
+                format!("{}; {fate} ({} state(s), first {})", f.error, f.count, f.first_state)
+            }),
+        _ => cells.iter().find(|c| c.verdict == *kind).and_then(|c| c.story.clone()),
+    })
 }
 
 impl RecallReport {
@@ -463,6 +494,29 @@ mod tests {
             assert_eq!(r.states_explored, 9);
         }
         assert_eq!(judge(&e, Known::Buggy, &violated).seen, [OutcomeKind::Violated]);
+    }
+
+    #[test]
+    fn a_find_through_an_expected_outcome_that_is_not_the_worst_tells_that_outcome() {
+        let e = Entry { expected: vec![OutcomeKind::FsckFailed], ..entry() };
+        let mut both = cell(&[(OutcomeKind::Violated, 1), (OutcomeKind::FsckFailed, 2)]);
+        both.story = Some("fsync /a (op 1) is durable here, but /a is absent".into());
+        both.fsck_failures = vec![crate::report::FsckFailure {
+            message: "btrfs check --readonly --force exit 1: root dir 256 error".into(),
+            count: 2,
+            first_state: "sync.3/e4:0".into(),
+            first_position: Some(7),
+        }];
+        let r = judge(&e, Known::Buggy, &[both.clone()]);
+        assert_eq!(r.result, RecallResult::Found);
+        assert_eq!(
+            r.story.as_deref(),
+            Some("btrfs check --readonly --force exit 1: root dir 256 error (2 state(s), first sync.3/e4:0)")
+        );
+        // When the worst outcome is an expected one, its own story stands.
+        let e = Entry { expected: vec![OutcomeKind::Violated, OutcomeKind::FsckFailed], ..entry() };
+        let r = judge(&e, Known::Buggy, &[both]);
+        assert_eq!(r.story.as_deref(), Some("fsync /a (op 1) is durable here, but /a is absent"));
     }
 
     #[test]
