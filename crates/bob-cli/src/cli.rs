@@ -598,6 +598,11 @@ pub struct ExploreCmdArgs {
     /// Ace's nested file set: adds /A/C, /A/C/foo, /A/C/bar.
     #[arg(long)]
     pub nested: bool,
+    /// Where the files and directories an op needs are made: setup (default: the synced
+    /// base image, so every crash state starts from durable files) or ops (as Ace places
+    /// its dependency ops: recorded, unsynced, just before the op; names get `-deps`).
+    #[arg(long, value_name = "setup|ops", default_value = "setup", value_parser = ["setup", "ops"])]
+    pub deps: String,
     /// Promises the oracle holds each workload to: posix (default), documented (each
     /// file system's documented stronger guarantees), or named ones
     /// (fsync-persists-name, creatable-after-recovery), comma-separated.

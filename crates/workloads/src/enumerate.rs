@@ -1,8 +1,11 @@
 //! Bounded workload generation, after CrashMonkey's Ace: every sequence of `seq` core
 //! operations over a small fixed set of files and directories, each followed by a
 //! persistence point (fsync or fdatasync of a file or directory it touched, sync, or
-//! none; never none after the last), with the files each op needs made in the setup
-//! (the base image, before recording) as Ace's dependency ops are.
+//! none; never none after the last), with the files each op needs made before it: by
+//! default in the setup (the base image, synced before recording), or, with
+//! [`Bounds::deps_in_ops`], as Ace places its dependency ops: recorded with the core ops,
+//! unsynced, just before the op that needs them (so a file or directory an op needs is
+//! new in the crash states, as in Ace's workloads).
 //!
 //! The space is a mixed-radix number: each position picks one of the bounds' concrete
 //! core ops and one of [`SLOTS`] persistence slots, so a workload is a pure function of
@@ -329,6 +332,10 @@ pub struct Bounds {
     /// What workload names start with (`ace`, `beyond`, `all`): the operation set the
     /// index counts in, so that two sets' workloads of one index never share a name.
     pub name_prefix: &'static str,
+    /// Whether the files and directories an op needs are made among the recorded ops,
+    /// unsynced, just before it (Ace's placement; names get `-deps`), instead of in the
+    /// synced setup (bob's default: each crash state then starts from durable files).
+    pub deps_in_ops: bool,
 }
 
 impl Bounds {
@@ -349,6 +356,7 @@ impl Bounds {
             truncate: TruncateTo::ALL.to_vec(),
             guarantees: Vec::new(),
             name_prefix: "ace",
+            deps_in_ops: false,
         }
     }
 
@@ -655,6 +663,9 @@ impl Generator {
         let mut setup = vec![Op::Creat { path: DRAIN_FILE.into(), sync: false }];
         setup_model.apply(&setup[0], crate::stamp::SETUP_OP).ok()?;
         let mut now = setup_model.clone();
+        // With deps in the ops, what they made so far (the setup's model stays the
+        // drain file's alone).
+        let mut deps_model = setup_model.clone();
         let mut touched: BTreeSet<String> = BTreeSet::new();
         let mut xattr_touched: BTreeSet<String> = BTreeSet::new();
         let mut ops = Vec::new();
@@ -666,15 +677,11 @@ impl Generator {
             let core = &core;
             let slot = digit % SLOTS;
             for (path, need) in needs(core) {
-                satisfy(
-                    &path,
-                    need,
-                    &mut setup,
-                    &mut setup_model,
-                    &mut now,
-                    &touched,
-                    &xattr_touched,
-                )?;
+                let (into, model) = match self.bounds.deps_in_ops {
+                    true => (Place::Ops(&mut ops), &mut deps_model),
+                    false => (Place::Setup(&mut setup), &mut setup_model),
+                };
+                satisfy(&path, need, into, model, &mut now, &touched, &xattr_touched)?;
             }
             now.apply(core, ops.len() as u32).ok()?;
             touched.extend(core.paths().into_iter().map(str::to_owned));
@@ -690,7 +697,11 @@ impl Generator {
         }
         let params = Params::default();
         let w = Workload {
-            name: format!("{}-s{seq}-{index}", self.bounds.name_prefix),
+            name: format!(
+                "{}{}-s{seq}-{index}",
+                self.bounds.name_prefix,
+                if self.bounds.deps_in_ops { "-deps" } else { "" }
+            ),
             property: None,
             setup,
             ops,
@@ -795,12 +806,44 @@ fn needs(op: &Op) -> Vec<(String, Need)> {
     }
 }
 
-/// Makes `path` what `need` says in the setup, if no core op touched it yet; `None` where
-/// that cannot be (the workload is then skipped).
+/// Where [`satisfy`] puts the ops it makes.
+enum Place<'a> {
+    /// The setup, stamped as the setup's.
+    Setup(&'a mut Vec<Op>),
+    /// The recorded ops, each stamped with its own index.
+    Ops(&'a mut Vec<Op>),
+}
+
+impl Place<'_> {
+    /// The stamp of the next op put here.
+    fn next_stamp(&self) -> u32 {
+        match self {
+            Place::Setup(_) => crate::stamp::SETUP_OP,
+            Place::Ops(ops) => ops.len() as u32,
+        }
+    }
+
+    fn push(&mut self, op: Op) {
+        match self {
+            Place::Setup(v) | Place::Ops(v) => v.push(op),
+        }
+    }
+
+    fn reborrow(&mut self) -> Place<'_> {
+        match self {
+            Place::Setup(v) => Place::Setup(v),
+            Place::Ops(v) => Place::Ops(v),
+        }
+    }
+}
+
+/// Makes `path` what `need` says (in the setup, or among the ops: `into`), if no core op
+/// touched it yet; `setup_model` is what was made so far. `None` where that cannot be
+/// (the workload is then skipped).
 fn satisfy(
     path: &str,
     need: Need,
-    setup: &mut Vec<Op>,
+    mut into: Place<'_>,
     setup_model: &mut ModelState,
     now: &mut ModelState,
     touched: &BTreeSet<String>,
@@ -829,9 +872,10 @@ fn satisfy(
             return None;
         }
         let op = Op::Setxattr { path: path.into(), name: XATTR_NAME.into(), value: "setup".into() };
-        setup_model.apply(&op, crate::stamp::SETUP_OP).ok()?;
-        now.apply(&op, crate::stamp::SETUP_OP).ok()?;
-        setup.push(op);
+        let stamp = into.next_stamp();
+        setup_model.apply(&op, stamp).ok()?;
+        now.apply(&op, stamp).ok()?;
+        into.push(op);
         return Some(());
     }
     // Only what no core op has touched (nor any directory above it) may come from setup.
@@ -843,12 +887,14 @@ fn satisfy(
         return None;
     }
     if parent(path) != "/" {
-        satisfy(parent(path), Need::Dir, setup, setup_model, now, touched, xattr_touched)?;
+        let parent_into = into.reborrow();
+        satisfy(parent(path), Need::Dir, parent_into, setup_model, now, touched, xattr_touched)?;
     }
     let mut add = |op: Op| -> Option<()> {
-        setup_model.apply(&op, crate::stamp::SETUP_OP).ok()?;
-        now.apply(&op, crate::stamp::SETUP_OP).ok()?;
-        setup.push(op);
+        let stamp = into.next_stamp();
+        setup_model.apply(&op, stamp).ok()?;
+        now.apply(&op, stamp).ok()?;
+        into.push(op);
         Some(())
     };
     match need {
@@ -1045,6 +1091,32 @@ mod tests {
 
     fn count(b: &Bounds) -> usize {
         b.generator().iter_from(0).count()
+    }
+
+    #[test]
+    fn deps_in_ops_are_recorded_unsynced_before_the_op_that_needs_them() {
+        let mut b = Bounds::ace(1);
+        b.ops = vec![CoreOp::Creat, CoreOp::Write, CoreOp::Link];
+        b.files = vec!["/A/foo".into()];
+        b.second_files = vec!["/A/bar".into()];
+        let in_setup: Vec<Workload> = b.generator().iter_from(0).map(|(_, w)| w).collect();
+        b.deps_in_ops = true;
+        let in_ops: Vec<Workload> = b.generator().iter_from(0).map(|(_, w)| w).collect();
+        // The same workloads, one for one: only where the dependencies are differs.
+        assert_eq!(in_setup.len(), in_ops.len());
+        for (s, o) in in_setup.iter().zip(&in_ops) {
+            assert!(o.name.starts_with("ace-deps-s1-"), "{}", o.name);
+            assert_eq!(o.setup, s.setup[..1], "only the drain file is made in the setup");
+            assert_eq!(o.ops[o.ops.len() - s.ops.len()..], s.ops[..], "{}", o.name);
+            assert_eq!(o.ops[..o.ops.len() - s.ops.len()], s.setup[1..], "{}", o.name);
+            // Every op of it models, stamped with its own index.
+            assert_eq!(crate::model::model_states(o).len(), o.ops.len() + 1, "{}", o.name);
+        }
+        // link /A/foo /A/bar: /A and /A/foo with its 16 KiB are made first, unsynced.
+        let link = in_ops.iter().find(|w| matches!(w.ops.get(3), Some(Op::Link { .. }))).unwrap();
+        assert_eq!(link.ops[0], Op::Mkdir { path: "/A".into() });
+        assert_eq!(link.ops[1], Op::Creat { path: "/A/foo".into(), sync: false });
+        assert_eq!(link.ops[2], Op::Write { path: "/A/foo".into(), offset: 0, len: FILE_BYTES });
     }
 
     #[test]

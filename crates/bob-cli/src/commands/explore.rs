@@ -29,6 +29,7 @@ fn bounds(args: &ExploreCmdArgs) -> Result<(Bounds, bool), CliError> {
     if args.nested {
         b = b.nested();
     }
+    b.deps_in_ops = args.deps == "ops";
     macro_rules! take {
         ($field:ident) => {
             if !args.$field.is_empty() {

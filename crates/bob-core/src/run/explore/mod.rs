@@ -168,7 +168,7 @@ pub fn describe_bounds(b: &Bounds) -> String {
     let names = |v: Vec<String>| v.join(",");
     format!(
         "seq {}; ops {}; persist {}; files {}; second files {}; dirs {}; second dirs {}; \
-         ranges {}; direct ranges {}; falloc modes {}; truncate {}; guarantees {}",
+         ranges {}; direct ranges {}; falloc modes {}; truncate {}; guarantees {}{}",
         b.seq,
         names(b.ops.iter().map(|o| o.to_string()).collect()),
         names(b.persist.iter().map(|o| o.to_string()).collect()),
@@ -184,7 +184,8 @@ pub fn describe_bounds(b: &Bounds) -> String {
             "posix".to_owned()
         } else {
             names(b.guarantees.iter().map(|g| g.name().to_owned()).collect())
-        }
+        },
+        if b.deps_in_ops { "; dependencies among the recorded ops" } else { "" }
     )
 }
 
