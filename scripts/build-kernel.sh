@@ -301,6 +301,13 @@ if grep -q '^#if __GNUC__ == 4$' "$SRC/arch/um/include/shared/init.h" 2>/dev/nul
   um_init=arch/um/include/shared/init.h
   src_fixes+=("__used for gcc>4 in $um_init")
 fi
+# A tree committed with a build's output in it (4.15.1's repository carries a .config)
+# stops an out-of-tree build: "is not clean, please run 'make mrproper'".
+leftovers=()
+for f in .config include/config include/generated/autoconf.h; do
+  [ -e "$SRC/$f" ] && leftovers+=("$f")
+done
+[ ${#leftovers[@]} -gt 0 ] && src_fixes+=("removed a build's output the tree carries (${leftovers[*]})")
 if [ ${#src_fixes[@]} -gt 0 ]; then
   if [ -z "$REV" ] && [ -z "$DEBIAN" ]; then
     die "$SRC needs these edits to build against this glibc (the script does not write to a tree of your own; give --tree REPO --rev REV to build an exported copy): ${src_fixes[*]}"
@@ -310,6 +317,7 @@ if [ ${#src_fixes[@]} -gt 0 ]; then
     && sed -i '0,/^#include /s//#include <sys\/sysmacros.h>\n#include /' "$SRC/$sysmacros"
   [ -n "$gcc_header" ] && cp "$SRC/include/linux/compiler-gcc4.h" "$SRC/$gcc_header"
   [ -n "$um_init" ] && sed -i 's/^#if __GNUC__ == 4$/#if __GNUC__ >= 4/' "$SRC/$um_init"
+  for f in "${leftovers[@]}"; do rm -rf "${SRC:?}/$f"; done
   # Kept beside the exported copy: a later run (after a failed build) finds the tree
   # already edited and must still list the edits in build-info.
   printf '%s\n' "${src_fixes[@]}" >> "$SRC/.bob-source-edits"
