@@ -398,3 +398,57 @@ fn a_second_signal_to_a_bob_running_a_uml_guest_leaves_no_kernel_running() {
     assert!(signalled.elapsed() < Duration::from_secs(60), "{stderr}");
     assert!(guests_left(&dir).is_empty(), "UML kernels left running: {:?}", guests_left(&dir));
 }
+
+/// The recall catalog's entries whose kernels boot in seconds, run as CI can: on Debian's
+/// UML 7.2, bob's f2fs punch-hole finding (no kernel has its fix) is found, with the
+/// story of its loss, and generic/468's f2fs bug, fixed before 5.10, holds.
+#[test]
+fn recall_on_uml_7_2_finds_the_open_f2fs_bug_and_holds_where_the_fix_is() {
+    if !uml_tools() {
+        return;
+    }
+    let _one = one_guest();
+    let dir = util::Dir::new();
+    let catalog =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/recall/catalog.json");
+    let out = dir.out();
+    let run = bob(
+        &dir,
+        &[
+            "bench",
+            "--recall",
+            "--catalog",
+            catalog.to_str().unwrap(),
+            "--kernel",
+            "uml:7.2",
+            "--entry",
+            "bob-f2fs-punch-past-eof,cm-r22-f2fs",
+            "--format",
+            "json",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "every entry as the catalog expects: {stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&run.stdout).expect("json");
+    let kernel = &report["kernels"][0];
+    assert!(kernel["release"].as_str().unwrap_or_default().starts_with("7.2."), "{kernel}");
+    let entry = |id: &str| {
+        kernel["entries"]
+            .as_array()
+            .and_then(|a| a.iter().find(|e| e["id"] == id))
+            .unwrap_or_else(|| panic!("{id} in {kernel}"))
+            .clone()
+    };
+    let open = entry("bob-f2fs-punch-past-eof");
+    assert_eq!((open["known"].as_str(), open["result"].as_str()), (Some("buggy"), Some("found")));
+    let story = open["story"].as_str().unwrap_or_default();
+    assert!(story.contains("is durable here, but /foo has size"), "the loss: {story}");
+    let fixed = entry("cm-r22-f2fs");
+    assert_eq!((fixed["known"].as_str(), fixed["result"].as_str()), (Some("fixed"), Some("held")));
+    assert_eq!(kernel["summary"]["recall"], 1.0, "{kernel}");
+    assert_eq!(kernel["summary"]["precision"], 1.0, "{kernel}");
+    assert!(guests_left(&dir).is_empty(), "UML kernels left running: {:?}", guests_left(&dir));
+}
