@@ -1417,4 +1417,28 @@ mod tests {
         assert_eq!(json["torn_write_role"], "superblock");
         assert_eq!(json["repaired_by"], "e2fsck -f -y");
     }
+
+    #[test]
+    fn fsck_complaints_merge_by_message_keeping_the_earliest_state_and_print_a_line() {
+        let f = |message: &str, count, state: &str, pos| FsckFailure {
+            message: message.into(),
+            count,
+            first_state: state.into(),
+            first_position: Some(pos),
+        };
+        let isize =
+            "btrfs check --readonly --force exit 1: root 5 inode 258 errors 200, dir isize wrong";
+        let mut a = vec![f(isize, 4, "sync.3/e4:0", 30)];
+        merge_fsck_failures(&mut a, &[f(isize, 2, "sync/e3:0", 5), f("other", 1, "sync/e9:0", 90)]);
+        assert_eq!(a.len(), 2);
+        assert_eq!((a[0].count, a[0].first_state.as_str()), (6, "sync/e3:0"));
+        let mut cell = Cell::of_results("btrfs", "cm-r01", &[]).0;
+        cell.fsck_failures = a;
+        let mut text = String::new();
+        cell.text_causes(&mut text);
+        assert!(
+            text.contains(&format!("fsck failed in 6 state(s) (first sync/e3:0): {isize}")),
+            "{text}"
+        );
+    }
 }
