@@ -296,56 +296,77 @@ fn earlier(pos: Option<usize>, than: Option<usize>) -> bool {
     }
 }
 
-/// Folds `b`'s mount-failure groups into `a` (shards of one cell).
-pub(crate) fn merge_mount_failures(a: &mut Vec<MountFailure>, b: &[MountFailure]) {
+/// A group of states by cause (mount failures, read errors, fsck complaints): how many,
+/// and the earliest of them.
+trait StateGroup: Clone {
+    /// Whether `other` is a group of the same cause.
+    fn same_cause(&self, other: &Self) -> bool;
+    /// Its count, its first state's id and that state's position.
+    fn tally(&mut self) -> (&mut usize, &mut String, &mut Option<usize>);
+}
+
+impl StateGroup for MountFailure {
+    fn same_cause(&self, o: &Self) -> bool {
+        self.error == o.error
+            && self.repaired_by == o.repaired_by
+            && self.torn_write_role == o.torn_write_role
+    }
+    fn tally(&mut self) -> (&mut usize, &mut String, &mut Option<usize>) {
+        (&mut self.count, &mut self.first_state, &mut self.first_position)
+    }
+}
+
+impl StateGroup for ReadErrorCause {
+    fn same_cause(&self, o: &Self) -> bool {
+        self.path == o.path && self.error == o.error
+    }
+    fn tally(&mut self) -> (&mut usize, &mut String, &mut Option<usize>) {
+        (&mut self.count, &mut self.first_state, &mut self.first_position)
+    }
+}
+
+impl StateGroup for FsckFailure {
+    fn same_cause(&self, o: &Self) -> bool {
+        self.message == o.message
+    }
+    fn tally(&mut self) -> (&mut usize, &mut String, &mut Option<usize>) {
+        (&mut self.count, &mut self.first_state, &mut self.first_position)
+    }
+}
+
+/// Folds `b`'s groups into `a` (shards of one cell, or one state at a time): counts add
+/// up, and each group keeps its earliest state.
+fn merge_groups<G: StateGroup>(a: &mut Vec<G>, b: &[G]) {
     for f in b {
-        match a.iter_mut().find(|x| {
-            x.error == f.error
-                && x.repaired_by == f.repaired_by
-                && x.torn_write_role == f.torn_write_role
-        }) {
+        match a.iter_mut().find(|x| x.same_cause(f)) {
             Some(x) => {
-                x.count += f.count;
-                if earlier(f.first_position, x.first_position) {
-                    x.first_state = f.first_state.clone();
-                    x.first_position = f.first_position;
+                let mut f = f.clone();
+                let (count, state, position) = f.tally();
+                let (x_count, x_state, x_position) = x.tally();
+                *x_count += *count;
+                if earlier(*position, *x_position) {
+                    *x_state = std::mem::take(state);
+                    *x_position = *position;
                 }
             }
             None => a.push(f.clone()),
         }
     }
+}
+
+/// Folds `b`'s mount-failure groups into `a` (shards of one cell).
+pub(crate) fn merge_mount_failures(a: &mut Vec<MountFailure>, b: &[MountFailure]) {
+    merge_groups(a, b)
 }
 
 /// Folds `b`'s read-error groups into `a`.
 pub(crate) fn merge_read_errors(a: &mut Vec<ReadErrorCause>, b: &[ReadErrorCause]) {
-    for f in b {
-        match a.iter_mut().find(|x| x.path == f.path && x.error == f.error) {
-            Some(x) => {
-                x.count += f.count;
-                if earlier(f.first_position, x.first_position) {
-                    x.first_state = f.first_state.clone();
-                    x.first_position = f.first_position;
-                }
-            }
-            None => a.push(f.clone()),
-        }
-    }
+    merge_groups(a, b)
 }
 
 /// Folds `b`'s fsck-failure groups into `a`.
 pub(crate) fn merge_fsck_failures(a: &mut Vec<FsckFailure>, b: &[FsckFailure]) {
-    for f in b {
-        match a.iter_mut().find(|x| x.message == f.message) {
-            Some(x) => {
-                x.count += f.count;
-                if earlier(f.first_position, x.first_position) {
-                    x.first_state = f.first_state.clone();
-                    x.first_position = f.first_position;
-                }
-            }
-            None => a.push(f.clone()),
-        }
-    }
+    merge_groups(a, b)
 }
 
 /// The fsck-failed states of `results` (`positions` as for [`summarize_causes`]), grouped
