@@ -506,10 +506,10 @@ impl MountedState<'_> {
     /// it, once its snapshot is taken; the names that could not be made. In that mount,
     /// not a later one: a file system may recover its tree and not its allocator (btrfs
     /// from 4.4 until its fix, in 4.16.13 and not in 4.15.1, left its next inode number
-    /// stale after replaying a log, so a new file collided, EEXIST, while a mount after
-    /// reads the number afresh). The writes
-    /// go to the state's private overlay; the fsck after sees the new names, which a
-    /// consistent file system keeps consistent.
+    /// stale after replaying a log, so a new file collided, EBUSY or EEXIST, while a
+    /// mount after reads the number afresh). The writes go to the state's private
+    /// overlay; the fsck after sees the new names, which a consistent file system keeps
+    /// consistent.
     fn create_after_recovery(
         &self,
         snapshot: &Snapshot,
