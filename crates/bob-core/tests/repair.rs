@@ -132,7 +132,7 @@ fn a_torn_ext4_superblock_needs_repair_and_the_property_is_judged_after_it() {
     // The cell's causes group them by the kernel's error and say the tear hit the
     // superblock.
     let positions: Vec<usize> = (0..results.len()).collect();
-    let (mounts, _) = report::summarize_causes(&results, &positions, &subject, &regions);
+    let mounts = report::summarize_causes(&results, &positions, &subject, &regions).mounts;
     let needing: usize = mounts.iter().filter(|f| f.repaired_by.is_some()).map(|f| f.count).sum();
     assert_eq!(needing, repaired.len(), "{mounts:?}");
     assert!(mounts.iter().all(|f| f.torn_write_role == Some(RegionRole::Superblock)), "{mounts:?}");

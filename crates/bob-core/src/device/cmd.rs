@@ -25,13 +25,19 @@ pub struct Output {
     pub stderr: String,
 }
 
+/// How a program ended (`code`: its exit code, `None` if a signal killed it), as a report
+/// says it: `exit 1`, or `killed by a signal`.
+pub fn exit_text(code: Option<i32>) -> String {
+    match code {
+        Some(code) => format!("exit {code}"),
+        None => "killed by a signal".into(),
+    }
+}
+
 impl Output {
-    /// How the program ended, as a report says it: `exit 1`, or `killed by a signal`.
+    /// How the program ended: [`exit_text`] of its code.
     pub fn exit_text(&self) -> String {
-        match self.code {
-            Some(code) => format!("exit {code}"),
-            None => "killed by a signal".into(),
-        }
+        exit_text(self.code)
     }
 
     /// The last non-empty line of stderr, else of stdout: what a one-line report shows.

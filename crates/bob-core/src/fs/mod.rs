@@ -1063,11 +1063,6 @@ pub(crate) fn complaint(program: &str, out: &crate::device::cmd::Output) -> Stri
     }
 }
 
-/// How a program ended, in a one-line error: `exit 1`, or `killed by a signal`.
-fn exit_words(code: Option<i32>) -> String {
-    crate::device::cmd::Output { code, ..Default::default() }.exit_text()
-}
-
 /// Whether `line` is `btrfs check`'s report of an inode's errors: `root 5 inode 257
 /// errors 200, dir isize wrong`.
 fn is_btrfs_inode_error(line: &str) -> bool {
@@ -1101,7 +1096,7 @@ pub enum MkfsError {
     #[error(transparent)]
     Cmd(#[from] crate::device::cmd::CmdError),
     /// mkfs ran and failed.
-    #[error("{program} failed on {device} ({}): {line}", exit_words(*.code))]
+    #[error("{program} failed on {device} ({}): {line}", crate::device::cmd::exit_text(*.code))]
     Failed {
         /// The mkfs program.
         program: String,
@@ -1206,6 +1201,8 @@ impl Default for Timeouts {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn a_btrfs_check_complaint_names_the_first_error_not_the_summary() {
         let out = crate::device::cmd::Output {
@@ -1222,11 +1219,9 @@ mod tests {
             ..out.clone()
         };
         assert_eq!(complaint("btrfs", &summary_only), "ERROR: errors found in fs roots");
-        assert_eq!(exit_words(Some(4)), "exit 4");
-        assert_eq!(exit_words(None), "killed by a signal");
+        assert_eq!(crate::device::cmd::exit_text(Some(4)), "exit 4");
+        assert_eq!(crate::device::cmd::exit_text(None), "killed by a signal");
     }
-
-    use super::*;
 
     #[test]
     fn osync_properties_apply_only_where_programs_can_call_osync() {

@@ -369,26 +369,6 @@ pub(crate) fn merge_fsck_failures(a: &mut Vec<FsckFailure>, b: &[FsckFailure]) {
     merge_groups(a, b)
 }
 
-/// The fsck-failed states of `results` (`positions` as for [`summarize_causes`]), grouped
-/// by complaint.
-pub fn summarize_fsck_failures(results: &[StateResult], positions: &[usize]) -> Vec<FsckFailure> {
-    let mut groups = Vec::new();
-    for (i, r) in results.iter().enumerate() {
-        if let Outcome::FsckFailed { message } = &r.check.outcome {
-            merge_fsck_failures(
-                &mut groups,
-                &[FsckFailure {
-                    message: message.clone(),
-                    count: 1,
-                    first_state: r.state.id.to_string(),
-                    first_position: Some(positions.get(i).copied().unwrap_or(i)),
-                }],
-            );
-        }
-    }
-    groups
-}
-
 /// The role of the region (superblock, journal superblock, ...) that `id`'s torn write
 /// tore, if any.
 pub fn torn_write_role(subject: &Subject, regions: &Regions, id: &StateId) -> Option<RegionRole> {
@@ -403,19 +383,55 @@ pub fn torn_write_role(subject: &Subject, regions: &Regions, id: &StateId) -> Op
         .min()
 }
 
+/// A cell's failed states by cause: what [`summarize_causes`] gives.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Causes {
+    /// States whose kernel mount failed, repaired or not.
+    pub mounts: Vec<MountFailure>,
+    /// States that mounted and could not be read.
+    pub reads: Vec<ReadErrorCause>,
+    /// States whose read-only fsck complained.
+    pub fscks: Vec<FsckFailure>,
+}
+
+impl Causes {
+    /// Every group's first state named as `label`'s (a drain schedule's), as a cell of
+    /// several schedules names its states.
+    pub fn label_states(&mut self, label: &str) {
+        fn prefix<G: StateGroup>(groups: &mut [G], label: &str) {
+            for g in groups {
+                let (_, state, _) = g.tally();
+                *state = format!("{label}/{state}");
+            }
+        }
+        prefix(&mut self.mounts, label);
+        prefix(&mut self.reads, label);
+        prefix(&mut self.fscks, label);
+    }
+
+    /// Folds these groups into `cell`'s.
+    pub fn add_to(&self, cell: &mut Cell) {
+        merge_groups(&mut cell.mount_failures, &self.mounts);
+        merge_groups(&mut cell.read_errors, &self.reads);
+        merge_groups(&mut cell.fsck_failures, &self.fscks);
+    }
+}
+
 /// Per cause, over `results` (explored states, duplicates included; `positions[i]` is
 /// `results[i]`'s position in the cell's full list): the states whose kernel mount failed
-/// (repaired or not) by kernel error, repair step and torn region, and the states with a
-/// read error by path and error. `regions` are the image's regions
-/// ([`Subject::regions_if_unmountable`]), which name the region a torn write tore.
+/// (repaired or not) by kernel error, repair step and torn region, the states with a
+/// read error by path and error, and the states whose read-only fsck complained, by
+/// complaint. `regions` are the image's regions ([`Subject::regions_if_unmountable`]),
+/// which name the region a torn write tore.
 pub fn summarize_causes(
     results: &[StateResult],
     positions: &[usize],
     subject: &Subject,
     regions: &Regions,
-) -> (Vec<MountFailure>, Vec<ReadErrorCause>) {
+) -> Causes {
     let mut mounts: Vec<MountFailure> = Vec::new();
     let mut reads: Vec<ReadErrorCause> = Vec::new();
+    let mut fscks: Vec<FsckFailure> = Vec::new();
     for (i, r) in results.iter().enumerate() {
         let position = Some(positions.get(i).copied().unwrap_or(i));
         let first_state = r.state.id.to_string();
@@ -445,13 +461,24 @@ pub fn summarize_causes(
                     path: path.clone(),
                     error: error.clone(),
                     count: 1,
+                    first_state: first_state.clone(),
+                    first_position: position,
+                }],
+            );
+        }
+        if let Outcome::FsckFailed { message } = &r.check.outcome {
+            merge_fsck_failures(
+                &mut fscks,
+                &[FsckFailure {
+                    message: message.clone(),
+                    count: 1,
                     first_state,
                     first_position: position,
                 }],
             );
         }
     }
-    (mounts, reads)
+    Causes { mounts, reads, fscks }
 }
 
 /// One configuration x property result, as `bob run` and `bob table` print it.

@@ -98,9 +98,7 @@ pub fn check_trace(
     cell.disk_model = subject.disk;
     let positions: Vec<usize> = (0..results.len()).collect();
     let regions = subject.regions_if_unmountable(&results, opts.explore.timeouts.fsck);
-    (cell.mount_failures, cell.read_errors) =
-        report::summarize_causes(&results, &positions, &subject, &regions);
-    cell.fsck_failures = report::summarize_fsck_failures(&results, &positions);
+    report::summarize_causes(&results, &positions, &subject, &regions).add_to(&mut cell);
     let mut report = CheckReport { cell, witness_description: None, checker_output: None };
     let dir = opts.explore.out_dir.join(subject.config.name).join("check");
     // The directory's witness is this run's (or none): an earlier one is removed, unless

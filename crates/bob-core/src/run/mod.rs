@@ -657,28 +657,16 @@ impl Assembly<'_> {
         for ((rec, part), span) in self.recs.iter().zip(self.parts).zip(&self.union.spans) {
             let regions =
                 rec.subject.regions_if_unmountable(&part.results, self.opts.explore.timeouts.fsck);
-            let (mut mounts, mut reads) = report::summarize_causes(
+            let mut causes = report::summarize_causes(
                 &part.results,
                 &self.union.positions[span.clone()],
                 &rec.subject,
                 &regions,
             );
-            let mut fscks =
-                report::summarize_fsck_failures(&part.results, &self.union.positions[span.clone()]);
             if let Some(s) = rec.subject.label() {
-                for f in &mut fscks {
-                    f.first_state = format!("{s}/{}", f.first_state);
-                }
-                for m in &mut mounts {
-                    m.first_state = format!("{s}/{}", m.first_state);
-                }
-                for r in &mut reads {
-                    r.first_state = format!("{s}/{}", r.first_state);
-                }
+                causes.label_states(&s);
             }
-            report::merge_mount_failures(&mut cell.mount_failures, &mounts);
-            report::merge_read_errors(&mut cell.read_errors, &reads);
-            report::merge_fsck_failures(&mut cell.fsck_failures, &fscks);
+            causes.add_to(cell);
         }
     }
 
