@@ -460,6 +460,15 @@ pub struct CellArgs {
     /// (--trace, --traces) use the recordings saved.
     #[arg(long, default_value = "auto", value_name = "auto|N")]
     pub recordings: bob_core::run::Recordings,
+    /// Read, and add this run's recordings to, a flip history: per cell, schedule, disk
+    /// model and kernel, how many recordings earlier runs made and how many of them were
+    /// violated (created if missing). Under --recordings auto, a schedule it shows
+    /// flipping (violated in some recordings, not in others) is recorded from the start as
+    /// many times as its rate needs for the race to show with 99% confidence (at most 20),
+    /// and on the kernel it flipped on its cell is marked racy even when this run's
+    /// recordings agree, so `bob diff` reports it as racy, not as a change.
+    #[arg(long, value_name = "FILE")]
+    pub flip_history: Option<PathBuf>,
 }
 
 /// `--fua`.

@@ -68,6 +68,18 @@ pub fn run(command: &Command, vm: &VmArgs) -> Result<Conclusion, CliError> {
             }
             _ => in_guest(command, spec, vm, args, out.as_deref(), false, None)?.0,
         };
+        if let (Command::Table(table), false, Some(out)) =
+            (command, matches!(spec, KernelSpec::Host), &out)
+        {
+            // The guests' bobs only read the history (it is read-only to them); their
+            // table is this run's, added here once.
+            let file = out.join("table.json");
+            if code < crate::exit::ERROR && table.cell.flip_history.is_some() && file.exists() {
+                let grid = bob_core::report::site::read_table(&file)?;
+                let saved = table.traces.is_some();
+                crate::options::add_to_flip_history(&table.cell, &grid.kernel, &grid.cells, saved)?;
+            }
+        }
         if let Some(out) = &out {
             tables.push((spec.to_string(), spec.label(), out.join("table.json")));
         }

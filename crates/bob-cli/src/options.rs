@@ -69,6 +69,13 @@ pub fn run_options(
         disk_models,
         schedules: schedules.to_vec(),
         recordings: cell.recordings,
+        flip_history: cell
+            .flip_history
+            .as_deref()
+            .map(run::FlipHistory::load)
+            .transpose()
+            .map_err(|e| CliError::Environment(e.to_string()))?
+            .map(std::sync::Arc::new),
         setup_cache: None,
     })
 }
@@ -89,4 +96,31 @@ pub fn exploration(explore: &ExploreArgs) -> run::Exploration {
 /// `--max-states` and `--seed`.
 pub fn limits(explore: &ExploreArgs) -> Limits {
     Limits { max_states: explore.max_states, seed: explore.seed, ..Limits::default() }
+}
+
+/// Adds a finished run's recordings to `--flip-history`, when this process made them: not
+/// a guest's share of a run (the process that booted the guests adds the whole table) nor
+/// a check of saved recordings (`checked_saved`: `--trace`, `--traces`, a shard), which
+/// an earlier run has counted already.
+pub fn add_to_flip_history(
+    cell: &CellArgs,
+    kernel: &str,
+    cells: &[bob_core::report::Cell],
+    checked_saved: bool,
+) -> Result<(), CliError> {
+    let Some(path) = &cell.flip_history else { return Ok(()) };
+    if checked_saved || cell.shard.is_some() || std::env::var_os(bob_core::vm::GUEST_ENV).is_some()
+    {
+        return Ok(());
+    }
+    let fail = |e: bob_core::run::flip_history::Error| CliError::Environment(e.to_string());
+    let mut history = run::FlipHistory::load(path).map_err(fail)?;
+    history.add_run(kernel, cells);
+    history.save(path).map_err(fail)?;
+    let flipping = history.flipping().len();
+    eprintln!(
+        "bob: flip history {}: this run's recordings added; {flipping} schedule(s) seen flipping",
+        path.display()
+    );
+    Ok(())
 }

@@ -220,3 +220,94 @@ fn a_race_is_marked_racy_and_bob_diff_does_not_call_it_a_change() {
         assert!(d.get("racy").is_none(), "the same verdict on both sides: {d}");
     }
 }
+
+/// The kernel release as bob names the host's (`uname -r`).
+fn this_kernel() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap().trim().to_owned()
+}
+
+/// A flip history naming ext2's syncfs single-block-append as flipping (2 of 4
+/// recordings violated over 2 runs, on `kernel`).
+fn history_of(path: &std::path::Path, kernel: &str) {
+    let history = serde_json::json!({
+        "schema_version": 1,
+        "schedules": [{
+            "kernel": kernel, "config": "ext2", "property": "single-block-append",
+            "disk_model": "awu-4096", "schedule": "syncfs",
+            "runs": 2, "recordings": 4, "violated": 2,
+        }],
+    });
+    std::fs::write(path, history.to_string()).unwrap();
+}
+
+/// `--flip-history FILE`: a schedule that flipped in earlier runs (2 of 4, a rate of
+/// one half) is recorded from the start as often as that rate needs for both outcomes
+/// to show with 99% confidence (8), not once; on the kernel it flipped on, its cell is
+/// racy even though all 8 recordings agree here (ext2 loses the append every time), and
+/// says both counts; on another kernel's history it is recorded as often and not marked.
+/// The run's recordings are added to the file, and `bob table` adds its own the same way.
+/// A file that is not a history is refused in one line, before anything runs.
+#[test]
+fn a_flip_history_records_a_racy_schedule_as_its_rate_needs_and_marks_it_racy() {
+    let dir = Dir::new();
+    let file = dir.path().join("flips.json");
+    let args = ["--schedules", "syncfs", "--flip-history", file.to_str().unwrap()];
+
+    history_of(&file, &this_kernel());
+    let (code, cell) = run_cell(&dir, "ext2", "single-block-append", &args);
+    assert_eq!(code, 1, "{cell}");
+    let s = share(&cell);
+    assert_eq!(s["recordings"], 8, "p = 1/2 asks for 8: {cell}");
+    assert_eq!(s["violated_in"], serde_json::json!([1, 2, 3, 4, 5, 6, 7, 8]), "{cell}");
+    assert_eq!(s["earlier_runs"], serde_json::json!({"runs": 2, "recordings": 4, "violated": 2}));
+    assert_eq!((s["racy"].clone(), cell["racy"].clone()), (Value::Bool(true), Value::Bool(true)));
+    let history: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let entry = &history["schedules"][0];
+    let counts = [&entry["runs"], &entry["recordings"], &entry["violated"]].map(count);
+    assert_eq!(counts, [3, 12, 10], "this run's 8 of 8 added: {history}");
+
+    // The text says both counts.
+    history_of(&file, &this_kernel());
+    let scratch = dir.scratch();
+    let (out, scratch) = (dir.out(), scratch.to_str().unwrap());
+    let text = run(&[
+        &["run", "--fs", "ext2", "--property", "single-block-append"][..],
+        &["--out", out.to_str().unwrap(), "--scratch", scratch],
+        &args[..],
+    ]
+    .concat());
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(
+        text.contains("syncfs violated in 8 of 8 recordings; in 2 earlier run(s) on this kernel, 2 of 4: racy"),
+        "{text}"
+    );
+
+    history_of(&file, "0.0.0-another-kernel");
+    let (_, cell) = run_cell(&dir, "ext2", "single-block-append", &args);
+    let s = share(&cell);
+    assert_eq!(s["recordings"], 8, "another kernel's race asks for as many: {cell}");
+    assert!(s.get("earlier_runs").is_none() && cell.get("racy").is_none(), "{cell}");
+
+    // A table adds its cells: ext2 violates under sync in every recording, 3 of 3.
+    let table_file = dir.path().join("table-flips.json");
+    let sync = ["--schedules", "sync", "--flip-history", table_file.to_str().unwrap()];
+    let (code, _) = run_json(&Dir::new(), "table", "ext2", "single-block-append", &sync);
+    assert_eq!(code, 1);
+    let history: Value =
+        serde_json::from_str(&std::fs::read_to_string(&table_file).unwrap()).unwrap();
+    let entry = &history["schedules"][0];
+    assert_eq!(
+        (entry["kernel"].as_str(), entry["schedule"].as_str()),
+        (Some(&*this_kernel()), Some("sync"))
+    );
+    assert_eq!([&entry["runs"], &entry["recordings"], &entry["violated"]].map(count), [1, 3, 3]);
+
+    std::fs::write(&file, "not json").unwrap();
+    let out =
+        run(&[&["run", "--fs", "ext2", "--property", "single-block-append"][..], &args[..]]
+            .concat());
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let line = format!("flip history {}: not a flip history bob can read", file.display());
+    assert!(err.contains(&line) && err.trim().lines().count() == 1, "{err}");
+}

@@ -41,6 +41,7 @@ fn no_violation(config: &str, seed: u64) -> Result<(), TestCaseError> {
         schedules: vec![workloads::Schedule::Sync],
         setup_cache: None,
         recordings: bob_core::run::Recordings::default(),
+        flip_history: None,
     };
     let cells = run_cell(&opts, &Quiet, &AtomicBool::new(false)).expect("the run itself works");
     prop_assert_eq!(cells.len(), 2);

@@ -73,6 +73,8 @@ pub fn run(args: RunArgs) -> Result<Conclusion, CliError> {
     let cells = run::run_cell(&options, &bars, &CANCEL);
     bars.finish();
     let cells = cells?;
+    let kernel = bob_core::host::uname_release();
+    options::add_to_flip_history(&args.cell, &kernel, &cells, options.trace.is_some())?;
     print::render(&cells[..], args.format)?;
     Ok(Conclusion::Named(OutcomeKind::worst(cells.iter().map(|c| c.verdict))))
 }

@@ -64,6 +64,7 @@ pub fn run(args: TableArgs) -> Result<Conclusion, CliError> {
     let grid = run::run_table(&opts, &bars, &CANCEL);
     bars.finish();
     let grid = grid?;
+    options::add_to_flip_history(&args.cell, &grid.kernel, &grid.cells, opts.traces.is_some())?;
     let out = &explore.out;
     document::write_tables(out, &grid)
         .map_err(|source| CliError::Io { path: out.clone(), source })?;

@@ -84,6 +84,10 @@ pub struct ScheduleCell {
     /// and one recording's verdict could have gone either way.
     #[serde(default, skip_serializing_if = "is_false")]
     pub racy: bool,
+    /// What earlier runs on the same kernel saw of this schedule, when they saw it flip
+    /// (`--flip-history`): the schedule is then racy whatever this run's recordings gave.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub earlier_runs: Option<crate::run::flip_history::EarlierRuns>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -109,14 +113,32 @@ impl ScheduleCell {
     /// recorded more than once: "violated in 2 of 5 recordings: racy", "violated in 3 of
     /// 3 recordings", "violated in 0 of 3 recordings".
     pub(crate) fn recordings_text(&self) -> Option<String> {
-        (self.recordings > 1).then(|| {
+        let here = match self.recordings {
+            0 | 1 if self.earlier_runs.is_none() => return None,
+            0 | 1 => format!(
+                "{} in its one recording",
+                if self.verdict == CellVerdict::Violated { "violated" } else { "not violated" }
+            ),
+            n => format!("violated in {} of {n} recordings", self.violated_in.len()),
+        };
+        let earlier = self.earlier_runs.as_ref().map(|e| {
             format!(
-                "violated in {} of {} recordings{}",
-                self.violated_in.len(),
-                self.recordings,
-                if self.racy { ": racy" } else { "" }
+                "; in {} earlier run(s) on this kernel, {} of {}",
+                e.runs, e.violated, e.recordings
             )
-        })
+        });
+        Some(format!(
+            "{here}{}{}",
+            earlier.unwrap_or_default(),
+            if self.racy { ": racy" } else { "" }
+        ))
+    }
+
+    /// Whether the schedule is racy: this run's recordings disagree, or earlier runs on
+    /// the same kernel saw it flip.
+    pub(crate) fn update_racy(&mut self) {
+        self.racy =
+            Self::is_racy(self.violated_in.len(), self.recordings) || self.earlier_runs.is_some();
     }
 
     /// Folds another shard's share of the same schedule into this one.
@@ -127,7 +149,8 @@ impl ScheduleCell {
         self.violated_in.extend(&b.violated_in);
         self.violated_in.sort_unstable();
         self.violated_in.dedup();
-        self.racy = Self::is_racy(self.violated_in.len(), self.recordings);
+        self.earlier_runs = self.earlier_runs.take().or_else(|| b.earlier_runs.clone());
+        self.update_racy();
         self.states_explored += b.states_explored;
         self.states_unique += b.states_unique;
         self.counts.merge(&b.counts);

@@ -180,8 +180,9 @@ const NUMBERS: &str =
 /// What `racy` beside a cell's numbers means, said under a table that has one.
 const RACY: &str =
     "racy: a drain schedule recorded more than once was violated in some of its recordings \
-     and not in others (the footnote says k of n), so another run may give the other \
-     verdict; bob diff reports such a cell as racy, not as a change.";
+     and not in others (the footnote says k of n), or was in earlier runs on this kernel \
+     (--flip-history), so another run may give the other verdict; bob diff reports such a \
+     cell as racy, not as a change.";
 
 /// Merges two results for the same cell (two shards of it, or a rerun of the same
 /// recordings); refuses results of different recordings of a schedule.

@@ -7,6 +7,7 @@
 mod check_trace;
 pub mod environment;
 pub mod explore;
+pub mod flip_history;
 mod grid;
 pub mod interop;
 mod recordings;
@@ -17,6 +18,7 @@ mod traces;
 pub(crate) mod xfstests_lint;
 
 pub use check_trace::{check_trace, CheckTraceOptions};
+pub use flip_history::FlipHistory;
 pub use grid::{disk_models, run_table, TableOptions, TableProgress};
 pub use recordings::Recordings;
 pub use replay::{replay_witness, witness_state, ReplayOptions};
@@ -173,6 +175,10 @@ pub struct RunOptions {
     /// are the union of every recording's, and each schedule says in how many of its
     /// recordings a violation appeared.
     pub recordings: Recordings,
+    /// What earlier runs saw of each schedule (`--flip-history`): under `--recordings
+    /// auto`, a schedule it shows flipping is recorded as many times as its rate needs,
+    /// and marked racy on the kernel it flipped on (see [`flip_history`]).
+    pub flip_history: Option<std::sync::Arc<FlipHistory>>,
     /// The disk models to judge the cell under (at least one; all with the same FUA
     /// model): one cell each, from the same recordings, with states common to several
     /// models mounted once.
@@ -191,6 +197,13 @@ impl RunOptions {
             (Some(_), None) => Err(Error::ShardsNeedSavedTraces),
             _ => Ok(()),
         }
+    }
+
+    /// How many recordings `--recordings auto` makes of `schedule` from the start: what
+    /// the flip history asks for a schedule it saw flip; `None`, once.
+    pub(crate) fn settling_recordings(&self, schedule: Schedule) -> Option<usize> {
+        let history = self.flip_history.as_deref()?;
+        history.recordings_for(self.config.name, self.cell_name(), schedule.name())
     }
 
     /// The name of the cell's row: the workload's (with `workload`) or the property's.
@@ -460,7 +473,7 @@ pub(crate) fn record_cell(
             if s.is_empty() {
                 return Err(no_schedule(&opts));
             }
-            recordings::fresh(&s, opts.recordings)
+            recordings::fresh(&s, opts.recordings, |s| opts.settling_recordings(s))
         }
     };
     let several = planned.len() > 1;
@@ -769,7 +782,16 @@ impl Assembly<'_> {
             .filter(|&&k| recordings::violated(&self.parts[k]))
             .map(|&k| self.recs[k].subject.recording)
             .collect();
-        Some(ScheduleCell {
+        let earlier_runs = self.opts.flip_history.as_deref().and_then(|history| {
+            history.flipped_before(
+                &crate::host::kernel_release(),
+                self.opts.config.name,
+                self.opts.cell_name(),
+                &first.subject.disk.slug(),
+                &schedule,
+            )
+        });
+        let mut share = ScheduleCell {
             schedule,
             trace_digest: first.trace_digest.clone(),
             verdict: c.verdict,
@@ -785,13 +807,16 @@ impl Assembly<'_> {
             }),
             fua_postflushes: count_entries(&first.subject.trace, |e| e.is_fua_postflush()),
             recordings: group.len(),
-            racy: ScheduleCell::is_racy(violated_in.len(), group.len()),
+            racy: false,
             violated_in: if several { violated_in } else { Vec::new() },
             more_trace_digests: group[1..]
                 .iter()
                 .map(|&k| self.recs[k].trace_digest.clone())
                 .collect(),
-        })
+            earlier_runs,
+        };
+        share.update_racy();
+        Some(share)
     }
 
     /// The witness of the cell's verdict, the union's `i`-th state: replayed

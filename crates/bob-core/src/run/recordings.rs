@@ -89,14 +89,20 @@ pub(crate) struct Planned {
     pub saved: Option<PathBuf>,
 }
 
-/// The recordings a cell makes afresh of `schedules`: each schedule's, in order.
-pub(crate) fn fresh(schedules: &[Schedule], recordings: Recordings) -> Vec<Planned> {
-    let n = match recordings {
-        Recordings::Auto => 1,
-        Recordings::Exactly(n) => n.max(1),
-    };
+/// The recordings a cell makes afresh of `schedules`: each schedule's, in order. Under
+/// `auto`, a schedule for which `settle` gives a count (a flip history's: the schedule
+/// flipped in earlier runs) is recorded that many times from the start, any other once.
+pub(crate) fn fresh(
+    schedules: &[Schedule],
+    recordings: Recordings,
+    settle: impl Fn(Schedule) -> Option<usize>,
+) -> Vec<Planned> {
     let each = |s: Schedule| {
-        (1..=n).map(move |r| Planned { schedule: Some(s), recording: r, saved: None })
+        let n = match recordings {
+            Recordings::Auto => settle(s).unwrap_or(1),
+            Recordings::Exactly(n) => n,
+        };
+        (1..=n.max(1)).map(move |r| Planned { schedule: Some(s), recording: r, saved: None })
     };
     schedules.iter().copied().flat_map(each).collect()
 }
@@ -155,10 +161,13 @@ pub(crate) fn settle(
     if opts.recordings != Recordings::Auto || opts.trace.is_some() {
         return Ok(());
     }
+    // A schedule recorded several times from the start (its flip history asked for it)
+    // has what it needs already.
+    let once = |s: Option<Schedule>| recs.iter().filter(|r| r.subject.schedule == s).count() == 1;
     let again: Vec<Schedule> = recs
         .iter()
         .zip(parts.iter())
-        .filter(|(r, p)| r.subject.recording == 1 && violated(p))
+        .filter(|(r, p)| r.subject.recording == 1 && once(r.subject.schedule) && violated(p))
         .filter_map(|(r, _)| r.subject.schedule)
         .collect();
     for schedule in again {
@@ -200,12 +209,22 @@ mod tests {
 
     #[test]
     fn fresh_recordings_are_each_schedules_side_by_side() {
-        let plan = fresh(&[Schedule::Sync, Schedule::Syncfs], Recordings::Exactly(2));
+        let none = |_| None;
+        let plan = fresh(&[Schedule::Sync, Schedule::Syncfs], Recordings::Exactly(2), none);
         let got: Vec<(Option<Schedule>, usize)> =
             plan.iter().map(|p| (p.schedule, p.recording)).collect();
         use Schedule::*;
         assert_eq!(got, [(Some(Sync), 1), (Some(Sync), 2), (Some(Syncfs), 1), (Some(Syncfs), 2)]);
-        assert_eq!(fresh(&[Sync], Recordings::Auto).len(), 1, "auto starts with one");
+        assert_eq!(fresh(&[Sync], Recordings::Auto, none).len(), 1, "auto starts with one");
+        // A schedule a flip history settles is recorded as often as it asks, under auto
+        // only: an exact count is the user's.
+        let history = |s| (s == Syncfs).then_some(8);
+        let counts = |r| {
+            let plan = fresh(&[Sync, Syncfs], r, history);
+            [Sync, Syncfs].map(|s| plan.iter().filter(|p| p.schedule == Some(s)).count())
+        };
+        assert_eq!(counts(Recordings::Auto), [1, 8]);
+        assert_eq!(counts(Recordings::Exactly(2)), [2, 2]);
     }
 
     #[test]

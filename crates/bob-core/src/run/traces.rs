@@ -133,9 +133,11 @@ fn record_cell(
         return Err(super::no_schedule(opts));
     }
     // `--recordings N` records each schedule N times (`<schedule>.2`, ... beside the
-    // first, where `--trace` finds them); `auto` once, as it decides on checked states.
+    // first, where `--trace` finds them); `auto` once, as it decides on checked states,
+    // but as often as a flip history asks for a schedule it saw flip.
     let mut out = Vec::with_capacity(schedules.len());
-    for planned in super::recordings::fresh(&schedules, opts.recordings) {
+    let settle = |s| opts.settling_recordings(s);
+    for planned in super::recordings::fresh(&schedules, opts.recordings, settle) {
         let (Some(schedule), recording) = (planned.schedule, planned.recording) else { continue };
         if cancel.load(Ordering::Relaxed) {
             return Err(crate::check::Error::Interrupted.into());
