@@ -395,6 +395,11 @@ pub struct ExploreArgs {
     /// states to agree on them too).
     #[arg(long)]
     pub no_recovery_used: bool,
+    /// Mount every state that differs from an earlier checked state in file data, even
+    /// where only that state's walk read the data (ext2, ext3, ext4), instead of taking
+    /// its mount and reading those sectors from the state's own bytes.
+    #[arg(long)]
+    pub no_patch_file_data: bool,
 }
 
 impl ExploreArgs {
@@ -424,6 +429,7 @@ impl ExploreArgs {
             reuse_by_reads: !self.no_reuse_by_reads,
             fsck_by_reads: !self.no_fsck_by_reads,
             recovery_used: !self.no_recovery_used,
+            patch_file_data: !self.no_patch_file_data,
         }
     }
 }

@@ -40,7 +40,9 @@ pub use model::{model_states, ModelError, ModelNode, ModelState};
 pub use op::{FallocMode, Op, OpKind, OpRef, RenameHow, SyncFlag};
 pub use property::{Family, ParsePropertyError, Property};
 pub use schedule::{ParseScheduleError, Schedule};
-pub use snapshot::{create_after_recovery, take_snapshot, take_snapshot_with};
+pub use snapshot::{
+    create_after_recovery, file_extents, take_snapshot, take_snapshot_with, FileExtent,
+};
 pub use stamp::SectorClass;
 pub use tree::{Content, InodeMeta, Node, NodeKind, Observed, Snapshot};
 pub use workload::{

@@ -349,6 +349,71 @@ fn allocated_from(path: &Path, from: u64) -> std::io::Result<u64> {
     }
 }
 
+/// One extent of a file as FIEMAP reports it: `length` bytes at byte `logical` of the
+/// file lie at byte `physical` of the device, with FIEMAP's `flags`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileExtent {
+    /// Byte offset in the file.
+    pub logical: u64,
+    /// Byte offset on the device.
+    pub physical: u64,
+    /// Bytes.
+    pub length: u64,
+    /// `fe_flags`.
+    pub flags: u32,
+}
+
+impl FileExtent {
+    /// Whether reading the file there reads exactly the device's bytes there, and
+    /// nothing else decides them: not unknown or delayed, not encoded, encrypted,
+    /// inline, a packed tail or unaligned, and not unwritten (which reads as zeros).
+    pub fn reads_the_device(&self) -> bool {
+        // FIEMAP_EXTENT_UNKNOWN 0x2, DELALLOC 0x4, ENCODED 0x8, DATA_ENCRYPTED 0x80,
+        // NOT_ALIGNED 0x100, DATA_INLINE 0x200, DATA_TAIL 0x400, UNWRITTEN 0x800.
+        const NOT_PLAIN: u32 = 0x2 | 0x4 | 0x8 | 0x80 | 0x100 | 0x200 | 0x400 | 0x800;
+        self.flags & NOT_PLAIN == 0
+    }
+}
+
+/// Every extent of the file at `path` (FIEMAP, without FIEMAP_FLAG_SYNC: a recovered,
+/// mounted tree has nothing to write back), in file order.
+pub fn file_extents(path: &Path) -> std::io::Result<Vec<FileExtent>> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(path)?;
+    let mut out = Vec::new();
+    let mut start = 0u64;
+    loop {
+        let mut map = Fiemap {
+            fm_start: start,
+            fm_length: u64::MAX - start,
+            fm_flags: 0,
+            fm_mapped_extents: 0,
+            fm_extent_count: FIEMAP_BATCH as u32,
+            fm_reserved: 0,
+            fm_extents: [FiemapExtent::default(); FIEMAP_BATCH],
+        };
+        // SAFETY: a valid descriptor and a struct fiemap with room for the extent count
+        // it declares, alive across the call.
+        let rc = unsafe { libc::ioctl(f.as_raw_fd(), FS_IOC_FIEMAP as _, &mut map) };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let n = (map.fm_mapped_extents as usize).min(FIEMAP_BATCH);
+        out.extend(map.fm_extents[..n].iter().map(|e| FileExtent {
+            logical: e.fe_logical,
+            physical: e.fe_physical,
+            length: e.fe_length,
+            flags: e.fe_flags,
+        }));
+        let Some(last) = map.fm_extents[..n].last() else { return Ok(out) };
+        let next = last.fe_logical.saturating_add(last.fe_length);
+        if last.fe_flags & FIEMAP_EXTENT_LAST != 0 || next <= start {
+            return Ok(out);
+        }
+        start = next;
+    }
+}
+
 /// `e` with the path and the call that failed in front ("/A/f0: stat: Bad message (os
 /// error 74)"), keeping its kind: a walk that fails says where.
 fn at_path(path: &str, call: &str, e: std::io::Error) -> std::io::Error {

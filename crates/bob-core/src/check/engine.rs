@@ -646,8 +646,8 @@ impl<'a> Run<'a> {
         let started = std::time::Instant::now();
         let overlay = self.builder.state(&state.id);
         let reused = self.reads_memo.and_then(|m| {
-            m.find(state.id.epoch, &digest, &overlay, &subject.trace)
-                .map(|r| r.check_for(subject, due.clone()))
+            let (donor, differing) = m.find(state.id.epoch, &digest, &overlay, &subject.trace)?;
+            donor.check_for(subject, due.clone(), &differing, &overlay)
         });
         let (checked, reads, retries) = match reused {
             Some(c) => (Ok(c), None, 0),
@@ -669,6 +669,8 @@ impl<'a> Run<'a> {
                 if let (Some(memo), Some(reads)) = (self.reads_memo, reads) {
                     memo.donate(subject, (state.id.epoch, digest, &overlay), reads, &c);
                 }
+                // The donor keeps what it needs of it; the result list need not.
+                c.file_data = None;
                 c.infra_retries = retries;
                 if let Some(steps) = c.steps.as_mut() {
                     steps.total_ms = started.elapsed().as_secs_f64() * 1e3;

@@ -21,6 +21,7 @@ use workloads::Snapshot;
 
 mod checker;
 mod engine;
+mod file_data;
 mod journal;
 pub(crate) mod outcome;
 mod reads;
@@ -179,6 +180,14 @@ pub struct StateCheck {
     /// (dedup after recovery), which reuse by reads must count as this check's reads.
     #[serde(skip)]
     pub(crate) reads_behind: Option<std::sync::Arc<reads::SectorRuns>>,
+    /// The file data only this check's walk read, which a later state may differ in and
+    /// still take this check's mount (`check::file_data`); absent where it does not apply.
+    #[serde(skip)]
+    pub(crate) file_data: Option<file_data::SharedFileData>,
+    /// This state was not mounted: an earlier state's check was taken, with the file data
+    /// in which the two differ read from this state's own bytes (`check::file_data`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub file_data_patched: bool,
     /// Attempts that failed in bob's own machinery before this result (see
     /// [`Error::is_infrastructure`]): 1 when a retry on a fresh loop device succeeded.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -282,6 +291,8 @@ impl StateCheck {
             routine_fsck_reused: false,
             journal_reused: false,
             reads_behind: None,
+            file_data: None,
+            file_data_patched: false,
             infra_retries: 0,
             steps: None,
         }

@@ -26,12 +26,13 @@ use std::sync::{Arc, RwLock};
 
 use workloads::Snapshot;
 
+use super::file_data::SharedFileData;
 use super::verdict::oracle_verdict;
 use super::{Outcome, Repair, StateCheck, Subject};
 use crate::crash::overlay::Sum;
 use crate::crash::{Epoch, Overlay, SectorSource};
 use crate::image::SectorSet;
-use crate::trace::Trace;
+use crate::trace::{Trace, SECTOR_SIZE};
 
 /// A set of sectors as sorted runs `[start, end)`: what a recovered image keeps of the
 /// reads behind it, a few runs where readahead read thousands of sectors in a row.
@@ -62,6 +63,8 @@ pub(crate) enum Reusable {
         fsck: Option<String>,
         repair: Option<Repair>,
         recovery_writes: usize,
+        /// The file data only the walk read, where a later state may differ.
+        file_data: Option<SharedFileData>,
     },
     /// The check ended before a verdict: the state did not mount, or its walk failed.
     Ended(Box<StateCheck>),
@@ -74,6 +77,8 @@ struct Donor {
     /// in the crash epoch (`None`: an earlier epoch's or the base image's content).
     reads: Vec<(u64, Option<SectorSource>)>,
     result: Arc<Reusable>,
+    /// The donor's file data only its walk read (its result's, kept here to match).
+    file_data: Option<SharedFileData>,
     /// Where in `reads` the last state that did not match this donor differed: the
     /// states of an epoch come in runs that differ from a donor in the same place, so
     /// looking there first rejects most of them at one sector instead of thousands.
@@ -81,22 +86,30 @@ struct Donor {
 }
 
 impl Donor {
-    /// Whether `overlay` holds the donor's bytes on every sector it read.
-    fn matches(&self, overlay: &Overlay, trace: &Trace) -> bool {
+    /// Whether `overlay` holds the donor's bytes on every sector it read, but for file
+    /// data only its walk read ([`super::file_data`]): then the sectors of that data
+    /// where the two differ (none for a state that agrees everywhere).
+    fn matches(&self, overlay: &Overlay, trace: &Trace) -> Option<Vec<u64>> {
         let same = |&(s, theirs): &(u64, Option<SectorSource>)| {
             SectorSource::same_content(theirs, overlay.crash_epoch_source(s), trace)
         };
+        let may_differ = |s: u64| self.file_data.as_ref().is_some_and(|d| d.covers(s));
         let hint = self.differed_at.load(Ordering::Relaxed);
-        if self.reads.get(hint).is_some_and(|r| !same(r)) {
-            return false;
+        if self.reads.get(hint).is_some_and(|r| !same(r) && !may_differ(r.0)) {
+            return None;
         }
-        match self.reads.iter().position(|r| !same(r)) {
-            Some(at) => {
-                self.differed_at.store(at, Ordering::Relaxed);
-                false
+        let mut differing = Vec::new();
+        for (at, r) in self.reads.iter().enumerate() {
+            if same(r) {
+                continue;
             }
-            None => true,
+            if !may_differ(r.0) {
+                self.differed_at.store(at, Ordering::Relaxed);
+                return None;
+            }
+            differing.push(r.0);
         }
+        Some(differing)
     }
 }
 
@@ -132,20 +145,22 @@ fn written_by(trace: &Trace, epoch: &Epoch) -> Vec<(u64, u64)> {
 
 impl ReadsMemo {
     /// The result of an earlier state that `overlay` (a state of crash epoch `epoch`
-    /// with content digest `digest`) agrees with on every sector its check read.
+    /// with content digest `digest`) agrees with on every sector its check read, but
+    /// for file data only that state's walk read; and the sectors of that data where the
+    /// two differ ([`Reusable::check_for`] reads them from the state's own bytes).
     pub(crate) fn find(
         &self,
         epoch: u32,
         digest: &[u8; 32],
         overlay: &Overlay,
         trace: &Trace,
-    ) -> Option<Arc<Reusable>> {
+    ) -> Option<(Arc<Reusable>, Vec<u64>)> {
         let inner = self.inner.read().unwrap_or_else(|p| p.into_inner());
         if let Some(hit) = inner.by_digest.get(digest) {
-            return Some(hit.clone());
+            return Some((hit.clone(), Vec::new()));
         }
         let donors = inner.by_epoch.get(&epoch)?;
-        donors.iter().find(|d| d.matches(overlay, trace)).map(|d| d.result.clone())
+        donors.iter().find_map(|d| Some((d.result.clone(), d.matches(overlay, trace)?)))
     }
 
     /// Offers a finished check to later states: `state` is its crash epoch, digest and
@@ -196,11 +211,28 @@ impl ReadsMemo {
             .collect();
         read.sort_unstable();
         read.dedup();
+        // Of the file data only the walk read, what the crash epoch wrote: the rest is
+        // the same in every state of the epoch, and a donor of a multi-block cell would
+        // otherwise keep thousands of sectors no state can differ in.
+        let mut result = result;
+        let file_data = match &mut result {
+            Reusable::Walked { file_data, .. } => {
+                let kept = file_data
+                    .as_ref()
+                    .map(|d| d.only(|s| read.binary_search(&s).is_ok()))
+                    .filter(|d| !d.is_empty())
+                    .map(Arc::new);
+                *file_data = kept.clone();
+                kept
+            }
+            Reusable::Ended(_) => None,
+        };
         let reads = read.into_iter().map(|s| (s, overlay.crash_epoch_source(s))).collect();
         let result = Arc::new(result);
         inner.by_digest.entry(digest).or_insert_with(|| result.clone());
         let differed_at = AtomicUsize::new(0);
-        inner.by_epoch.entry(epoch).or_default().push(Donor { reads, result, differed_at });
+        let donor = Donor { reads, result, file_data, differed_at };
+        inner.by_epoch.entry(epoch).or_default().push(donor);
     }
 }
 
@@ -215,6 +247,7 @@ impl Reusable {
                 fsck: check.fsck.clone(),
                 repair: check.repair.clone(),
                 recovery_writes: check.recovery_writes,
+                file_data: check.file_data.clone(),
             });
         }
         match check.outcome {
@@ -225,15 +258,36 @@ impl Reusable {
         }
     }
 
-    /// This result for a state with `durable_ops` due.
-    pub(crate) fn check_for(&self, subject: &Subject, durable_ops: Vec<usize>) -> StateCheck {
+    /// This result for a state (`overlay`) with `durable_ops` due, which differs from the
+    /// donor in the file data sectors `differing` only ([`ReadsMemo::find`]): the donor's
+    /// snapshot with those sectors classified from the state's own bytes. `None` if one
+    /// of them cannot be read (the state is then mounted).
+    pub(crate) fn check_for(
+        &self,
+        subject: &Subject,
+        durable_ops: Vec<usize>,
+        differing: &[u64],
+        overlay: &Overlay,
+    ) -> Option<StateCheck> {
         let mut check = match self {
-            Reusable::Walked { snapshot, fsck, repair, recovery_writes } => {
-                let mut c = oracle_verdict(subject, snapshot.clone(), fsck.clone(), durable_ops)
+            Reusable::Walked { snapshot, fsck, repair, recovery_writes, file_data } => {
+                let snapshot = match (differing.is_empty(), file_data) {
+                    (true, _) => snapshot.clone(),
+                    (false, Some(data)) => data.patched(snapshot, differing, |s, buf| {
+                        let offset = s * SECTOR_SIZE;
+                        subject.base.read_at(offset, buf)?;
+                        overlay.read_into(&subject.trace, offset, buf);
+                        Ok(())
+                    })?,
+                    (false, None) => return None,
+                };
+                let mut c = oracle_verdict(subject, snapshot, fsck.clone(), durable_ops)
                     .after_repair(repair.clone());
                 c.recovery_writes = *recovery_writes;
+                c.file_data_patched = !differing.is_empty();
                 c
             }
+            Reusable::Ended(_) if !differing.is_empty() => return None,
             Reusable::Ended(c) => (**c).clone(),
         };
         check.reads_reused = true;
@@ -242,7 +296,8 @@ impl Reusable {
         check.fsck_reused = false;
         check.infra_retries = 0;
         check.steps = None;
-        check
+        check.file_data = None;
+        Some(check)
     }
 }
 

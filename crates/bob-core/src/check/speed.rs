@@ -50,6 +50,12 @@ pub struct Speedups {
     /// in older documents: off.
     #[serde(default)]
     pub recovery_used: bool,
+    /// With reuse by reads: a state that differs from an earlier checked state only in
+    /// file data that state's walk alone read takes its mount, its classes of those
+    /// sectors computed from its own bytes (`check::file_data`; ext2, ext3, ext4;
+    /// `--no-patch-file-data` turns it off). Absent in older documents: off.
+    #[serde(default)]
+    pub patch_file_data: bool,
 }
 
 impl Default for Speedups {
@@ -64,6 +70,7 @@ impl Default for Speedups {
             reuse_by_reads: true,
             fsck_by_reads: true,
             recovery_used: true,
+            patch_file_data: true,
         }
     }
 }
@@ -80,6 +87,7 @@ impl Speedups {
         reuse_by_reads: false,
         fsck_by_reads: false,
         recovery_used: false,
+        patch_file_data: false,
     };
 }
 

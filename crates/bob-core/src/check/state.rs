@@ -16,7 +16,7 @@ use super::{Error, Judge, Laps, Outcome, Repair, StateCheck, StepTimes, Subject}
 use crate::device::loopdev::LoopDevice;
 use crate::device::{cmd, mount};
 use crate::fs::{complaint, Recovery, RepairStep, Timeouts};
-use crate::image::CrashView;
+use crate::image::{CrashView, SectorSet};
 
 /// The outcome of a walk of the recovered tree that failed: `read-error` at the path the
 /// walk names in front of its error (`/A/f0: stat: Bad message (os error 74)`).
@@ -361,6 +361,10 @@ fn recover(
     }
 }
 
+/// What the read-only fsck gave (its complaint, or the check of a state whose fsck timed
+/// out), and the sectors it read when they were logged.
+type FsckRan = (Result<Option<String>, StateCheck>, Option<SectorSet>);
+
 /// A kernel configuration's state, recovered and mounted: what the check after recovery
 /// shares.
 struct MountedState<'a> {
@@ -395,11 +399,23 @@ impl MountedState<'_> {
                 return self.reusing(hit, hit.snapshot.clone(), key, clock, true);
             }
         }
-        let snapshot =
-            workloads::take_snapshot(self.state.mnt, &self.subject.workload).map(|mut s| {
-                s.not_creatable = self.create_after_recovery(&s);
-                s
-            });
+        // What recovery read first, to tell the walk's own first reads from it.
+        let patching = after.filter(|a| self.patches_file_data(a));
+        let before_walk = patching.and_then(|a| a.view.first_reads_so_far());
+        let snapshot = workloads::take_snapshot(self.state.mnt, &self.subject.workload);
+        let file_data = match (&snapshot, patching, before_walk) {
+            (Ok(s), Some(a), Some(before)) => a.view.first_reads_so_far().map(|mut walk| {
+                for r in before.iter() {
+                    walk.remove(r.clone());
+                }
+                super::file_data::FileData::of_walk(self.state.mnt, s, &walk)
+            }),
+            _ => None,
+        };
+        let snapshot = snapshot.map(|mut s| {
+            s.not_creatable = self.create_after_recovery(&s);
+            s
+        });
         clock.steps.snapshot_ms = clock.laps.lap();
         fs_mount.unmount()?;
         clock.steps.unmount_ms = clock.laps.lap();
@@ -414,7 +430,21 @@ impl MountedState<'_> {
         if let Some(hit) = reuse_fsck {
             return self.reusing(&hit, snapshot, key, clock, false);
         }
-        self.fsck_and_judge(snapshot, after, key, clock)
+        self.fsck_and_judge(snapshot, after, key, clock, file_data)
+    }
+
+    /// Whether a state this check donates to may differ from it in file data only its
+    /// walk read (`check::file_data`): on a configuration whose file data reads back from
+    /// the device's bytes alone, a view whose every read reaches its log (no page cache),
+    /// and a read-only fsck whose reads are logged or known (fsck by reads, `--fsck once`),
+    /// so that what fsck read is left out.
+    fn patches_file_data(&self, a: &AfterRecovery<'_>) -> bool {
+        a.speed.patch_file_data
+            && a.speed.reuse_by_reads
+            && a.speed.fsck == FsckPolicy::Once
+            && a.speed.fsck_by_reads
+            && !crate::device::fusedisk::Disk::cached(a.view)
+            && super::file_data::applies_to(self.subject.config.fstype)
     }
 
     /// The verdict with an earlier state's fsck (`hit`, of the same recovered image), and
@@ -451,6 +481,7 @@ impl MountedState<'_> {
         after: Option<&AfterRecovery<'_>>,
         key: Option<[u8; 32]>,
         mut clock: Clock,
+        file_data: Option<super::file_data::FileData>,
     ) -> Result<StateCheck, Error> {
         // Reuse of the read-only fsck by what it read (with `--fsck once`): not through a
         // cached view, whose page cache would answer reads the view never logs.
@@ -469,16 +500,22 @@ impl MountedState<'_> {
         };
         // What an fsck taken from an earlier state read: this state has read it too.
         let mut fsck_behind = None;
-        let fsck = match found {
+        // What the fsck read (run here with its reads logged, or taken with its reads):
+        // a later state may not differ there, whatever else read it.
+        let (fsck, fsck_read) = match found {
             Some(hit) => {
+                let mut read = SectorSet::new();
+                hit.reads.add_to(&mut read);
                 fsck_behind = Some(hit.reads);
-                hit.fsck
+                (hit.fsck, Some(read))
             }
             None => match self.fsck(by_reads, &mut clock)? {
-                Ok(fsck) => fsck,
-                Err(timed_out) => return Ok(timed_out.after_repair(self.repair)),
+                (Ok(fsck), read) => (fsck, read),
+                (Err(timed_out), _) => return Ok(timed_out.after_repair(self.repair)),
             },
         };
+        let file_data =
+            file_data.zip(fsck_read).map(|(data, read)| data.only(|s| !read.contains(&s)));
         self.loopdev.detach()?;
         clock.steps.detach_ms = clock.laps.lap();
 
@@ -497,6 +534,7 @@ impl MountedState<'_> {
         check.recovered_image = key.map(|k| hex(&k));
         check.fsck_reused = fsck_behind.is_some();
         check.reads_behind = fsck_behind;
+        check.file_data = file_data.filter(|d| !d.is_empty()).map(Arc::new);
         check.steps = Some(clock.steps);
         Ok(check)
     }
@@ -528,7 +566,7 @@ impl MountedState<'_> {
         &self,
         by_reads: Option<&AfterRecovery<'_>>,
         clock: &mut Clock,
-    ) -> Result<Result<Option<String>, StateCheck>, Error> {
+    ) -> Result<FsckRan, Error> {
         let config = &self.subject.config;
         if let Some(a) = by_reads {
             // Every sector fsck reads must reach the view and its log.
@@ -542,21 +580,24 @@ impl MountedState<'_> {
         let fsck = match config.fsck_on(self.loopdev.path(), self.timeouts.fsck) {
             Ok(complaint) => complaint,
             Err(cmd::CmdError::Timeout { .. }) => {
-                return Ok(Err(StateCheck {
+                let check = StateCheck {
                     mounted: true,
                     ..StateCheck::failed(Outcome::Timeout {
                         step: format!("fsck: {}", config.fsck.join(" ")),
                     })
-                }));
+                };
+                return Ok((Err(check), None));
             }
             Err(e) => return Err(crate::device::Error::from(e).into()),
         };
         clock.steps.fsck_ms = clock.laps.lap();
+        let mut logged = None;
         if let Some((a, read)) = by_reads.and_then(|a| Some((a, a.view.take_read_log()?))) {
             let io_err = |source| Error::Io { path: self.state.disk_file.to_owned(), source };
             a.cache.fsck_memo.add(a.view, a.stamps, &read, &fsck, false).map_err(io_err)?;
+            logged = Some(read);
         }
-        Ok(Ok(fsck))
+        Ok((Ok(fsck), logged))
     }
 }
 

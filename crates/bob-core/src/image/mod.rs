@@ -289,6 +289,14 @@ impl CrashView {
         Some(reads)
     }
 
+    /// Every sector read first so far, as logged ([`CrashView::first_reads`] without
+    /// leaving out what recovery did not use): a set that only grows, so that the
+    /// difference of two of them is what was read first in between.
+    pub(crate) fn first_reads_so_far(&self) -> Option<SectorSet> {
+        let reads = self.first_reads.as_ref()?;
+        Some(reads.lock().unwrap_or_else(|p| p.into_inner()).clone())
+    }
+
     /// Marks the end of recovery: of what was read so far, the sectors of `unused` did
     /// not decide anything (jbd2's readahead past the end of its scan,
     /// `check::recovery_used`); [`CrashView::first_reads`] leaves them out unless they

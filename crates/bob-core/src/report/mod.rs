@@ -545,6 +545,11 @@ pub struct Cell {
     /// their verdict is judged (reuse by reads). Counted in `states_mounted`: they mount.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub reads_reused: usize,
+    /// Of `reads_reused`, the states that differed from the state whose mount they took
+    /// in file data only its walk read, classified from their own bytes (mount once, walk
+    /// many: `check::file_data`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub file_data_patched: usize,
     /// Distinct states whose whole check was taken from the cell's journal: the same
     /// state was checked under an earlier disk model of the same recording (or by the run
     /// this one resumes). Counted in `states_mounted`: they mount.
@@ -960,6 +965,7 @@ impl Cell {
             snapshot_reused: mounted_checks(results).filter(|c| c.snapshot_reused).count(),
             fsck_reused: mounted_checks(results).filter(|c| c.fsck_reused).count(),
             reads_reused: mounted_checks(results).filter(|c| c.reads_reused).count(),
+            file_data_patched: mounted_checks(results).filter(|c| c.file_data_patched).count(),
             journal_reused: mounted_checks(results).filter(|c| c.journal_reused).count(),
             seconds: 0.0,
             setup_made: 0,
@@ -1027,6 +1033,7 @@ impl Cell {
         self.snapshot_reused += b.snapshot_reused;
         self.fsck_reused += b.fsck_reused;
         self.reads_reused += b.reads_reused;
+        self.file_data_patched += b.file_data_patched;
         self.journal_reused += b.journal_reused;
     }
 
@@ -1125,8 +1132,15 @@ impl Cell {
             s.push_str(&format!(
                 "  reuse by reads: {} state(s) were not mounted, as their bytes equal an \
                  earlier state's on every sector its recovery, walk and fsck read; only \
-                 their verdicts were judged\n",
-                self.reads_reused
+                 their verdicts were judged{}\n",
+                self.reads_reused,
+                match self.file_data_patched {
+                    0 => String::new(),
+                    n => format!(
+                        " ({n} of them differed from it in file data only its walk read, \
+                         read from their own bytes)"
+                    ),
+                }
             ));
         }
     }
