@@ -77,6 +77,7 @@ impl Journal {
         c.snapshot_reused = false;
         c.fsck_reused = false;
         c.reads_reused = false;
+        c.file_data_patched = false;
         c.routine_fsck_reused = false;
         c.reads_behind = None;
         c.steps = None;
