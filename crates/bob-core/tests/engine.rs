@@ -304,9 +304,20 @@ impl RecordedStates {
     /// by state: the same state, outcome and fsck result in both, asserted here. Each
     /// pair comes with whether the state is the one checked for its content.
     fn against_full(&self, speed: check::Speedups) -> Vec<(StateResult, StateResult, bool)> {
+        self.against_full_with(speed, 2)
+    }
+
+    /// [`RecordedStates::against_full`] with `jobs` workers on the fast side (one: every
+    /// donor is checked before the states after it, so what is shared does not depend on
+    /// timing).
+    fn against_full_with(
+        &self,
+        speed: check::Speedups,
+        jobs: usize,
+    ) -> Vec<(StateResult, StateResult, bool)> {
         let quiet = |_: usize, _: usize| {};
         let cancel = AtomicBool::new(false);
-        let fast = self.run_with("fast", 2, speed, &quiet, &cancel).unwrap();
+        let fast = self.run_with("fast", jobs, speed, &quiet, &cancel).unwrap();
         let full = self.run_with("full", 2, check::Speedups::NONE, &quiet, &cancel).unwrap();
         assert_eq!(fast.len(), full.len());
         let mut pairs = Vec::new();
@@ -824,10 +835,11 @@ fn a_resumed_run_keeps_the_retries_its_journal_recorded() {
 /// checked state only in file data that state's walk alone read takes its mount, with
 /// those sectors classified from its own bytes, and gets the outcome and fsck result its
 /// own mount, walk and fsck give it (checked against every shortcut off, state by state).
-/// On ext2 and ext3-writeback some states are judged so: an append's data and its size reach the
-/// disk in different orders, and states that differ in which data sectors did share one
-/// mount. (ext3-ordered's multi-block-append, 1,426 states, judged 534 so, agreeing with
-/// the full check in every state; too long a test to run each time.)
+/// Some states are judged so when a recording puts an append's data and its size in
+/// different orders on the disk: states that differ in which data sectors did share one
+/// mount, on ext3-writeback in every recording seen. (ext3-ordered's multi-block-append,
+/// 1,426 states, judged 534 so, agreeing with the full check in every state; too long a
+/// test to run each time.)
 #[test]
 fn patching_file_data_gives_every_state_the_outcome_of_its_own_mount() {
     require_root();
@@ -841,12 +853,25 @@ fn patching_file_data_gives_every_state_the_outcome_of_its_own_mount() {
     for (config, property) in
         [("ext2", Property::SingleBlockAppend), ("ext3-writeback", Property::SingleBlockAppend)]
     {
-        let r = record(config, property);
-        let pairs = r.against_full(speed);
-        let patched = pairs.iter().filter(|(a, _, checked)| *checked && a.check.file_data_patched);
-        let patched = patched.count();
-        eprintln!("{config}: {patched} of {} states judged with patched file data", pairs.len());
-        assert!(patched > 0, "{config}: some state differs from an earlier one in file data only");
-        assert!(pairs.iter().all(|(_, b, _)| !b.check.file_data_patched));
+        // Whether a recording has states that differ in file data only depends on the
+        // kernel's timing (the data may reach the disk in the epoch of its metadata):
+        // every recording is checked state by state, and up to four are made until one
+        // has such states.
+        let patched = (0..4).find_map(|attempt| {
+            let r = record(config, property);
+            // One worker: with two, a state can be checked beside the donor it would share.
+            let pairs = r.against_full_with(speed, 1);
+            assert!(pairs.iter().all(|(_, b, _)| !b.check.file_data_patched));
+            let patched =
+                pairs.iter().filter(|(a, _, checked)| *checked && a.check.file_data_patched);
+            let patched = patched.count();
+            eprintln!("{config}, recording {attempt}: {patched} of {} states patched", pairs.len());
+            (patched > 0).then_some(patched)
+        });
+        // ext3-writeback's recordings have had such states every time (12 of 169 in every
+        // run here); ext2's in about half, so there every recording is only checked.
+        if config == "ext3-writeback" {
+            assert!(patched.is_some(), "{config}: no recording had a state patched");
+        }
     }
 }

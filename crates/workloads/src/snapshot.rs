@@ -312,41 +312,11 @@ struct Fiemap {
 /// FIEMAP_FLAG_SYNC: a recovered, read-only tree has nothing to write back), unwritten
 /// (preallocated) extents included.
 fn allocated_from(path: &Path, from: u64) -> std::io::Result<u64> {
-    use std::os::fd::AsRawFd;
-    let f = std::fs::File::open(path)?;
-    let mut total = 0u64;
-    let mut start = from;
-    loop {
-        let mut map = Fiemap {
-            fm_start: start,
-            fm_length: u64::MAX - start,
-            fm_flags: 0,
-            fm_mapped_extents: 0,
-            fm_extent_count: FIEMAP_BATCH as u32,
-            fm_reserved: 0,
-            fm_extents: [FiemapExtent::default(); FIEMAP_BATCH],
-        };
-        // SAFETY: a valid descriptor and a struct fiemap with room for the extent count
-        // it declares, alive across the call.
-        let rc = unsafe { libc::ioctl(f.as_raw_fd(), FS_IOC_FIEMAP as _, &mut map) };
-        if rc != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let n = (map.fm_mapped_extents as usize).min(FIEMAP_BATCH);
-        if n == 0 {
-            return Ok(total);
-        }
-        for e in &map.fm_extents[..n] {
-            let end = e.fe_logical.saturating_add(e.fe_length);
-            total += end.saturating_sub(e.fe_logical.max(from));
-        }
-        let last = &map.fm_extents[n - 1];
-        let next = last.fe_logical.saturating_add(last.fe_length);
-        if last.fe_flags & FIEMAP_EXTENT_LAST != 0 || next <= start {
-            return Ok(total);
-        }
-        start = next;
-    }
+    // FIEMAP asked from `from` on, not from the start: mapping the whole file would read
+    // an indirect-mapped file's indirect blocks, which the walk otherwise never reads.
+    let past =
+        |e: &FileExtent| e.logical.saturating_add(e.length).saturating_sub(e.logical.max(from));
+    Ok(extents_from(path, from)?.iter().map(past).sum())
 }
 
 /// One extent of a file as FIEMAP reports it: `length` bytes at byte `logical` of the
@@ -378,10 +348,15 @@ impl FileExtent {
 /// Every extent of the file at `path` (FIEMAP, without FIEMAP_FLAG_SYNC: a recovered,
 /// mounted tree has nothing to write back), in file order.
 pub fn file_extents(path: &Path) -> std::io::Result<Vec<FileExtent>> {
+    extents_from(path, 0)
+}
+
+/// The extents of the file at `path` that end past byte `from`, in file order.
+fn extents_from(path: &Path, from: u64) -> std::io::Result<Vec<FileExtent>> {
     use std::os::fd::AsRawFd;
     let f = std::fs::File::open(path)?;
     let mut out = Vec::new();
-    let mut start = 0u64;
+    let mut start = from;
     loop {
         let mut map = Fiemap {
             fm_start: start,

@@ -87,7 +87,19 @@ pub struct ScheduleCell {
     /// What earlier runs on the same kernel saw of this schedule, when they saw it flip
     /// (`--flip-history`): the schedule is then racy whatever this run's recordings gave.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub earlier_runs: Option<crate::run::flip_history::EarlierRuns>,
+    pub earlier_runs: Option<EarlierRuns>,
+}
+
+/// What earlier runs saw of a schedule, as a cell reports it beside its own recordings
+/// (from a flip history: `run::flip_history`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EarlierRuns {
+    /// Earlier runs on this kernel.
+    pub runs: usize,
+    /// Their recordings of the schedule.
+    pub recordings: usize,
+    /// Of them, those that showed a violation.
+    pub violated: usize,
 }
 
 fn is_zero(n: &usize) -> bool {

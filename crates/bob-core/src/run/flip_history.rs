@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::{Cell, CellVerdict};
+use crate::report::{Cell, CellVerdict, EarlierRuns};
 
 use super::recordings::AUTO_RECORDINGS;
 
@@ -89,17 +89,6 @@ impl ScheduleHistory {
     pub fn rate(&self) -> f64 {
         self.violated as f64 / self.recordings.max(1) as f64
     }
-}
-
-/// What earlier runs saw of a schedule, as a cell reports it beside its own recordings.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EarlierRuns {
-    /// Earlier runs on this kernel.
-    pub runs: usize,
-    /// Their recordings of the schedule.
-    pub recordings: usize,
-    /// Of them, those that showed a violation.
-    pub violated: usize,
 }
 
 /// A flip history: the file's contents.
