@@ -24,11 +24,12 @@
 //! log), and a read-only fsck whose reads were logged (`--fsck once` with the fsck by
 //! reads) or taken from an earlier fsck with its reads.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use workloads::{stamp, Snapshot};
+use workloads::{stamp, Content, SectorClass, Snapshot};
 
 use crate::image::SectorSet;
 use crate::trace::SECTOR_SIZE;
@@ -97,11 +98,12 @@ impl FileData {
         }
         out.sectors.sort_unstable_by_key(|&(s, _)| s);
         // A device sector in two files' extents (none in these file systems) is left out.
-        let mut seen = HashMap::new();
-        for &(s, _) in &out.sectors {
-            *seen.entry(s).or_insert(0u32) += 1;
-        }
-        out.sectors.retain(|(s, _)| seen[s] == 1);
+        out.sectors = out
+            .sectors
+            .chunk_by(|a, b| a.0 == b.0)
+            .filter(|same| same.len() == 1)
+            .map(|one| one[0])
+            .collect();
         out
     }
 
@@ -136,16 +138,28 @@ impl FileData {
         differing: &[u64],
         mut bytes_at: impl FnMut(u64, &mut [u8; SECTOR_SIZE as usize]) -> std::io::Result<()>,
     ) -> Option<Snapshot> {
-        let mut out = snapshot.clone();
+        // Each file's classes once as a list, patched, then folded back into runs:
+        // setting sectors one at a time would rebuild the runs for each of thousands.
+        let mut classes: HashMap<u32, Vec<SectorClass>> = HashMap::new();
         let mut buf = [0u8; SECTOR_SIZE as usize];
         for &s in differing {
             let place = self.place(s)?;
             bytes_at(s, &mut buf).ok()?;
             let index = u64::from(place.index);
             let class = stamp::classify(&buf[..usize::from(place.bytes)], index * SECTOR_SIZE);
-            let path = self.paths.get(place.file as usize)?;
-            let node = out.entries.get_mut(&**path)?;
-            node.content.as_mut()?.set(index, 1, class);
+            let file = match classes.entry(place.file) {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(e) => {
+                    let node = snapshot.entries.get(&**self.paths.get(place.file as usize)?)?;
+                    e.insert(node.content.as_ref()?.iter().collect())
+                }
+            };
+            *file.get_mut(place.index as usize)? = class;
+        }
+        let mut out = snapshot.clone();
+        for (file, patched) in classes {
+            let node = out.entries.get_mut(&*self.paths[file as usize])?;
+            node.content = Some(Content::from_classes(patched));
         }
         Some(out)
     }

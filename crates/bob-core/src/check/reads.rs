@@ -77,8 +77,6 @@ struct Donor {
     /// in the crash epoch (`None`: an earlier epoch's or the base image's content).
     reads: Vec<(u64, Option<SectorSource>)>,
     result: Arc<Reusable>,
-    /// The donor's file data only its walk read (its result's, kept here to match).
-    file_data: Option<SharedFileData>,
     /// Where in `reads` the last state that did not match this donor differed: the
     /// states of an epoch come in runs that differ from a donor in the same place, so
     /// looking there first rejects most of them at one sector instead of thousands.
@@ -93,7 +91,11 @@ impl Donor {
         let same = |&(s, theirs): &(u64, Option<SectorSource>)| {
             SectorSource::same_content(theirs, overlay.crash_epoch_source(s), trace)
         };
-        let may_differ = |s: u64| self.file_data.as_ref().is_some_and(|d| d.covers(s));
+        let data = match &*self.result {
+            Reusable::Walked { file_data, .. } => file_data.as_deref(),
+            Reusable::Ended(_) => None,
+        };
+        let may_differ = |s: u64| data.is_some_and(|d| d.covers(s));
         let hint = self.differed_at.load(Ordering::Relaxed);
         if self.reads.get(hint).is_some_and(|r| !same(r) && !may_differ(r.0)) {
             return None;
@@ -215,23 +217,18 @@ impl ReadsMemo {
         // the same in every state of the epoch, and a donor of a multi-block cell would
         // otherwise keep thousands of sectors no state can differ in.
         let mut result = result;
-        let file_data = match &mut result {
-            Reusable::Walked { file_data, .. } => {
-                let kept = file_data
-                    .as_ref()
-                    .map(|d| d.only(|s| read.binary_search(&s).is_ok()))
-                    .filter(|d| !d.is_empty())
-                    .map(Arc::new);
-                *file_data = kept.clone();
-                kept
-            }
-            Reusable::Ended(_) => None,
-        };
+        if let Reusable::Walked { file_data, .. } = &mut result {
+            *file_data = file_data
+                .as_ref()
+                .map(|d| d.only(|s| read.binary_search(&s).is_ok()))
+                .filter(|d| !d.is_empty())
+                .map(Arc::new);
+        }
         let reads = read.into_iter().map(|s| (s, overlay.crash_epoch_source(s))).collect();
         let result = Arc::new(result);
         inner.by_digest.entry(digest).or_insert_with(|| result.clone());
         let differed_at = AtomicUsize::new(0);
-        let donor = Donor { reads, result, file_data, differed_at };
+        let donor = Donor { reads, result, differed_at };
         inner.by_epoch.entry(epoch).or_default().push(donor);
     }
 }
@@ -274,10 +271,8 @@ impl Reusable {
                 let snapshot = match (differing.is_empty(), file_data) {
                     (true, _) => snapshot.clone(),
                     (false, Some(data)) => data.patched(snapshot, differing, |s, buf| {
-                        let offset = s * SECTOR_SIZE;
-                        subject.base.read_at(offset, buf)?;
-                        overlay.read_into(&subject.trace, offset, buf);
-                        Ok(())
+                        let base = |at, part: &mut [u8]| subject.base.read_at(at, part);
+                        overlay.read_over(&subject.trace, s * SECTOR_SIZE, buf, base)
                     })?,
                     (false, None) => return None,
                 };

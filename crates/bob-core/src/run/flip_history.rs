@@ -82,7 +82,7 @@ pub struct ScheduleHistory {
 impl ScheduleHistory {
     /// Whether both outcomes were seen: violated in some recordings, not in all.
     pub fn flips(&self) -> bool {
-        self.violated > 0 && self.violated < self.recordings
+        crate::report::ScheduleCell::is_racy(self.violated, self.recordings)
     }
 
     /// The share of recordings that showed a violation.
