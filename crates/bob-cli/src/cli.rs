@@ -400,6 +400,10 @@ pub struct ExploreArgs {
     /// its mount and reading those sectors from the state's own bytes.
     #[arg(long)]
     pub no_patch_file_data: bool,
+    /// In a table, check one cell at a time instead of two at once (each with its own
+    /// `--jobs` workers).
+    #[arg(long)]
+    pub no_parallel_cells: bool,
 }
 
 impl ExploreArgs {
@@ -430,6 +434,7 @@ impl ExploreArgs {
             fsck_by_reads: !self.no_fsck_by_reads,
             recovery_used: !self.no_recovery_used,
             patch_file_data: !self.no_patch_file_data,
+            parallel_cells: !self.no_parallel_cells,
         }
     }
 }

@@ -84,23 +84,34 @@ fn a_table_interrupted_while_recording_ahead_leaves_nothing_behind() {
     util::assert_no_leaks(&scratch);
 }
 
-/// Record ahead on or off, a table reaches the same cells on one configuration whose
-/// verdicts do not depend on a recording's timing.
+/// Record ahead on or off, and two cells checked at once or one at a time (each lane
+/// recording its own cells when nothing records ahead), a table reaches the same cells, in
+/// table order, on one configuration whose verdicts do not depend on a recording's timing.
 #[test]
-fn recording_ahead_changes_no_verdict() {
+fn recording_ahead_and_parallel_cells_change_no_verdict() {
     // Every state (39 for append-then-append): a cap of 12 once missed ext2's reordering
     // in a recording made under a load of 12, where writeback came at other times.
     let args = ["--schedules", "sync"];
-    let properties = "single-block-append,append-then-append";
+    // Three cells for two lanes: one lane takes a second cell while the other checks.
+    let properties = "single-block-append,append-then-append,single-block-overwrite";
     let verdicts = |grid: &serde_json::Value| -> Vec<(String, String)> {
         setups(grid).into_iter().map(|c| (c.0, c.1)).collect()
     };
-    let ahead_dir = Dir::new();
-    let (_, ahead) = run_json(&ahead_dir, "table", "ext2", properties, &args);
-    let in_turn_dir = Dir::new();
-    let mut off = args.to_vec();
-    off.push("--no-record-ahead");
-    let (_, in_turn) = run_json(&in_turn_dir, "table", "ext2", properties, &off);
-    assert_eq!(verdicts(&ahead).len(), 2);
-    assert_eq!(verdicts(&ahead), verdicts(&in_turn));
+    let run = |extra: &[&'static str]| {
+        let dir = Dir::new();
+        let mut all = args.to_vec();
+        all.extend_from_slice(extra);
+        let (_, grid) = run_json(&dir, "table", "ext2", properties, &all);
+        verdicts(&grid)
+    };
+    let default = run(&[]);
+    let order: Vec<&str> = default.iter().map(|c| c.0.as_str()).collect();
+    assert_eq!(order, properties.split(',').collect::<Vec<_>>(), "table order: {default:?}");
+    assert_eq!(default, run(&["--no-parallel-cells"]), "one cell at a time");
+    assert_eq!(default, run(&["--no-record-ahead"]), "two lanes recording their own cells");
+    assert_eq!(
+        default,
+        run(&["--no-record-ahead", "--no-parallel-cells"]),
+        "one cell at a time, each recorded in turn"
+    );
 }

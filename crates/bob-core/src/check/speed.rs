@@ -56,6 +56,13 @@ pub struct Speedups {
     /// `--no-patch-file-data` turns it off). Absent in older documents: off.
     #[serde(default)]
     pub patch_file_data: bool,
+    /// A table checks [`crate::run::CELLS_AT_ONCE`] cells at once, each with its own
+    /// workers, so that one cell's serial steps (the recordings `--recordings auto`
+    /// adds after a violation, the witness's independent replay, the last few states of
+    /// a schedule) leave no core idle (`--no-parallel-cells` checks one cell at a
+    /// time). Absent in older documents: off.
+    #[serde(default)]
+    pub parallel_cells: bool,
 }
 
 impl Default for Speedups {
@@ -71,6 +78,7 @@ impl Default for Speedups {
             fsck_by_reads: true,
             recovery_used: true,
             patch_file_data: true,
+            parallel_cells: true,
         }
     }
 }
@@ -88,6 +96,7 @@ impl Speedups {
         fsck_by_reads: false,
         recovery_used: false,
         patch_file_data: false,
+        parallel_cells: false,
     };
 }
 

@@ -3,7 +3,8 @@
 //! [`Grid`]; and the resume cache that lets a killed table redo only unfinished cells.
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use workloads::Property;
 
@@ -180,70 +181,160 @@ fn in_cell(cell: &RunOptions, e: Error) -> Error {
     }
 }
 
-/// Carries out the plans in order, telling `progress` of each cell. With `record_ahead`,
-/// one thread records the cells to run, in order, each while the cell before it is
-/// checked: a rendezvous channel, so that at most one recorded cell waits. Its
-/// recordings report no progress (the bars show the cell being checked).
+/// How many cells a table checks at once with [`crate::check::Speedups::parallel_cells`].
+/// Two: each cell already runs `--jobs` workers, so a second cell is there only to fill
+/// the first one's serial steps, and a third would add memory and loop devices for little.
+pub const CELLS_AT_ONCE: usize = 2;
+
+/// What a lane of [`run_plans`] takes next, in table order.
+enum Next {
+    /// A cell to check, with its recordings when the recorder made them ahead (`None`:
+    /// the lane records it itself).
+    Check {
+        index: usize,
+        label: String,
+        cell: Box<RunOptions>,
+        recorded: Option<Box<Result<CellRecordings, Error>>>,
+    },
+    /// A cell whose traces could not be found: the table stops with this error.
+    Failed(Error),
+}
+
+/// Where the lanes take their cells from: the recorder thread's channel (with
+/// `record_ahead`), or the list itself.
+enum Feed {
+    Ahead(Option<std::sync::mpsc::Receiver<Next>>),
+    InLane(std::vec::IntoIter<Next>),
+}
+
+impl Feed {
+    fn next(&mut self) -> Option<Next> {
+        match self {
+            Feed::Ahead(rx) => rx.as_ref()?.recv().ok(),
+            Feed::InLane(list) => list.next(),
+        }
+    }
+}
+
+/// Carries out the plans, telling `progress` of each cell, and gives the cells in table
+/// order. With `record_ahead`, one thread records the cells to run, in order, each while
+/// the cells before it are checked: a rendezvous channel, so that at most one recorded
+/// cell waits (its recordings report no progress; the bars show the cells being checked).
+/// With `parallel_cells`, [`CELLS_AT_ONCE`] lanes each check a cell at a time, so cells
+/// finish out of order; without it one lane checks them in order. The first error stops
+/// the table: every lane finishes the cell it is on and takes no other.
 fn run_plans(
     opts: &TableOptions,
     plans: Vec<(String, Plan)>,
     progress: &dyn TableProgress,
     cancel: &AtomicBool,
 ) -> Result<Vec<Cell>, Error> {
-    let ahead = opts.cell.explore.speed.record_ahead;
-    let to_record: Vec<RunOptions> = match ahead {
-        true => plans
-            .iter()
-            .filter_map(|(_, p)| match p {
-                Plan::Run(cell) => Some((**cell).clone()),
-                _ => None,
-            })
-            .collect(),
-        false => Vec::new(),
+    let speed = opts.cell.explore.speed;
+    let lanes = if speed.parallel_cells { CELLS_AT_ONCE } else { 1 };
+    let started = AtomicUsize::new(0);
+    let start = |label: &str| progress.cell_started(started.fetch_add(1, Ordering::Relaxed), label);
+    let mut finished: Vec<Option<Vec<Cell>>> = Vec::with_capacity(plans.len());
+    let mut to_run = Vec::new();
+    for (index, (label, plan)) in plans.into_iter().enumerate() {
+        match plan {
+            Plan::Done(cells) => {
+                start(&label);
+                cells.iter().for_each(|c| progress.cell_finished(c));
+                finished.push(Some(cells));
+            }
+            Plan::Run(cell) => {
+                finished.push(None);
+                to_run.push(Next::Check { index, label, cell, recorded: None });
+            }
+            Plan::Failed(e) => {
+                finished.push(None);
+                to_run.push(Next::Failed(e));
+            }
+        }
+    }
+    let finished = Mutex::new(finished);
+    // Set by the first lane that fails: the others and the recorder take no more cells.
+    let stop = AtomicBool::new(false);
+    let (ahead_tx, feed) = match speed.record_ahead {
+        true => {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Next>(0);
+            (Some(tx), Feed::Ahead(Some(rx)))
+        }
+        false => (None, Feed::InLane(std::mem::take(&mut to_run).into_iter())),
     };
-    let mut cells = Vec::new();
+    let feed = Mutex::new(feed);
+    let lane = || -> Result<(), Error> {
+        while !stop.load(Ordering::Relaxed) {
+            let next = feed.lock().unwrap_or_else(|p| p.into_inner()).next();
+            let (index, label, cell, recorded) = match next {
+                None => break,
+                Some(Next::Failed(e)) => return Err(e),
+                Some(Next::Check { index, label, cell, recorded }) => {
+                    (index, label, cell, recorded)
+                }
+            };
+            start(&label);
+            let made = match recorded {
+                Some(made) => *made,
+                None => record_cell(&cell, progress, cancel),
+            };
+            let found = check_cell(made.map_err(|e| in_cell(&cell, e))?, progress, cancel)
+                .map_err(|e| in_cell(&cell, e))?;
+            save_cells(&cell, &found)?;
+            found.iter().for_each(|c| progress.cell_finished(c));
+            finished.lock().unwrap_or_else(|p| p.into_inner())[index] = Some(found);
+        }
+        Ok(())
+    };
+    let lane = || {
+        let done = lane();
+        if done.is_err() {
+            stop.store(true, Ordering::Relaxed);
+        }
+        done
+    };
     std::thread::scope(|scope| -> Result<(), Error> {
-        let (recorded_tx, recorded) =
-            std::sync::mpsc::sync_channel::<Result<CellRecordings, Error>>(0);
-        if ahead {
+        if let Some(tx) = ahead_tx {
+            let (stop, to_run) = (&stop, to_run);
             scope.spawn(move || {
-                for cell in &to_record {
-                    let made = record_cell(cell, &Quiet, cancel);
-                    let failed = made.is_err();
-                    // The table stopped taking cells (an error, an interrupt): stop too.
-                    if recorded_tx.send(made).is_err() || failed {
+                for next in to_run {
+                    let next = match next {
+                        Next::Check { index, label, cell, .. } => {
+                            let made = record_cell(&cell, &Quiet, cancel);
+                            let recorded = Some(Box::new(made));
+                            Next::Check { index, label, cell, recorded }
+                        }
+                        failed => failed,
+                    };
+                    let last = match &next {
+                        Next::Check { recorded: Some(made), .. } => made.is_err(),
+                        _ => true,
+                    };
+                    // The lanes stopped taking cells (an error, an interrupt): stop too.
+                    if stop.load(Ordering::Relaxed) || tx.send(next).is_err() || last {
                         break;
                     }
                 }
             });
-        } else {
-            drop(recorded_tx);
         }
-        for (started, (label, plan)) in plans.into_iter().enumerate() {
-            progress.cell_started(started, &label);
-            let found = match plan {
-                Plan::Done(cells) => cells,
-                Plan::Failed(e) => return Err(e),
-                Plan::Run(cell) => {
-                    let made = match ahead {
-                        // The recorder stops only after sending its error, or when told to.
-                        true => recorded.recv().unwrap_or(Err(check::Error::Interrupted.into())),
-                        false => record_cell(&cell, progress, cancel),
-                    };
-                    let found = check_cell(made.map_err(|e| in_cell(&cell, e))?, progress, cancel)
-                        .map_err(|e| in_cell(&cell, e))?;
-                    save_cells(&cell, &found)?;
-                    found
-                }
-            };
-            for cell in found {
-                progress.cell_finished(&cell);
-                cells.push(cell);
+        let handles: Vec<_> = (0..lanes).map(|_| scope.spawn(lane)).collect();
+        let mut first_error = None;
+        for handle in handles {
+            let done = handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            if let (Err(e), None) = (done, &first_error) {
+                first_error = Some(e);
             }
         }
-        Ok(())
+        // A recorder still waiting to hand over a cell is let go.
+        if let Feed::Ahead(rx) = &mut *feed.lock().unwrap_or_else(|p| p.into_inner()) {
+            rx.take();
+        }
+        first_error.map_or(Ok(()), Err)
     })?;
-    Ok(cells)
+    let finished = finished.into_inner().unwrap_or_else(|p| p.into_inner());
+    // A cell left unchecked with no error: the recorder stopped at an interrupt.
+    let cells: Option<Vec<Vec<Cell>>> = finished.into_iter().collect();
+    Ok(cells.ok_or(check::Error::Interrupted)?.into_iter().flatten().collect())
 }
 
 /// Where a finished cell is kept for `--resume`: `<cell dir>/cells.json`.

@@ -19,7 +19,7 @@ pub(crate) mod xfstests_lint;
 
 pub use check_trace::{check_trace, CheckTraceOptions};
 pub use flip_history::FlipHistory;
-pub use grid::{disk_models, run_table, TableOptions, TableProgress};
+pub use grid::{disk_models, run_table, TableOptions, TableProgress, CELLS_AT_ONCE};
 pub use recordings::Recordings;
 pub use replay::{replay_witness, witness_state, ReplayOptions};
 pub use traces::{cell_traces_in, load_trace_set, record_table};
