@@ -19,6 +19,9 @@ pub struct Bars {
     keep_phases: bool,
     cells: Option<ProgressBar>,
     phase: Mutex<Option<ProgressBar>>,
+    /// The phase bars of a table's lanes after the first (two cells checked at once),
+    /// by lane; lane 0's is `phase`.
+    lanes: Mutex<std::collections::BTreeMap<usize, ProgressBar>>,
 }
 
 fn style(template: &str) -> ProgressStyle {
@@ -33,7 +36,14 @@ impl Bars {
         if !visible {
             multi.set_draw_target(ProgressDrawTarget::hidden());
         }
-        Bars { multi, visible, keep_phases, cells: None, phase: Mutex::new(None) }
+        Bars {
+            multi,
+            visible,
+            keep_phases,
+            cells: None,
+            phase: Mutex::new(None),
+            lanes: Mutex::new(Default::default()),
+        }
     }
 
     /// One bar, reused by each phase and cleared at the end (`bob run`, `bob check`).
@@ -65,6 +75,8 @@ impl Bars {
         if let Some(bar) = self.phase.lock().unwrap_or_else(|p| p.into_inner()).take() {
             self.end(bar);
         }
+        let lanes = std::mem::take(&mut *self.lanes.lock().unwrap_or_else(|p| p.into_inner()));
+        lanes.into_values().for_each(|bar| self.end(bar));
         if let Some(cells) = &self.cells {
             cells.finish_and_clear();
         }
@@ -77,6 +89,17 @@ impl Bars {
             bar.finish_and_clear();
         }
     }
+
+    /// A new bar for a phase named `name`.
+    fn phase_bar(&self, name: &str, total: usize) -> ProgressBar {
+        let bar = self.multi.add(ProgressBar::new(total as u64));
+        bar.set_style(style(
+            "{spinner} {msg:<12} [{bar:30}] {pos}/{len} {per_sec} eta {eta} {elapsed_precise}",
+        ));
+        bar.set_message(name.to_owned());
+        bar.enable_steady_tick(Duration::from_millis(120));
+        bar
+    }
 }
 
 impl Progress for Bars {
@@ -85,13 +108,7 @@ impl Progress for Bars {
         if let Some(bar) = current.take() {
             self.end(bar);
         }
-        let bar = self.multi.add(ProgressBar::new(total as u64));
-        bar.set_style(style(
-            "{spinner} {msg:<12} [{bar:30}] {pos}/{len} {per_sec} eta {eta} {elapsed_precise}",
-        ));
-        bar.set_message(name.to_owned());
-        bar.enable_steady_tick(Duration::from_millis(120));
-        *current = Some(bar);
+        *current = Some(self.phase_bar(name, total));
     }
 
     fn state_done(&self, done: usize, total: usize) {
@@ -107,6 +124,27 @@ impl TableProgress for Bars {
         if let Some(cells) = &self.cells {
             cells.set_position(index as u64);
             cells.set_message(label.to_owned());
+        }
+    }
+
+    fn lane_phase(&self, lane: usize, name: &str, total: usize) {
+        if lane == 0 {
+            return self.phase(name, total);
+        }
+        let mut lanes = self.lanes.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(bar) = lanes.remove(&lane) {
+            self.end(bar);
+        }
+        lanes.insert(lane, self.phase_bar(name, total));
+    }
+
+    fn lane_state_done(&self, lane: usize, done: usize, total: usize) {
+        if lane == 0 {
+            return self.state_done(done, total);
+        }
+        if let Some(bar) = self.lanes.lock().unwrap_or_else(|p| p.into_inner()).get(&lane) {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
         }
     }
 

@@ -57,6 +57,32 @@ pub trait TableProgress: Progress {
     fn cell_started(&self, index: usize, label: &str);
     /// A cell (one per disk model) is done.
     fn cell_finished(&self, cell: &Cell);
+    /// A phase of the cell that lane `lane` checks (lane 0 alone when cells are checked
+    /// one at a time; see [`CELLS_AT_ONCE`]). By default the one bar of [`Progress`].
+    fn lane_phase(&self, lane: usize, name: &str, total: usize) {
+        let _ = lane;
+        self.phase(name, total);
+    }
+    /// One more state of lane `lane`'s cell checked.
+    fn lane_state_done(&self, lane: usize, done: usize, total: usize) {
+        let _ = lane;
+        self.state_done(done, total);
+    }
+}
+
+/// One lane's view of a table's progress: its phases and states go to its own bar.
+struct Lane<'a> {
+    lane: usize,
+    table: &'a dyn TableProgress,
+}
+
+impl Progress for Lane<'_> {
+    fn phase(&self, name: &str, total: usize) {
+        self.table.lane_phase(self.lane, name, total);
+    }
+    fn state_done(&self, done: usize, total: usize) {
+        self.table.lane_state_done(self.lane, done, total);
+    }
 }
 
 /// The disk models `units` and `fua` name for a configuration with this block size.
@@ -263,7 +289,8 @@ fn run_plans(
         false => (None, Feed::InLane(std::mem::take(&mut to_run).into_iter())),
     };
     let feed = Mutex::new(feed);
-    let lane = || -> Result<(), Error> {
+    let lane = |lane: usize| -> Result<(), Error> {
+        let own = &Lane { lane, table: progress };
         while !stop.load(Ordering::Relaxed) {
             let next = feed.lock().unwrap_or_else(|p| p.into_inner()).next();
             let (index, label, cell, recorded) = match next {
@@ -276,9 +303,9 @@ fn run_plans(
             start(&label);
             let made = match recorded {
                 Some(made) => *made,
-                None => record_cell(&cell, progress, cancel),
+                None => record_cell(&cell, own, cancel),
             };
-            let found = check_cell(made.map_err(|e| in_cell(&cell, e))?, progress, cancel)
+            let found = check_cell(made.map_err(|e| in_cell(&cell, e))?, own, cancel)
                 .map_err(|e| in_cell(&cell, e))?;
             save_cells(&cell, &found)?;
             found.iter().for_each(|c| progress.cell_finished(c));
@@ -286,8 +313,8 @@ fn run_plans(
         }
         Ok(())
     };
-    let lane = || {
-        let done = lane();
+    let lane = |k: usize| {
+        let done = lane(k);
         if done.is_err() {
             stop.store(true, Ordering::Relaxed);
         }
@@ -317,7 +344,7 @@ fn run_plans(
                 }
             });
         }
-        let handles: Vec<_> = (0..lanes).map(|_| scope.spawn(lane)).collect();
+        let handles: Vec<_> = (0..lanes).map(|k| scope.spawn(move || lane(k))).collect();
         let mut first_error = None;
         for handle in handles {
             let done = handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
