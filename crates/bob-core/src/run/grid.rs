@@ -226,6 +226,18 @@ enum Next {
     Failed(Error),
 }
 
+/// Sets its flag when dropped during a panic: a lane that panics stops the table as a
+/// lane that fails does.
+struct StopOnPanic<'a>(&'a AtomicBool);
+
+impl Drop for StopOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Where the lanes take their cells from: the recorder thread's channel (with
 /// `record_ahead`), or the list itself.
 enum Feed {
@@ -314,10 +326,13 @@ fn run_plans(
         Ok(())
     };
     let lane = |k: usize| {
+        // A lane that fails or panics stops the others and the recorder.
+        let stop_on_panic = StopOnPanic(&stop);
         let done = lane(k);
         if done.is_err() {
             stop.store(true, Ordering::Relaxed);
         }
+        drop(stop_on_panic);
         done
     };
     std::thread::scope(|scope| -> Result<(), Error> {
@@ -345,16 +360,19 @@ fn run_plans(
             });
         }
         let handles: Vec<_> = (0..lanes).map(|k| scope.spawn(move || lane(k))).collect();
-        let mut first_error = None;
-        for handle in handles {
-            let done = handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            if let (Err(e), None) = (done, &first_error) {
-                first_error = Some(e);
-            }
-        }
-        // A recorder still waiting to hand over a cell is let go.
+        let joined: Vec<_> = handles.into_iter().map(|h| h.join()).collect();
+        // A recorder still waiting to hand over a cell is let go (before a lane's panic
+        // goes on, or the scope would wait for the recorder for ever).
         if let Feed::Ahead(rx) = &mut *feed.lock().unwrap_or_else(|p| p.into_inner()) {
             rx.take();
+        }
+        let mut first_error = None;
+        for done in joined {
+            match done {
+                Err(panic) => std::panic::resume_unwind(panic),
+                Ok(Err(e)) if first_error.is_none() => first_error = Some(e),
+                Ok(_) => {}
+            }
         }
         first_error.map_or(Ok(()), Err)
     })?;
