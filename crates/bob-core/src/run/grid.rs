@@ -226,15 +226,13 @@ enum Next {
     Failed(Error),
 }
 
-/// Sets its flag when dropped during a panic: a lane that panics stops the table as a
-/// lane that fails does.
-struct StopOnPanic<'a>(&'a AtomicBool);
+/// Sets its flag when its lane ends, however it ends (an error, a panic, or no cell left,
+/// when the other lanes find none either): the others then take no more cells.
+struct StopOnExit<'a>(&'a AtomicBool);
 
-impl Drop for StopOnPanic<'_> {
+impl Drop for StopOnExit<'_> {
     fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.0.store(true, Ordering::Relaxed);
-        }
+        self.0.store(true, Ordering::Relaxed);
     }
 }
 
@@ -291,7 +289,7 @@ fn run_plans(
         }
     }
     let finished = Mutex::new(finished);
-    // Set by the first lane that fails: the others and the recorder take no more cells.
+    // Set by the first lane to end: the others and the recorder take no more cells.
     let stop = AtomicBool::new(false);
     let (ahead_tx, feed) = match speed.record_ahead {
         true => {
@@ -302,6 +300,7 @@ fn run_plans(
     };
     let feed = Mutex::new(feed);
     let lane = |lane: usize| -> Result<(), Error> {
+        let _stop_the_others = StopOnExit(&stop);
         let own = &Lane { lane, table: progress };
         while !stop.load(Ordering::Relaxed) {
             let next = feed.lock().unwrap_or_else(|p| p.into_inner()).next();
@@ -324,16 +323,6 @@ fn run_plans(
             finished.lock().unwrap_or_else(|p| p.into_inner())[index] = Some(found);
         }
         Ok(())
-    };
-    let lane = |k: usize| {
-        // A lane that fails or panics stops the others and the recorder.
-        let stop_on_panic = StopOnPanic(&stop);
-        let done = lane(k);
-        if done.is_err() {
-            stop.store(true, Ordering::Relaxed);
-        }
-        drop(stop_on_panic);
-        done
     };
     std::thread::scope(|scope| -> Result<(), Error> {
         if let Some(tx) = ahead_tx {
